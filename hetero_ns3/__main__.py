@@ -1,0 +1,3 @@
+from hetero_ns3.cli.main import entry
+
+entry()

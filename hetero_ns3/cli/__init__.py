@@ -1,0 +1,1 @@
+"""The ``hetero-ns3`` command line."""
