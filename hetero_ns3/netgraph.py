@@ -89,7 +89,9 @@ class NetGraph:
         return adj
 
 
-def make_graph(nodes: list[GraphNode] | tuple[GraphNode, ...], links: list[GraphLink] | tuple[GraphLink, ...]) -> NetGraph:
+def make_graph(
+    nodes: list[GraphNode] | tuple[GraphNode, ...], links: list[GraphLink] | tuple[GraphLink, ...]
+) -> NetGraph:
     """Validate and build a :class:`NetGraph`.
 
     Raises ScenarioError for duplicate names, unknown kinds, dangling links, self-loops,

@@ -71,7 +71,9 @@ def parse_rate(value: str | float | int, field: str = "rate") -> float:
         elif unit.lower() in _RATE_UNITS:
             out = num * _RATE_UNITS[unit.lower()]
         else:
-            raise ScenarioError(f"{field} ({value!r}) has an unknown rate unit {unit!r}; use bps, Kbps, Mbps, Gbps, Tbps or GBps")
+            raise ScenarioError(
+                f"{field} ({value!r}) has an unknown rate unit {unit!r}; use bps, Kbps, Mbps, Gbps, Tbps or GBps"
+            )
     if out <= 0:
         raise ScenarioError(f"{field} ({value!r}) must be a positive rate; e.g. '100Gbps'")
     return out
@@ -102,10 +104,14 @@ def parse_size(value: str | float | int, field: str = "size", allow_zero: bool =
         num, unit = _split(str(value), "size", field)
         key = unit.lower()
         if key not in _SIZE_UNITS:
-            raise ScenarioError(f"{field} ({value!r}) has an unknown size unit {unit!r}; use B, KiB, MiB, GiB, KB, MB or GB")
+            raise ScenarioError(
+                f"{field} ({value!r}) has an unknown size unit {unit!r}; use B, KiB, MiB, GiB, KB, MB or GB"
+            )
         out = num * _SIZE_UNITS[key]
     if out < 0 or (out == 0 and not allow_zero) or out != int(out):
-        raise ScenarioError(f"{field} ({value!r}) must be a {'non-negative' if allow_zero else 'positive'} whole number of bytes")
+        raise ScenarioError(
+            f"{field} ({value!r}) must be a {'non-negative' if allow_zero else 'positive'} whole number of bytes"
+        )
     return int(out)
 
 
