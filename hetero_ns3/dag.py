@@ -1,0 +1,274 @@
+"""The execution plan: one DAG of compute tasks and flow tasks, stored as arrays.
+
+This is the contract between the planners (workload compiler, collective planner) and the two
+network backends (packet-level ``ns3`` and flow-level ``analytic``). It is pure data: numpy arrays
+in struct-of-arrays form so that millions of tasks cost megabytes, not gigabytes, and so that the
+C++ replay can take them without a Python loop.
+
+Semantics (both backends implement exactly this):
+
+* A task starts when all its dependencies have finished (``deps``).
+* A **compute** task occupies its GPU's ``stream`` for ``duration_s`` seconds. Streams are in-order
+  queues like CUDA streams: the builder adds, for every compute task, an implicit dependency on the
+  previous compute task issued to the same (gpu, stream). So the replay needs only ``deps``.
+* A **flow** task moves ``size_bytes`` from GPU ``gpu`` to GPU ``dst`` through the network (an RDMA
+  queue pair in the packet backend). Flows do not occupy a stream: the channels of a collective run
+  concurrently, as NCCL's do. ``priority`` is the traffic class (0..7).
+* Task ids are positions; a task may only depend on tasks with smaller ids, which makes every plan
+  acyclic by construction (checked by :meth:`ExecutionPlan.validate`).
+
+Units: seconds, bytes. GPU indices refer to ``ExecutionPlan.gpus`` (names as in the topology,
+e.g. ``n3.g5``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from hetero_ns3.errors import PlanningError
+
+COMPUTE = 0
+FLOW = 1
+
+#: Conventional stream ids. Collectives may use further ids (>= COMM_STREAM) per channel.
+COMPUTE_STREAM = 0
+COMM_STREAM = 1
+
+
+@dataclass(frozen=True)
+class ExecutionPlan:
+    """A DAG of compute and flow tasks (struct of arrays, one row per task)."""
+
+    gpus: tuple[str, ...]
+    """GPU (host) names; ``gpu`` and ``dst`` index into this."""
+    kind: np.ndarray
+    """int8: COMPUTE or FLOW."""
+    gpu: np.ndarray
+    """int32: the GPU of a compute task; the source GPU of a flow."""
+    dst: np.ndarray
+    """int32: destination GPU of a flow; -1 for compute tasks."""
+    size_bytes: np.ndarray
+    """int64: bytes of a flow; 0 for compute tasks."""
+    duration_s: np.ndarray
+    """float64: duration of a compute task in seconds; 0 for flows."""
+    stream: np.ndarray
+    """int16: stream of a compute task; -1 for flows."""
+    priority: np.ndarray
+    """int8: traffic class of a flow (0..7); 0 for compute tasks."""
+    dep_ptr: np.ndarray
+    """int64, len n+1: deps of task i are ``dep_idx[dep_ptr[i]:dep_ptr[i+1]]`` (CSR)."""
+    dep_idx: np.ndarray
+    """int32: dependency task ids."""
+    label: np.ndarray
+    """int32: index into ``labels`` (what the task is, e.g. ``dp.all_reduce[3] ring ch1 step2``)."""
+    labels: tuple[str, ...]
+    category: np.ndarray
+    """int16: index into ``categories`` (breakdown class, e.g. ``compute``, ``tp``, ``pp``, ``dp``)."""
+    categories: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return int(self.kind.shape[0])
+
+    def deps(self, i: int) -> np.ndarray:
+        return self.dep_idx[self.dep_ptr[i] : self.dep_ptr[i + 1]]
+
+    @property
+    def n_flows(self) -> int:
+        return int(np.count_nonzero(self.kind == FLOW))
+
+    def validate(self) -> None:
+        """Check array shapes, index ranges and acyclicity (deps point to earlier tasks)."""
+        n = len(self)
+        for name in ("gpu", "dst", "size_bytes", "duration_s", "stream", "priority", "label", "category"):
+            if getattr(self, name).shape != (n,):
+                raise PlanningError(f"ExecutionPlan.{name} has shape {getattr(self, name).shape}, expected ({n},)")
+        if self.dep_ptr.shape != (n + 1,) or self.dep_ptr[0] != 0 or self.dep_ptr[-1] != len(self.dep_idx):
+            raise PlanningError("ExecutionPlan.dep_ptr is not a valid CSR index")
+        owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.dep_ptr))
+        bad = np.nonzero((self.dep_idx >= owner) | (self.dep_idx < 0))[0]
+        if bad.size:
+            i = int(owner[bad[0]])
+            raise PlanningError(f"task {i} depends on task {int(self.dep_idx[bad[0]])}: deps must be earlier tasks")
+        flows = self.kind == FLOW
+        if np.any((self.gpu < 0) | (self.gpu >= len(self.gpus))):
+            raise PlanningError("a task names a GPU index outside ExecutionPlan.gpus")
+        if np.any(flows & ((self.dst < 0) | (self.dst >= len(self.gpus)))):
+            raise PlanningError("a flow names a destination GPU outside ExecutionPlan.gpus")
+        if np.any(flows & (self.size_bytes <= 0)):
+            raise PlanningError("a flow task has size_bytes <= 0")
+        if np.any(~flows & (self.duration_s < 0)):
+            raise PlanningError("a compute task has a negative duration")
+
+
+class PlanBuilder:
+    """Append tasks one by one; :meth:`build` freezes them into an :class:`ExecutionPlan`.
+
+    ``add_*`` return the new task id. Dependencies must be ids already returned.
+    """
+
+    def __init__(self, gpus: Sequence[str]) -> None:
+        self.gpus: tuple[str, ...] = tuple(gpus)
+        self._gpu_index = {g: i for i, g in enumerate(self.gpus)}
+        if len(self._gpu_index) != len(self.gpus):
+            raise PlanningError("PlanBuilder: GPU names must be unique")
+        self._kind: list[int] = []
+        self._gpu: list[int] = []
+        self._dst: list[int] = []
+        self._size: list[int] = []
+        self._dur: list[float] = []
+        self._stream: list[int] = []
+        self._prio: list[int] = []
+        self._label: list[int] = []
+        self._cat: list[int] = []
+        self._dep_ptr: list[int] = [0]
+        self._dep_idx: list[int] = []
+        self._labels: dict[str, int] = {}
+        self._cats: dict[str, int] = {}
+        self._stream_tail: dict[tuple[int, int], int] = {}
+
+    def __len__(self) -> int:
+        return len(self._kind)
+
+    def gpu_index(self, name: str) -> int:
+        try:
+            return self._gpu_index[name]
+        except KeyError:
+            raise PlanningError(f"unknown GPU {name!r} in plan; known: {list(self.gpus[:4])}...") from None
+
+    def _intern(self, table: dict[str, int], text: str) -> int:
+        idx = table.get(text)
+        if idx is None:
+            idx = table[text] = len(table)
+        return idx
+
+    def _append(
+        self,
+        kind: int,
+        gpu: int,
+        dst: int,
+        size: int,
+        dur: float,
+        stream: int,
+        prio: int,
+        deps: Iterable[int],
+        label: str,
+        category: str,
+    ) -> int:
+        tid = len(self._kind)
+        dl = sorted(set(int(d) for d in deps))
+        if dl and (dl[0] < 0 or dl[-1] >= tid):
+            raise PlanningError(f"task {tid} ({label}) depends on unknown task ids {dl}")
+        self._kind.append(kind)
+        self._gpu.append(gpu)
+        self._dst.append(dst)
+        self._size.append(size)
+        self._dur.append(dur)
+        self._stream.append(stream)
+        self._prio.append(prio)
+        self._label.append(self._intern(self._labels, label))
+        self._cat.append(self._intern(self._cats, category))
+        self._dep_idx.extend(dl)
+        self._dep_ptr.append(len(self._dep_idx))
+        return tid
+
+    def add_compute(
+        self,
+        gpu: str | int,
+        duration_s: float,
+        deps: Iterable[int] = (),
+        stream: int = COMPUTE_STREAM,
+        label: str = "compute",
+        category: str = "compute",
+    ) -> int:
+        """A kernel of ``duration_s`` seconds on ``gpu``'s ``stream`` (in-order after its predecessor)."""
+        g = self.gpu_index(gpu) if isinstance(gpu, str) else int(gpu)
+        if duration_s < 0:
+            raise PlanningError(f"compute task {label!r} has negative duration {duration_s}")
+        deps = list(deps)
+        prev = self._stream_tail.get((g, stream))
+        if prev is not None:
+            deps.append(prev)
+        tid = self._append(COMPUTE, g, -1, 0, float(duration_s), stream, 0, deps, label, category)
+        self._stream_tail[(g, stream)] = tid
+        return tid
+
+    def add_flow(
+        self,
+        src: str | int,
+        dst: str | int,
+        size_bytes: int,
+        deps: Iterable[int] = (),
+        priority: int = 0,
+        label: str = "flow",
+        category: str = "comm",
+    ) -> int:
+        """``size_bytes`` from ``src`` to ``dst`` once ``deps`` are done."""
+        s = self.gpu_index(src) if isinstance(src, str) else int(src)
+        d = self.gpu_index(dst) if isinstance(dst, str) else int(dst)
+        if size_bytes <= 0:
+            raise PlanningError(f"flow {label!r} has size {size_bytes} bytes; must be > 0")
+        if s == d:
+            raise PlanningError(f"flow {label!r} goes from GPU {self.gpus[s]!r} to itself")
+        if not 0 <= priority <= 7:
+            raise PlanningError(f"flow {label!r} priority {priority} must be in 0..7")
+        return self._append(FLOW, s, d, int(size_bytes), 0.0, -1, priority, deps, label, category)
+
+    def add_barrier(self, gpu: str | int, deps: Iterable[int], label: str = "join", category: str = "sync") -> int:
+        """A zero-time task that completes when ``deps`` do (joins dependency fans). Uses no stream."""
+        g = self.gpu_index(gpu) if isinstance(gpu, str) else int(gpu)
+        return self._append(COMPUTE, g, -1, 0, 0.0, -1, 0, deps, label, category)
+
+    def build(self) -> ExecutionPlan:
+        plan = ExecutionPlan(
+            gpus=self.gpus,
+            kind=np.asarray(self._kind, dtype=np.int8),
+            gpu=np.asarray(self._gpu, dtype=np.int32),
+            dst=np.asarray(self._dst, dtype=np.int32),
+            size_bytes=np.asarray(self._size, dtype=np.int64),
+            duration_s=np.asarray(self._dur, dtype=np.float64),
+            stream=np.asarray(self._stream, dtype=np.int16),
+            priority=np.asarray(self._prio, dtype=np.int8),
+            dep_ptr=np.asarray(self._dep_ptr, dtype=np.int64),
+            dep_idx=np.asarray(self._dep_idx, dtype=np.int32),
+            label=np.asarray(self._label, dtype=np.int32),
+            labels=tuple(self._labels),
+            category=np.asarray(self._cat, dtype=np.int16),
+            categories=tuple(self._cats),
+        )
+        plan.validate()
+        return plan
+
+
+@dataclass(frozen=True)
+class TaskTimes:
+    """What a backend returns for a plan: when each task started and finished (seconds)."""
+
+    start_s: np.ndarray
+    finish_s: np.ndarray
+
+    @property
+    def makespan_s(self) -> float:
+        return float(self.finish_s.max()) if self.finish_s.size else 0.0
+
+
+def critical_path_s(plan: ExecutionPlan, flow_time_s: np.ndarray | float = 0.0) -> TaskTimes:
+    """Replay ``plan`` with fixed flow durations (default 0: an infinitely fast network).
+
+    ``flow_time_s`` is a scalar or a per-task array (used for flows only). Since deps point to
+    earlier ids and streams are already dependencies, one pass in id order is exact.
+    """
+    n = len(plan)
+    ft = np.broadcast_to(np.asarray(flow_time_s, dtype=np.float64), (n,))
+    start = np.zeros(n)
+    finish = np.zeros(n)
+    ptr, idx = plan.dep_ptr, plan.dep_idx
+    dur = np.where(plan.kind == FLOW, ft, plan.duration_s)
+    for i in range(n):
+        a, b = ptr[i], ptr[i + 1]
+        s = finish[idx[a:b]].max() if b > a else 0.0
+        start[i] = s
+        finish[i] = s + dur[i]
+    return TaskTimes(start, finish)
