@@ -1,0 +1,67 @@
+"""Plain host topologies written inline: ``star:N`` and ``leafspine:L,S,H``.
+
+These have hosts ``h0``.. (no GPUs, no intra-node fabric) and are meant for network studies and
+tests of the packet backend. Cluster presets (``topologies/*.toml``) go through
+:func:`hetero_ns3.topology.build.build_graph` instead.
+"""
+
+from __future__ import annotations
+
+from hetero_ns3.errors import ScenarioError
+from hetero_ns3.netgraph import HOST, SWITCH, GraphLink, GraphNode, NetGraph, make_graph
+
+
+def star(n_hosts: int, link_rate_bps: float = 100e9, link_delay_s: float = 1e-6) -> NetGraph:
+    """``n_hosts`` hosts ``h0``.. on one switch ``sw0``; every link has the same rate (bit/s) and delay (s)."""
+    if n_hosts < 1:
+        raise ScenarioError(f"star hosts ({n_hosts}) must be >= 1, e.g. 'star:8'")
+    nodes = [GraphNode(f"h{i}", HOST, role="host") for i in range(n_hosts)]
+    nodes.append(GraphNode("sw0", SWITCH, role="leaf"))
+    links = [GraphLink(f"h{i}", "sw0", link_rate_bps, link_delay_s, tier="host-leaf") for i in range(n_hosts)]
+    return make_graph(nodes, links)
+
+
+def leaf_spine(
+    leaves: int, spines: int, hosts_per_leaf: int, link_rate_bps: float = 100e9, link_delay_s: float = 1e-6
+) -> NetGraph:
+    """Two-tier Clos: ``leaves`` leaves ``leaf0``.., ``spines`` spines ``spine0``.., every leaf to every spine.
+
+    Hosts ``h0``.. are numbered leaf by leaf (``h0``..``h{H-1}`` on ``leaf0``). All links share one rate
+    (bit/s) and delay (s), so the leaf oversubscription is ``hosts_per_leaf / spines``.
+    """
+    for name, v in (("leaves", leaves), ("spines", spines), ("hosts_per_leaf", hosts_per_leaf)):
+        if v < 1:
+            raise ScenarioError(f"leafspine {name} ({v}) must be >= 1, e.g. 'leafspine:4,2,8'")
+    nodes: list[GraphNode] = []
+    links: list[GraphLink] = []
+    for leaf in range(leaves):
+        for j in range(hosts_per_leaf):
+            h = f"h{leaf * hosts_per_leaf + j}"
+            nodes.append(GraphNode(h, HOST, role="host"))
+            links.append(GraphLink(h, f"leaf{leaf}", link_rate_bps, link_delay_s, tier="host-leaf"))
+    nodes += [GraphNode(f"leaf{i}", SWITCH, role="leaf") for i in range(leaves)]
+    nodes += [GraphNode(f"spine{i}", SWITCH, role="spine") for i in range(spines)]
+    for leaf in range(leaves):
+        for s in range(spines):
+            links.append(GraphLink(f"leaf{leaf}", f"spine{s}", link_rate_bps, link_delay_s, tier="leaf-spine"))
+    return make_graph(nodes, links)
+
+
+def parse_inline(spec: str, link_rate_bps: float, link_delay_s: float) -> NetGraph | None:
+    """Build ``star:N`` / ``leafspine:L,S,H``; None when ``spec`` is not of that form."""
+    kind, sep, args = spec.partition(":")
+    if not sep or kind not in ("star", "leafspine"):
+        return None
+    try:
+        nums = [int(x) for x in args.split(",")]
+    except ValueError:
+        raise ScenarioError(
+            f"topology ({spec!r}) has non-integer arguments; write 'star:8' or 'leafspine:4,2,8'"
+        ) from None
+    if kind == "star":
+        if len(nums) != 1:
+            raise ScenarioError(f"topology ({spec!r}) takes one number: 'star:N'")
+        return star(nums[0], link_rate_bps, link_delay_s)
+    if len(nums) != 3:
+        raise ScenarioError(f"topology ({spec!r}) takes three numbers: 'leafspine:LEAVES,SPINES,HOSTS_PER_LEAF'")
+    return leaf_spine(nums[0], nums[1], nums[2], link_rate_bps, link_delay_s)
