@@ -1,0 +1,207 @@
+"""Public entry points of the flow-level backend: replay a plan, or simulate independent flows."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hetero_ns3.analytic.config import AnalyticConfig
+from hetero_ns3.analytic.engine import replay
+from hetero_ns3.analytic.routes import FlowPaths, link_arrays, route_flows
+from hetero_ns3.dag import FLOW, ExecutionPlan, TaskTimes
+from hetero_ns3.errors import ScenarioError
+from hetero_ns3.netgraph import HOST, NetGraph
+
+FLOW_COLUMNS = ("id", "src", "dst", "size_bytes", "start_s", "finish_s", "fct_s", "label")
+Routes = Mapping[int, Sequence[Sequence[int]]]
+#: The default settings (RoCEv2 framing, 1000-byte payload, store-and-forward hops).
+DEFAULT_CONFIG = AnalyticConfig()
+
+
+@dataclass(frozen=True)
+class AnalyticStats:
+    """What a run cost and did."""
+
+    tasks: int
+    flows: int
+    events: int
+    """Distinct event times processed by the event loop."""
+    rate_updates: int
+    """Max-min recomputations (the active flow set changed)."""
+    fill_rounds: int
+    """Water-filling rounds over all recomputations."""
+    max_active_flows: int
+    routing_s: float
+    """Wall seconds spent routing flows (next-hop tables and path walks)."""
+    replay_s: float
+    """Wall seconds in the event loop."""
+    wall_s: float
+    """Wall seconds of the whole call."""
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.replay_s if self.replay_s > 0 else float("inf")
+
+
+@dataclass(frozen=True)
+class AnalyticResult:
+    """Outcome of :func:`simulate_plan`."""
+
+    times: TaskTimes
+    """Start and finish of every task (seconds)."""
+    flows: pd.DataFrame
+    """One row per flow task: id, src, dst, size_bytes, start_s, finish_s, fct_s, label."""
+    link_bytes: np.ndarray
+    """float64 (n_links, 2): payload bytes carried per link, column 0 from ``a`` to ``b``, 1 from ``b`` to ``a``."""
+    stats: AnalyticStats
+
+
+def _host_nodes(graph: NetGraph, names: Sequence[str], what: str) -> np.ndarray:
+    out = np.empty(len(names), np.int64)
+    for i, name in enumerate(names):
+        try:
+            node = graph.index(name)
+        except ScenarioError:
+            raise ScenarioError(
+                f"{what}[{i}] ({name!r}) is not a node of the topology; hosts look like {graph.host_names()[:3]}"
+            ) from None
+        if graph.nodes[node].kind != HOST:
+            raise ScenarioError(f"{what}[{i}] ({name!r}) is a {graph.nodes[node].kind}; flows must end at hosts")
+        out[i] = node
+    return out
+
+
+def _link_bytes(paths: FlowPaths, size: np.ndarray, n_links: int) -> np.ndarray:
+    w = np.repeat(size.astype(np.float64), paths.res.shape[1])
+    carried = np.bincount(paths.res.ravel(), weights=w, minlength=2 * n_links + 1)
+    return carried[: 2 * n_links].reshape(n_links, 2)
+
+
+def simulate_plan(
+    graph: NetGraph,
+    plan: ExecutionPlan,
+    config: AnalyticConfig = DEFAULT_CONFIG,
+    seed: int = 0,
+    routes: Routes | None = None,
+) -> AnalyticResult:
+    """Replay ``plan`` on ``graph`` with max-min fair flows (see docs/analytic.md).
+
+    ``plan.gpus`` name hosts of ``graph``. ``seed`` chooses the ECMP hash. ``routes`` (optional) are
+    precomputed next-hop tables (:func:`hetero_ns3.netgraph.routing_tables`) to reuse across runs.
+    """
+    t0 = time.perf_counter()
+    gpu_node = _host_nodes(graph, plan.gpus, "plan.gpus")
+    is_flow = plan.kind == FLOW
+    fl = np.flatnonzero(is_flow)
+    links = link_arrays(graph, config)
+    size = plan.size_bytes[fl]
+    paths = route_flows(graph, links, gpu_node[plan.gpu[fl]], gpu_node[plan.dst[fl]], fl, size, config, seed, routes)
+    t_route = time.perf_counter() - t0
+    flow_row = np.full(len(plan), -1, np.int64)
+    flow_row[fl] = np.arange(fl.size)
+    out = replay(
+        is_flow,
+        plan.duration_s,
+        plan.dep_ptr,
+        plan.dep_idx,
+        flow_row,
+        plan.size_bytes,
+        paths.res,
+        paths.latency_s,
+        links.capacity,
+        tolerance_s=config.time_tolerance_s,
+    )
+    names = np.asarray(plan.gpus, dtype=object)
+    labels = np.asarray(plan.labels, dtype=object)
+    start, finish = out.start_s[fl], out.finish_s[fl]
+    flows = pd.DataFrame(
+        {
+            "id": fl,
+            "src": names[plan.gpu[fl]],
+            "dst": names[plan.dst[fl]],
+            "size_bytes": size,
+            "start_s": start,
+            "finish_s": finish,
+            "fct_s": finish - start,
+            "label": labels[plan.label[fl]] if labels.size else np.full(fl.size, "", dtype=object),
+        }
+    )
+    s = out.stats
+    stats = AnalyticStats(
+        len(plan),
+        int(fl.size),
+        s.events,
+        s.rate_updates,
+        s.fill_rounds,
+        s.max_active_flows,
+        t_route,
+        s.wall_s,
+        time.perf_counter() - t0,
+    )
+    return AnalyticResult(
+        TaskTimes(out.start_s, out.finish_s), flows, _link_bytes(paths, size, len(graph.links)), stats
+    )
+
+
+def simulate_flows(
+    graph: NetGraph,
+    flows: pd.DataFrame,
+    config: AnalyticConfig = DEFAULT_CONFIG,
+    seed: int = 0,
+    routes: Routes | None = None,
+) -> pd.DataFrame:
+    """Independent flows with start times: columns ``src``, ``dst`` (host names), ``size_bytes``, ``start_s``.
+
+    An optional ``label`` column is carried over. Returns the flows table (``id`` is the row position).
+    """
+    for col in ("src", "dst", "size_bytes", "start_s"):
+        if col not in flows.columns:
+            raise ScenarioError(f"flows table has no column {col!r}; it needs src, dst, size_bytes, start_s")
+    n = len(flows)
+    src = _host_nodes(graph, flows["src"].astype(str).tolist(), "flows.src")
+    dst = _host_nodes(graph, flows["dst"].astype(str).tolist(), "flows.dst")
+    size = flows["size_bytes"].to_numpy()
+    start = flows["start_s"].to_numpy(dtype=np.float64)
+    if not np.issubdtype(size.dtype, np.integer) or np.any(size <= 0):
+        bad = int(np.flatnonzero(~(size > 0))[0]) if np.any(~(size > 0)) else 0
+        raise ScenarioError(f"flows.size_bytes[{bad}] ({size[bad]!r}) must be a positive integer number of bytes")
+    if np.any(~np.isfinite(start) | (start < 0)):
+        bad = int(np.flatnonzero(~np.isfinite(start) | (start < 0))[0])
+        raise ScenarioError(f"flows.start_s[{bad}] ({start[bad]!r}) must be a finite time >= 0 s")
+    if np.any(src == dst):
+        bad = int(np.flatnonzero(src == dst)[0])
+        raise ScenarioError(f"flows row {bad} goes from {flows['src'].iloc[bad]!r} to itself; drop it")
+    size = size.astype(np.int64)
+    links = link_arrays(graph, config)
+    ids = np.arange(n, dtype=np.int64)
+    paths = route_flows(graph, links, src, dst, ids, size, config, seed, routes)
+    out = replay(
+        np.ones(n, bool),
+        np.zeros(n),
+        np.zeros(n + 1, np.int64),
+        np.zeros(0, np.int64),
+        ids,
+        size,
+        paths.res,
+        paths.latency_s,
+        links.capacity,
+        release_s=start,
+        tolerance_s=config.time_tolerance_s,
+    )
+    label = flows["label"].to_numpy(dtype=object) if "label" in flows.columns else np.full(n, "flow", dtype=object)
+    return pd.DataFrame(
+        {
+            "id": ids,
+            "src": flows["src"].to_numpy(dtype=object),
+            "dst": flows["dst"].to_numpy(dtype=object),
+            "size_bytes": size,
+            "start_s": out.start_s,
+            "finish_s": out.finish_s,
+            "fct_s": out.finish_s - out.start_s,
+            "label": label,
+        }
+    )

@@ -1,0 +1,74 @@
+"""Configuration of the flow-level (``analytic``) network backend.
+
+Everything is SI: bytes, seconds. A :class:`Framing` says how a link kind packs payload into packets;
+it sets both the goodput of a link (``rate * payload / (payload + overhead)``) and the size of the one
+packet that every store-and-forward hop serializes before forwarding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from hetero_ns3.errors import field_error
+
+#: RoCEv2 per-packet overhead in bytes: Ethernet header 14 + FCS 4 + IPv4 20 + UDP 8 + IB BTH 12 + ICRC 4.
+ROCEV2_HEADER_BYTES = 14 + 4 + 20 + 8 + 12 + 4
+#: Ethernet preamble + start-of-frame delimiter (8) and minimum inter-frame gap (12), in bytes.
+ETHERNET_PREAMBLE_IFG_BYTES = 8 + 12
+
+
+@dataclass(frozen=True)
+class Framing:
+    """How one link kind carries payload: ``payload_bytes`` per packet plus ``overhead_bytes`` on the wire."""
+
+    payload_bytes: int = 1000
+    """Maximum payload of one packet in bytes (the MTU payload; RDMA path-MTU data)."""
+    overhead_bytes: int = ROCEV2_HEADER_BYTES
+    """Wire bytes per packet beyond the payload: headers, trailers, preamble and inter-frame gap if modelled."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.payload_bytes, int) or self.payload_bytes <= 0:
+            raise field_error("framing.payload_bytes", self.payload_bytes, "must be a positive integer", "e.g. 1000")
+        if not isinstance(self.overhead_bytes, int) or self.overhead_bytes < 0:
+            raise field_error("framing.overhead_bytes", self.overhead_bytes, "must be an integer >= 0", "e.g. 62")
+
+    @property
+    def efficiency(self) -> float:
+        """Goodput / line rate: ``payload / (payload + overhead)`` (dimensionless)."""
+        return self.payload_bytes / (self.payload_bytes + self.overhead_bytes)
+
+
+@dataclass(frozen=True)
+class AnalyticConfig:
+    """Settings of the flow-level backend (see docs/analytic.md)."""
+
+    framing: Framing = Framing()
+    """Framing of every link kind not named in ``kind_framing`` (default: RoCEv2, 1000-byte payload)."""
+    kind_framing: Mapping[str, Framing] = field(default_factory=dict)
+    """Per link kind (``network``, ``nvlink``, ``pcie``...) framing overrides, e.g. larger NVLink segments."""
+    store_and_forward: bool = True
+    """Add, for every hop after the first, the serialization time of one packet to the path latency."""
+    time_tolerance_s: float = 1e-12
+    """Flows whose drain times lie within this many seconds of the earliest one finish together (batching)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.framing, Framing):
+            raise field_error("analytic.framing", self.framing, "must be a Framing", "use Framing(payload, overhead)")
+        if not isinstance(self.kind_framing, Mapping):
+            raise field_error("analytic.kind_framing", self.kind_framing, "must be a mapping kind -> Framing")
+        for kind, fr in self.kind_framing.items():
+            if not isinstance(fr, Framing):
+                raise field_error(f"analytic.kind_framing.{kind}", fr, "must be a Framing", "use Framing(4096, 62)")
+        object.__setattr__(self, "kind_framing", MappingProxyType(dict(self.kind_framing)))
+        if not isinstance(self.store_and_forward, bool):
+            raise field_error("analytic.store_and_forward", self.store_and_forward, "must be true or false")
+        if not (isinstance(self.time_tolerance_s, int | float) and 0 <= self.time_tolerance_s < 1e-6):
+            raise field_error(
+                "analytic.time_tolerance_s", self.time_tolerance_s, "must be in [0, 1e-6) s", "e.g. 1e-12"
+            )
+
+    def framing_of(self, kind: str) -> Framing:
+        """The framing used on links of ``kind``."""
+        return self.kind_framing.get(kind, self.framing)
