@@ -11,11 +11,20 @@ Conventions
 * Links are full-duplex point-to-point with one rate (bit/s) and one propagation delay (s) per
   direction. ``kind`` says which fabric a link belongs to (``network``, ``nvlink``, ``pcie``...).
 * Node indices are positions in ``NetGraph.nodes``; the packet backend uses them as node ids.
+* Routing is shortest path by the links' ``cost`` (1 by default, i.e. hop count) with every
+  equal-cost next hop kept (ECMP).
+* Zones (cluster graphs): every element of a server carries the server's ``zone`` (``n3``);
+  network switches and plain hosts have zone ``""``. NICs are *gateways*: ``serves`` names the
+  hosts whose traffic they carry. Routes obey what a server does: traffic between two hosts of one
+  zone stays inside it; traffic between zones leaves through a gateway serving the source, enters
+  through a gateway serving the destination and never crosses a third zone (a server is no router).
+  One approximation: a switch inside a zone shared by hosts of several gateways keeps all its
+  equal-cost gateways, so a host there may leave through a neighbour's NIC.
 """
 
 from __future__ import annotations
 
-from collections import deque
+import heapq
 from dataclasses import dataclass, field
 
 from hetero_ns3.errors import ScenarioError
@@ -40,6 +49,10 @@ class GraphNode:
     """Node group (for GPUs: the cluster node group name); empty for fabric elements."""
     gpu_type: str = ""
     """GPU type of a GPU host (e.g. ``H100-SXM``); empty otherwise."""
+    zone: str = ""
+    """Server this element belongs to (``n3``); ``""`` for the network and for plain hosts."""
+    serves: tuple[str, ...] = ()
+    """Gateways (NICs) only: the hosts of its zone whose inter-zone traffic it carries."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +69,10 @@ class GraphLink:
     """Fabric of this link: ``network``, ``nvlink``, ``pcie``."""
     tier: str = ""
     """Tier label for summaries: ``host-leaf``, ``leaf-spine``, ``spine-core``..."""
+    cost: float = 1.0
+    """Routing cost (> 0); shortest paths minimise the sum. 1 everywhere = hop count."""
+    mtu_bytes: int = 0
+    """Largest segment on this link, bytes; 0 = the network configuration's MTU (NVLink may use more)."""
 
 
 @dataclass(frozen=True)
@@ -116,39 +133,133 @@ def make_graph(
             raise ScenarioError(f"links[{j}].rate_bps ({link.rate_bps}) must be > 0, e.g. 100e9")
         if link.delay_s < 0:
             raise ScenarioError(f"links[{j}].delay_s ({link.delay_s}) must be >= 0")
+        if not link.cost > 0:
+            raise ScenarioError(f"links[{j}].cost ({link.cost}) must be > 0, e.g. 1.0")
+        if link.mtu_bytes < 0:
+            raise ScenarioError(f"links[{j}].mtu_bytes ({link.mtu_bytes}) must be >= 0 (0 = default MTU)")
     return NetGraph(tuple(nodes), tuple(links), index)
 
 
-def shortest_path_next_hops(graph: NetGraph, dst: int) -> list[list[int]]:
-    """ECMP next hops toward host ``dst``: for every node, the link indices on a shortest path.
+_EPS = 1e-9
 
-    Hop-count shortest paths; hosts other than ``dst`` are never used as transit. The returned
+
+class _Router:
+    """Adjacency, costs and zone data of a graph, prepared once for many shortest-path searches."""
+
+    def __init__(self, graph: NetGraph) -> None:
+        self.graph = graph
+        self.adj = graph.adjacency()
+        self.cost = [link.cost for link in graph.links]
+        self.is_host = [n.kind == HOST for n in graph.nodes]
+        zones: dict[str, int] = {"": 0}
+        self.zone = [zones.setdefault(n.zone, len(zones)) for n in graph.nodes]
+        self.gateway = [bool(n.serves) for n in graph.nodes]
+        self.served: list[frozenset[int]] = [frozenset(graph.index(h) for h in n.serves) for n in graph.nodes]
+        for i, n in enumerate(graph.nodes):
+            bad = [h for h in n.serves if graph.nodes[graph.index(h)].zone != n.zone or n.zone == ""]
+            if bad:
+                raise ScenarioError(f"node {n.name!r} serves {bad}, which are not hosts of its zone {n.zone!r}")
+            if self.is_host[i] and n.serves:
+                raise ScenarioError(f"host {n.name!r} has serves set; only switches (NICs) can be gateways")
+
+    def _allowed(self, u: int, v: int, dst: int, zd: int) -> bool:
+        """May ``v`` forward toward ``dst`` through ``u`` (reverse-search edge u -> v)?"""
+        zu, zv = self.zone[u], self.zone[v]
+        if zu == zv:
+            # Inside the destination's zone or the network: free; in another zone only the
+            # gateway-to-inside and inside-to-host steps (egress toward a gateway, no transit).
+            return zu == 0 or zu == zd or self.is_host[v] or self.gateway[u]
+        if zu != 0 and (zu != zd or dst not in self.served[u]):
+            return False  # leave a zone only from the destination's own zone, through its gateway
+        return zv == 0 or (zv != zd and self.gateway[v])
+
+    def next_hops(self, dst: int, port: int = -1) -> list[list[int]]:
+        """Next-hop links toward ``dst``; ``port`` >= 0 searches from switch ``port`` instead.
+
+        With ``port`` the result serves every host whose single link goes to ``port`` and that has
+        the same zone and gateways as ``dst``: only ``port`` and those hosts' own entries differ.
+        """
+        adj, cost, is_host = self.adj, self.cost, self.is_host
+        zone, gateway, served = self.zone, self.gateway, self.served
+        start = dst if port < 0 else port
+        zd = zone[dst]
+        n = len(adj)
+        inf = float("inf")
+        dist = [inf] * n
+        dist[start] = 0.0
+        heap = [(0.0, start)]
+        done = [False] * n
+        allowed = self._allowed
+        while heap:
+            d, u = heapq.heappop(heap)
+            if done[u]:
+                continue
+            done[u] = True
+            if u != start and is_host[u]:
+                continue  # hosts are leaves: they never relay
+            for v, li in adj[u]:
+                nd = d + cost[li]
+                if nd < dist[v] - _EPS and allowed(u, v, dst, zd):
+                    dist[v] = nd
+                    heapq.heappush(heap, (nd, v))
+        hops: list[list[int]] = [[] for _ in range(n)]
+        for u in range(n):
+            if u == start or dist[u] == inf:
+                continue
+            du = dist[u]
+            out = hops[u]
+            foreign_host = is_host[u] and zone[u] not in (0, zd)
+            for v, li in adj[u]:
+                if abs(dist[v] + cost[li] - du) > _EPS or (is_host[v] and v != start):
+                    continue
+                if not allowed(v, u, dst, zd):
+                    continue
+                if foreign_host and not (u in served[v] or any(u in served[w] for w, _ in adj[v] if gateway[w])):
+                    continue  # a host leaves its zone through a gateway serving it
+                out.append(li)
+        return hops
+
+
+def shortest_path_next_hops(graph: NetGraph, dst: int) -> list[list[int]]:
+    """ECMP next hops toward host ``dst``: for every node, the link indices on a least-cost path.
+
+    Costs are the links' ``cost`` (hop count by default); hosts other than ``dst`` are never used
+    as transit, and the zone rules of the module docstring hold. The returned
     list has one entry per node; the entry of ``dst`` and of unreachable nodes is empty.
     """
-    adj = graph.adjacency()
-    n = len(graph.nodes)
-    dist = [-1] * n
-    dist[dst] = 0
-    queue = deque([dst])
-    while queue:
-        u = queue.popleft()
-        # Only switches (and dst itself) relay; a host reached here is a leaf of the BFS.
-        if u != dst and graph.nodes[u].kind == HOST:
-            continue
-        for v, _ in adj[u]:
-            if dist[v] < 0:
-                dist[v] = dist[u] + 1
-                queue.append(v)
-    hops: list[list[int]] = [[] for _ in range(n)]
-    for u in range(n):
-        if u == dst or dist[u] < 0:
-            continue
-        for v, li in adj[u]:
-            if dist[v] == dist[u] - 1 and (v == dst or graph.nodes[v].kind == SWITCH):
-                hops[u].append(li)
-    return hops
+    return _Router(graph).next_hops(dst)
 
 
 def routing_tables(graph: NetGraph) -> dict[int, list[list[int]]]:
-    """ECMP next-hop link sets toward every host: ``tables[dst][node] -> [link index, ...]``."""
-    return {d: shortest_path_next_hops(graph, d) for d in graph.host_indices()}
+    """ECMP next-hop link sets toward every host: ``tables[dst][node] -> [link index, ...]``.
+
+    Hosts with a single link to the same switch share one search (their routes differ only at that
+    switch and at themselves), so a leaf with 32 hosts costs one search, not 32. Inner lists may be
+    shared between destinations: treat the result as read-only.
+    """
+    router = _Router(graph)
+    by_port: dict[tuple[int, int, frozenset[int]], list[int]] = {}
+    tables: dict[int, list[list[int]]] = {}
+    gateways: dict[int, set[int]] = {}
+    for g, hosts in enumerate(router.served):
+        for h in hosts:
+            gateways.setdefault(h, set()).add(g)
+    for d in graph.host_indices():
+        neigh = router.adj[d]
+        if len(neigh) == 1 and not router.is_host[neigh[0][0]]:
+            key = (neigh[0][0], router.zone[d], frozenset(gateways.get(d, ())))
+            by_port.setdefault(key, []).append(d)
+        else:
+            tables[d] = router.next_hops(d)
+    for (port, _, _), hosts in by_port.items():
+        if len(hosts) == 1:
+            tables[hosts[0]] = router.next_hops(hosts[0])
+            continue
+        base = router.next_hops(hosts[0], port=port)
+        for d in hosts:
+            t = list(base)
+            link = router.adj[d][0][1]
+            t[d] = []
+            t[port] = [link]
+            tables[d] = t
+    return {d: tables[d] for d in graph.host_indices()}

@@ -1,0 +1,47 @@
+"""Assemble a cluster graph: intra-node fabrics of every node plus the scale-out network."""
+
+from __future__ import annotations
+
+from hetero_ns3.netgraph import GraphLink, GraphNode, NetGraph, make_graph
+from hetero_ns3.topology.fabric import node_fabric
+from hetero_ns3.topology.networks import Endpoint, fat_tree, leaf_spine, rail_optimized
+from hetero_ns3.topology.spec import FATTREE, LEAFSPINE, RAIL, ClusterSpec
+
+
+def nic_endpoints(cluster: ClusterSpec) -> list[Endpoint]:
+    """All NICs, node by node, with rate and rail (rail networks; -1 otherwise)."""
+    out = []
+    for node, g in cluster.node_groups():
+        for k in range(g.nics.count):
+            out.append(Endpoint(f"n{node}.nic{k}", g.nics.rate_bps, node, cluster.nic_rail(g, k)))
+    return out
+
+
+def build_network(cluster: ClusterSpec, endpoints: list[Endpoint]) -> tuple[list[GraphNode], list[GraphLink]]:
+    """Network switches and links of ``cluster.network`` over ``endpoints``."""
+    net = cluster.network
+    if net.kind == RAIL:
+        return rail_optimized(endpoints, net, cluster.rails())
+    if net.kind == LEAFSPINE:
+        return leaf_spine(endpoints, net)
+    if net.kind == FATTREE:
+        return fat_tree(endpoints, net)
+    raise AssertionError(net.kind)  # the loader admits only the kinds above
+
+
+def build_graph(cluster: ClusterSpec) -> NetGraph:
+    """The whole cluster as a NetGraph: GPU hosts first (``n0.g0``, ``n0.g1``, ...), then switches.
+
+    Node order: all GPUs node by node, then each node's fabric switches and NICs, then the network
+    switches. Link kinds: ``nvlink``, ``pcie``, ``network``.
+    """
+    hosts: list[GraphNode] = []
+    switches: list[GraphNode] = []
+    links: list[GraphLink] = []
+    for node, group in cluster.node_groups():
+        g, s, lk = node_fabric(node, group)
+        hosts += g
+        switches += s
+        links += lk
+    net_nodes, net_links = build_network(cluster, nic_endpoints(cluster))
+    return make_graph(hosts + switches + net_nodes, links + net_links)

@@ -1,0 +1,277 @@
+"""Load and validate a cluster description (``topologies/*.toml``) into a :class:`ClusterSpec`.
+
+Every error names the dotted field path (``groups[1].nics.affinity``), the value and the fix.
+The file format is documented in ``docs/topologies.md``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from hetero_ns3.errors import ScenarioError, field_error
+from hetero_ns3.paths import resolve_preset
+from hetero_ns3.topology import catalog
+from hetero_ns3.topology.spec import (
+    FABRIC_KINDS,
+    FATTREE,
+    LEAFSPINE,
+    NETWORK_KINDS,
+    NVSWITCH,
+    PCIE,
+    RAIL,
+    ClusterSpec,
+    FabricSpec,
+    NetworkSpec,
+    NicSpec,
+    NodeGroup,
+    PcieSwitchSpec,
+    TierSpec,
+)
+from hetero_ns3.units import parse_rate, parse_size, parse_time
+
+PCIE_GT_PER_S = {3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+"""Per-lane transfer rate of each PCIe generation, GT/s (PCI-SIG base specifications 3.0-6.0)."""
+
+TIER_NAMES = {RAIL: ("rail", "spine"), LEAFSPINE: ("leaf", "spine"), FATTREE: ("edge", "agg", "core")}
+
+
+def pcie_rate_bps(gen: int, lanes: int) -> float:
+    """Usable PCIe bit rate per direction: GT/s x lanes x 128/130 (Gen3-5 line code; TLP overhead ignored)."""
+    return PCIE_GT_PER_S[gen] * 1e9 * lanes * 128.0 / 130.0
+
+
+def _keys(table: dict[str, Any], path: str, allowed: set[str]) -> None:
+    extra = sorted(set(table) - allowed)
+    if extra:
+        raise field_error(
+            f"{path}.{extra[0]}", table[extra[0]], "is not a known field", f"use one of {sorted(allowed)}"
+        )
+
+
+def _table(parent: dict[str, Any], key: str, path: str, required: bool = True) -> dict[str, Any]:
+    v = parent.get(key)
+    if v is None:
+        if required:
+            raise field_error(f"{path}.{key}" if path else key, None, "is missing", "add the table")
+        return {}
+    if not isinstance(v, dict):
+        raise field_error(f"{path}.{key}" if path else key, v, "must be a table")
+    return v
+
+
+def _int(table: dict[str, Any], key: str, path: str, default: int | None = None, minimum: int = 1) -> int:
+    v = table.get(key, default)
+    p = f"{path}.{key}"
+    if v is None:
+        raise field_error(p, None, "is missing", f"give an integer >= {minimum}")
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise field_error(p, v, f"must be an integer >= {minimum}")
+    return v
+
+
+def _float(table: dict[str, Any], key: str, path: str, default: float, minimum: float) -> float:
+    v = table.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < minimum:
+        raise field_error(f"{path}.{key}", v, f"must be a number >= {minimum}")
+    return float(v)
+
+
+def _str(table: dict[str, Any], key: str, path: str, choices: tuple[str, ...], default: str | None = None) -> str:
+    v = table.get(key, default)
+    if v not in choices:
+        raise field_error(f"{path}.{key}", v, "is not a valid choice", f"use one of {list(choices)}")
+    return str(v)
+
+
+def _rate(table: dict[str, Any], key: str, path: str, default: Any = None) -> float:
+    v = table.get(key, default)
+    if v is None:
+        raise field_error(f"{path}.{key}", None, "is missing", "give a rate such as '400Gbps'")
+    return parse_rate(v, f"{path}.{key}")
+
+
+def _index_list(v: Any, path: str, limit: int, what: str) -> tuple[int, ...]:
+    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        raise field_error(path, v, f"must be a list of {what} indices")
+    for x in v:
+        if not 0 <= x < limit:
+            raise field_error(path, v, f"holds {what} index {x} outside 0..{limit - 1}")
+    return tuple(v)
+
+
+def _nics(t: dict[str, Any], path: str, gpus: int) -> NicSpec:
+    _keys(t, path, {"count", "rate", "affinity"})
+    count = _int(t, "count", path)
+    rate = _rate(t, "rate", path)
+    if "affinity" in t:
+        raw = t["affinity"]
+        if not isinstance(raw, list) or len(raw) != count:
+            n = len(raw) if isinstance(raw, list) else "no"
+            raise field_error(
+                f"{path}.affinity", raw, f"has {n} entries but {path}.count is {count}", "give one GPU list per NIC"
+            )
+        aff = tuple(_index_list(a, f"{path}.affinity[{j}]", gpus, "GPU") for j, a in enumerate(raw))
+    else:
+        if gpus % count:
+            raise field_error(
+                f"{path}.count", count, f"does not divide gpus_per_node ({gpus})", f"give {path}.affinity explicitly"
+            )
+        per = gpus // count
+        aff = tuple(tuple(range(j * per, (j + 1) * per)) for j in range(count))
+    seen = sorted(x for a in aff for x in a)
+    if seen != list(range(gpus)):
+        raise field_error(
+            f"{path}.affinity", [list(a) for a in aff], f"must list each GPU 0..{gpus - 1} exactly once over the NICs"
+        )
+    return NicSpec(count, rate, aff)
+
+
+def _fabric(t: dict[str, Any], path: str, gpu_type: str, gpus: int, nics: NicSpec) -> FabricSpec:
+    allowed = {"kind", "nvlink_rate", "nvlink_delay", "nvlink_segment", "pcie_gen", "pcie_lanes", "pcie_rate"}
+    _keys(t, path, allowed | {"pcie_delay", "pcie_switches"})
+    kind = _str(t, "kind", path, FABRIC_KINDS)
+    gen = _int(t, "pcie_gen", path, 4 if kind == PCIE else 5, minimum=3)
+    if gen not in PCIE_GT_PER_S:
+        raise field_error(f"{path}.pcie_gen", gen, "is not a PCIe generation", f"use one of {sorted(PCIE_GT_PER_S)}")
+    lanes = _int(t, "pcie_lanes", path, 16)
+    pcie_rate = _rate(t, "pcie_rate", path, pcie_rate_bps(gen, lanes))
+    if kind == NVSWITCH:
+        default_nv = catalog.nvlink_rate_bps(gpu_type)
+        if "nvlink_rate" not in t and default_nv <= 0:
+            raise field_error(f"{path}.nvlink_rate", None, f"is missing and {gpu_type} has no NVLink in the catalog")
+        nvlink = _rate(t, "nvlink_rate", path, default_nv)
+    else:
+        if "nvlink_rate" in t:
+            raise field_error(f"{path}.nvlink_rate", t["nvlink_rate"], "applies only to kind = 'nvswitch'")
+        nvlink = 0.0
+    nv_delay = parse_time(t.get("nvlink_delay", "100ns"), f"{path}.nvlink_delay")
+    pcie_delay = parse_time(t.get("pcie_delay", "100ns"), f"{path}.pcie_delay")
+    seg = parse_size(t.get("nvlink_segment", 0), f"{path}.nvlink_segment", allow_zero=True)
+    if "pcie_switches" in t:
+        raw = t["pcie_switches"]
+        if not isinstance(raw, list) or not raw:
+            raise field_error(f"{path}.pcie_switches", raw, "must be a non-empty list of {gpus = [..], nics = [..]}")
+        sw = []
+        for i, s in enumerate(raw):
+            sp = f"{path}.pcie_switches[{i}]"
+            if not isinstance(s, dict):
+                raise field_error(sp, s, "must be a table {gpus = [..], nics = [..]}")
+            _keys(s, sp, {"gpus", "nics"})
+            sw.append(
+                PcieSwitchSpec(
+                    _index_list(s.get("gpus", []), f"{sp}.gpus", gpus, "GPU"),
+                    _index_list(s.get("nics", []), f"{sp}.nics", nics.count, "NIC"),
+                )
+            )
+        switches = tuple(sw)
+    else:
+        switches = tuple(PcieSwitchSpec(a, (j,)) for j, a in enumerate(nics.affinity))
+    for what, limit, sel in (("GPU", gpus, lambda s: s.gpus), ("NIC", nics.count, lambda s: s.nics)):
+        got = sorted(x for s in switches for x in sel(s))
+        if got != list(range(limit)):
+            raise field_error(
+                f"{path}.pcie_switches", raw if "pcie_switches" in t else None, f"must hold each {what} exactly once"
+            )
+    where = {x: i for i, s in enumerate(switches) for x in s.gpus}
+    for j, a in enumerate(nics.affinity):
+        nic_sw = next(i for i, s in enumerate(switches) if j in s.nics)
+        for gpu in a:
+            if where[gpu] != nic_sw:
+                raise field_error(
+                    f"{path}.pcie_switches",
+                    t.get("pcie_switches"),
+                    f"puts GPU {gpu} on another PCIe switch than its affinity NIC {j}",
+                    "put each NIC with the GPUs it serves",
+                )
+    return FabricSpec(kind, nvlink, nv_delay, gen, lanes, pcie_rate, pcie_delay, switches, seg)
+
+
+def _group(t: Any, path: str) -> NodeGroup:
+    if not isinstance(t, dict):
+        raise field_error(path, t, "must be a table")
+    _keys(t, path, {"name", "count", "gpu", "gpus_per_node", "fabric", "nics"})
+    name = t.get("name")
+    if not isinstance(name, str) or not name:
+        raise field_error(f"{path}.name", name, "must be a non-empty string")
+    count = _int(t, "count", path)
+    gpu_type = catalog.check_gpu(t.get("gpu"), f"{path}.gpu")
+    gpus = _int(t, "gpus_per_node", path, 8)
+    nics = _nics(_table(t, "nics", path), f"{path}.nics", gpus)
+    fabric = _fabric(_table(t, "fabric", path), f"{path}.fabric", gpu_type, gpus, nics)
+    return NodeGroup(name, count, gpu_type, gpus, fabric, nics)
+
+
+def _network(t: dict[str, Any], path: str, groups: tuple[NodeGroup, ...]) -> NetworkSpec:
+    kind = _str(t, "kind", path, NETWORK_KINDS)
+    tier_names = TIER_NAMES[kind]
+    scalar = {"kind", "access_delay", "rails", "nodes_per_pod", "spines", "ports_per_leaf", "k"}
+    _keys(t, path, scalar | set(tier_names))
+    tiers = {}
+    for name in tier_names:
+        tp = f"{path}.{name}"
+        tt = _table(t, name, path, required=False)
+        _keys(tt, tp, {"uplink_rate", "uplink_delay", "buffer", "oversubscription"})
+        tiers[name] = TierSpec(
+            uplink_rate_bps=parse_rate(tt["uplink_rate"], f"{tp}.uplink_rate") if "uplink_rate" in tt else 0.0,
+            uplink_delay_s=parse_time(tt.get("uplink_delay", "1us"), f"{tp}.uplink_delay"),
+            buffer_bytes=parse_size(tt.get("buffer", 0), f"{tp}.buffer", allow_zero=True),
+            oversubscription=_float(tt, "oversubscription", tp, 1.0, 1.0),
+        )
+    net = NetworkSpec(
+        kind=kind,
+        access_delay_s=parse_time(t.get("access_delay", "1us"), f"{path}.access_delay"),
+        tiers=tiers,
+        rails=_int(t, "rails", path, 0, minimum=0),
+        nodes_per_pod=_int(t, "nodes_per_pod", path, 0, minimum=0),
+        spines=_int(t, "spines", path, 0, minimum=0),
+        ports_per_leaf=_int(t, "ports_per_leaf", path, 0 if kind != LEAFSPINE else None, minimum=0),
+        k=_int(t, "k", path, 0 if kind != FATTREE else None, minimum=0),
+    )
+    if kind == LEAFSPINE and net.ports_per_leaf < 1:
+        raise field_error(f"{path}.ports_per_leaf", net.ports_per_leaf, "must be >= 1")
+    if kind == FATTREE and (net.k < 2 or net.k % 2):
+        raise field_error(f"{path}.k", net.k, "must be an even integer >= 2")
+    if kind == RAIL:
+        rails = net.rails or max(g.nics.count for g in groups)
+        for i, g in enumerate(groups):
+            if g.nics.count > rails or rails % g.nics.count:
+                raise field_error(
+                    f"groups[{i}].nics.count",
+                    g.nics.count,
+                    f"must divide {path}.rails ({rails}) so that each NIC gets its own rail",
+                )
+    return net
+
+
+def parse_cluster(data: dict[str, Any], source: str = "<cluster>") -> ClusterSpec:
+    """Validate a cluster description already read from TOML (``source`` names it in errors)."""
+    _keys(data, "cluster", {"name", "description", "groups", "network"})
+    raw_groups = data.get("groups")
+    if not isinstance(raw_groups, list) or not raw_groups:
+        raise field_error("groups", raw_groups, f"must be a non-empty array of tables in {source}", "add [[groups]]")
+    groups = tuple(_group(g, f"groups[{i}]") for i, g in enumerate(raw_groups))
+    names = [g.name for g in groups]
+    for i, n in enumerate(names):
+        if names.index(n) != i:
+            raise field_error(f"groups[{i}].name", n, "is used twice", "give each group its own name")
+    network = _network(_table(data, "network", ""), "network", groups)
+    name = data.get("name", Path(source).stem)
+    if not isinstance(name, str):
+        raise field_error("name", name, "must be a string")
+    desc = data.get("description", "")
+    return ClusterSpec(name=name, groups=groups, network=network, description=str(desc))
+
+
+def load_cluster(ref: str | Path) -> ClusterSpec:
+    """Load a cluster: a preset name in ``topologies/`` (e.g. ``h2``) or a path to a TOML file."""
+    path = resolve_preset(ref, "topologies")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise ScenarioError(f"{path}: not valid TOML: {err}") from None
+    try:
+        return parse_cluster(data, str(path))
+    except ScenarioError as err:
+        raise ScenarioError(f"{path.name}: {err}") from None
