@@ -1,0 +1,254 @@
+"""Where each GPU's iteration time goes: critical-path blame of every idle gap.
+
+For every GPU ``g`` the window ``[t0, t1]`` (first start to last finish of the whole plan, the
+iteration time ``T``) is split exactly into six terms:
+
+* ``compute_s``: time during which at least one compute-class kernel runs on ``g`` (normally its
+  compute stream 0; see :mod:`hetero_ns3.results.categories`);
+* the rest, the *gaps*, is explained by walking a blame chain backwards in time. A gap ``[a, b]``
+  that ends when a compute kernel ``k`` of ``g`` starts is blamed on ``k``'s last-finishing
+  dependency, then on that task's last-finishing dependency, and so on, until the chain reaches
+  time ``a``. Each chain element ``e`` explains the part of ``[a, b]`` it spans:
+
+  - a flow: exposed communication, intra-node if both endpoints share a node, else inter-node;
+  - a reduction kernel (compute task of a communication category): exposed communication of the
+    class of the flow that feeds it (the next flow further back in the chain; intra-node if none);
+  - a compute kernel of another GPU ``h``: waiting for a peer. Reached through a collective flow
+    (any communication category but ``pp``) it is straggler wait: in a collective ``g`` contributes
+    too, so waiting on a peer's kernel means the peer finished later. Reached through a pipeline
+    (``pp``) flow it is pipeline bubble, unless ``h`` or a GPU further back in the chain has more
+    compute per iteration than ``g`` (a more loaded, slower stage is why the wait exists): then it
+    is straggler wait. "Reached through" means the nearest communication element between ``e``
+    and ``g`` in the chain (if there is none, the nearest one further back; if the chain has no
+    communication at all, the pipeline rule applies);
+  - anything else (barriers with a duration, unknown categories, start delays a backend leaves
+    between a task and its last dependency, a chain that ends early): ``other_s``.
+
+  The trailing gap after ``g``'s last kernel is split at ``e_g``, the finish of ``g``'s last task
+  (any of its kernels or flows it sends or receives): ``[a, e_g]`` is blamed on that task, ``[e_g, t1]``
+  (``g`` is done, the iteration is not) on the globally last task.
+
+Because each element explains a disjoint piece of ``[a, b]`` and whatever is left goes to
+``other_s``, the six terms of a GPU sum to ``T`` (up to float rounding). The definitions, with the
+reasons for them, are in ``docs/results.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from hetero_ns3.dag import COMPUTE, FLOW, ExecutionPlan, TaskTimes
+from hetero_ns3.errors import SimulationError
+from hetero_ns3.results.categories import COMM_CLASS, COMPUTE_CLASS, PIPELINE_CATEGORY, class_codes
+from hetero_ns3.results.meta import GpuMeta
+
+TERMS = (
+    "compute_s",
+    "exposed_intra_node_comm_s",
+    "exposed_inter_node_comm_s",
+    "pipeline_bubble_s",
+    "straggler_wait_s",
+    "other_s",
+)
+I_COMPUTE, I_INTRA, I_INTER, I_BUBBLE, I_STRAGGLER, I_OTHER = range(len(TERMS))
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """One GPU's (or an aggregate's) split of the iteration time, in seconds."""
+
+    compute_s: float
+    exposed_intra_node_comm_s: float
+    exposed_inter_node_comm_s: float
+    pipeline_bubble_s: float
+    straggler_wait_s: float
+    other_s: float
+
+    @classmethod
+    def from_array(cls, values: Sequence[float]) -> Breakdown:
+        return cls(*(float(v) for v in values))
+
+    def as_array(self) -> np.ndarray:
+        return np.array([getattr(self, t) for t in TERMS])
+
+    @property
+    def total_s(self) -> float:
+        """Sum of the terms; equals the iteration time for one GPU and for means."""
+        return float(self.as_array().sum())
+
+    def as_dict(self) -> dict[str, float]:
+        return {t: float(getattr(self, t)) for t in TERMS}
+
+
+def last_finishing_dependency(plan: ExecutionPlan, finish_s: np.ndarray) -> np.ndarray:
+    """For each task, the id of its dependency that finishes last (-1 if it has none).
+
+    Ties go to a flow (communication explains a wait better than a kernel that ended at the same
+    instant), then to the larger id.
+    """
+    n = len(plan)
+    pred = np.full(n, -1, dtype=np.int64)
+    counts = np.diff(plan.dep_ptr)
+    if plan.dep_idx.size == 0:
+        return pred
+    owner = np.repeat(np.arange(n, dtype=np.int64), counts)
+    dep = plan.dep_idx.astype(np.int64)
+    fin = np.nan_to_num(finish_s[dep], nan=-np.inf)
+    is_flow = (plan.kind[dep] == FLOW).astype(np.int8)
+    order = np.lexsort((dep, is_flow, fin, owner))
+    has = counts > 0
+    pred[has] = dep[order[plan.dep_ptr[1:][has] - 1]]
+    return pred
+
+
+def _busy_blocks(gpu_ids: np.ndarray, start: np.ndarray, finish: np.ndarray, task_ids: np.ndarray, n_gpus: int):
+    """Per GPU, merged busy intervals: list of (block_starts, block_ends, first_task_of_block)."""
+    out: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    order = np.lexsort((task_ids, start, gpu_ids))
+    g_sorted = gpu_ids[order]
+    bounds = np.searchsorted(g_sorted, np.arange(n_gpus + 1))
+    for g in range(n_gpus):
+        sel = order[bounds[g] : bounds[g + 1]]
+        if sel.size == 0:
+            out.append((np.empty(0), np.empty(0), np.empty(0, dtype=np.int64)))
+            continue
+        s, f, ids = start[sel], finish[sel], task_ids[sel]
+        reach = np.maximum.accumulate(f)
+        new = np.ones(sel.size, dtype=bool)
+        new[1:] = s[1:] > reach[:-1]
+        first = np.nonzero(new)[0]
+        last = np.r_[first[1:] - 1, sel.size - 1]
+        out.append((s[first], reach[last], ids[first]))
+    return out
+
+
+class _Attributor:
+    """Holds the plan as Python lists (fast scalar access) and walks blame chains."""
+
+    def __init__(self, plan: ExecutionPlan, times: TaskTimes, meta: Sequence[GpuMeta]) -> None:
+        self.start = times.start_s.tolist()
+        self.finish = times.finish_s.tolist()
+        self.kind = plan.kind.tolist()
+        self.gpu = plan.gpu.tolist()
+        self.dst = plan.dst.tolist()
+        self.cat = plan.category.tolist()
+        self.cat_names = plan.categories
+        self.cls = class_codes(plan.categories)[plan.category].tolist() if len(plan) else []
+        self.pred = last_finishing_dependency(plan, times.finish_s).tolist()
+        self.node = [m.node for m in meta]
+        self.busy = [0.0] * len(meta)  # C_g, set by attribute()
+
+    def _settle_pipeline(self, acc: list[float], g: int, waits: list[tuple[float, int]]) -> None:
+        """Split pipeline waits (in chain order, nearest to ``g`` first) into straggler wait and bubble.
+
+        A wait on a kernel of ``h`` is straggler wait when ``h`` or any GPU further back in the chain has
+        more compute per iteration than ``g`` (the wait exists because a more loaded stage is late);
+        otherwise it is pipeline bubble.
+        """
+        worst = 0.0
+        cg = self.busy[g]
+        for x, h in reversed(waits):
+            worst = max(worst, self.busy[h])
+            acc[I_STRAGGLER if worst > cg * (1.0 + 1e-9) else I_BUBBLE] += x
+
+    def walk(self, acc: list[float], g: int, first: int, a: float, hi: float) -> None:
+        """Explain ``[a, hi]`` of GPU ``g`` by the chain that starts at task ``first``; add into ``acc``."""
+        start, finish, pred = self.start, self.finish, self.pred
+        ctx: str | None = None
+        pending_peer: list[tuple[float, int]] = []
+        pipeline: list[tuple[float, int]] = []
+        pending_red = 0.0
+        cur = first
+        while cur >= 0 and hi > a:
+            s, f = start[cur], finish[cur]
+            lo = max(s, a)
+            covered = max(0.0, min(f, hi) - lo)
+            if f < hi:
+                acc[I_OTHER] += hi - max(f, a)
+            if covered > 0.0 or self.kind[cur] == FLOW or self.cls[cur] == COMM_CLASS:
+                if self.kind[cur] == FLOW or self.cls[cur] == COMM_CLASS:
+                    name = self.cat_names[self.cat[cur]]
+                    if ctx is None:
+                        if name == PIPELINE_CATEGORY:
+                            pipeline.extend(pending_peer)
+                        else:
+                            acc[I_STRAGGLER] += sum(x for x, _ in pending_peer)
+                        pending_peer.clear()
+                        ctx = name
+                    if self.kind[cur] == FLOW:
+                        term = I_INTER if self.node[self.gpu[cur]] != self.node[self.dst[cur]] else I_INTRA
+                        acc[term] += covered + pending_red
+                        pending_red = 0.0
+                    else:
+                        pending_red += covered
+                elif self.cls[cur] == COMPUTE_CLASS and self.gpu[cur] != g:
+                    if ctx is None:
+                        pending_peer.append((covered, self.gpu[cur]))
+                    elif ctx == PIPELINE_CATEGORY:
+                        pipeline.append((covered, self.gpu[cur]))
+                    else:  # a collective: g contributes too, so waiting on h's kernel means h was later
+                        acc[I_STRAGGLER] += covered
+                else:
+                    acc[I_OTHER] += covered
+            hi = min(hi, lo)
+            cur = pred[cur]
+        if hi > a:
+            acc[I_OTHER] += hi - a
+        acc[I_INTRA] += pending_red
+        self._settle_pipeline(acc, g, pipeline + pending_peer)
+
+
+def attribute(plan: ExecutionPlan, times: TaskTimes, meta: Sequence[GpuMeta]) -> tuple[float, np.ndarray]:
+    """Iteration time and the per-GPU breakdown matrix ``(n_gpus, len(TERMS))`` in seconds."""
+    n = len(plan)
+    n_gpus = len(plan.gpus)
+    if len(meta) != n_gpus:
+        raise SimulationError(f"breakdown: {len(meta)} GpuMeta entries for {n_gpus} plan GPUs")
+    if times.start_s.shape != (n,) or times.finish_s.shape != (n,):
+        raise SimulationError(f"breakdown: task times have shape {times.start_s.shape}, plan has {n} tasks")
+    out = np.zeros((n_gpus, len(TERMS)))
+    if n == 0:
+        return 0.0, out
+    if not (np.all(np.isfinite(times.start_s)) and np.all(np.isfinite(times.finish_s))):
+        raise SimulationError("breakdown: some tasks have no finish time (NaN); a partial run has no breakdown")
+    start, finish = times.start_s, times.finish_s
+    t0, t1 = float(start.min()), float(finish.max())
+    ids = np.arange(n, dtype=np.int64)
+    cls = class_codes(plan.categories)[plan.category]
+    work = (plan.kind == COMPUTE) & (cls == COMPUTE_CLASS) & (plan.stream >= 0) & (finish > start)
+    blocks = _busy_blocks(plan.gpu[work].astype(np.int64), start[work], finish[work], ids[work], n_gpus)
+
+    # Last task touching each GPU: its kernels, and flows it sends or receives.
+    flows = plan.kind == FLOW
+    own_gpu = np.r_[plan.gpu.astype(np.int64), plan.dst[flows].astype(np.int64)]
+    own_task = np.r_[ids, ids[flows]]
+    order = np.lexsort((own_task, finish[own_task], own_gpu))
+    last_pos = np.searchsorted(own_gpu[order], np.arange(n_gpus), side="right") - 1
+    global_last = int(np.lexsort((ids, finish))[-1])
+
+    att = _Attributor(plan, times, meta)
+    att.busy = [float((be - bs).sum()) for bs, be, _ in blocks]
+    for g in range(n_gpus):
+        acc = [0.0] * len(TERMS)
+        b_start, b_end, b_task = blocks[g]
+        acc[I_COMPUTE] = att.busy[g]
+        a = t0
+        for bs, be, k in zip(b_start.tolist(), b_end.tolist(), b_task.tolist(), strict=True):
+            if bs > a:
+                att.walk(acc, g, att.pred[k], a, bs)
+            a = be
+        # Trailing gap: [a, e_g] blamed on g's last task, [e_g, t1] on the globally last task.
+        lp = int(last_pos[g])
+        if lp >= 0 and own_gpu[order[lp]] == g:
+            g_last = int(own_task[order[lp]])
+            e_g = finish[g_last]
+            if e_g > a:
+                att.walk(acc, g, g_last, a, e_g)
+                a = e_g
+        if t1 > a:
+            att.walk(acc, g, global_last, a, t1)
+        out[g] = acc
+    return t1 - t0, out

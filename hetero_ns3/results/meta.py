@@ -1,0 +1,51 @@
+"""Per-GPU metadata the results layer needs: GPU type (for aggregation) and node (intra vs inter)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hetero_ns3.errors import PlanningError
+
+
+@dataclass(frozen=True)
+class GpuMeta:
+    """What the breakdown needs to know about one GPU."""
+
+    gpu_type: str
+    """GPU model name, e.g. ``H100``; the breakdown is aggregated per type."""
+    node: int | str
+    """Node (server) the GPU sits in: a flow between two GPUs of one node is intra-node."""
+
+
+GpuMetaLike = GpuMeta | tuple[str, int | str] | Mapping[str, Any]
+
+
+def _one(name: str, value: GpuMetaLike) -> GpuMeta:
+    if isinstance(value, GpuMeta):
+        return value
+    if isinstance(value, Mapping):
+        try:
+            return GpuMeta(str(value["gpu_type"]), value["node"])
+        except KeyError as err:
+            raise PlanningError(f"gpu_meta[{name!r}] lacks key {err}; give gpu_type and node") from None
+    if isinstance(value, tuple | list) and len(value) == 2:
+        return GpuMeta(str(value[0]), value[1])
+    raise PlanningError(f"gpu_meta[{name!r}] ({value!r}) is not a GpuMeta, (gpu_type, node) or mapping")
+
+
+def resolve_gpu_meta(gpus: Sequence[str], gpu_meta: Mapping[str, GpuMetaLike] | None) -> tuple[GpuMeta, ...]:
+    """One :class:`GpuMeta` per entry of ``gpus``.
+
+    With ``gpu_meta=None`` the node is the part of the name before the first dot (``n3.g5`` ->
+    ``n3``) and the type is ``"gpu"``.
+    """
+    if gpu_meta is None:
+        return tuple(GpuMeta("gpu", g.split(".", 1)[0]) for g in gpus)
+    out = []
+    for g in gpus:
+        if g not in gpu_meta:
+            raise PlanningError(f"gpu_meta has no entry for GPU {g!r}; give (gpu_type, node) for every plan GPU")
+        out.append(_one(g, gpu_meta[g]))
+    return tuple(out)

@@ -1,0 +1,120 @@
+"""The numbers of a run: iteration time and breakdown per GPU, per GPU type and overall."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hetero_ns3.dag import FLOW, ExecutionPlan, TaskTimes
+from hetero_ns3.results.breakdown import TERMS, Breakdown, attribute
+from hetero_ns3.results.meta import GpuMetaLike, resolve_gpu_meta
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What ``summary.json`` holds and the CLI prints. Times in seconds."""
+
+    iteration_time_s: float
+    """Last finish minus first start over all tasks of the plan."""
+    per_gpu: dict[str, Breakdown]
+    per_gpu_type: dict[str, Breakdown]
+    """Mean over the GPUs of each type."""
+    overall: Breakdown
+    """Mean over all GPUs (sums to the iteration time)."""
+    overall_max: Breakdown
+    """Per-term maximum over all GPUs (does not sum to anything)."""
+    gpu_types: dict[str, str]
+    """GPU name -> GPU type."""
+    counts: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        n_per_type: dict[str, int] = {}
+        for t in self.gpu_types.values():
+            n_per_type[t] = n_per_type.get(t, 0) + 1
+        return {
+            "iteration_time_s": self.iteration_time_s,
+            "breakdown": {
+                "terms": list(TERMS),
+                "overall": self.overall.as_dict(),
+                "overall_max": self.overall_max.as_dict(),
+                "per_gpu_type": {t: {**b.as_dict(), "n_gpus": n_per_type[t]} for t, b in self.per_gpu_type.items()},
+                "per_gpu": {g: {**b.as_dict(), "gpu_type": self.gpu_types[g]} for g, b in self.per_gpu.items()},
+            },
+            "counts": dict(self.counts),
+        }
+
+
+def plan_counts(plan: ExecutionPlan, times: TaskTimes | None = None) -> dict[str, Any]:
+    """Task, flow, GPU and byte counts of a plan (and finished tasks if ``times`` is given)."""
+    flows = plan.kind == FLOW
+    out: dict[str, Any] = {
+        "tasks": len(plan),
+        "compute_tasks": int(len(plan) - np.count_nonzero(flows)),
+        "flows": int(np.count_nonzero(flows)),
+        "gpus": len(plan.gpus),
+        "flow_bytes": int(plan.size_bytes[flows].sum()),
+    }
+    if times is not None:
+        out["tasks_finished"] = int(np.count_nonzero(np.isfinite(times.finish_s)))
+    return out
+
+
+def summarize(plan: ExecutionPlan, times: TaskTimes, gpu_meta: Mapping[str, GpuMetaLike] | None) -> Summary:
+    """Iteration time and breakdown of a finished run (pure; raises SimulationError on NaN times)."""
+    meta = resolve_gpu_meta(plan.gpus, gpu_meta)
+    it, mat = attribute(plan, times, meta)
+    types = [m.gpu_type for m in meta]
+    per_type: dict[str, Breakdown] = {}
+    for t in dict.fromkeys(types):
+        rows = mat[[i for i, x in enumerate(types) if x == t]]
+        per_type[t] = Breakdown.from_array(rows.mean(axis=0))
+    zero = np.zeros(len(TERMS))
+    return Summary(
+        iteration_time_s=it,
+        per_gpu={g: Breakdown.from_array(mat[i]) for i, g in enumerate(plan.gpus)},
+        per_gpu_type=per_type,
+        overall=Breakdown.from_array(mat.mean(axis=0) if len(mat) else zero),
+        overall_max=Breakdown.from_array(mat.max(axis=0) if len(mat) else zero),
+        gpu_types=dict(zip(plan.gpus, types, strict=True)),
+        counts=plan_counts(plan, times),
+    )
+
+
+_SHORT = {
+    "compute_s": "compute",
+    "exposed_intra_node_comm_s": "intra-comm",
+    "exposed_inter_node_comm_s": "inter-comm",
+    "pipeline_bubble_s": "bubble",
+    "straggler_wait_s": "straggler",
+    "other_s": "other",
+}
+
+
+def _fmt_time(s: float) -> str:
+    a = abs(s)
+    if a >= 1.0 or a == 0.0:
+        return f"{s:.3f} s"
+    if a >= 1e-3:
+        return f"{s * 1e3:.3f} ms"
+    return f"{s * 1e6:.3f} us"
+
+
+def format_summary(summary: Summary) -> str:
+    """A plain-text table: iteration time, then each term per GPU type and overall (ms and %)."""
+    it = summary.iteration_time_s
+    lines = [f"iteration time: {_fmt_time(it)}  ({summary.counts.get('gpus', len(summary.per_gpu))} GPUs)"]
+    rows = [*summary.per_gpu_type.items(), ("overall (mean)", summary.overall)]
+    width = max(len(r[0]) for r in rows)
+    head = f"{'GPU type':<{width}}" + "".join(f"{_SHORT[t]:>20}" for t in TERMS)
+    lines += [head, "-" * len(head)]
+    for name, b in rows:
+        cells = []
+        for t in TERMS:
+            v = getattr(b, t)
+            pct = 100.0 * v / it if it > 0 else 0.0
+            cells.append(f"{v * 1e3:>11.3f}ms {pct:5.1f}%")
+        lines.append(f"{name:<{width}}" + "".join(f"{c:>20}" for c in cells))
+    return "\n".join(lines)
