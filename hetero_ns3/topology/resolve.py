@@ -6,6 +6,8 @@ from pathlib import Path
 
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.netgraph import NetGraph
+from hetero_ns3.topology.build import build_graph
+from hetero_ns3.topology.loader import load_cluster
 from hetero_ns3.topology.simple import parse_inline
 
 
@@ -14,16 +16,15 @@ def resolve_topology(spec: str | Path, link_rate_bps: float = 100e9, link_delay_
 
     ``spec`` is ``star:N`` (hosts ``h0``..``h{N-1}`` on switch ``sw0``), ``leafspine:L,S,H`` (L leaves,
     S spines, H hosts per leaf, hosts numbered leaf by leaf), or a cluster preset name in
-    ``topologies/`` / a path to a cluster TOML file. ``link_rate_bps`` (bit/s) and ``link_delay_s``
-    (s) apply to the inline forms only; cluster files carry their own rates.
+    ``topologies/`` / a path to a cluster TOML file (hosts are GPUs ``n3.g5``). ``link_rate_bps``
+    (bit/s) and ``link_delay_s`` (s) apply to the inline forms only; cluster files carry their own.
     """
     text = str(spec)
     graph = parse_inline(text, link_rate_bps, link_delay_s)
     if graph is not None:
         return graph
-    try:
-        from hetero_ns3.topology.build import build_graph
-        from hetero_ns3.topology.loader import load_cluster
-    except ImportError:  # cluster support not present
-        raise ScenarioError(f"topology ({text!r}) is not 'star:N' or 'leafspine:L,S,H'") from None
+    if ":" in text and not Path(text).exists():
+        raise ScenarioError(
+            f"topology ({text!r}) is not 'star:N', 'leafspine:L,S,H', a preset name or a cluster TOML file"
+        )
     return build_graph(load_cluster(text))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.netgraph import HOST, SWITCH, GraphLink, GraphNode, NetGraph, make_graph
+from hetero_ns3.topology.spec import NetworkSpec
 
 
 def star(n_hosts: int, link_rate_bps: float = 100e9, link_delay_s: float = 1e-6) -> NetGraph:
@@ -65,3 +66,26 @@ def parse_inline(spec: str, link_rate_bps: float, link_delay_s: float) -> NetGra
     if len(nums) != 3:
         raise ScenarioError(f"topology ({spec!r}) takes three numbers: 'leafspine:LEAVES,SPINES,HOSTS_PER_LEAF'")
     return leaf_spine(nums[0], nums[1], nums[2], link_rate_bps, link_delay_s)
+
+
+def plain_network(n_hosts: int, net: NetworkSpec, link_rate_bps: float = 100e9, rails: int = 1) -> NetGraph:
+    """Hosts ``h0``.. with one NIC each at ``link_rate_bps`` on the network ``net`` (any kind).
+
+    For ``rail`` networks host i is node i on rail 0 unless ``rails`` > 1, in which case hosts are
+    grouped ``rails`` per node, host i on rail ``i % rails``. Used for studies of the network alone.
+    """
+    from hetero_ns3.topology.networks import Endpoint, fat_tree, leaf_spine, rail_optimized
+
+    if n_hosts < 1:
+        raise ScenarioError(f"n_hosts ({n_hosts}) must be >= 1")
+    eps = [Endpoint(f"h{i}", link_rate_bps, node=i // rails, rail=i % rails) for i in range(n_hosts)]
+    hosts = [GraphNode(e.name, HOST, role="host") for e in eps]
+    if net.kind == "leafspine":
+        nodes, links = leaf_spine(eps, net)
+    elif net.kind == "fattree":
+        nodes, links = fat_tree(eps, net)
+    elif net.kind == "rail":
+        nodes, links = rail_optimized(eps, net, rails)
+    else:
+        raise ScenarioError(f"network.kind ({net.kind!r}) must be one of ['rail', 'leafspine', 'fattree']")
+    return make_graph(hosts + nodes, links)
