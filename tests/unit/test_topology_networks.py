@@ -103,8 +103,5 @@ def test_rail_closed_form(nodes, rails, per_pod, ratio):
     assert len(g.links) == nodes * rails + pods * rails * up
     # halves of whole nodes: same-rail pairs inside a pod meet at the rail switch; pods split by the cut
     # go through the spines.
-    if pods == 1:
-        expect = C * nodes * rails / 2
-    else:
-        expect = C * min(nodes * rails / 2, pods // 2 * rails * up)
+    expect = C * nodes * rails / 2 if pods == 1 else C * min(nodes * rails / 2, pods // 2 * rails * up)
     assert bisection_bandwidth(g) == pytest.approx(expect)
