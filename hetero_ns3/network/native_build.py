@@ -114,12 +114,20 @@ def find_ns3_wheel() -> Ns3Wheel:
     spec = importlib.util.find_spec("ns3")
     if spec is None or not spec.submodule_search_locations:
         raise NativeBuildError("the 'ns3' package is not installed; run: pip install ns3==3.44.post0")
-    prefix = Path(next(iter(spec.submodule_search_locations)))
-    include_dir = prefix / "include"
-    lib_dir = next((prefix / d for d in ("lib64", "lib") if (prefix / d).is_dir()), prefix / "lib64")
-    cores = sorted(lib_dir.glob("libns*-core.so"))
-    if not include_dir.is_dir() or not cores:
-        raise NativeBuildError(f"the ns3 wheel at {prefix} lacks include/ or lib64/libns*-core.so; reinstall it")
+    # ``ns3`` is a namespace package: other directories named ns3 on sys.path (a test folder, say)
+    # merge into it, so pick the location that actually holds the wheel's files.
+    locations = [Path(p) for p in spec.submodule_search_locations]
+    for prefix in locations:
+        include_dir = prefix / "include"
+        lib_dir = next((prefix / d for d in ("lib64", "lib") if (prefix / d).is_dir()), prefix / "lib64")
+        cores = sorted(lib_dir.glob("libns*-core.so"))
+        if include_dir.is_dir() and cores:
+            break
+    else:
+        where = ", ".join(map(str, locations))
+        raise NativeBuildError(
+            f"no ns3 wheel with include/ and lib64/libns*-core.so in {where}; reinstall ns3==3.44.post0"
+        )
     version = cores[0].name[len("libns") : -len("-core.so")]
     return Ns3Wheel(prefix, include_dir, lib_dir, version)
 
