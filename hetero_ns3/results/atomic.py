@@ -14,6 +14,16 @@ from pathlib import Path
 from typing import Any
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+#: Mode of written files: what ``open()`` would give (0o666 less the umask); mkstemp's 0o600 is too strict.
+_FILE_MODE = 0o666 & ~_umask()
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on success move it onto ``path``, else delete it."""
@@ -22,6 +32,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(fd)
     tmp_path = Path(tmp)
+    os.chmod(tmp_path, _FILE_MODE)
     try:
         yield tmp_path
         with open(tmp_path, "rb") as fh:

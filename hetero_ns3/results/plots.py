@@ -1,0 +1,98 @@
+"""PNG plots of a run: breakdown bars per GPU type, and a timeline of the iteration.
+
+Uses matplotlib's Agg canvas directly (no pyplot, no display, no global backend switch).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from hetero_ns3.dag import COMPUTE, ExecutionPlan, TaskTimes
+from hetero_ns3.results.breakdown import TERMS
+from hetero_ns3.results.meta import GpuMeta
+from hetero_ns3.results.summary import Summary
+
+TERM_COLORS = {
+    "compute_s": "#4c72b0",
+    "exposed_intra_node_comm_s": "#55a868",
+    "exposed_inter_node_comm_s": "#c44e52",
+    "pipeline_bubble_s": "#ccb974",
+    "straggler_wait_s": "#8172b2",
+    "other_s": "#8c8c8c",
+}
+
+
+def _save(fig: Figure, path: str | os.PathLike[str]) -> None:
+    FigureCanvasAgg(fig)
+    fig.savefig(path, format="png", dpi=100)
+
+
+def plot_breakdown(summary: Summary, path: str | os.PathLike[str]) -> None:
+    """Stacked bars (milliseconds) of the breakdown terms, one bar per GPU type plus the overall mean."""
+    rows = [*summary.per_gpu_type.items(), ("overall", summary.overall)]
+    fig = Figure(figsize=(max(4.0, 1.2 * len(rows) + 2.5), 3.6))
+    ax = fig.add_subplot(1, 1, 1)
+    x = np.arange(len(rows))
+    bottom = np.zeros(len(rows))
+    for term in TERMS:
+        vals = np.array([getattr(b, term) for _, b in rows]) * 1e3
+        ax.bar(x, vals, bottom=bottom, color=TERM_COLORS[term], label=term.removesuffix("_s").replace("_", " "))
+        bottom += vals
+    ax.set_xticks(x, [name for name, _ in rows])
+    ax.set_ylabel("time per iteration (ms)")
+    ax.set_title(f"iteration {summary.iteration_time_s * 1e3:.3f} ms: breakdown per GPU type")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def plot_timeline(
+    plan: ExecutionPlan,
+    times: TaskTimes,
+    meta: Sequence[GpuMeta],
+    path: str | os.PathLike[str],
+    max_gpus: int = 32,
+) -> None:
+    """Gantt chart of kernels: one row per GPU (first ``max_gpus``), colored by category.
+
+    The compute stream fills the row; kernels on other streams (e.g. reductions) are a thin band
+    under it. Unfinished tasks are left out.
+    """
+    start, finish = np.asarray(times.start_s, dtype=float), np.asarray(times.finish_s, dtype=float)
+    n_gpus = min(len(plan.gpus), max_gpus)
+    keep = (plan.kind == COMPUTE) & np.isfinite(finish) & (finish > start) & (plan.gpu < n_gpus)
+    cmap = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b2", "#937860", "#da8bc3", "#8c8c8c", "#ccb974"]
+    fig = Figure(figsize=(9.0, 1.0 + 0.3 * n_gpus))
+    ax = fig.add_subplot(1, 1, 1)
+    scale = 1e3
+    idx = np.nonzero(keep)[0]
+    cat, gpu, side = plan.category[idx], plan.gpu[idx], (plan.stream[idx] != 0).astype(np.int8)
+    order = np.lexsort((side, gpu, cat))
+    idx, cat, gpu, side = idx[order], cat[order], gpu[order], side[order]
+    cut = np.nonzero((np.diff(cat) != 0) | (np.diff(gpu) != 0) | (np.diff(side) != 0))[0] + 1
+    used: list[str] = []
+    for part in np.split(np.arange(idx.size), cut) if idx.size else []:
+        c, g, thin = int(cat[part[0]]), int(gpu[part[0]]), bool(side[part[0]])
+        name = plan.categories[c]
+        if name not in used:
+            used.append(name)
+        t = idx[part]
+        bars = list(zip((start[t] * scale).tolist(), ((finish[t] - start[t]) * scale).tolist(), strict=True))
+        y, h = (g + 0.22, 0.18) if thin else (g - 0.4, 0.6)
+        ax.broken_barh(bars, (y, h), facecolors=cmap[c % len(cmap)], edgecolors="white", linewidth=0.4)
+    ax.set_yticks(range(n_gpus), [f"{plan.gpus[g]} ({meta[g].gpu_type})" for g in range(n_gpus)], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("simulated time (ms)")
+    more = f" (first {n_gpus} of {len(plan.gpus)} GPUs)" if len(plan.gpus) > n_gpus else ""
+    ax.set_title("timeline of one iteration" + more)
+    handles = [Patch(color=cmap[plan.categories.index(n) % len(cmap)], label=n) for n in used]
+    if handles:
+        ax.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    fig.tight_layout()
+    _save(fig, path)

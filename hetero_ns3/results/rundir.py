@@ -1,0 +1,296 @@
+"""The self-describing run directory.
+
+Layout (every file written atomically: temporary file in the same directory, then ``os.replace``)::
+
+    scenario.resolved.json   the scenario after defaults and --set overrides
+    versions.json            package, Python, libraries, ns-3 wheel, git sha, seed
+    plan.npz                 the ExecutionPlan arrays (numpy), reloadable with load_plan()
+    tasks.csv                one row per task (tables.tasks_frame)
+    flows.csv                one row per flow (tables.flows_frame)
+    trace.json               Chrome trace / Perfetto
+    plots/breakdown.png      breakdown bars per GPU type
+    plots/timeline.png       Gantt of the iteration
+    summary.json             status, reason, iteration time, breakdown, counts; written last
+
+A complete run has ``summary.json`` with ``status: "ok"``. A failed or interrupted run
+(:func:`write_partial`) has whatever could be written plus ``summary.json`` with ``status``
+``"failed"`` or ``"interrupted"`` and the ``reason``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hetero_ns3.dag import ExecutionPlan, TaskTimes
+from hetero_ns3.results import atomic
+from hetero_ns3.results.meta import GpuMetaLike, resolve_gpu_meta
+from hetero_ns3.results.plots import plot_breakdown, plot_timeline
+from hetero_ns3.results.summary import Summary, plan_counts, summarize
+from hetero_ns3.results.tables import flows_frame, tasks_frame
+from hetero_ns3.results.trace import chrome_trace
+
+log = logging.getLogger(__name__)
+
+STATUSES = ("ok", "failed", "interrupted")
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where each artefact of a run directory lives."""
+
+    root: Path
+    scenario: Path
+    versions: Path
+    plan: Path
+    tasks: Path
+    flows: Path
+    trace: Path
+    summary: Path
+    plots: Path
+    breakdown_png: Path
+    timeline_png: Path
+
+    @classmethod
+    def at(cls, out_dir: str | os.PathLike[str]) -> RunPaths:
+        root = Path(out_dir)
+        return cls(
+            root=root,
+            scenario=root / "scenario.resolved.json",
+            versions=root / "versions.json",
+            plan=root / "plan.npz",
+            tasks=root / "tasks.csv",
+            flows=root / "flows.csv",
+            trace=root / "trace.json",
+            summary=root / "summary.json",
+            plots=root / "plots",
+            breakdown_png=root / "plots" / "breakdown.png",
+            timeline_png=root / "plots" / "timeline.png",
+        )
+
+
+def save_plan(path: str | os.PathLike[str], plan: ExecutionPlan) -> Path:
+    """Write the plan's arrays to ``path`` (.npz, atomic)."""
+
+    def _w(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:
+            np.savez_compressed(
+                fh,
+                gpus=np.asarray(plan.gpus, dtype=str),
+                labels=np.asarray(plan.labels, dtype=str),
+                categories=np.asarray(plan.categories, dtype=str),
+                **{
+                    k: getattr(plan, k)
+                    for k in ("kind", "gpu", "dst", "size_bytes", "duration_s", "stream", "priority")
+                },
+                dep_ptr=plan.dep_ptr,
+                dep_idx=plan.dep_idx,
+                label=plan.label,
+                category=plan.category,
+            )
+
+    return atomic.write_with(path, _w)
+
+
+def load_plan(path: str | os.PathLike[str]) -> ExecutionPlan:
+    """Read a plan written by :func:`save_plan` (validated)."""
+    with np.load(path, allow_pickle=False) as z:
+        plan = ExecutionPlan(
+            gpus=tuple(z["gpus"].tolist()),
+            labels=tuple(z["labels"].tolist()),
+            categories=tuple(z["categories"].tolist()),
+            **{
+                k: z[k]
+                for k in (
+                    "kind",
+                    "gpu",
+                    "dst",
+                    "size_bytes",
+                    "duration_s",
+                    "stream",
+                    "priority",
+                    "dep_ptr",
+                    "dep_idx",
+                    "label",
+                    "category",
+                )
+            },
+        )
+    plan.validate()
+    return plan
+
+
+def _write_csv(path: Path, df: pd.DataFrame) -> None:
+    atomic.write_with(path, lambda tmp: df.to_csv(tmp, index=False, float_format="%.12g"))
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def _try(errors: dict[str, str], what: str, fn: Callable[[], Any]) -> bool:
+    """Run one artefact writer; record (not raise) its failure. Used where a run must leave what it can."""
+    try:
+        fn()
+        return True
+    except Exception as err:  # noqa: BLE001 - a failing artefact must not lose the others
+        log.warning("could not write %s: %s", what, err)
+        errors[what] = f"{type(err).__name__}: {err}"
+        return False
+
+
+def _summary_doc(
+    status: str,
+    reason: str,
+    summary: Summary | None,
+    counts: dict[str, Any],
+    files: list[str],
+    errors: dict[str, str],
+    extra: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    doc: dict[str, Any] = dict(extra or {})
+    core: dict[str, Any] = {"status": status, "reason": reason, "written_at": _now()}
+    if summary is not None:
+        core.update(summary.to_dict())
+    else:
+        core.update({"iteration_time_s": None, "breakdown": None, "counts": counts})
+    core["files"] = files
+    if errors:
+        core["write_errors"] = errors
+    doc.update(core)
+    return doc
+
+
+def write_run(
+    out_dir: str | os.PathLike[str],
+    *,
+    scenario_resolved: Mapping[str, Any],
+    versions: Mapping[str, Any],
+    plan: ExecutionPlan,
+    times: TaskTimes,
+    gpu_meta: Mapping[str, GpuMetaLike] | None,
+    flows_df: pd.DataFrame | None = None,
+    status: str = "ok",
+    reason: str = "",
+    extra_summary: Mapping[str, Any] | None = None,
+    trace_max_events: int = 1_000_000,
+    timeline_max_gpus: int = 32,
+) -> RunPaths:
+    """Write the whole run directory of a finished run and return its paths.
+
+    The summary is computed first (raises SimulationError on unfinished tasks: use
+    :func:`write_partial` then). Tables and JSON raise on I/O errors; a failing trace or plot is
+    recorded under ``write_errors`` in ``summary.json`` instead. ``summary.json`` is written last.
+    """
+    if status not in STATUSES:
+        raise ValueError(f"status {status!r} is not one of {STATUSES}")
+    paths = RunPaths.at(out_dir)
+    paths.plots.mkdir(parents=True, exist_ok=True)
+    meta = resolve_gpu_meta(plan.gpus, gpu_meta)
+    summary = summarize(plan, times, gpu_meta)
+    atomic.write_json(paths.scenario, dict(scenario_resolved))
+    atomic.write_json(paths.versions, dict(versions))
+    save_plan(paths.plan, plan)
+    _write_csv(paths.tasks, tasks_frame(plan, times, meta))
+    _write_csv(paths.flows, flows_frame(plan, times, meta, flows_df))
+    files = ["scenario.resolved.json", "versions.json", "plan.npz", "tasks.csv", "flows.csv"]
+    errors: dict[str, str] = {}
+    if _try(
+        errors, "trace.json", lambda: atomic.write_json(paths.trace, chrome_trace(plan, times, meta, trace_max_events))
+    ):
+        files.append("trace.json")
+    if _try(
+        errors,
+        "plots/breakdown.png",
+        lambda: atomic.write_with(paths.breakdown_png, lambda t: plot_breakdown(summary, t)),
+    ):
+        files.append("plots/breakdown.png")
+    if _try(
+        errors,
+        "plots/timeline.png",
+        lambda: atomic.write_with(paths.timeline_png, lambda t: plot_timeline(plan, times, meta, t, timeline_max_gpus)),
+    ):
+        files.append("plots/timeline.png")
+    files.append("summary.json")
+    atomic.write_json(paths.summary, _summary_doc(status, reason, summary, {}, files, errors, extra_summary))
+    return paths
+
+
+def write_partial(
+    out_dir: str | os.PathLike[str],
+    reason: str,
+    *,
+    status: str = "failed",
+    scenario_resolved: Mapping[str, Any] | None = None,
+    versions: Mapping[str, Any] | None = None,
+    plan: ExecutionPlan | None = None,
+    times: TaskTimes | None = None,
+    gpu_meta: Mapping[str, GpuMetaLike] | None = None,
+    flows_df: pd.DataFrame | None = None,
+    extra_summary: Mapping[str, Any] | None = None,
+    trace_max_events: int = 1_000_000,
+) -> RunPaths:
+    """Write what an interrupted or failed run has, plus ``summary.json`` with the status and reason.
+
+    ``times`` may hold NaN for tasks that did not finish (or be None: tables then carry NaN times).
+    Never raises for an artefact that cannot be written (it is listed in ``write_errors``) except
+    for ``summary.json`` itself. If every task finished, the breakdown is computed as usual.
+    """
+    if status not in ("failed", "interrupted"):
+        raise ValueError(f"partial status {status!r} must be 'failed' or 'interrupted'")
+    paths = RunPaths.at(out_dir)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    errors: dict[str, str] = {}
+    files: list[str] = []
+    if scenario_resolved is not None and _try(
+        errors, "scenario.resolved.json", lambda: atomic.write_json(paths.scenario, dict(scenario_resolved))
+    ):
+        files.append("scenario.resolved.json")
+    if versions is not None and _try(
+        errors, "versions.json", lambda: atomic.write_json(paths.versions, dict(versions))
+    ):
+        files.append("versions.json")
+    counts: dict[str, Any] = {}
+    summary: Summary | None = None
+    if plan is not None:
+        meta = None
+        try:
+            meta = resolve_gpu_meta(plan.gpus, gpu_meta)
+        except Exception as err:  # noqa: BLE001
+            errors["gpu_meta"] = f"{type(err).__name__}: {err}"
+            meta = resolve_gpu_meta(plan.gpus, None)
+        counts = plan_counts(plan, times)
+        if _try(errors, "plan.npz", lambda: save_plan(paths.plan, plan)):
+            files.append("plan.npz")
+        if _try(errors, "tasks.csv", lambda: _write_csv(paths.tasks, tasks_frame(plan, times, meta))):
+            files.append("tasks.csv")
+        if _try(errors, "flows.csv", lambda: _write_csv(paths.flows, flows_frame(plan, times, meta, flows_df))):
+            files.append("flows.csv")
+        if times is not None:
+            fin = np.asarray(times.finish_s, dtype=float)
+            counts["simulated_time_reached_s"] = float(np.nanmax(fin)) if np.isfinite(fin).any() else 0.0
+            if _try(
+                errors,
+                "trace.json",
+                lambda: atomic.write_json(paths.trace, chrome_trace(plan, times, meta, trace_max_events)),
+            ):
+                files.append("trace.json")
+            if np.isfinite(fin).all() and np.isfinite(np.asarray(times.start_s, dtype=float)).all():
+                try:
+                    summary = summarize(plan, times, gpu_meta)
+                except Exception as err:  # noqa: BLE001
+                    errors["breakdown"] = f"{type(err).__name__}: {err}"
+    files.append("summary.json")
+    doc = _summary_doc(status, reason, summary, counts, files, errors, extra_summary)
+    if summary is not None:
+        doc["counts"].update(counts)
+    atomic.write_json(paths.summary, doc)
+    return paths

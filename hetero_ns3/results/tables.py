@@ -1,0 +1,126 @@
+"""The ``tasks`` and ``flows`` tables of a run (pandas DataFrames, written as CSV).
+
+Times in seconds, sizes in bytes. Unfinished tasks of an interrupted run have NaN times.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from hetero_ns3.dag import COMPUTE, FLOW, ExecutionPlan, TaskTimes
+from hetero_ns3.errors import SimulationError
+from hetero_ns3.results.categories import CLASS_NAMES, class_codes
+from hetero_ns3.results.meta import GpuMeta
+
+_CHANNEL = re.compile(r"\bch(\d+)\b")
+
+
+def collective_of(label: str) -> str:
+    """The collective a flow belongs to: the first word of its label (``dp.all_reduce[3] ring ch1`` ->
+    ``dp.all_reduce[3]``)."""
+    return label.split(maxsplit=1)[0] if label.strip() else ""
+
+
+def channel_of(label: str) -> int:
+    """The channel of a flow: the number in a ``ch<N>`` word of its label, else 0."""
+    m = _CHANNEL.search(label)
+    return int(m.group(1)) if m else 0
+
+
+def _times_or_nan(plan: ExecutionPlan, times: TaskTimes | None) -> tuple[np.ndarray, np.ndarray]:
+    n = len(plan)
+    if times is None:
+        return np.full(n, np.nan), np.full(n, np.nan)
+    if times.start_s.shape != (n,) or times.finish_s.shape != (n,):
+        raise SimulationError(f"task times have shape {times.start_s.shape}, the plan has {n} tasks")
+    return np.asarray(times.start_s, dtype=float), np.asarray(times.finish_s, dtype=float)
+
+
+def tasks_frame(plan: ExecutionPlan, times: TaskTimes | None, meta: Sequence[GpuMeta]) -> pd.DataFrame:
+    """One row per task: id, gpu, gpu_type, node, stream, kind, category, class, label, start_s,
+    finish_s, duration_s (measured), planned_duration_s, and for flows src, dst, size_bytes."""
+    start, finish = _times_or_nan(plan, times)
+    names = np.asarray(plan.gpus, dtype=object)
+    is_flow = plan.kind == FLOW
+    types = np.asarray([m.gpu_type for m in meta], dtype=object)
+    nodes = np.asarray([m.node for m in meta], dtype=object)
+    cats = np.asarray(plan.categories, dtype=object)
+    return pd.DataFrame(
+        {
+            "id": np.arange(len(plan)),
+            "gpu": names[plan.gpu] if len(plan) else [],
+            "gpu_type": types[plan.gpu] if len(plan) else [],
+            "node": nodes[plan.gpu] if len(plan) else [],
+            "stream": plan.stream.astype(int),
+            "kind": np.where(plan.kind == COMPUTE, "compute", "flow"),
+            "category": cats[plan.category] if len(plan) else [],
+            "class": np.asarray(CLASS_NAMES, dtype=object)[class_codes(plan.categories)[plan.category]]
+            if len(plan)
+            else [],
+            "label": np.asarray(plan.labels, dtype=object)[plan.label] if len(plan) else [],
+            "start_s": start,
+            "finish_s": finish,
+            "duration_s": finish - start,
+            "planned_duration_s": np.where(is_flow, np.nan, plan.duration_s),
+            "src": np.where(is_flow, names[plan.gpu] if len(plan) else "", ""),
+            "dst": np.where(is_flow, names[np.maximum(plan.dst, 0)] if len(plan) else "", ""),
+            "size_bytes": plan.size_bytes.astype(np.int64),
+        }
+    )
+
+
+def flows_frame(
+    plan: ExecutionPlan,
+    times: TaskTimes | None,
+    meta: Sequence[GpuMeta],
+    extra: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """One row per flow: id (task id), src, dst, src_node, dst_node, intra_node, size_bytes, priority,
+    start_s, finish_s, fct_s, category, collective, channel, label.
+
+    ``extra`` holds a backend's own per-flow columns (e.g. ``pfc_pauses``, ``ecn_marks``, ``path``):
+    matched on an ``id`` column if it has one, else row by row in task-id order; its columns
+    replace derived ones of the same name.
+    """
+    start, finish = _times_or_nan(plan, times)
+    ids = np.nonzero(plan.kind == FLOW)[0]
+    names = np.asarray(plan.gpus, dtype=object)
+    nodes = np.asarray([m.node for m in meta], dtype=object)
+    labels = [plan.labels[i] for i in plan.label[ids]]
+    src, dst = plan.gpu[ids], plan.dst[ids]
+    df = pd.DataFrame(
+        {
+            "id": ids,
+            "src": names[src] if ids.size else [],
+            "dst": names[dst] if ids.size else [],
+            "src_node": nodes[src] if ids.size else [],
+            "dst_node": nodes[dst] if ids.size else [],
+            "intra_node": (nodes[src] == nodes[dst]) if ids.size else np.zeros(0, dtype=bool),
+            "size_bytes": plan.size_bytes[ids],
+            "priority": plan.priority[ids].astype(int),
+            "start_s": start[ids],
+            "finish_s": finish[ids],
+            "fct_s": finish[ids] - start[ids],
+            "category": [plan.categories[c] for c in plan.category[ids]],
+            "collective": [collective_of(x) for x in labels],
+            "channel": [channel_of(x) for x in labels],
+            "label": labels,
+        }
+    )
+    if extra is None or extra.empty:
+        return df
+    if "id" in extra.columns:
+        unknown = set(extra["id"].tolist()) - set(ids.tolist())
+        if unknown:
+            raise SimulationError(f"per-flow extra columns name ids that are not flows: {sorted(unknown)[:5]}")
+        cols = [c for c in extra.columns if c != "id"]
+        merged = df.drop(columns=[c for c in cols if c in df.columns]).merge(extra, on="id", how="left")
+        return merged
+    if len(extra) != len(df):
+        raise SimulationError(f"per-flow extra table has {len(extra)} rows, the plan has {len(df)} flows")
+    extra = extra.reset_index(drop=True)
+    return pd.concat([df.drop(columns=[c for c in extra.columns if c in df.columns]), extra], axis=1)

@@ -1,0 +1,211 @@
+"""Run directory: files, tables, Chrome trace validity, partial writes, atomicity."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hetero_ns3.dag import FLOW, PlanBuilder, TaskTimes, critical_path_s
+from hetero_ns3.results import (
+    GpuMeta,
+    atomic,
+    format_summary,
+    load_plan,
+    summarize,
+    versions_info,
+    write_partial,
+    write_run,
+)
+
+GPUS = ["n0.g0", "n0.g1", "n1.g0", "n1.g1"]
+META = {g: GpuMeta("H100" if g.startswith("n0") else "A100", int(g[1])) for g in GPUS}
+
+
+def small_plan():
+    """fwd/bwd per GPU, two concurrent flows per channel (forces trace lanes), a reduction, an opt step."""
+    b = PlanBuilder(GPUS)
+    bwd = []
+    for i, g in enumerate(GPUS):
+        b.add_compute(g, 1.0 + 0.5 * i, label="fwd mb0")
+        bwd.append(b.add_compute(g, 2.0, label="bwd mb0"))
+    flows = []
+    for i, g in enumerate(GPUS):
+        for ch in (0, 1):
+            for k in range(2):
+                flows.append(
+                    b.add_flow(
+                        g,
+                        GPUS[(i + 1) % 4],
+                        1 << 20,
+                        [bwd[i]],
+                        label=f"dp.all_reduce[0] ring ch{ch} part{k}",
+                        category="dp",
+                    )
+                )
+    reds = [b.add_compute(g, 0.1, flows, stream=1, label="reduce", category="dp") for g in GPUS]
+    for g, r in zip(GPUS, reds, strict=True):
+        b.add_compute(g, 0.2, [r], label="opt step", category="compute")
+    b.add_barrier(GPUS[0], reds, label="end")
+    return b.build()
+
+
+def test_write_run_leaves_a_self_describing_directory(tmp_path):
+    plan = small_plan()
+    times = critical_path_s(plan, 0.3)
+    extra = pd.DataFrame({"id": np.nonzero(plan.kind == FLOW)[0], "ecn_marks": 7})
+    paths = write_run(
+        tmp_path / "run",
+        scenario_resolved={"name": "tiny", "seed": 3},
+        versions=versions_info(3),
+        plan=plan,
+        times=times,
+        gpu_meta=META,
+        flows_df=extra,
+        extra_summary={"backend": "fixed"},
+    )
+    for p in (paths.scenario, paths.versions, paths.plan, paths.tasks, paths.flows, paths.trace, paths.summary):
+        assert p.is_file() and p.stat().st_size > 0, p
+    for p in (paths.breakdown_png, paths.timeline_png):
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(tmp_path.rglob("*.tmp"))
+
+    summary = json.loads(paths.summary.read_text())
+    assert summary["status"] == "ok" and summary["reason"] == "" and summary["backend"] == "fixed"
+    assert summary["iteration_time_s"] == pytest.approx(times.makespan_s)
+    bd = summary["breakdown"]
+    for t in (
+        "compute_s",
+        "exposed_intra_node_comm_s",
+        "exposed_inter_node_comm_s",
+        "pipeline_bubble_s",
+        "straggler_wait_s",
+    ):
+        assert t in bd["overall"] and t in bd["per_gpu_type"]["H100"] and t in bd["per_gpu"]["n1.g1"]
+    assert sum(bd["overall"][t] for t in bd["terms"]) == pytest.approx(summary["iteration_time_s"])
+    assert bd["per_gpu_type"]["A100"]["n_gpus"] == 2
+    assert summary["counts"]["flows"] == plan.n_flows
+    assert "trace.json" in summary["files"] and "write_errors" not in summary
+
+    tasks = pd.read_csv(paths.tasks)
+    assert len(tasks) == len(plan)
+    assert {"id", "gpu", "gpu_type", "stream", "kind", "category", "label", "start_s", "finish_s", "duration_s"} <= set(
+        tasks.columns
+    )
+    assert np.allclose(tasks["finish_s"], times.finish_s)
+    flows = pd.read_csv(paths.flows)
+    assert len(flows) == plan.n_flows
+    assert np.allclose(flows["fct_s"], 0.3)
+    assert set(flows["collective"]) == {"dp.all_reduce[0]"} and set(flows["channel"]) == {0, 1}
+    assert (flows["ecn_marks"] == 7).all()
+    assert flows["intra_node"].sum() == 8  # n0.g0->n0.g1 and n1.g0->n1.g1, 2 channels x 2 parts
+
+    versions = json.loads(paths.versions.read_text())
+    assert versions["seed"] == 3 and versions["ns3"] == "3.44.post0" and versions["python"]
+    reloaded = load_plan(paths.plan)
+    assert reloaded.labels == plan.labels and np.array_equal(reloaded.dep_idx, plan.dep_idx)
+
+
+def test_chrome_trace_events_are_valid_and_slices_do_not_overlap_per_thread(tmp_path):
+    plan = small_plan()
+    times = critical_path_s(plan, 0.3)
+    paths = write_run(tmp_path, scenario_resolved={}, versions={}, plan=plan, times=times, gpu_meta=META)
+    trace = json.loads(paths.trace.read_text())
+    events = trace["traceEvents"]
+    slices = [e for e in events if e["ph"] == "X"]
+    meta = [e for e in events if e["ph"] == "M"]
+    nonzero = int(np.count_nonzero((plan.kind == FLOW) | (plan.duration_s > 0)))
+    assert len(slices) == nonzero  # zero-time barrier left out
+    for e in slices:
+        assert isinstance(e["name"], str) and isinstance(e["pid"], int) and isinstance(e["tid"], int)
+        assert e["ts"] >= 0 and e["dur"] >= 0
+    names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in meta if e["name"] in ("process_name", "thread_name")}
+    assert names[(1, None)] == "n0.g0 (H100, node 0)"
+    used_threads = {(e["pid"], e["tid"]) for e in slices}
+    assert used_threads <= set(names)  # every thread is named
+    by_thread = {}
+    for e in slices:
+        by_thread.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    for spans in by_thread.values():
+        spans.sort()
+        assert all(a[1] <= b[0] + 1e-9 for a, b in zip(spans, spans[1:], strict=False))
+    lanes = {names[k] for k in by_thread if names[k].startswith("net")}
+    assert {"net ch0", "net ch0 lane1", "net ch1", "net ch1 lane1"} <= lanes
+
+
+def test_partial_run_leaves_its_tables_and_the_reason(tmp_path):
+    plan = small_plan()
+    full = critical_path_s(plan, 0.3)
+    cut = 2.5  # interrupted at t = 2.5 s of simulated time
+    done = full.finish_s <= cut
+    times = TaskTimes(np.where(full.start_s <= cut, full.start_s, np.nan), np.where(done, full.finish_s, np.nan))
+    paths = write_partial(
+        tmp_path,
+        "interrupted by user (SIGINT)",
+        status="interrupted",
+        scenario_resolved={"a": 1},
+        plan=plan,
+        times=times,
+        gpu_meta=META,
+    )
+    summary = json.loads(paths.summary.read_text())
+    assert summary["status"] == "interrupted" and "SIGINT" in summary["reason"]
+    assert summary["iteration_time_s"] is None and summary["breakdown"] is None
+    assert summary["counts"]["tasks_finished"] == int(done.sum()) < len(plan)
+    assert summary["counts"]["simulated_time_reached_s"] == pytest.approx(full.finish_s[done].max())
+    tasks = pd.read_csv(paths.tasks)
+    assert len(tasks) == len(plan) and tasks["finish_s"].isna().sum() == len(plan) - done.sum()
+    flows = pd.read_csv(paths.flows)
+    assert len(flows) == plan.n_flows
+    trace = json.loads(paths.trace.read_text())
+    assert max(e["ts"] + e["dur"] for e in trace["traceEvents"] if e["ph"] == "X") <= cut * 1e6 + 1e-6
+    assert not paths.versions.exists()
+
+
+def test_failed_run_before_planning_still_writes_a_summary(tmp_path):
+    paths = write_partial(tmp_path / "r", "PlanningError: model does not fit", versions={"seed": 1})
+    summary = json.loads(paths.summary.read_text())
+    assert summary["status"] == "failed" and summary["files"] == ["versions.json", "summary.json"]
+    with pytest.raises(ValueError, match="status"):
+        write_partial(tmp_path, "x", status="ok")
+
+
+def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
+    target = tmp_path / "x.json"
+    atomic.write_json(target, {"v": 1})
+
+    def boom(tmp):
+        tmp.write_text("half")
+        raise RuntimeError("disk on fire")
+
+    with pytest.raises(RuntimeError):
+        atomic.write_with(target, boom)
+    assert json.loads(target.read_text()) == {"v": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+    atomic.write_json(target, {"nan": float("nan")})
+    assert json.loads(target.read_text()) == {"nan": None}
+
+
+def test_flows_extra_columns_positional_and_mismatch(tmp_path):
+    from hetero_ns3.errors import SimulationError
+    from hetero_ns3.results import flows_frame, resolve_gpu_meta
+
+    plan = small_plan()
+    meta = resolve_gpu_meta(plan.gpus, META)
+    times = critical_path_s(plan, 0.1)
+    df = flows_frame(plan, times, meta, pd.DataFrame({"path": ["p"] * plan.n_flows}))
+    assert (df["path"] == "p").all()
+    with pytest.raises(SimulationError, match="rows"):
+        flows_frame(plan, times, meta, pd.DataFrame({"path": ["p"]}))
+    with pytest.raises(SimulationError, match="not flows"):
+        flows_frame(plan, times, meta, pd.DataFrame({"id": [0], "x": [1]}))
+
+
+def test_format_summary_names_types_and_terms():
+    plan = small_plan()
+    s = summarize(plan, critical_path_s(plan, 0.3), META)
+    text = format_summary(s)
+    assert "iteration time" in text and "H100" in text and "A100" in text and "straggler" in text
+    assert f"{s.iteration_time_s:.3f} s" in text
