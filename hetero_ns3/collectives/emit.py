@@ -1,0 +1,174 @@
+"""Task emission shared by the algorithms: flows with per-connection windows, reductions, latencies.
+
+Every algorithm writes its plan through one :class:`Emitter`, which
+
+* starts each rank with an *entry* compute task (the call's base latency, on stream ``COMM_STREAM``)
+  that waits for the caller's ``entry_deps``;
+* turns payload bytes into wire bytes (protocol framing x fabric overhead, see ``tuning.toml``);
+* keeps at most ``inflight_slices`` flows in flight per connection (source, destination, channel):
+  a flow waits for the completion of the flow ``inflight_slices`` places earlier on its connection,
+  so slices pipeline through a chain instead of all starting at once;
+* adds reductions as compute tasks on the receiving GPU, stream ``COMM_STREAM + channel``;
+* closes the call with one zero-time barrier per rank (the ``exits`` of the result).
+
+Labels read ``<call label> <algo>/<protocol> ch<c> <what>``; estimators parse ``ch<c>``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+from hetero_ns3.collectives.env import CollectiveEnv
+from hetero_ns3.collectives.types import CollectiveCall
+from hetero_ns3.dag import COMM_STREAM, PlanBuilder
+
+
+def split(total: int, parts: int) -> list[int]:
+    """``total`` bytes into ``parts`` integer parts differing by at most one byte (sum is exact)."""
+    q, r = divmod(int(total), parts)
+    return [q + 1 if i < r else q for i in range(parts)]
+
+
+def n_slices(nbytes: int, slice_bytes: int, max_slices: int) -> int:
+    """Pipelining slices for ``nbytes`` per channel and step: ceil(nbytes / slice_bytes) in 1..max_slices."""
+    return max(1, min(max_slices, math.ceil(nbytes / slice_bytes) if nbytes > 0 else 1))
+
+
+def budget_slices(k: int, transfers_per_slice: int, max_flows: int) -> int:
+    """``k`` reduced so that ``k x transfers_per_slice`` stays within ``max_flows`` (at least 1)."""
+    return max(1, min(k, max_flows // max(1, transfers_per_slice)))
+
+
+class Emitter:
+    """Writes one collective call into a :class:`PlanBuilder`."""
+
+    def __init__(
+        self,
+        builder: PlanBuilder,
+        call: CollectiveCall,
+        env: CollectiveEnv,
+        algo: str,
+        protocol: str,
+        channels: int,
+        entry_deps: Mapping[str, Sequence[int]] | None,
+        category: str,
+        priority: int,
+        base_latency_s: float,
+    ) -> None:
+        self.b = builder
+        self.call = call
+        self.env = env
+        self.tuning = env.tuning
+        self.algo = algo
+        self.protocol = protocol
+        self.channels = channels
+        self.category = category
+        self.priority = priority
+        self.prefix = f"{call.label} {algo}/{protocol}"
+        self.proto_wire = self.tuning.wire_factor[protocol]
+        self.window = self.tuning.inflight_slices
+        self._entry_deps = entry_deps or {}
+        self._base = base_latency_s
+        self._entry: dict[str, int] = {}
+        self._conn: dict[tuple[str, str, int], list[int]] = {}
+        self._tails: dict[str, list[int]] = {}
+        self._labels: dict[tuple[int, str], str] = {}
+        self._last_compute: dict[tuple[str, int], int] = {}
+
+    def label(self, ch: int, what: str) -> str:
+        key = (ch, what)
+        text = self._labels.get(key)
+        if text is None:
+            text = self._labels[key] = f"{self.prefix} ch{ch} {what}"
+        return text
+
+    def entry(self, gpu: str, extra_s: float = 0.0) -> int:
+        """The rank's entry task: base latency (+ ``extra_s``) after the caller's entry deps."""
+        tid = self._entry.get(gpu)
+        if tid is None:
+            tid = self.b.add_compute(
+                gpu,
+                self._base + extra_s,
+                self._entry_deps.get(gpu, ()),
+                stream=COMM_STREAM,
+                label=self.label(0, "entry"),
+                category=self.category,
+            )
+            self._entry[gpu] = tid
+            self._tails.setdefault(gpu, []).append(tid)
+        return tid
+
+    def wire_bytes(self, src: str, dst: str, nbytes: int) -> int:
+        kind = self.env.path(src, dst).kind
+        return math.ceil(nbytes * self.proto_wire * self.tuning.links[kind].wire_overhead)
+
+    def flow(self, src: str, dst: str, nbytes: int, deps: Iterable[int], ch: int, what: str = "send") -> int:
+        """``nbytes`` payload from ``src`` to ``dst`` on channel ``ch``; a zero-time join if ``nbytes`` is 0."""
+        deps = list(deps)
+        if nbytes <= 0:
+            tid = self.b.add_barrier(dst, deps, label=self.label(ch, what), category=self.category)
+            self.touch(dst, tid)
+            return tid
+        key = (src, dst, ch)
+        conn = self._conn.get(key)
+        if conn is None:
+            conn = self._conn[key] = []
+        if len(conn) >= self.window:
+            deps.append(conn[-self.window])
+        tid = self.b.add_flow(
+            src,
+            dst,
+            self.wire_bytes(src, dst, nbytes),
+            deps,
+            priority=self.priority,
+            label=self.label(ch, what),
+            category=self.category,
+        )
+        conn.append(tid)
+        return tid
+
+    def compute(self, gpu: str, duration_s: float, deps: Iterable[int], ch: int, what: str) -> int:
+        """A kernel on ``gpu``'s stream of channel ``ch`` (``COMM_STREAM + ch``)."""
+        tid = self.b.add_compute(
+            gpu, duration_s, deps, stream=COMM_STREAM + ch, label=self.label(ch, what), category=self.category
+        )
+        self._last_compute[(gpu, ch)] = tid
+        return tid
+
+    def reduce(self, gpu: str, nbytes: int, deps: Iterable[int], ch: int, extra_s: float = 0.0) -> int:
+        """Reduce ``nbytes`` received bytes into ``gpu``'s buffer (memory-bound), plus ``extra_s``."""
+        return self.compute(gpu, self.env.reduce_time_s(gpu, nbytes) + extra_s, deps, ch, "reduce")
+
+    def step_latency_s(self, src: str, dst: str, family: str) -> float:
+        """Per-step protocol latency of a hop minus the wire delay the backend simulates itself (s)."""
+        p = self.env.path(src, dst)
+        lat = self.tuning.hw_latency(p.kind, family, self.protocol)
+        if self.protocol == "LL" and p.kind != "network" and self.multi_node:
+            lat *= self.tuning.ll_multinode_intra_latency_factor
+        return max(0.0, lat - p.delay_s)
+
+    @property
+    def multi_node(self) -> bool:
+        nodes = {self.env.node_of(g) for g in self.call.group}
+        return len(nodes) > 1
+
+    def touch(self, gpu: str, tid: int) -> None:
+        """Record ``tid`` as work of ``gpu`` that the call's exit on ``gpu`` must wait for."""
+        self._tails.setdefault(gpu, []).append(tid)
+
+    def finish(self, gpus: Iterable[str]) -> dict[str, tuple[int, ...]]:
+        """One exit barrier per GPU over everything the call did there (and its flows' completions)."""
+        w = self.window
+        for (src, dst, _), ids in self._conn.items():
+            self._tails.setdefault(src, []).extend(ids[-w:])
+            self._tails.setdefault(dst, []).extend(ids[-w:])
+        for (gpu, _), tid in self._last_compute.items():
+            self._tails.setdefault(gpu, []).append(tid)
+        exits = {}
+        for g in gpus:
+            tails = self._tails.get(g)
+            if not tails:
+                tails = [self.entry(g)]
+            exits[g] = (self.b.add_barrier(g, tails, label=self.label(0, "exit"), category=self.category),)
+        return exits

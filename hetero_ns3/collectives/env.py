@@ -1,0 +1,192 @@
+"""The collective planner's view of a topology: nodes, rails, per-pair paths, HBM bandwidth.
+
+Built once per network with :meth:`CollectiveEnv.from_graph`; per-pair path properties are computed
+lazily (one breadth-first search per source GPU, cached), so groups of thousands of GPUs only pay
+for the pairs their algorithms use.
+
+* **Node** of a GPU: ``n<node>.g<local>`` names (cluster topologies) share node ``n<node>``; any
+  other host is a node of its own.
+* **Path** between two GPUs: among the hop-count shortest paths (the routes ECMP uses; hosts never
+  relay), the one with the highest bottleneck rate, then the lowest delay. Its ``kind`` is
+  ``network`` if it crosses a network link, else ``pcie`` if it crosses a PCIe link, else ``nvlink``.
+* **Rail** of a GPU: the far end of the first network link reachable from the GPU without crossing
+  another network link (the rail / leaf switch behind its NIC).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass
+
+from hetero_ns3.collectives.tuning import Tuning, load_tuning
+from hetero_ns3.errors import HeteroNs3Error, PlanningError
+from hetero_ns3.netgraph import HOST, NetGraph
+
+_GPU_NAME = re.compile(r"^(n\d+)\.g(\d+)$")
+NVLINK, PCIE, NETWORK = "nvlink", "pcie", "network"
+
+
+@dataclass(frozen=True)
+class PairPath:
+    """The path from one GPU to another as the planner sees it."""
+
+    rate_bps: float
+    """Bottleneck line rate, bit/s."""
+    delay_s: float
+    """Sum of one-way propagation delays, s."""
+    kind: str
+    """``nvlink``, ``pcie`` or ``network``."""
+    hops: int
+
+
+class CollectiveEnv:
+    """GPUs of a network and what the planner needs to know about them. Build with :meth:`from_graph`."""
+
+    def __init__(self, graph: NetGraph, tuning: Tuning) -> None:
+        self.graph = graph
+        self.tuning = tuning
+        hosts = [n for n in graph.nodes if n.kind == HOST]
+        self.gpus: tuple[str, ...] = tuple(n.name for n in hosts)
+        self._gpu_type = {n.name: n.gpu_type for n in hosts}
+        self._node: dict[str, str] = {}
+        self._local: dict[str, int] = {}
+        for n in hosts:
+            m = _GPU_NAME.match(n.name)
+            self._node[n.name] = m.group(1) if m else n.name
+            self._local[n.name] = int(m.group(2)) if m else 0
+        self._adj = graph.adjacency()
+        self._paths: dict[str, dict[int, PairPath]] = {}
+        self._rail: dict[str, str] = {}
+        self._hbm: dict[str, float] = {}
+        self.cache: dict[object, object] = {}
+        """Per-env memo for algorithms (ring orders, trees) keyed by their own tuples."""
+
+    @classmethod
+    def from_graph(cls, graph: NetGraph, tuning: Tuning | None = None) -> CollectiveEnv:
+        """The env of ``graph`` with ``tuning`` (default: ``collectives/tuning.toml``)."""
+        return cls(graph, tuning if tuning is not None else load_tuning())
+
+    # -- GPUs and nodes --------------------------------------------------------------------------
+    def check_gpu(self, name: str, path: str = "call.group") -> None:
+        if name not in self._node:
+            raise PlanningError(f"{path} names {name!r}, which is not a GPU/host of the topology; e.g. {self.gpus[:3]}")
+
+    def node_of(self, gpu: str) -> str:
+        """Node key of ``gpu`` (``n3`` for ``n3.g5``; the host name for plain hosts)."""
+        return self._node[gpu]
+
+    def local_of(self, gpu: str) -> int:
+        return self._local[gpu]
+
+    def gpu_type(self, gpu: str) -> str:
+        return self._gpu_type.get(gpu, "")
+
+    def nodes_of(self, group: tuple[str, ...]) -> list[list[int]]:
+        """Rank indices of ``group`` per node, nodes in order of first appearance, ranks in rank order."""
+        order: dict[str, list[int]] = {}
+        for r, g in enumerate(group):
+            order.setdefault(self._node[g], []).append(r)
+        return list(order.values())
+
+    def hbm_bw_Bps(self, gpu: str) -> float:
+        """HBM bandwidth of ``gpu`` (bytes/s) from the GPU catalog; the tuning default if unknown."""
+        bw = self._hbm.get(gpu)
+        if bw is None:
+            bw = self.tuning.default_hbm_bw_Bps
+            gt = self.gpu_type(gpu)
+            if gt:
+                try:
+                    from hetero_ns3.compute.gpus import get_gpu
+
+                    bw = float(get_gpu(gt).hbm_bw_Bps)
+                except (ImportError, HeteroNs3Error, KeyError, AttributeError):
+                    bw = self.tuning.default_hbm_bw_Bps
+            self._hbm[gpu] = bw
+        return bw
+
+    def reduce_time_s(self, gpu: str, nbytes: float) -> float:
+        """Memory-bound time (s) of reducing ``nbytes`` received bytes into the local buffer on ``gpu``."""
+        t = self.tuning
+        return t.reduction_bytes_touched * nbytes / (self.hbm_bw_Bps(gpu) * t.hbm_efficiency)
+
+    # -- paths -----------------------------------------------------------------------------------
+    def _search(self, src: str) -> dict[int, PairPath]:
+        graph = self.graph
+        nodes = graph.nodes
+        links = graph.links
+        s = graph.index(src)
+        dist = {s: 0}
+        best: dict[int, tuple[float, float, int]] = {s: (float("inf"), 0.0, 0)}  # rate, delay, kindbits
+        order = [s]
+        queue = deque([s])
+        while queue:
+            u = queue.popleft()
+            if u != s and nodes[u].kind == HOST:
+                continue
+            du = dist[u]
+            ru, delu, ku = best[u]
+            for v, li in self._adj[u]:
+                link = links[li]
+                kb = 2 if link.kind == NETWORK else (1 if link.kind == PCIE else 0)
+                cand = (min(ru, link.rate_bps), delu + link.delay_s, ku | (kb and (1 << (kb - 1))))
+                dv = dist.get(v)
+                if dv is None:
+                    dist[v] = du + 1
+                    best[v] = cand
+                    order.append(v)
+                    queue.append(v)
+                elif dv == du + 1:
+                    old = best[v]
+                    if cand[0] > old[0] or (cand[0] == old[0] and cand[1] < old[1]):
+                        best[v] = cand
+        out: dict[int, PairPath] = {}
+        for v in order:
+            if v != s and nodes[v].kind == HOST:
+                rate, delay, bits = best[v]
+                kind = NETWORK if bits & 2 else (PCIE if bits & 1 else NVLINK)
+                out[v] = PairPath(rate, delay, kind, dist[v])
+        return out
+
+    def path(self, src: str, dst: str) -> PairPath:
+        """Path properties from ``src`` to ``dst`` (cached per source)."""
+        table = self._paths.get(src)
+        if table is None:
+            table = self._paths[src] = self._search(src)
+        p = table.get(self.graph.index(dst))
+        if p is None:
+            raise PlanningError(f"no route from {src!r} to {dst!r} in the topology; check its links")
+        return p
+
+    def hop_bandwidth_Bps(self, src: str, dst: str) -> float:
+        """Expected payload bandwidth of one Simple-protocol stream from ``src`` to ``dst``, bytes/s."""
+        p = self.path(src, dst)
+        lt = self.tuning.links[p.kind]
+        return p.rate_bps / 8.0 * lt.efficiency / lt.wire_overhead
+
+    def rail_of(self, gpu: str) -> str:
+        """The rail (first network switch behind the GPU's NIC); the GPU itself if it has none."""
+        r = self._rail.get(gpu)
+        if r is not None:
+            return r
+        graph = self.graph
+        s = graph.index(gpu)
+        seen = {s}
+        queue = deque([s])
+        r = gpu
+        while queue:
+            u = queue.popleft()
+            hit = None
+            for v, li in self._adj[u]:
+                if graph.links[li].kind == NETWORK:
+                    hit = graph.nodes[v].name
+                    break
+            if hit is not None:
+                r = hit
+                break
+            for v, _li in self._adj[u]:
+                if v not in seen and graph.nodes[v].kind != HOST:
+                    seen.add(v)
+                    queue.append(v)
+        self._rail[gpu] = r
+        return r

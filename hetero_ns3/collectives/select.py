@@ -1,0 +1,66 @@
+"""Selection of algorithm, protocol and channel count per call, like NCCL's tuner.
+
+For every algorithm the selector may use for the op (``auto`` algorithms; an ``algo`` override
+narrows it to one) and every enabled protocol (or the ``protocol`` override), the cost model gives a
+time; the fastest wins. The channel count is the override or
+``clamp(size // min_bytes_per_channel, 1, max)`` (fewer channels for small calls, as NCCL does).
+Choices are memoized per env for repeated calls of the same shape.
+"""
+
+from __future__ import annotations
+
+from hetero_ns3.collectives.registry import auto_candidates, get_algorithm
+from hetero_ns3.collectives.types import PROTOCOLS, SEND_RECV, Choice, CollectiveCall
+from hetero_ns3.errors import PlanningError
+
+
+def default_channels(call: CollectiveCall, max_channels: int, min_bytes: int) -> int:
+    """Channel count for ``call`` when not overridden."""
+    return max(1, min(max_channels, call.size_bytes // min_bytes))
+
+
+def choose(call: CollectiveCall, env) -> Choice:
+    """The :class:`Choice` for ``call`` (see the module docstring)."""
+    key = ("choice", call.op, call.group, call.size_bytes, call.algo, call.protocol, call.channels, call.root,
+           call.peer, call.pair_bytes)  # fmt: skip
+    hit = env.cache.get(key)
+    if hit is not None:
+        return hit
+    t = env.tuning
+    channels = call.channels or default_channels(call, t.max_channels, t.min_bytes_per_channel)
+    if call.algo is not None:
+        algo = get_algorithm(call.algo)
+        if call.op not in algo.ops:
+            raise PlanningError(
+                f"call.algo ({call.algo!r}) does not implement {call.op}; it implements {sorted(algo.ops)}"
+            )
+        why = algo.check(call, env)
+        if why:
+            raise PlanningError(f"call.algo ({call.algo!r}) cannot run this call: {why}")
+        algos = [algo]
+    else:
+        algos = [a for a in auto_candidates(call.op) if a.check(call, env) is None]
+        if not algos:
+            raise PlanningError(f"no algorithm can run {call.op} on this group; pass call.algo explicitly")
+    protocols = (call.protocol,) if call.protocol else t.enabled_protocols
+    n = 2 if call.op == SEND_RECV else len(call.group)
+    if n < 2 or call.size_bytes <= 0:
+        choice = Choice(algos[0].name, protocols[-1] if "Simple" not in protocols else "Simple", channels, 0.0, None,
+                        "override" if call.algo else "model")  # fmt: skip
+        env.cache[key] = choice
+        return choice
+    best = None
+    cands: dict[str, float] = {}
+    for a in algos:
+        for p in protocols:
+            if p not in PROTOCOLS:
+                raise PlanningError(f"call.protocol ({p!r}) is not one of {list(PROTOCOLS)}")
+            secs, hop = a.cost(call, env, p, channels)
+            cands[f"{a.name}/{p}"] = secs
+            if best is None or secs < best[0]:
+                best = (secs, a.name, p, hop)
+    assert best is not None  # algos and protocols are non-empty
+    source = "override" if (call.algo or call.protocol or call.channels) else "model"
+    choice = Choice(best[1], best[2], channels, best[0], best[3], source, cands)
+    env.cache[key] = choice
+    return choice

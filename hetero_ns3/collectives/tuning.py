@@ -1,0 +1,194 @@
+"""NCCL-like tuning constants, loaded from ``collectives/tuning.toml`` (sources are cited there).
+
+Latencies are stored in seconds here (the file says microseconds, as NCCL's tables do).
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hetero_ns3.collectives.types import PROTOCOLS
+from hetero_ns3.errors import ScenarioError, field_error
+from hetero_ns3.paths import preset_dir
+
+LINK_KINDS = ("nvlink", "pcie", "network")
+LAT_ALGOS = ("tree", "ring")
+#: Fallback location inside the package tree when no project home is found.
+_REPO_FILE = Path(__file__).resolve().parents[2] / "collectives" / "tuning.toml"
+
+
+@dataclass(frozen=True)
+class LinkTuning:
+    """How the planner treats one fabric (``nvlink``, ``pcie``, ``network``)."""
+
+    wire_overhead: float
+    """Wire bytes per payload byte added by the plan on paths whose slowest link is of this kind."""
+    efficiency: float
+    """Fraction of the payload rate the cost model expects on this fabric."""
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """All constants of the cost model and of the chunking (SI units)."""
+
+    base_latency_s: Mapping[str, Mapping[str, float]]
+    """``[algo][protocol]`` -> s; algo in ``tree``, ``ring``."""
+    hw_latency_s: Mapping[str, Mapping[str, Mapping[str, float]]]
+    """``[link kind][algo][protocol]`` -> s per step."""
+    wire_factor: Mapping[str, float]
+    """``[protocol]`` -> wire bytes per payload byte."""
+    ll_multinode_intra_latency_factor: float
+    enabled_protocols: tuple[str, ...]
+    bandwidth: Mapping[str, float]
+    links: Mapping[str, LinkTuning]
+    max_channels: int
+    min_bytes_per_channel: int
+    slice_bytes: int
+    max_slices: int
+    inflight_slices: int
+    p2p_per_peer: int
+    chain_slices_per_hop: int
+    chain_min_slice_bytes: int
+    max_flows_per_call: int
+    reduction_bytes_touched: float
+    hbm_efficiency: float
+    default_hbm_bw_Bps: float
+    source: str = ""
+
+    def hw_latency(self, kind: str, algo: str, protocol: str) -> float:
+        """Per-step latency (s) of ``algo``/``protocol`` over a ``kind`` link."""
+        return self.hw_latency_s[kind][algo][protocol]
+
+
+def _num(tbl: Mapping[str, Any], key: str, path: str, positive: bool = False) -> float:
+    if key not in tbl:
+        raise field_error(f"{path}.{key}", None, "is missing", "see collectives/tuning.toml for the keys")
+    v = tbl[key]
+    if not isinstance(v, int | float) or isinstance(v, bool) or v < 0 or (positive and v == 0):
+        raise field_error(f"{path}.{key}", v, "must be a number >= 0" if not positive else "must be a number > 0")
+    return float(v)
+
+
+def _per_proto(tbl: Any, path: str, scale: float = 1.0) -> dict[str, float]:
+    if not isinstance(tbl, Mapping):
+        raise field_error(path, tbl, "must be a table {LL = .., LL128 = .., Simple = ..}")
+    return {p: _num(tbl, p, path) * scale for p in PROTOCOLS}
+
+
+def _table(data: Mapping[str, Any], key: str, path: str = "") -> Mapping[str, Any]:
+    v = data.get(key)
+    if not isinstance(v, Mapping):
+        raise field_error(f"{path}{key}", v, "is missing or not a table", "see collectives/tuning.toml")
+    return v
+
+
+def tuning_from_dict(data: Mapping[str, Any], source: str = "") -> Tuning:
+    """Validate a parsed tuning file (see ``collectives/tuning.toml``)."""
+    us = 1e-6
+    base = _table(data, "base_latency_us")
+    base_s = {a: _per_proto(base.get(a), f"base_latency_us.{a}", us) for a in LAT_ALGOS}
+    hw = _table(data, "hw_latency_us")
+    hw_s = {
+        k: {a: _per_proto(_table(hw, k, "hw_latency_us.").get(a), f"hw_latency_us.{k}.{a}", us) for a in LAT_ALGOS}
+        for k in LINK_KINDS
+    }
+    proto = _table(data, "protocol")
+    wire = _per_proto(proto.get("wire_factor"), "protocol.wire_factor")
+    for p, v in wire.items():
+        if v < 1.0:
+            raise field_error(f"protocol.wire_factor.{p}", v, "must be >= 1 (wire bytes per payload byte)")
+    enabled = proto.get("enabled", list(PROTOCOLS))
+    if not enabled or any(p not in PROTOCOLS for p in enabled):
+        raise field_error("protocol.enabled", enabled, "must list protocols", f"choose from {list(PROTOCOLS)}")
+    bw = _table(data, "bandwidth")
+    bw_keys = (
+        "ring_ll",
+        "ring_ll_other",
+        "ring_ll128",
+        "ring_ll128_one_per_node",
+        "tree",
+        "tree_ll",
+        "tree_ll128_single_node",
+        "tree_ll128_multi_node",
+    )
+    bandwidth = {k: _num(bw, k, "bandwidth", positive=True) for k in bw_keys}
+    links_tbl = _table(data, "links")
+    links = {}
+    for k in LINK_KINDS:
+        t = _table(links_tbl, k, "links.")
+        links[k] = LinkTuning(
+            wire_overhead=_num(t, "wire_overhead", f"links.{k}", positive=True),
+            efficiency=_num(t, "efficiency", f"links.{k}", positive=True),
+        )
+        if links[k].wire_overhead < 1.0 or links[k].efficiency > 1.0:
+            raise field_error(f"links.{k}", t, "needs wire_overhead >= 1 and 0 < efficiency <= 1")
+    ch = _table(data, "channels")
+    red = _table(data, "reduction")
+    ints = {}
+    for key in (
+        "max",
+        "min_bytes_per_channel",
+        "slice_bytes",
+        "max_slices",
+        "inflight_slices",
+        "p2p_per_peer",
+        "chain_slices_per_hop",
+        "chain_min_slice_bytes",
+        "max_flows_per_call",
+    ):
+        v = ch.get(key)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise field_error(f"channels.{key}", v, "must be an integer >= 1")
+        ints[key] = v
+    if ints["max"] > 64:
+        raise field_error("channels.max", ints["max"], "must be <= 64")
+    return Tuning(
+        base_latency_s=base_s,
+        hw_latency_s=hw_s,
+        wire_factor=wire,
+        ll_multinode_intra_latency_factor=_num(proto, "ll_multinode_intra_latency_factor", "protocol", True),
+        enabled_protocols=tuple(enabled),
+        bandwidth=bandwidth,
+        links=links,
+        max_channels=ints["max"],
+        min_bytes_per_channel=ints["min_bytes_per_channel"],
+        slice_bytes=ints["slice_bytes"],
+        max_slices=ints["max_slices"],
+        inflight_slices=ints["inflight_slices"],
+        p2p_per_peer=ints["p2p_per_peer"],
+        chain_slices_per_hop=ints["chain_slices_per_hop"],
+        chain_min_slice_bytes=ints["chain_min_slice_bytes"],
+        max_flows_per_call=ints["max_flows_per_call"],
+        reduction_bytes_touched=_num(red, "bytes_touched_per_byte", "reduction", True),
+        hbm_efficiency=_num(red, "hbm_efficiency", "reduction", True),
+        default_hbm_bw_Bps=_num(red, "default_hbm_bw_Bps", "reduction", True),
+        source=source,
+    )
+
+
+def default_tuning_path() -> Path:
+    """``collectives/tuning.toml`` of the project home (see :mod:`hetero_ns3.paths`)."""
+    p = preset_dir("collectives") / "tuning.toml"
+    return p if p.is_file() else _REPO_FILE
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(path: str) -> Tuning:
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ScenarioError(f"tuning file ({path!r}) not found; pass an existing TOML file") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ScenarioError(f"tuning file ({path!r}) is not valid TOML: {err}") from None
+    return tuning_from_dict(data, source=path)
+
+
+def load_tuning(path: str | Path | None = None) -> Tuning:
+    """Load and validate a tuning file (default: ``collectives/tuning.toml``); cached per path."""
+    return _load_cached(str(Path(path) if path is not None else default_tuning_path()))
