@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from hetero_ns3.analytic.config import AnalyticConfig
-from hetero_ns3.analytic.engine import replay
+from hetero_ns3.analytic.engine import EngineResult, replay
+from hetero_ns3.analytic.native import load_kernel, replay_native
 from hetero_ns3.analytic.routes import FlowPaths, link_arrays, route_flows
 from hetero_ns3.dag import FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.errors import ScenarioError
@@ -35,12 +36,16 @@ class AnalyticStats:
     fill_rounds: int
     """Water-filling rounds over all recomputations."""
     max_active_flows: int
+    reused_rates: int
+    """Flow rates kept across max-min updates (incremental recomputation)."""
     routing_s: float
     """Wall seconds spent routing flows (next-hop tables and path walks)."""
     replay_s: float
     """Wall seconds in the event loop."""
     wall_s: float
     """Wall seconds of the whole call."""
+    engine: str = "numpy"
+    """Event loop that ran: ``native`` or ``numpy``."""
 
     @property
     def events_per_s(self) -> float:
@@ -81,6 +86,15 @@ def _link_bytes(paths: FlowPaths, size: np.ndarray, n_links: int) -> np.ndarray:
     return carried[: 2 * n_links].reshape(n_links, 2)
 
 
+def _run(config: AnalyticConfig, *args, **kwargs) -> tuple[EngineResult, str]:
+    """Run the event loop chosen by ``config.engine``; returns the result and the engine used."""
+    lib = None if config.engine == "numpy" else load_kernel(required=config.engine == "native")
+    kwargs.update(tolerance_s=config.time_tolerance_s, incremental=config.incremental)
+    if lib is not None:
+        return replay_native(lib, *args, **kwargs), "native"
+    return replay(*args, **kwargs), "numpy"
+
+
 def simulate_plan(
     graph: NetGraph,
     plan: ExecutionPlan,
@@ -103,7 +117,8 @@ def simulate_plan(
     t_route = time.perf_counter() - t0
     flow_row = np.full(len(plan), -1, np.int64)
     flow_row[fl] = np.arange(fl.size)
-    out = replay(
+    out, engine = _run(
+        config,
         is_flow,
         plan.duration_s,
         plan.dep_ptr,
@@ -113,7 +128,6 @@ def simulate_plan(
         paths.res,
         paths.latency_s,
         links.capacity,
-        tolerance_s=config.time_tolerance_s,
     )
     names = np.asarray(plan.gpus, dtype=object)
     labels = np.asarray(plan.labels, dtype=object)
@@ -138,9 +152,11 @@ def simulate_plan(
         s.rate_updates,
         s.fill_rounds,
         s.max_active_flows,
+        s.reused_rates,
         t_route,
         s.wall_s,
         time.perf_counter() - t0,
+        engine,
     )
     return AnalyticResult(
         TaskTimes(out.start_s, out.finish_s), flows, _link_bytes(paths, size, len(graph.links)), stats
@@ -179,7 +195,8 @@ def simulate_flows(
     links = link_arrays(graph, config)
     ids = np.arange(n, dtype=np.int64)
     paths = route_flows(graph, links, src, dst, ids, size, config, seed, routes)
-    out = replay(
+    out, _ = _run(
+        config,
         np.ones(n, bool),
         np.zeros(n),
         np.zeros(n + 1, np.int64),
@@ -190,7 +207,6 @@ def simulate_flows(
         paths.latency_s,
         links.capacity,
         release_s=start,
-        tolerance_s=config.time_tolerance_s,
     )
     label = flows["label"].to_numpy(dtype=object) if "label" in flows.columns else np.full(n, "flow", dtype=object)
     return pd.DataFrame(

@@ -17,6 +17,8 @@ from hetero_ns3.errors import field_error
 ROCEV2_HEADER_BYTES = 14 + 4 + 20 + 8 + 12 + 4
 #: Ethernet preamble + start-of-frame delimiter (8) and minimum inter-frame gap (12), in bytes.
 ETHERNET_PREAMBLE_IFG_BYTES = 8 + 12
+#: Event-loop implementations.
+ENGINES = ("auto", "native", "numpy")
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,12 @@ class AnalyticConfig:
     """Add, for every hop after the first, the serialization time of one packet to the path latency."""
     time_tolerance_s: float = 1e-12
     """Flows whose drain times lie within this many seconds of the earliest one finish together (batching)."""
+    incremental: bool = True
+    """Keep, when flows start or end, the rates the change provably cannot alter (exact); False recomputes
+    every rate at every change (slower; for cross-checks)."""
+    engine: str = "auto"
+    """Event loop: ``native`` (C, compiled on first use with the system compiler), ``numpy`` (pure
+    Python/numpy, same algorithm, slower), or ``auto`` (native when a compiler works, else numpy)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.framing, Framing):
@@ -64,6 +72,10 @@ class AnalyticConfig:
         object.__setattr__(self, "kind_framing", MappingProxyType(dict(self.kind_framing)))
         if not isinstance(self.store_and_forward, bool):
             raise field_error("analytic.store_and_forward", self.store_and_forward, "must be true or false")
+        if self.engine not in ENGINES:
+            raise field_error("analytic.engine", self.engine, "is not an engine", f"use one of {list(ENGINES)}")
+        if not isinstance(self.incremental, bool):
+            raise field_error("analytic.incremental", self.incremental, "must be true or false")
         if not (isinstance(self.time_tolerance_s, int | float) and 0 <= self.time_tolerance_s < 1e-6):
             raise field_error(
                 "analytic.time_tolerance_s", self.time_tolerance_s, "must be in [0, 1e-6) s", "e.g. 1e-12"

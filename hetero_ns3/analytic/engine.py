@@ -19,8 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetero_ns3.analytic.maxmin import maxmin_rates
+from hetero_ns3.analytic.maxmin import maxmin_rates, unchanged_level
 from hetero_ns3.errors import SimulationError
+
+#: Staying flows whose old rate is below the unchanged level by this relative margin keep their rate.
+REUSE_RTOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,8 @@ class EngineStats:
     """Water-filling rounds summed over all recomputations."""
     max_active_flows: int
     """Largest number of flows sharing the network at once."""
+    reused_rates: int
+    """Flow rates kept across updates because they lie below the unchanged level (incremental max-min)."""
     wall_s: float
     """Wall-clock seconds spent in the event loop."""
 
@@ -69,6 +74,7 @@ def replay(
     capacity: np.ndarray,
     release_s: np.ndarray | None = None,
     tolerance_s: float = 1e-12,
+    incremental: bool = True,
 ) -> EngineResult:
     """Replay a DAG.
 
@@ -126,9 +132,11 @@ def replay(
     rate = np.zeros(0)
     left = np.zeros(0)  # seconds until each active flow drains at the current rates
     t = 0.0
-    events = updates = rounds = max_active = 0
+    events = updates = rounds = max_active = reused = 0
     inf = float("inf")
     dirty = False
+    n_added = 0  # flows at the tail of the active arrays that have no rate yet
+    removed_min = inf  # smallest rate among flows removed since the last update
     while True:
         while zero:
             complete(zero.pop(), t)
@@ -138,17 +146,44 @@ def replay(
             act_task = np.concatenate((act_task, new))
             act_res = np.concatenate((act_res, path_res[flow_row[new]]))
             rem = np.concatenate((rem, size_bytes[new].astype(np.float64)))
+            rate = np.concatenate((rate, np.full(new.size, np.nan)))
+            left = np.concatenate((left, np.full(new.size, np.nan)))
+            n_added += new.size
             dirty = True
         if dirty:
             dirty = False
-            if act_task.size:
-                rate, r = maxmin_rates(act_res, capacity)
+            a = int(act_task.size)
+            if a:
+                n_old = a - n_added
+                x0 = (
+                    unchanged_level(act_res[:n_old], rate[:n_old], capacity, act_res[n_old:], removed_min)
+                    if incremental
+                    else 0.0
+                )
+                upper = np.ones(a, bool)
+                if incremental:
+                    upper[:n_old] = rate[:n_old] >= x0 * (1.0 - REUSE_RTOL)
+                n_up = int(np.count_nonzero(upper))
+                if n_up == a:
+                    rate, r = maxmin_rates(act_res, capacity)
+                    left = rem / rate
+                elif n_up:
+                    bg = ~upper
+                    load = np.bincount(
+                        act_res[bg].ravel(), weights=np.repeat(rate[bg], width), minlength=capacity.shape[0]
+                    )
+                    rate[upper], r = maxmin_rates(act_res[upper], capacity - load)
+                    left[upper] = rem[upper] / rate[upper]
+                else:
+                    r = 0
                 rounds += r
                 updates += 1
-                if not np.all(rate > 0):
+                reused += a - n_up
+                if n_up and not np.all(rate[upper] > 0):
                     raise SimulationError("a flow got a zero rate; check link rates in the topology")
-                left = rem / rate
-                max_active = max(max_active, int(act_task.size))
+                max_active = max(max_active, a)
+            n_added = 0
+            removed_min = inf
         dmin = float(left.min()) if act_task.size else inf
         th = heap[0][0] if heap else inf
         if dmin == inf and th == inf:
@@ -159,6 +194,7 @@ def replay(
             t = t + dmin
             done = left <= dmin + tolerance_s
             fin_tasks = act_task[done]
+            removed_min = min(removed_min, float(rate[done].min()))
             drain[fin_tasks] = t
             keep = ~done
             act_task = act_task[keep]
@@ -188,5 +224,5 @@ def replay(
     stuck = [i for i in range(n) if indeg[i] > 0]
     if stuck:
         raise SimulationError(f"{len(stuck)} tasks never became ready (first: task {stuck[0]})")
-    stats = EngineStats(events, updates, rounds, max_active, time.perf_counter() - t0)
+    stats = EngineStats(events, updates, rounds, max_active, reused, time.perf_counter() - t0)
     return EngineResult(np.asarray(start), np.asarray(finish), drain, stats)

@@ -19,7 +19,7 @@ import numpy as np
 
 from hetero_ns3.analytic.config import AnalyticConfig
 from hetero_ns3.errors import SimulationError
-from hetero_ns3.netgraph import NetGraph, shortest_path_next_hops
+from hetero_ns3.netgraph import NetGraph, routing_tables
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -122,9 +122,8 @@ def route_flows(
     """Route flows ``src[i] -> dst[i]`` (node indices) along ECMP next hops.
 
     ``routes`` maps a destination node index to its per-node next-hop link lists (the output of
-    :func:`hetero_ns3.netgraph.routing_tables`); when absent, tables are computed for the destinations
-    in use only, with :func:`hetero_ns3.netgraph.shortest_path_next_hops`. Raises SimulationError when a
-    destination cannot be reached.
+    :func:`hetero_ns3.netgraph.routing_tables`, computed here when absent, so that both backends route
+    alike). Raises SimulationError when a destination cannot be reached.
     """
     n_nodes = len(graph.nodes)
     f = int(src.shape[0])
@@ -133,6 +132,8 @@ def route_flows(
     hops = np.zeros(f, np.int32)
     if f == 0:
         return FlowPaths(res, hops, np.zeros(0))
+    if routes is None:
+        routes = routing_tables(graph)
     order = np.argsort(dst, kind="stable")
     dsorted = dst[order]
     cuts = np.flatnonzero(np.diff(dsorted)) + 1
@@ -141,7 +142,9 @@ def route_flows(
     for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
         d = int(dsorted[lo])
         idx = order[lo:hi]
-        nh = routes[d] if routes is not None else shortest_path_next_hops(graph, d)
+        nh = routes.get(d) if hasattr(routes, "get") else routes[d]
+        if not nh:
+            raise SimulationError(f"no routing table toward {graph.nodes[d].name!r}; is it a host of the graph?")
         ptr, flat = _next_hop_csr(nh, n_nodes)
         cur = src[idx].astype(np.int64)
         fid = flow_id[idx]

@@ -10,6 +10,15 @@ from hetero_ns3.errors import ScenarioError, SimulationError
 from hetero_ns3.netgraph import HOST, SWITCH, GraphLink, GraphNode, make_graph
 from hetero_ns3.topology import leaf_spine, star
 
+ENGINES = ["native", "numpy"]
+
+
+@pytest.fixture(params=ENGINES)
+def cfg(request):
+    """Every closed-form test runs on both event loops."""
+    return AnalyticConfig(engine=request.param)
+
+
 RATE = 100e9
 DELAY = 1e-6
 CFG = AnalyticConfig()
@@ -26,49 +35,49 @@ def flows_df(rows):
     return pd.DataFrame(rows, columns=["src", "dst", "size_bytes", "start_s"])
 
 
-def test_single_flow_fct_is_size_over_goodput_plus_path_latency():
+def test_single_flow_fct_is_size_over_goodput_plus_path_latency(cfg):
     g = leaf_spine(2, 2, 2, RATE, DELAY)
     size = 12_345_678
-    out = simulate_flows(g, flows_df([("h0", "h3", size, 0.5e-3)]))
+    out = simulate_flows(g, flows_df([("h0", "h3", size, 0.5e-3)]), cfg)
     expected = size / GOODPUT + latency(4)
     assert out.fct_s[0] == pytest.approx(expected, rel=1e-9)
     assert out.start_s[0] == 0.5e-3
     assert list(out.columns) == ["id", "src", "dst", "size_bytes", "start_s", "finish_s", "fct_s", "label"]
 
 
-def test_small_flow_serializes_its_own_size_per_hop():
+def test_small_flow_serializes_its_own_size_per_hop(cfg):
     g = star(2, RATE, DELAY)
-    out = simulate_flows(g, flows_df([("h0", "h1", 100, 0.0)]))
+    out = simulate_flows(g, flows_df([("h0", "h1", 100, 0.0)]), cfg)
     per_hop = (100 + FR.overhead_bytes) * 8 / RATE
     assert out.fct_s[0] == pytest.approx(100 / GOODPUT + 2 * DELAY + per_hop, rel=1e-9)
 
 
-def test_framing_sets_goodput():
+def test_framing_sets_goodput(cfg):
     g = star(2, RATE, 0.0)
-    cfg = AnalyticConfig(framing=Framing(4096, 82), store_and_forward=False)
+    cfg = AnalyticConfig(framing=Framing(4096, 82), store_and_forward=False, engine=cfg.engine)
     out = simulate_flows(g, flows_df([("h0", "h1", 4096 * 1000, 0.0)]), cfg)
     assert out.fct_s[0] == pytest.approx(4096 * 1000 / (RATE / 8 * 4096 / (4096 + 82)), rel=1e-12)
 
 
-def test_two_flows_into_one_host_share_its_link_equally():
+def test_two_flows_into_one_host_share_its_link_equally(cfg):
     g = star(3, RATE, DELAY)
     size = 10**7
-    out = simulate_flows(g, flows_df([("h0", "h2", size, 0.0), ("h1", "h2", size, 0.0)]))
+    out = simulate_flows(g, flows_df([("h0", "h2", size, 0.0), ("h1", "h2", size, 0.0)]), cfg)
     np.testing.assert_allclose(out.fct_s, 2 * size / GOODPUT + latency(2), rtol=1e-9)
 
 
-def test_rates_are_recomputed_when_a_flow_finishes():
+def test_rates_are_recomputed_when_a_flow_finishes(cfg):
     g = star(3, RATE, 0.0)
-    cfg = AnalyticConfig(store_and_forward=False)
+    cfg = AnalyticConfig(store_and_forward=False, engine=cfg.engine)
     s = 10**7
     out = simulate_flows(g, flows_df([("h0", "h2", s, 0.0), ("h1", "h2", 2 * s, 0.0)]), cfg)
     # Both at half rate until the small one ends at 2s/C; the big one then has s left at full rate.
     np.testing.assert_allclose(out.fct_s, [2 * s / GOODPUT, 3 * s / GOODPUT], rtol=1e-12)
 
 
-def test_late_flow_joins_and_slows_the_first():
+def test_late_flow_joins_and_slows_the_first(cfg):
     g = star(3, RATE, 0.0)
-    cfg = AnalyticConfig(store_and_forward=False)
+    cfg = AnalyticConfig(store_and_forward=False, engine=cfg.engine)
     s = 10**7
     t1 = 0.5 * s / GOODPUT  # the first flow is half done
     out = simulate_flows(g, flows_df([("h0", "h2", s, 0.0), ("h1", "h2", s, t1)]), cfg)
@@ -85,9 +94,9 @@ def line_graph(c1_bps: float, c2_bps: float):
     return make_graph(nodes, links)
 
 
-def test_textbook_max_min_on_a_line():
+def test_textbook_max_min_on_a_line(cfg):
     # Long flow A->C, one flow A->B, two flows B->C; A-B has capacity C, B-C 2C (goodput units).
-    cfg = AnalyticConfig(framing=Framing(1000, 0), store_and_forward=False)
+    cfg = AnalyticConfig(framing=Framing(1000, 0), store_and_forward=False, engine=cfg.engine)
     c = 8e9  # bit/s -> 1e9 bytes/s
     g = line_graph(c, 2 * c)
     s = 10**6
@@ -99,7 +108,7 @@ def test_textbook_max_min_on_a_line():
     np.testing.assert_allclose(out.fct_s, [2 * s / cb, 2 * s / cb, s / (0.75 * cb), s / (0.75 * cb)], rtol=1e-12)
 
 
-def test_dependency_chain_adds_up():
+def test_dependency_chain_adds_up(cfg):
     g = star(2, RATE, DELAY)
     b = PlanBuilder(["h0", "h1"])
     c1 = b.add_compute("h0", 1e-3)
@@ -107,7 +116,7 @@ def test_dependency_chain_adds_up():
     c2 = b.add_compute("h1", 2e-3, deps=[f1])
     f2 = b.add_flow("h1", "h0", 3 * 10**6, deps=[c2])
     c3 = b.add_compute("h0", 0.5e-3, deps=[f2])
-    r = simulate_plan(g, b.build())
+    r = simulate_plan(g, b.build(), cfg)
     fct = [s / GOODPUT + latency(2) for s in (10**6, 3 * 10**6)]
     assert r.times.finish_s[c3] == pytest.approx(1e-3 + fct[0] + 2e-3 + fct[1] + 0.5e-3, rel=1e-9)
     assert r.times.start_s[c2] == pytest.approx(r.times.finish_s[f1], rel=1e-15)
@@ -131,19 +140,19 @@ def random_plan(n_gpus: int, n_tasks: int, seed: int):
     return b.build()
 
 
-def test_infinitely_fast_network_gives_the_critical_path():
+def test_infinitely_fast_network_gives_the_critical_path(cfg):
     g = leaf_spine(2, 2, 4, 1e30, 0.0)
     plan = random_plan(8, 400, seed=1)
-    r = simulate_plan(g, plan)
+    r = simulate_plan(g, plan, cfg)
     ref = critical_path_s(plan, 0.0)
     np.testing.assert_allclose(r.times.finish_s, ref.finish_s, rtol=1e-9, atol=1e-15)
     np.testing.assert_allclose(r.times.start_s, ref.start_s, rtol=1e-9, atol=1e-15)
 
 
-def test_every_task_respects_its_dependencies_under_contention():
+def test_every_task_respects_its_dependencies_under_contention(cfg):
     g = leaf_spine(2, 1, 4, RATE, DELAY)
     plan = random_plan(8, 600, seed=2)
-    r = simulate_plan(g, plan)
+    r = simulate_plan(g, plan, cfg)
     owner = np.repeat(np.arange(len(plan)), np.diff(plan.dep_ptr))
     assert np.all(r.times.start_s[owner] >= r.times.finish_s[plan.dep_idx] - 1e-15)
     ready = np.zeros(len(plan))
@@ -168,11 +177,11 @@ def cross_leaf_plan(k: int, size: int):
     return b.build()
 
 
-def test_ecmp_spreads_flows_and_rates_follow_collisions():
+def test_ecmp_spreads_flows_and_rates_follow_collisions(cfg):
     k, size = 8, 10**6
     g = leaf_spine(2, k, k, RATE, DELAY)
     plan = cross_leaf_plan(k, size)
-    r = simulate_plan(g, plan, seed=0)
+    r = simulate_plan(g, plan, cfg, seed=0)
     loads = spine_loads(r, g)
     assert loads.sum() == k * size
     per_spine = np.rint(loads / size).astype(int)
@@ -185,17 +194,17 @@ def test_ecmp_spreads_flows_and_rates_follow_collisions():
     assert agg <= k * GOODPUT * (1 + 1e-9)
 
 
-def test_ecmp_is_deterministic_per_seed():
+def test_ecmp_is_deterministic_per_seed(cfg):
     k = 8
     g = leaf_spine(2, k, 32, RATE, DELAY)
     b = PlanBuilder([f"h{i}" for i in range(64)])
     for i in range(32):
         b.add_flow(i, 32 + i, 10**5)
     plan = b.build()
-    a0 = spine_loads(simulate_plan(g, plan, seed=0), g)
-    a0b = spine_loads(simulate_plan(g, plan, seed=0), g)
+    a0 = spine_loads(simulate_plan(g, plan, cfg, seed=0), g)
+    a0b = spine_loads(simulate_plan(g, plan, cfg, seed=0), g)
     np.testing.assert_array_equal(a0, a0b)
-    others = [spine_loads(simulate_plan(g, plan, seed=s), g) for s in (1, 2, 3)]
+    others = [spine_loads(simulate_plan(g, plan, cfg, seed=s), g) for s in (1, 2, 3)]
     assert any(not np.array_equal(a0, o) for o in others)
     assert np.count_nonzero(a0) == k  # 32 flows over 8 spines: every spine used
 
@@ -205,13 +214,13 @@ def test_bad_inputs_are_named():
     with pytest.raises(ScenarioError, match="start_s"):
         simulate_flows(g, pd.DataFrame({"src": ["h0"], "dst": ["h1"], "size_bytes": [1]}))
     with pytest.raises(ScenarioError, match=r"flows.dst\[0\] \('h9'\)"):
-        simulate_flows(g, flows_df([("h0", "h9", 10, 0.0)]))
+        simulate_flows(g, flows_df([("h0", "h9", 10, 0.0)]), cfg)
     with pytest.raises(ScenarioError, match="switch"):
-        simulate_flows(g, flows_df([("h0", "sw0", 10, 0.0)]))
+        simulate_flows(g, flows_df([("h0", "sw0", 10, 0.0)]), cfg)
     with pytest.raises(ScenarioError, match=r"size_bytes\[0\]"):
-        simulate_flows(g, flows_df([("h0", "h1", 0, 0.0)]))
+        simulate_flows(g, flows_df([("h0", "h1", 0, 0.0)]), cfg)
     with pytest.raises(ScenarioError, match=r"start_s\[0\]"):
-        simulate_flows(g, flows_df([("h0", "h1", 10, -1.0)]))
+        simulate_flows(g, flows_df([("h0", "h1", 10, -1.0)]), cfg)
     with pytest.raises(ScenarioError, match="framing.payload_bytes"):
         Framing(0, 62)
     with pytest.raises(ScenarioError, match="time_tolerance_s"):
@@ -220,17 +229,17 @@ def test_bad_inputs_are_named():
         AnalyticConfig(kind_framing={"nvlink": 4096})
 
 
-def test_unreachable_host_raises():
+def test_unreachable_host_raises(cfg):
     nodes = [GraphNode("h0", HOST), GraphNode("h1", HOST), GraphNode("s0", SWITCH), GraphNode("s1", SWITCH)]
     g = make_graph(nodes, [GraphLink("h0", "s0", RATE, DELAY), GraphLink("h1", "s1", RATE, DELAY)])
     with pytest.raises(SimulationError, match="no route"):
-        simulate_flows(g, flows_df([("h0", "h1", 10, 0.0)]))
+        simulate_flows(g, flows_df([("h0", "h1", 10, 0.0)]), cfg)
 
 
-def test_kind_framing_applies_per_link_kind():
+def test_kind_framing_applies_per_link_kind(cfg):
     nodes = [GraphNode("g0", HOST), GraphNode("g1", HOST), GraphNode("nvs", SWITCH)]
     links = [GraphLink("g0", "nvs", 8e9, 0.0, kind="nvlink"), GraphLink("g1", "nvs", 8e9, 0.0, kind="nvlink")]
     g = make_graph(nodes, links)
-    cfg = AnalyticConfig(kind_framing={"nvlink": Framing(256, 0)}, store_and_forward=False)
+    cfg = AnalyticConfig(kind_framing={"nvlink": Framing(256, 0)}, store_and_forward=False, engine=cfg.engine)
     out = simulate_flows(g, flows_df([("g0", "g1", 10**6, 0.0)]), cfg)
     assert out.fct_s[0] == pytest.approx(10**6 / 1e9, rel=1e-12)

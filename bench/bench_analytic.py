@@ -1,0 +1,160 @@
+"""Benchmark of the flow-level (analytic) backend as the cluster grows (issue 6).
+
+Synthetic DAGs on non-blocking leaf-spine fabrics (``hetero_ns3.topology.leaf_spine``, 100 Gb/s, 1 us):
+
+* ``ring``: every GPU computes a 1 ms "backward", then rings of 16 GPUs (members spread over leaves, like
+  data-parallel groups) run a ring all-reduce of 64 MiB on 2 channels: 2(16-1) steps, each a flow to the
+  next rank plus, in the reduce-scatter half, a 10 us reduction kernel before forwarding.
+* ``perm``: 8 rounds; in each, every GPU sends 4 MiB to a random other GPU (a random derangement), then runs
+  a 50 us kernel; a round starts on a GPU when its previous send, receive and kernel are done.
+
+Each size runs in its own process so the peak RSS is that size's. Baseline, same process and same DAG:
+``hetero_ns3.dag.critical_path_s`` (a dependency replay with no network), so the ratio is the cost of the
+network model per task on top of a plain DAG walk.
+
+Reproduce: ``.venv/bin/python bench/bench_analytic.py --hosts 128 1024 8192``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from hetero_ns3.analytic import simulate_plan
+from hetero_ns3.dag import ExecutionPlan, PlanBuilder, critical_path_s
+from hetero_ns3.netgraph import NetGraph, routing_tables
+from hetero_ns3.topology import leaf_spine
+
+FABRIC = {128: (8, 16, 16), 1024: (32, 32, 32), 8192: (128, 64, 64)}  # leaves, spines, hosts per leaf
+
+
+def fabric(n_hosts: int) -> NetGraph:
+    if n_hosts in FABRIC:
+        leaves, spines, per_leaf = FABRIC[n_hosts]
+    else:
+        per_leaf = min(64, n_hosts)
+        leaves, spines = n_hosts // per_leaf, per_leaf
+    return leaf_spine(leaves, spines, per_leaf, 100e9, 1e-6)
+
+
+def ring_plan(n: int, ring: int = 16, channels: int = 2, total_bytes: int = 64 * 2**20) -> ExecutionPlan:
+    b = PlanBuilder([f"h{i}" for i in range(n)])
+    backward = [b.add_compute(g, 1e-3, label="backward") for g in range(n)]
+    chunk = total_bytes // (ring * channels)
+    stride = n // ring
+    for base in range(stride):
+        members = [base + k * stride for k in range(ring)]
+        for ch in range(channels):
+            # last[r]: the task whose completion lets rank r forward at the next step
+            last = [backward[g] for g in members]
+            for step in range(2 * (ring - 1)):
+                sends = []
+                for r, g in enumerate(members):
+                    nxt = members[(r + 1) % ring]
+                    sends.append(b.add_flow(g, nxt, chunk, deps=[last[r]], label=f"ring ch{ch} step{step}"))
+                new_last = []
+                for r, g in enumerate(members):
+                    arrived = sends[(r - 1) % ring]
+                    if step < ring - 1:
+                        new_last.append(b.add_compute(g, 10e-6, deps=[arrived], stream=1 + ch, label="reduce"))
+                    else:
+                        new_last.append(arrived)
+                last = new_last
+    return b.build()
+
+
+def perm_plan(n: int, rounds: int = 8, size: int = 4 * 2**20, seed: int = 7) -> ExecutionPlan:
+    rng = np.random.default_rng(seed)
+    b = PlanBuilder([f"h{i}" for i in range(n)])
+    ready = [b.add_compute(g, 50e-6, label="kernel") for g in range(n)]
+    for rd in range(rounds):
+        perm = rng.permutation(n)
+        while np.any(perm == np.arange(n)):
+            perm = rng.permutation(n)
+        sends = [b.add_flow(g, int(perm[g]), size, deps=[ready[g]], label=f"perm{rd}") for g in range(n)]
+        recv_from = np.argsort(perm)  # recv_from[d] = source sending to d
+        ready = [b.add_compute(g, 50e-6, deps=[sends[g], sends[int(recv_from[g])]], label="kernel") for g in range(n)]
+    return b.build()
+
+
+def run_one(n: int, workload: str, seed: int) -> dict:
+    t = time.perf_counter()
+    graph = fabric(n)
+    t_graph = time.perf_counter() - t
+    t = time.perf_counter()
+    plan = ring_plan(n) if workload == "ring" else perm_plan(n)
+    t_build = time.perf_counter() - t
+    t = time.perf_counter()
+    base = critical_path_s(plan, 0.0)
+    t_base = time.perf_counter() - t
+    t = time.perf_counter()
+    res = simulate_plan(graph, plan, seed=seed)
+    t_sim = time.perf_counter() - t
+    out = {
+        "hosts": n,
+        "workload": workload,
+        "tasks": len(plan),
+        "flows": res.stats.flows,
+        "graph_s": t_graph,
+        "plan_build_s": t_build,
+        "baseline_s": t_base,
+        "analytic_s": t_sim,
+        "routing_s": res.stats.routing_s,
+        "replay_s": res.stats.replay_s,
+        "events": res.stats.events,
+        "rate_updates": res.stats.rate_updates,
+        "fill_rounds": res.stats.fill_rounds,
+        "max_active": res.stats.max_active_flows,
+        "reused_rates": res.stats.reused_rates,
+        "events_per_s": res.stats.events_per_s,
+        "makespan_s": res.times.makespan_s,
+        "no_network_makespan_s": base.makespan_s,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+    if n <= 1024:  # the cost of the full routing_tables the packet backend may use, for comparison
+        t = time.perf_counter()
+        routing_tables(graph)
+        out["routing_tables_s"] = time.perf_counter() - t
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--hosts", type=int, nargs="+", default=[128, 1024, 8192])
+    p.add_argument("--workload", nargs="+", default=["ring", "perm"], choices=["ring", "perm"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--one", action="store_true", help="run one size in this process and print JSON")
+    a = p.parse_args()
+    if a.one:
+        print(json.dumps(run_one(a.hosts[0], a.workload[0], a.seed)))
+        return 0
+    rows = []
+    for wl in a.workload:
+        for n in a.hosts:
+            cmd = [sys.executable, __file__, "--one", "--hosts", str(n), "--workload", wl, "--seed", str(a.seed)]
+            r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+            rows.append(r)
+            print(json.dumps(r), file=sys.stderr)
+    print(
+        "| workload | GPUs | tasks | flows | analytic s | routing s | replay s | events | events/s | "
+        "fill rounds | peak RSS MiB | baseline s | ratio |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['workload']} | {r['hosts']} | {r['tasks']} | {r['flows']} | {r['analytic_s']:.2f} | "
+            f"{r['routing_s']:.2f} | {r['replay_s']:.2f} | {r['events']} | {r['events_per_s']:.0f} | "
+            f"{r['fill_rounds']} | {r['peak_rss_mib']:.0f} | {r['baseline_s']:.2f} | "
+            f"{r['analytic_s'] / r['baseline_s']:.1f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

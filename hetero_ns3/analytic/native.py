@@ -1,0 +1,145 @@
+"""Build, load and call the C event loop (:mod:`hetero_ns3.analytic.kernel_c`) through ctypes.
+
+The shared library is compiled once per source hash with the system C compiler (``$CC``, else ``cc``,
+``gcc``, ``clang``) into ``$HETERO_NS3_CACHE`` or ``~/.cache/hetero_ns3/analytic`` and reused. When no
+compiler works, :func:`load_kernel` returns None and callers fall back to the numpy engine.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from hetero_ns3.analytic.engine import REUSE_RTOL, EngineResult, EngineStats, successors
+from hetero_ns3.analytic.kernel_c import SOURCE
+from hetero_ns3.analytic.maxmin import LEVEL_RTOL
+from hetero_ns3.errors import NativeBuildError, SimulationError
+
+_LIB: ctypes.CDLL | None = None
+_TRIED = False
+_P = ctypes.c_void_p
+_I = ctypes.c_longlong
+_D = ctypes.c_double
+
+
+def cache_dir() -> Path:
+    """Where compiled kernels live."""
+    env = os.environ.get("HETERO_NS3_CACHE")
+    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hetero_ns3"
+    return base / "analytic"
+
+
+def _compiler() -> str | None:
+    for cand in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if cand and shutil.which(cand):
+            return cand
+    return None
+
+
+def build_kernel() -> Path:
+    """Compile the kernel if needed and return the path of the shared library (NativeBuildError on failure)."""
+    digest = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
+    out = cache_dir() / f"flowsim-{digest}.so"
+    if out.exists():
+        return out
+    cc = _compiler()
+    if cc is None:
+        raise NativeBuildError("no C compiler found for the analytic kernel; install gcc or set $CC")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        src = Path(tmp) / "flowsim.c"
+        src.write_text(SOURCE)
+        lib = Path(tmp) / "flowsim.so"
+        cmd = [cc, "-O2", "-std=c99", "-shared", "-fPIC", "-o", str(lib), str(src), "-lm"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise NativeBuildError(f"compiling the analytic kernel failed ({' '.join(cmd)})", proc.stderr)
+        os.replace(lib, out)  # atomic: parallel builders agree
+    return out
+
+
+def load_kernel(required: bool = False) -> ctypes.CDLL | None:
+    """The loaded kernel, building it on first use; None if it cannot be built and not ``required``."""
+    global _LIB, _TRIED
+    if _LIB is not None:
+        return _LIB
+    if _TRIED and not required:
+        return None
+    _TRIED = True
+    try:
+        lib = ctypes.CDLL(str(build_kernel()))
+    except (NativeBuildError, OSError) as err:
+        if required:
+            raise NativeBuildError(f"analytic kernel unavailable: {err}") from err
+        return None
+    fn = lib.flowsim_replay
+    fn.restype = ctypes.c_int
+    fn.argtypes = [_I, _P, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P, _I, _P, _D, ctypes.c_int, _D, _D, _P, _P, _P, _P]
+    _LIB = lib
+    return lib
+
+
+def _ptr(a: np.ndarray | None) -> int | None:
+    return None if a is None else a.ctypes.data
+
+
+def replay_native(
+    lib: ctypes.CDLL,
+    is_flow: np.ndarray,
+    duration_s: np.ndarray,
+    dep_ptr: np.ndarray,
+    dep_idx: np.ndarray,
+    flow_row: np.ndarray,
+    size_bytes: np.ndarray,
+    path_res: np.ndarray,
+    latency_s: np.ndarray,
+    capacity: np.ndarray,
+    release_s: np.ndarray | None = None,
+    tolerance_s: float = 1e-12,
+    incremental: bool = True,
+) -> EngineResult:
+    """Same contract as :func:`hetero_ns3.analytic.engine.replay`, run in C."""
+    t0 = time.perf_counter()
+    n = int(is_flow.shape[0])
+    succ_ptr, succ_idx = successors(dep_ptr, dep_idx, n)
+    arrs = {
+        "is_flow": np.ascontiguousarray(is_flow, np.int8),
+        "dur": np.ascontiguousarray(duration_s, np.float64),
+        "release": None if release_s is None else np.ascontiguousarray(release_s, np.float64),
+        "dep_ptr": np.ascontiguousarray(dep_ptr, np.int64),
+        "succ_ptr": np.ascontiguousarray(succ_ptr, np.int64),
+        "succ_idx": np.ascontiguousarray(succ_idx, np.int64),
+        "flow_row": np.ascontiguousarray(flow_row, np.int64),
+        "size": np.ascontiguousarray(size_bytes, np.float64),
+        "res": np.ascontiguousarray(path_res, np.int32),
+        "lat": np.ascontiguousarray(latency_s, np.float64),
+        "cap": np.ascontiguousarray(capacity, np.float64),
+    }
+    start = np.empty(n)
+    finish = np.empty(n)
+    drain = np.empty(n)
+    stats = np.zeros(8, np.int64)
+    a = arrs
+    rc = lib.flowsim_replay(
+        n, _ptr(a["is_flow"]), _ptr(a["dur"]), _ptr(a["release"]), _ptr(a["dep_ptr"]), _ptr(a["succ_ptr"]),
+        _ptr(a["succ_idx"]), _ptr(a["flow_row"]), _ptr(a["size"]), int(a["res"].shape[0]), int(a["res"].shape[1]),
+        _ptr(a["res"]), _ptr(a["lat"]), int(a["cap"].shape[0]), _ptr(a["cap"]), float(tolerance_s), int(incremental),
+        REUSE_RTOL, LEVEL_RTOL, _ptr(start), _ptr(finish), _ptr(drain), _ptr(stats),
+    )  # fmt: skip
+    if rc == 1:
+        stuck = np.flatnonzero(np.isnan(finish))
+        raise SimulationError(f"{stuck.size} tasks never became ready (first: task {int(stuck[0])})")
+    if rc == 2:
+        raise SimulationError("a flow got a zero rate; check link rates in the topology")
+    if rc == 3:
+        raise MemoryError("the analytic kernel ran out of memory")
+    ev, up, rd, mx, ru = (int(x) for x in stats[:5])
+    return EngineResult(start, finish, drain, EngineStats(ev, up, rd, mx, ru, time.perf_counter() - t0))
