@@ -1,0 +1,56 @@
+"""The ``[compute]`` scenario section: precision, efficiency tables, memory allowance."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from hetero_ns3.compute.gpus import GpuSpec, gpu_spec_from_table
+from hetero_ns3.compute.roofline import Roofline, load_efficiency_csv
+from hetero_ns3.errors import field_error
+
+
+@dataclass(frozen=True)
+class ComputeConfig:
+    """How compute time and memory are estimated.
+
+    Attributes:
+        precision: tensor-core precision of GEMMs and attention: bf16, fp16 or fp8.
+        efficiency_table: CSV of measured efficiencies (gpu_type, op, compute_efficiency,
+            memory_efficiency), relative to the scenario file; replaces the catalog constants.
+        launch_overhead: per-kernel fixed cost, seconds (``"3us"``); unset = catalog value.
+        flash_attention: attention runs as fused flash kernels (no s^2 score tensors kept).
+        memory_reserve: bytes set aside per GPU (CUDA context, NCCL buffers, fragmentation).
+        check_memory: fail planning when a GPU's estimate exceeds its HBM.
+        gpus: extra GPU types, ``{NAME = {fp16_tflops = ..., hbm_gib = ..., ...}}`` as in gpus.toml.
+    """
+
+    precision: Literal["bf16", "fp16", "fp8"] = "bf16"
+    efficiency_table: str | None = None
+    launch_overhead: float | None = field(default=None, metadata={"unit": "time"})
+    flash_attention: bool = True
+    memory_reserve: int = field(default=2 * 2**30, metadata={"unit": "size"})
+    check_memory: bool = True
+    gpus: Mapping[str, Any] = field(default_factory=dict)
+
+    def validate(self, where: str = "compute") -> None:
+        for name, tbl in self.gpus.items():
+            if not isinstance(tbl, Mapping):
+                raise field_error(f"{where}.gpus.{name}", tbl, "must be a table of GPU fields")
+            gpu_spec_from_table(name, tbl, f"{where}.gpus.{name}")
+
+    def extra_gpus(self) -> dict[str, GpuSpec]:
+        """User-defined GPU types of this section."""
+        return {n: gpu_spec_from_table(n, t, f"compute.gpus.{n}") for n, t in self.gpus.items()}
+
+    def roofline(self, base_dir: Path | None = None) -> Roofline:
+        """The Roofline model this section describes (measured table read relative to ``base_dir``)."""
+        measured = None
+        if self.efficiency_table:
+            p = Path(self.efficiency_table)
+            if not p.is_absolute() and base_dir is not None:
+                p = base_dir / p
+            measured = load_efficiency_csv(p)
+        return Roofline(self.precision, measured, self.launch_overhead)

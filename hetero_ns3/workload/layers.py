@@ -1,0 +1,355 @@
+"""Per-rank step programs of transformer pieces: compute kernels and the TP / EP collectives between them.
+
+A program is a list of steps executed in order on one rank:
+
+* :class:`Compute` — kernels run back to back on the compute stream;
+* :class:`Comm` — a collective of the layer's TP or EP group; ``blocking`` collectives sit on the
+  compute stream (Megatron issues them synchronously), ``async`` ones run on the comm stream
+  overlapping the following compute until a :class:`Join`;
+* :class:`Join` — the next compute waits for every outstanding async collective.
+
+Collective sizes follow NCCL's ``size`` (nccl-tests): all-reduce = buffer bytes; all-gather = output
+bytes; reduce-scatter = input bytes; all-to-all = send-buffer bytes of one rank. With T = b x s tokens
+and 2-byte activations, every TP collective of a layer moves ``2 T h`` bytes (Megatron-LM, Shoeybi
+et al. 2019; Korthikanti et al. 2022 for sequence parallelism).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from hetero_ns3.compute.roofline import Kernel
+from hetero_ns3.workload.models import ModelSpec
+
+ACT_BYTES = 2  # bf16/fp16 activations
+
+
+@dataclass(frozen=True, slots=True)
+class Compute:
+    name: str
+    kernels: tuple[Kernel, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Comm:
+    name: str
+    collective: Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
+    bytes: float
+    dim: Literal["tp", "ep"]
+    mode: Literal["blocking", "async"] = "blocking"
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    pass
+
+
+Step = Compute | Comm | Join
+
+
+@dataclass(frozen=True)
+class LayerContext:
+    """Shapes seen by one rank: model, micro_batch b, tp, sequence parallelism, ep, recompute."""
+
+    model: ModelSpec
+    micro_batch: int
+    tp: int
+    sequence_parallel: bool
+    ep: int
+    recompute: str
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of a microbatch, T = b x s."""
+        return self.micro_batch * self.model.seq_len
+
+    @property
+    def tokens_elementwise(self) -> int:
+        """Tokens an element-wise op touches on one rank (T / tp under sequence parallelism)."""
+        return self.tokens // self.tp if self.sequence_parallel and self.tp > 1 else self.tokens
+
+    @property
+    def act_bytes(self) -> float:
+        """Bytes of one activation tensor [T, h] (the size of every TP collective of a layer)."""
+        return float(ACT_BYTES * self.tokens * self.model.hidden)
+
+
+def gemm(name: str, m: int, n: int, k: int, batch: int = 1) -> Kernel:
+    """Kernel of ``batch`` products (m x k) @ (k x n) in 2-byte precision."""
+    return Kernel(
+        name, "gemm", 2.0 * m * n * k * batch, float(ACT_BYTES * (m * k + k * n + m * n) * batch), m, n, k, batch
+    )
+
+
+def gemm_bwd(name: str, m: int, n: int, k: int, batch: int = 1) -> tuple[Kernel, Kernel]:
+    """Data-gradient (m x n @ n x k) and weight-gradient (k x m @ m x n) kernels of a forward GEMM."""
+    return gemm(f"{name}.dgrad", m, k, n, batch), gemm(f"{name}.wgrad", k, n, m, batch)
+
+
+def mem(name: str, nbytes: float) -> Kernel:
+    """Element-wise kernel moving ``nbytes`` bytes."""
+    return Kernel(name, "memory", 0.0, float(nbytes))
+
+
+def _attn_core(c: LayerContext, backward: bool) -> Kernel:
+    md, b, s, t = c.model, c.micro_batch, c.model.seq_len, c.tp
+    hl, kl, hd = md.heads // t, md.n_kv_heads // t, md.head_dim
+    flops = 4.0 * b * s * s * hl * hd
+    work = 0.5 if md.causal else 1.0
+    if backward:
+        return Kernel(
+            "attn.core.bwd", "attention_bwd", 2 * flops, ACT_BYTES * b * s * hd * (4 * hl + 4 * kl), work=work
+        )
+    return Kernel("attn.core", "attention_fwd", flops, ACT_BYTES * b * s * hd * (2 * hl + 2 * kl), work=work)
+
+
+def _dims(c: LayerContext) -> tuple[int, int, int, int]:
+    md, t = c.model, c.tp
+    return c.tokens, md.hidden, (md.hidden + 2 * md.kv_dim) // t, md.ffn_hidden // t
+
+
+def _sp(c: LayerContext) -> bool:
+    return c.sequence_parallel and c.tp > 1
+
+
+def _col_parallel_bwd(c: LayerContext, name: str, dgrad: Kernel, wgrad: Kernel) -> list[Step]:
+    """Backward of a column-parallel linear: its input-gradient reduction overlaps the weight gradient."""
+    if c.tp == 1:
+        return [Compute(name, (dgrad, wgrad))]
+    if _sp(c):
+        return [
+            Comm(f"{name}.ag_input", "all_gather", c.act_bytes, "tp", "async"),
+            Compute(f"{name}.dgrad", (dgrad,)),
+            Join(),
+            Comm(f"{name}.rs_grad", "reduce_scatter", c.act_bytes, "tp", "async"),
+            Compute(f"{name}.wgrad", (wgrad,)),
+            Join(),
+        ]
+    return [
+        Compute(f"{name}.dgrad", (dgrad,)),
+        Comm(f"{name}.ar_grad", "all_reduce", c.act_bytes, "tp", "async"),
+        Compute(f"{name}.wgrad", (wgrad,)),
+        Join(),
+    ]
+
+
+def _tp_enter(c: LayerContext, name: str) -> list[Step]:
+    """Forward entry of a TP region: all-gather under SP, nothing otherwise."""
+    return [Comm(f"{name}.ag", "all_gather", c.act_bytes, "tp")] if _sp(c) else []
+
+
+def _tp_exit(c: LayerContext, name: str) -> list[Step]:
+    """Forward exit of a TP region: reduce-scatter under SP, all-reduce otherwise (tp > 1)."""
+    if c.tp == 1:
+        return []
+    if _sp(c):
+        return [Comm(f"{name}.rs", "reduce_scatter", c.act_bytes, "tp")]
+    return [Comm(f"{name}.ar", "all_reduce", c.act_bytes, "tp")]
+
+
+def _norm_bytes(c: LayerContext) -> float:
+    return 2.0 * ACT_BYTES * c.tokens_elementwise * c.model.hidden
+
+
+def _bda_bytes(c: LayerContext) -> float:
+    """Bias + dropout + residual add: read two tensors, write one (+ a 1-byte mask with dropout)."""
+    return (3.0 * ACT_BYTES + (1 if c.model.dropout else 0)) * c.tokens_elementwise * c.model.hidden
+
+
+def attention_forward(c: LayerContext) -> list[Step]:
+    T, h, qkv_n, _ = _dims(c)
+    return [
+        Compute("attn.ln", (mem("ln1", _norm_bytes(c)),)),
+        *_tp_enter(c, "attn"),
+        Compute("attn", (gemm("qkv", T, qkv_n, h), _attn_core(c, False), gemm("proj", T, h, h // c.tp))),
+        *_tp_exit(c, "attn"),
+        Compute("attn.bda", (mem("bda1", _bda_bytes(c)),)),
+    ]
+
+
+def attention_backward(c: LayerContext) -> list[Step]:
+    T, h, qkv_n, _ = _dims(c)
+    steps: list[Step] = [Compute("attn.bda.bwd", (mem("bda1.bwd", _bda_bytes(c)),))]
+    if _sp(c):
+        steps.append(Comm("attn.ag_grad", "all_gather", c.act_bytes, "tp"))
+    kern = [*gemm_bwd("proj", T, h, h // c.tp)]
+    if c.recompute == "selective":
+        kern.append(_attn_core(c, False))
+    kern.append(_attn_core(c, True))
+    steps.append(Compute("attn.bwd", tuple(kern)))
+    steps += _col_parallel_bwd(c, "qkv", *gemm_bwd("qkv", T, qkv_n, h))
+    steps.append(Compute("attn.ln.bwd", (mem("ln1.bwd", 1.5 * _norm_bytes(c)),)))
+    return steps
+
+
+def _act_bytes(c: LayerContext, f_local: int, tokens: int) -> float:
+    return ACT_BYTES * tokens * f_local * (3 if c.model.gated_mlp else 2)
+
+
+def mlp_forward(c: LayerContext) -> list[Step]:
+    T, h, _, f = _dims(c)
+    up = f * (2 if c.model.gated_mlp else 1)
+    return [
+        Compute("mlp.ln", (mem("ln2", _norm_bytes(c)),)),
+        *_tp_enter(c, "mlp"),
+        Compute("mlp", (gemm("fc1", T, up, h), mem("act", _act_bytes(c, f, T)), gemm("fc2", T, h, f))),
+        *_tp_exit(c, "mlp"),
+        Compute("mlp.bda", (mem("bda2", _bda_bytes(c)),)),
+    ]
+
+
+def mlp_backward(c: LayerContext) -> list[Step]:
+    T, h, _, f = _dims(c)
+    up = f * (2 if c.model.gated_mlp else 1)
+    steps: list[Step] = [Compute("mlp.bda.bwd", (mem("bda2.bwd", _bda_bytes(c)),))]
+    if _sp(c):
+        steps.append(Comm("mlp.ag_grad", "all_gather", c.act_bytes, "tp"))
+    steps.append(Compute("mlp.bwd", (*gemm_bwd("fc2", T, h, f), mem("act.bwd", 1.5 * _act_bytes(c, f, T)))))
+    steps += _col_parallel_bwd(c, "fc1", *gemm_bwd("fc1", T, up, h))
+    steps.append(Compute("mlp.ln.bwd", (mem("ln2.bwd", 1.5 * _norm_bytes(c)),)))
+    return steps
+
+
+def moe_dispatch_bytes(c: LayerContext) -> float:
+    """All-to-all send bytes of one rank: its (sequence-sharded) tokens, top_k copies, 2 bytes each."""
+    return float(ACT_BYTES * c.tokens_elementwise * c.model.top_k * c.model.hidden)
+
+
+def _moe_exchange(c: LayerContext, name: str, forward_in: bool) -> list[Step]:
+    a2a = [Comm(f"{name}.a2a", "all_to_all", moe_dispatch_bytes(c), "ep")] if c.ep > 1 else []
+    if c.tp == 1:
+        return a2a
+    gathered = moe_dispatch_bytes(c) * c.tp
+    tp = [
+        Comm(f"{name}.{'ag' if forward_in else 'rs'}", "all_gather" if forward_in else "reduce_scatter", gathered, "tp")
+    ]
+    return a2a + tp if forward_in else tp + a2a
+
+
+def _experts(c: LayerContext) -> tuple[int, int, int, int]:
+    md = c.model
+    local = md.experts // c.ep
+    tokens_local = c.tokens_elementwise * md.top_k * c.tp  # after dispatch and TP gather
+    per_expert = max(1, tokens_local // local)
+    return local, per_expert, md.hidden, md.ffn_hidden // c.tp
+
+
+def moe_forward(c: LayerContext) -> list[Step]:
+    md = c.model
+    local, m_e, h, f = _experts(c)
+    up = f * (2 if md.gated_mlp else 1)
+    Te = c.tokens_elementwise
+    perm = ACT_BYTES * 2.0 * Te * md.top_k * h
+    return [
+        Compute("moe.route", (mem("ln2", _norm_bytes(c)), gemm("router", Te, md.experts, h), mem("permute", perm))),
+        *_moe_exchange(c, "moe.dispatch", True),
+        Compute(
+            "moe.experts",
+            (
+                gemm("fc1", m_e, up, h, local),
+                mem("act", _act_bytes(c, f, m_e * local)),
+                gemm("fc2", m_e, h, f, local),
+            ),
+        ),
+        *_moe_exchange(c, "moe.combine", False),
+        Compute("moe.unpermute", (mem("unpermute", perm), mem("bda2", _bda_bytes(c)))),
+    ]
+
+
+def moe_backward(c: LayerContext) -> list[Step]:
+    md = c.model
+    local, m_e, h, f = _experts(c)
+    up = f * (2 if md.gated_mlp else 1)
+    Te = c.tokens_elementwise
+    perm = ACT_BYTES * 2.0 * Te * md.top_k * h
+    return [
+        Compute("moe.unpermute.bwd", (mem("bda2.bwd", _bda_bytes(c)), mem("unpermute.bwd", perm))),
+        *_moe_exchange(c, "moe.combine.bwd", True),
+        Compute(
+            "moe.experts.bwd",
+            (
+                *gemm_bwd("fc2", m_e, h, f, local),
+                mem("act.bwd", 1.5 * _act_bytes(c, f, m_e * local)),
+                *gemm_bwd("fc1", m_e, up, h, local),
+            ),
+        ),
+        *_moe_exchange(c, "moe.dispatch.bwd", False),
+        Compute(
+            "moe.route.bwd",
+            (mem("permute.bwd", perm), *gemm_bwd("router", Te, md.experts, h), mem("ln2.bwd", 1.5 * _norm_bytes(c))),
+        ),
+    ]
+
+
+def layer_forward(c: LayerContext, layer: int) -> list[Step]:
+    """Forward program of transformer layer ``layer``."""
+    mlp = moe_forward(c) if c.model.is_moe_layer(layer) else mlp_forward(c)
+    return attention_forward(c) + mlp
+
+
+def layer_backward(c: LayerContext, layer: int) -> list[Step]:
+    """Backward program of layer ``layer`` (with its forward re-run first under full recomputation)."""
+    mlp = moe_backward(c) if c.model.is_moe_layer(layer) else mlp_backward(c)
+    pre = [_tag_recompute(s) for s in layer_forward(c, layer)] if c.recompute == "full" else []
+    return pre + mlp + attention_backward(c)
+
+
+def _tag_recompute(s: Step) -> Step:
+    if isinstance(s, Compute):
+        return Compute(f"recompute.{s.name}", s.kernels)
+    if isinstance(s, Comm):
+        return Comm(f"recompute.{s.name}", s.collective, s.bytes, s.dim, s.mode)
+    return s
+
+
+def embedding_forward(c: LayerContext) -> list[Step]:
+    """Vocab-parallel embedding lookup, its TP reduction, position embedding and dropout."""
+    T, h = c.tokens, c.model.hidden
+    steps: list[Step] = [Compute("emb", (mem("emb.lookup", 2.0 * ACT_BYTES * T * h),))]
+    steps += _tp_exit(c, "emb")
+    tail = []
+    if c.model.learned_pos_emb:
+        tail.append(mem("emb.pos", 3.0 * ACT_BYTES * c.tokens_elementwise * h))
+    if c.model.dropout:
+        tail.append(mem("emb.dropout", (2.0 * ACT_BYTES + 1) * c.tokens_elementwise * h))
+    if tail:
+        steps.append(Compute("emb.post", tuple(tail)))
+    return steps
+
+
+def embedding_backward(c: LayerContext) -> list[Step]:
+    T, h = c.tokens, c.model.hidden
+    steps: list[Step] = []
+    if _sp(c):
+        steps.append(Comm("emb.ag_grad", "all_gather", c.act_bytes, "tp"))
+    steps.append(Compute("emb.bwd", (mem("emb.grad", 3.0 * ACT_BYTES * T * h),)))
+    return steps
+
+
+def head_forward(c: LayerContext) -> list[Step]:
+    """Final norm, vocab-parallel logits and cross-entropy (3 scalar all-reduces per token when tp > 1)."""
+    T, h = c.tokens, c.model.hidden
+    v = c.model.padded_vocab(c.tp) // c.tp
+    logits = 4.0 * T * v  # fp32 logits
+    steps: list[Step] = [Compute("head.ln", (mem("ln_f", _norm_bytes(c)),)), *_tp_enter(c, "head")]
+    steps.append(Compute("head.logits", (gemm("logits", T, v, h), mem("ce.max", logits))))
+    if c.tp > 1:
+        steps += [
+            Comm("ce.ar_max", "all_reduce", 4.0 * T, "tp"),
+            Compute("ce.pred", (mem("ce.pred", 4.0 * T),)),
+            Comm("ce.ar_pred", "all_reduce", 4.0 * T, "tp"),
+            Compute("ce.exp", (mem("ce.exp", 2 * logits),)),
+            Comm("ce.ar_sum", "all_reduce", 4.0 * T, "tp"),
+        ]
+    steps.append(Compute("ce.loss", (mem("ce.loss", 3 * 4.0 * T),)))
+    return steps
+
+
+def head_backward(c: LayerContext) -> list[Step]:
+    T, h = c.tokens, c.model.hidden
+    v = c.model.padded_vocab(c.tp) // c.tp
+    steps: list[Step] = [Compute("ce.bwd", (mem("ce.grad", 2 * 4.0 * T * v),))]
+    steps += _col_parallel_bwd(c, "logits", *gemm_bwd("logits", T, v, h))
+    steps.append(Compute("head.ln.bwd", (mem("ln_f.bwd", 1.5 * _norm_bytes(c)),)))
+    return steps

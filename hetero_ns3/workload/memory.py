@@ -1,0 +1,134 @@
+"""Per-GPU memory estimate: weights, gradients, optimizer states, activations of in-flight microbatches.
+
+* Model states (bytes per parameter, Megatron-LM distributed-optimizer documentation): bf16 weights 2,
+  fp32 main gradients 4, fp32 master weights + Adam moments 12 -> 18; with the distributed optimizer
+  (zero_stage 1) 6 + 12/d; zero_stage 2 also shards gradients: 2 + 16/d. d is the data-parallel
+  group of the parameter (dp for dense, dp/ep for expert weights).
+* Activations per layer and microbatch (Korthikanti et al., "Reducing Activation Recomputation in
+  Large Transformer Models", 2022, Sec. 4): s b h (10 + 24/t + 5 a s / (h t)) bytes without sequence
+  parallelism, s b h (34 + 5 a s / h) / t with it; generalized here to GQA and gated MLPs, the
+  5 a s / h score term dropped under selective recomputation or flash attention; full
+  recomputation keeps 2 s b h bytes (the layer input) per layer plus one layer's activations.
+* Held microbatches follow the rank's schedule (``pp - stage`` for 1F1B, all for GPipe).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hetero_ns3.workload.models import ModelSpec
+
+GIB = float(2**30)
+
+
+@dataclass(frozen=True)
+class RankParams:
+    """Parameters one rank holds: ``dense`` (DP-replicated over dp) and ``expert`` (over dp/ep)."""
+
+    dense: float
+    expert: float
+
+    @property
+    def total(self) -> float:
+        return self.dense + self.expert
+
+
+def layer_params_per_rank(model: ModelSpec, layer: int, tp: int, ep: int) -> RankParams:
+    """Parameters of layer ``layer`` on one rank: TP-sharded matrices / tp, replicated norms and row biases."""
+    h, f, kvd = model.hidden, model.ffn_hidden, model.kv_dim
+    bias = model.bias
+    attn_sharded = h * (h + 2 * kvd) + (h + 2 * kvd if bias else 0) + h * h
+    repl = 2 * model.norm_params() + (h if bias else 0)
+    mats = 3 if model.gated_mlp else 2
+    mlp_sharded = mats * h * f + ((f * (2 if model.gated_mlp else 1)) if bias else 0)
+    if model.is_moe_layer(layer):
+        expert = (model.experts // ep) * (mlp_sharded / tp + (h if bias else 0))
+        return RankParams(attn_sharded / tp + repl + h * model.experts, expert)
+    return RankParams(attn_sharded / tp + mlp_sharded / tp + repl + (h if bias else 0), 0.0)
+
+
+def embedding_params_per_rank(model: ModelSpec, tp: int) -> float:
+    """Vocab-parallel input embedding shard plus the (replicated) position table."""
+    return model.padded_vocab(tp) * model.hidden / tp + (model.seq_len * model.hidden if model.learned_pos_emb else 0)
+
+
+def head_params_per_rank(model: ModelSpec, tp: int, pp: int) -> float:
+    """Final norm plus the output layer shard (a tied output layer is a copy on the last stage when pp > 1)."""
+    out = model.padded_vocab(tp) * model.hidden / tp if (not model.tie_embeddings or pp > 1) else 0.0
+    return model.norm_params() + out
+
+
+def state_bytes(params: RankParams, zero_stage: int, dp: int, ep: int) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes of ``params`` under ZeRO stage ``zero_stage``."""
+    d_dense, d_exp = dp, max(1, dp // ep)
+
+    def shard(x_dense: float, x_exp: float, on: bool) -> float:
+        return (params.dense * x_dense / d_dense + params.expert * x_exp / d_exp) if on else params.total * x_dense
+
+    weights = 2.0 * params.total
+    grads = shard(4.0, 4.0, zero_stage >= 2)
+    optim = shard(12.0, 12.0, zero_stage >= 1)
+    return weights, grads, optim
+
+
+def layer_activation_bytes(
+    model: ModelSpec, layer: int, micro_batch: int, tp: int, sp: bool, recompute: str, flash: bool
+) -> float:
+    """Activation bytes one layer keeps for backward, per microbatch, on one rank."""
+    s, b, h = model.seq_len, micro_batch, model.hidden
+    sbh = float(s * b)
+    sp_div = tp if (sp and tp > 1) else 1
+    if recompute == "full":
+        return 2.0 * sbh * h / sp_div
+    drop = 1.0 if model.dropout else 0.0
+    non_par = (8.0 + 2 * drop) * sbh * h
+    attn = (4.0 * h + 4.0 * model.kv_dim) * sbh
+    k = model.top_k if model.is_moe_layer(layer) else 1
+    mlp = (2.0 * model.ffn_hidden * (2 if model.gated_mlp else 1) + 2.0 * model.ffn_hidden) * sbh * k
+    scores = 0.0
+    if recompute == "none" and not flash:
+        scores = (2.0 + 3.0 * drop) * model.heads * s * s * b
+    return non_par / sp_div + (attn + mlp + scores) / tp
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Memory of one GPU, bytes.
+
+    Attributes:
+        rank, gpu, gpu_type: where.
+        stage: pipeline stage.
+        params: parameters held (count).
+        weights, gradients, optimizer: model-state bytes.
+        activations: peak activation bytes over the schedule (plus logits on the last stage).
+        reserve: fixed allowance (CUDA context, NCCL buffers, allocator fragmentation).
+        capacity: the GPU's HBM bytes.
+    """
+
+    rank: int
+    gpu: str
+    gpu_type: str
+    stage: int
+    params: float
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    reserve: float
+    capacity: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.reserve
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.capacity
+
+    def describe(self) -> str:
+        """One line in GiB: ``total / capacity (weights w, grads g, optimizer o, activations a, reserve r)``."""
+        return (
+            f"{self.total / GIB:.1f} GiB of {self.capacity / GIB:.0f} GiB (weights {self.weights / GIB:.1f}, "
+            f"gradients {self.gradients / GIB:.1f}, optimizer {self.optimizer / GIB:.1f}, "
+            f"activations {self.activations / GIB:.1f}, reserve {self.reserve / GIB:.1f})"
+        )

@@ -1,0 +1,234 @@
+"""Model catalog and per-layer counts (parameters, FLOPs) of decoder-only transformers.
+
+Counts follow the conventions of Narayanan et al. (SC'21, "Efficient Large-Scale Language Model
+Training on GPU Clusters Using Megatron-LM", Sec. 5.1 / Appendix): a GEMM of (m x k) by (k x n) is
+2mkn FLOPs, attention scores and their product with V are 2 b s^2 h each (full s^2, causal masking
+is not subtracted), backward costs twice the forward, element-wise work is not counted.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from hetero_ns3.errors import ScenarioError, field_error
+from hetero_ns3.paths import PACKAGE_DATA
+from hetero_ns3.scenario.fields import load_dataclass
+
+CATALOG_PATH = PACKAGE_DATA / "models.toml"
+VOCAB_DIVISOR = 128  # Megatron's make_vocab_size_divisible_by default
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Shape of a decoder-only transformer (the ``[model]`` scenario section).
+
+    Attributes:
+        name: catalog name, or any label for a user-defined model.
+        layers: transformer layers.
+        hidden: hidden size h.
+        heads: attention (query) heads.
+        kv_heads: key/value heads (GQA groups); 0 means equal to ``heads``.
+        ffn_hidden: MLP inner size (each of gate/up for gated MLPs).
+        vocab: vocabulary size before padding.
+        seq_len: training sequence length s, tokens.
+        experts: MoE experts per MoE layer (1 = dense model).
+        top_k: experts each token is routed to.
+        moe_every: every ``moe_every``-th layer is MoE (1 = all layers).
+        gated_mlp: gated (SwiGLU) MLP with three weight matrices.
+        norm: ``layernorm`` (weight + bias) or ``rmsnorm`` (weight).
+        bias: linear layers carry biases.
+        tie_embeddings: output layer shares the input embedding.
+        learned_pos_emb: learned absolute position embedding table (GPT) instead of rotary.
+        dropout: hidden dropout (its masks are activations kept for backward).
+        causal: causal attention mask (flash kernels skip the masked half of the work).
+        source: where the shape comes from.
+    """
+
+    name: str
+    layers: int = field(metadata={"doc": "transformer layers"})
+    hidden: int = field(metadata={"doc": "hidden size"})
+    heads: int = field(metadata={"doc": "attention heads"})
+    ffn_hidden: int = field(metadata={"doc": "MLP inner size"})
+    vocab: int = field(metadata={"doc": "vocabulary size"})
+    seq_len: int = field(metadata={"doc": "sequence length, tokens"})
+    kv_heads: int = 0
+    experts: int = 1
+    top_k: int = 1
+    moe_every: int = 1
+    gated_mlp: bool = False
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    bias: bool = False
+    tie_embeddings: bool = False
+    learned_pos_emb: bool = False
+    dropout: bool = False
+    causal: bool = True
+    source: str = ""
+
+    def validate(self, where: str) -> None:
+        """Check positivity and the shape rules; errors name ``where.field``."""
+        for key in ("layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len", "experts", "top_k", "moe_every"):
+            if getattr(self, key) < 1:
+                raise field_error(f"{where}.{key}", getattr(self, key), "must be >= 1")
+        if self.kv_heads < 0:
+            raise field_error(f"{where}.kv_heads", self.kv_heads, "must be >= 0 (0 = same as heads)")
+        if self.hidden % self.heads:
+            raise field_error(f"{where}.heads", self.heads, f"must divide {where}.hidden ({self.hidden})")
+        if self.heads % self.n_kv_heads:
+            raise field_error(f"{where}.kv_heads", self.kv_heads, f"must divide {where}.heads ({self.heads})")
+        if self.top_k > self.experts:
+            raise field_error(f"{where}.top_k", self.top_k, f"exceeds {where}.experts ({self.experts})")
+
+    # -- derived shapes ---------------------------------------------------------------------------
+    @property
+    def n_kv_heads(self) -> int:
+        """Key/value heads (``heads`` when ``kv_heads`` is 0)."""
+        return self.kv_heads or self.heads
+
+    @property
+    def head_dim(self) -> int:
+        """Per-head size, hidden / heads."""
+        return self.hidden // self.heads
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of K (and of V): kv_heads x head_dim."""
+        return self.n_kv_heads * self.head_dim
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 1
+
+    def is_moe_layer(self, layer: int) -> bool:
+        """Whether layer ``layer`` (0-based) has an MoE MLP."""
+        return self.is_moe and (layer + 1) % self.moe_every == 0
+
+    def padded_vocab(self, tp: int) -> int:
+        """Vocabulary padded to a multiple of 128 x tp (Megatron's ``make_vocab_size_divisible_by``)."""
+        m = VOCAB_DIVISOR * tp
+        return int(math.ceil(self.vocab / m) * m)
+
+    # -- parameters -------------------------------------------------------------------------------
+    def attention_params(self) -> int:
+        """Parameters of one attention block (QKV, output projection, biases)."""
+        h = self.hidden
+        qkv = h * (h + 2 * self.kv_dim) + (h + 2 * self.kv_dim if self.bias else 0)
+        out = h * h + (h if self.bias else 0)
+        return qkv + out
+
+    def mlp_params(self) -> int:
+        """Parameters of one dense MLP (one expert)."""
+        h, f = self.hidden, self.ffn_hidden
+        mats = 3 if self.gated_mlp else 2
+        return mats * h * f + ((f * (2 if self.gated_mlp else 1) + h) if self.bias else 0)
+
+    def norm_params(self) -> int:
+        """Parameters of one normalization layer."""
+        return 2 * self.hidden if self.norm == "layernorm" else self.hidden
+
+    def layer_params(self, layer: int = 0) -> int:
+        """Parameters of transformer layer ``layer`` (all experts included)."""
+        if self.is_moe_layer(layer):
+            mlp = self.experts * self.mlp_params() + self.hidden * self.experts
+        else:
+            mlp = self.mlp_params()
+        return self.attention_params() + mlp + 2 * self.norm_params()
+
+    def embedding_params(self, tp: int = 1) -> int:
+        """Input embedding (padded vocab) plus learned position table."""
+        return self.padded_vocab(tp) * self.hidden + (self.seq_len * self.hidden if self.learned_pos_emb else 0)
+
+    def total_params(self, tp: int = 1) -> int:
+        """All parameters (untied output layer counted once)."""
+        n = sum(self.layer_params(i) for i in range(self.layers)) + self.embedding_params(tp) + self.norm_params()
+        if not self.tie_embeddings:
+            n += self.padded_vocab(tp) * self.hidden
+        return n
+
+    # -- FLOPs (Narayanan et al. conventions) ---------------------------------------------------------
+    def layer_forward_flops(self, batch: int, layer: int = 0) -> float:
+        """Forward FLOPs of one layer for ``batch`` sequences: GEMMs + attention scores."""
+        b, s, h = batch, self.seq_len, self.hidden
+        qkv = 2 * b * s * h * (h + 2 * self.kv_dim)
+        scores = 4 * b * s * s * h
+        out = 2 * b * s * h * h
+        mlp = 2 * b * s * h * self.ffn_hidden * (3 if self.gated_mlp else 2)
+        if self.is_moe_layer(layer):
+            mlp = mlp * self.top_k + 2 * b * s * h * self.experts
+        return float(qkv + scores + out + mlp)
+
+    def attention_score_flops(self, batch: int) -> float:
+        """Forward FLOPs of QK^T and scores x V for ``batch`` sequences (recomputed by selective)."""
+        return float(4 * batch * self.seq_len**2 * self.hidden)
+
+    def logit_forward_flops(self, batch: int, tp: int = 1) -> float:
+        """Forward FLOPs of the output (logit) GEMM."""
+        return float(2 * batch * self.seq_len * self.hidden * self.padded_vocab(tp))
+
+    def iteration_flops(self, global_batch: int, recompute: str = "none", tp: int = 1) -> float:
+        """Model FLOPs of one training iteration (forward + backward [+ recomputation]).
+
+        ``recompute``: ``none`` (3 passes), ``selective`` (+ attention scores), ``full`` (+ one
+        forward of every layer). The logit layer is never recomputed.
+        """
+        if recompute not in ("none", "selective", "full"):
+            raise ScenarioError(f"recompute ({recompute!r}) must be none, selective or full")
+        fwd = sum(self.layer_forward_flops(global_batch, i) for i in range(self.layers))
+        total = 3 * fwd + 3 * self.logit_forward_flops(global_batch, tp)
+        if recompute == "full":
+            total += fwd
+        elif recompute == "selective":
+            total += self.layers * self.attention_score_flops(global_batch)
+        return total
+
+
+def _load_raw_catalog() -> dict[str, dict[str, Any]]:
+    with open(CATALOG_PATH, "rb") as fh:
+        return tomllib.load(fh).get("model", {})
+
+
+@functools.cache
+def _catalog() -> Mapping[str, ModelSpec]:
+    raw = _load_raw_catalog()
+    return MappingProxyType(
+        {
+            name: load_dataclass(ModelSpec, {"name": name, **tbl}, f"models.toml:model.{name}")
+            for name, tbl in raw.items()
+        }
+    )
+
+
+def model_catalog() -> Mapping[str, ModelSpec]:
+    """All models shipped with hetero_ns3, by name."""
+    return _catalog()
+
+
+def get_model(name: str) -> ModelSpec:
+    """The catalog model ``name``; ScenarioError listing valid names if unknown."""
+    cat = model_catalog()
+    if name not in cat:
+        raise ScenarioError(f"model {name!r} is not in the catalog; valid names: {sorted(cat)}")
+    return cat[name]
+
+
+def load_model_section(table: Mapping[str, Any], where: str = "model") -> ModelSpec:
+    """Load a scenario's ``[model]`` table: a catalog ``name`` with optional field overrides, or a full model."""
+    if "name" not in table:
+        raise ScenarioError(f"{where}.name is missing; give a catalog model ({sorted(model_catalog())}) or your own")
+    name = str(table["name"])
+    raw = _load_raw_catalog()
+    base = dict(raw.get(name, {}))
+    if not base and "layers" not in table:
+        raise field_error(
+            f"{where}.name",
+            name,
+            "is not a catalog model and no shape is given",
+            f"use one of {sorted(raw)} or give layers, hidden, heads, ffn_hidden, vocab, seq_len",
+        )
+    base.update(table)
+    return load_dataclass(ModelSpec, base, where)

@@ -1,0 +1,244 @@
+"""The parallel plan (the ``[parallelism]`` scenario section) and its checks against a model.
+
+Field docs carry units; ``validate`` checks the plan alone (field ranges, schedule options) and
+:func:`check_plan` checks it against a model and a GPU count, naming fields and values
+(``parallelism.tp (6) must divide model.heads (64)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from hetero_ns3.errors import ScenarioError, field_error
+from hetero_ns3.workload.models import ModelSpec
+
+Schedule = Literal["1f1b", "gpipe", "interleaved"]
+Recompute = Literal["none", "selective", "full"]
+DIMS = ("tp", "pp", "dp")
+
+
+@dataclass(frozen=True)
+class ParallelPlan:
+    """How one training job is split over GPUs.
+
+    Attributes:
+        tp: tensor-parallel size (Megatron column/row-parallel linears; inside a node by default).
+        pp: pipeline-parallel stages.
+        dp: data-parallel replicas; 0 = derived from the GPU count (gpus / (tp x pp)).
+        ep: expert-parallel size for MoE layers, carved out of dp (must divide dp).
+        vpp: virtual pipeline chunks per stage (interleaved schedule); 1 = none.
+        sequence_parallel: Megatron sequence parallelism (TP all-reduce -> all-gather + reduce-scatter).
+        micro_batch: sequences per microbatch.
+        global_batch: sequences per iteration over all replicas.
+        schedule: ``1f1b`` (PipeDream-flush), ``gpipe`` (all forwards then all backwards) or
+            ``interleaved`` (1F1B with ``vpp`` virtual stages).
+        recompute: activation recomputation: ``none``, ``selective`` (attention core) or ``full`` (layer).
+        zero_stage: 0 plain DP all-reduce; 1 distributed optimizer (gradient reduce-scatter,
+            parameter all-gather, optimizer states sharded); 2 also shards gradients.
+        bucket_params: gradient bucket size, parameters (Megatron ``ddp_bucket_size``; 40M default).
+        overlap_grad_reduce: launch each bucket's reduction as soon as its gradients are final.
+        grad_reduce_dtype: gradient dtype on the wire, ``fp32`` (Megatron default) or ``bf16``.
+        order: rank order, fastest-varying first: ``tp-pp-dp`` (default) or ``tp-dp-pp``.
+        partition: ``auto`` (stage layers and replica microbatches proportional to throughput) or
+            ``uniform`` (equal split, Megatron's default).
+        stage_layers: explicit layers per pipeline stage (per virtual stage when vpp > 1).
+        replica_microbatches: explicit microbatches per data-parallel replica.
+    """
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 0
+    ep: int = 1
+    vpp: int = 1
+    sequence_parallel: bool = False
+    micro_batch: int = 1
+    global_batch: int = field(default=0, metadata={"doc": "sequences per iteration"})
+    schedule: Schedule = "1f1b"
+    recompute: Recompute = "none"
+    zero_stage: int = 0
+    bucket_params: int = 40_000_000
+    overlap_grad_reduce: bool = True
+    grad_reduce_dtype: Literal["fp32", "bf16"] = "fp32"
+    order: Literal["tp-pp-dp", "tp-dp-pp"] = "tp-pp-dp"
+    partition: Literal["auto", "uniform"] = "auto"
+    stage_layers: tuple[int, ...] | None = None
+    replica_microbatches: tuple[int, ...] | None = None
+
+    def validate(self, where: str = "parallelism") -> None:
+        """Checks that need no model or cluster."""
+        for key in ("tp", "pp", "ep", "vpp", "micro_batch", "bucket_params"):
+            if getattr(self, key) < 1:
+                raise field_error(f"{where}.{key}", getattr(self, key), "must be >= 1")
+        if self.dp < 0:
+            raise field_error(f"{where}.dp", self.dp, "must be >= 1 (or 0 to derive it from the GPU count)")
+        if self.global_batch < 1:
+            raise field_error(
+                f"{where}.global_batch", self.global_batch, "must be >= 1", "set the sequences per iteration"
+            )
+        if self.zero_stage not in (0, 1, 2):
+            raise field_error(f"{where}.zero_stage", self.zero_stage, "must be 0, 1 or 2")
+        if self.global_batch % self.micro_batch:
+            raise field_error(
+                f"{where}.global_batch",
+                self.global_batch,
+                f"is not a multiple of {where}.micro_batch ({self.micro_batch})",
+            )
+        if self.vpp > 1 and self.schedule != "interleaved":
+            raise field_error(
+                f"{where}.vpp",
+                self.vpp,
+                f"needs {where}.schedule = 'interleaved' (is {self.schedule!r})",
+                "or set vpp = 1",
+            )
+        if self.schedule == "interleaved" and self.pp < 2:
+            raise field_error(f"{where}.schedule", self.schedule, f"needs {where}.pp >= 2 (is {self.pp})")
+
+    @property
+    def microbatches(self) -> int:
+        """Microbatches per iteration over all replicas (global_batch / micro_batch)."""
+        return self.global_batch // self.micro_batch
+
+    @property
+    def chunks(self) -> int:
+        """Model chunks per pipeline stage (vpp for interleaved, else 1)."""
+        return self.vpp if self.schedule == "interleaved" else 1
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def resolve_dp(plan: ParallelPlan, n_gpus: int, where: str = "parallelism") -> int:
+    """The data-parallel size: ``plan.dp`` or gpus / (tp x pp); checks tp x pp x dp == gpus."""
+    mp = plan.tp * plan.pp
+    if plan.dp == 0:
+        if n_gpus % mp:
+            raise field_error(
+                f"{where}.tp x {where}.pp",
+                f"{plan.tp} x {plan.pp} = {mp}",
+                f"does not divide the cluster's {n_gpus} GPUs",
+                "choose tp and pp whose product divides the GPU count",
+            )
+        return n_gpus // mp
+    if mp * plan.dp != n_gpus:
+        raise field_error(
+            f"{where}.tp x {where}.pp x {where}.dp",
+            f"{plan.tp} x {plan.pp} x {plan.dp} = {mp * plan.dp}",
+            f"does not match the cluster's {n_gpus} GPUs",
+            f"set dp = {n_gpus // mp} or dp = 0 to derive it" if n_gpus % mp == 0 else "change tp, pp or dp",
+        )
+    return plan.dp
+
+
+def check_plan(
+    plan: ParallelPlan, model: ModelSpec, dp: int, where: str = "parallelism", mwhere: str = "model"
+) -> None:
+    """Checks of the plan against the model and the resolved dp; ScenarioError naming fields and values."""
+    tp, pp = plan.tp, plan.pp
+    if model.heads % tp:
+        raise field_error(
+            f"{where}.tp",
+            tp,
+            f"must divide {mwhere}.heads ({model.heads})",
+            f"choose tp among {_divisors(model.heads)}",
+        )
+    if model.n_kv_heads % tp:
+        raise field_error(
+            f"{where}.tp",
+            tp,
+            f"must divide {mwhere}.kv_heads ({model.n_kv_heads})",
+            f"choose tp among {_divisors(model.n_kv_heads)}",
+        )
+    if model.ffn_hidden % tp:
+        raise field_error(f"{where}.tp", tp, f"must divide {mwhere}.ffn_hidden ({model.ffn_hidden})")
+    vstages = pp * plan.chunks
+    if vstages > model.layers:
+        what = f"{where}.pp" if plan.chunks == 1 else f"{where}.pp x {where}.vpp"
+        val = pp if plan.chunks == 1 else f"{pp} x {plan.vpp} = {vstages}"
+        raise field_error(what, val, f"is larger than {mwhere}.layers ({model.layers})", "every stage needs a layer")
+    m_total = plan.microbatches
+    if m_total % dp and plan.replica_microbatches is None and plan.partition == "uniform":
+        raise field_error(
+            f"{where}.global_batch",
+            plan.global_batch,
+            f"is not a multiple of micro_batch x dp ({plan.micro_batch} x {dp})",
+            "change global_batch, or use partition = 'auto' to split microbatches unevenly",
+        )
+    per_replica_min = m_total // dp
+    if plan.schedule in ("1f1b", "interleaved") and pp > 1 and per_replica_min < pp:
+        raise field_error(
+            f"{where}.global_batch",
+            plan.global_batch,
+            f"gives {per_replica_min} microbatches per replica (global_batch / (micro_batch x dp) = "
+            f"{plan.global_batch} / ({plan.micro_batch} x {dp})), fewer than {where}.pp ({pp}) for the "
+            f"{plan.schedule} schedule",
+            f"use global_batch >= {pp * plan.micro_batch * dp}",
+        )
+    if plan.schedule == "interleaved" and plan.replica_microbatches is None and m_total % (dp * pp):
+        raise field_error(
+            f"{where}.global_batch",
+            plan.global_batch,
+            f"must give a multiple of pp ({pp}) microbatches per replica for the interleaved schedule",
+            f"use a multiple of {pp * plan.micro_batch * dp}",
+        )
+    if plan.ep > 1:
+        if not model.is_moe:
+            raise field_error(f"{where}.ep", plan.ep, f"needs an MoE model ({mwhere}.experts is 1)", "set ep = 1")
+        if dp % plan.ep:
+            raise field_error(f"{where}.ep", plan.ep, f"must divide dp ({dp})", f"choose ep among {_divisors(dp)}")
+        if model.experts % plan.ep:
+            raise field_error(
+                f"{where}.ep",
+                plan.ep,
+                f"must divide {mwhere}.experts ({model.experts})",
+                f"choose among {_divisors(model.experts)}",
+            )
+    if model.is_moe and tp > 1 and not plan.sequence_parallel:
+        raise field_error(
+            f"{where}.sequence_parallel", False, "must be true for MoE models with tp > 1 (as Megatron requires)"
+        )
+    if plan.stage_layers is not None:
+        if len(plan.stage_layers) != vstages:
+            raise field_error(
+                f"{where}.stage_layers",
+                list(plan.stage_layers),
+                f"needs {vstages} entries (pp x vpp), has {len(plan.stage_layers)}",
+            )
+        if any(n < 1 for n in plan.stage_layers):
+            raise field_error(f"{where}.stage_layers", list(plan.stage_layers), "entries must be >= 1")
+        if sum(plan.stage_layers) != model.layers:
+            raise field_error(
+                f"{where}.stage_layers",
+                list(plan.stage_layers),
+                f"sums to {sum(plan.stage_layers)}, not {mwhere}.layers ({model.layers})",
+            )
+    if plan.replica_microbatches is not None:
+        rm = plan.replica_microbatches
+        if len(rm) != dp:
+            raise field_error(f"{where}.replica_microbatches", list(rm), f"needs dp ({dp}) entries, has {len(rm)}")
+        if sum(rm) != m_total:
+            raise field_error(
+                f"{where}.replica_microbatches",
+                list(rm),
+                f"sums to {sum(rm)}, not global_batch / micro_batch ({m_total})",
+            )
+        low = pp if plan.schedule in ("1f1b", "interleaved") and pp > 1 else 1
+        if min(rm) < low:
+            raise field_error(
+                f"{where}.replica_microbatches", list(rm), f"entries must be >= {low} for the {plan.schedule} schedule"
+            )
+        if plan.schedule == "interleaved" and any(m % pp for m in rm):
+            raise field_error(f"{where}.replica_microbatches", list(rm), f"entries must be multiples of pp ({pp})")
+        if plan.ep > 1 and len(set(rm)) > 1:
+            raise field_error(
+                f"{where}.replica_microbatches", list(rm), "must be equal when ep > 1 (all-to-all pairs replicas)"
+            )
+
+
+def validate_order(order: str) -> tuple[str, ...]:
+    """The rank order as a tuple of dims, fastest-varying first."""
+    dims = tuple(order.split("-"))
+    if sorted(dims) != sorted(DIMS):
+        raise ScenarioError(f"parallelism.order ({order!r}) must be a permutation of tp-pp-dp")
+    return dims

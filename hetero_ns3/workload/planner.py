@@ -1,0 +1,333 @@
+"""Planner: resolve a scenario's model, plan and cluster into a partitioned, compiled, checked Plan.
+
+Steps: place ranks on GPUs; time one layer (forward + backward) on each GPU type with the roofline;
+split layers over pipeline stages and microbatches over replicas (proportional to throughput, or
+uniform, or as given); estimate per-GPU memory and fail on overflow; compile the Workload; replay it
+with free communication for the compute-only iteration time and MFU.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from hetero_ns3.compute.config import ComputeConfig
+from hetero_ns3.compute.gpus import GpuSpec, get_gpu
+from hetero_ns3.errors import PlanningError, ScenarioError
+from hetero_ns3.workload import layers as L
+from hetero_ns3.workload.artefact import Workload
+from hetero_ns3.workload.compiler import CompileSpec, _params_order, _Programs, compile_workload
+from hetero_ns3.workload.memory import GIB, MemoryEstimate, RankParams, layer_activation_bytes, state_bytes
+from hetero_ns3.workload.models import ModelSpec
+from hetero_ns3.workload.parallel import ParallelPlan, check_plan, resolve_dp
+from hetero_ns3.workload.partition import chunk_layers, minmax_split, uniform_split
+from hetero_ns3.workload.placement import GpuLike, Placement, place
+from hetero_ns3.workload.schedule import peak_in_flight, pipeline_schedule
+from hetero_ns3.workload.timing import replay
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A resolved, compiled training iteration.
+
+    Attributes:
+        model, plan: inputs (``plan.dp`` resolved).
+        placement: rank -> GPU.
+        stage_layers: layers per virtual stage (v = chunk x pp + stage).
+        replica_microbatches: microbatches per data-parallel replica.
+        layer_time: seconds of one layer forward + backward per GPU type (compute only).
+        memory: per-rank memory estimates.
+        workload: the compiled per-rank ops.
+        model_flops: model FLOPs per iteration (no recomputation; Narayanan et al.).
+        executed_flops: FLOPs the ops execute (recomputation included).
+        compute_time: iteration time if communication were free, seconds.
+        peak_flops: sum of the GPUs' dense peaks at the plan's precision, FLOP/s.
+    """
+
+    model: ModelSpec
+    plan: ParallelPlan
+    placement: Placement
+    stage_layers: tuple[int, ...]
+    replica_microbatches: tuple[int, ...]
+    layer_time: dict[str, float]
+    memory: tuple[MemoryEstimate, ...]
+    workload: Workload
+    model_flops: float
+    executed_flops: float
+    compute_time: float
+    peak_flops: float
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs utilization if compute were the only cost."""
+        return self.model_flops / (self.compute_time * self.peak_flops) if self.compute_time > 0 else 0.0
+
+    @property
+    def hfu(self) -> float:
+        """Hardware FLOPs utilization (recomputation counted) if compute were the only cost."""
+        return self.executed_flops / (self.compute_time * self.peak_flops) if self.compute_time > 0 else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready facts of the plan (no per-op data)."""
+        p = self.plan
+        mem_by_type: dict[str, float] = {}
+        for m in self.memory:
+            mem_by_type[m.gpu_type] = max(mem_by_type.get(m.gpu_type, 0.0), m.total)
+        return {
+            "model": self.model.name,
+            "gpus": len(self.placement.slots),
+            "gpu_types": dict(Counter(s.gpu_type for s in self.placement.slots)),
+            "parallelism": {
+                "tp": p.tp,
+                "pp": p.pp,
+                "dp": self.placement.dp,
+                "ep": p.ep,
+                "vpp": p.chunks,
+                "schedule": p.schedule,
+                "sequence_parallel": p.sequence_parallel,
+                "recompute": p.recompute,
+                "zero_stage": p.zero_stage,
+                "micro_batch": p.micro_batch,
+                "global_batch": p.global_batch,
+                "order": p.order,
+            },
+            "stage_layers": list(self.stage_layers),
+            "replica_microbatches": list(self.replica_microbatches),
+            "layer_time_s": self.layer_time,
+            "max_memory_GiB_by_type": {k: v / GIB for k, v in mem_by_type.items()},
+            "ops": self.workload.n_ops,
+            "model_flops": self.model_flops,
+            "executed_flops": self.executed_flops,
+            "compute_only_iteration_time_s": self.compute_time,
+            "peak_flops": self.peak_flops,
+            "mfu_compute_only": self.mfu,
+            "hfu_compute_only": self.hfu,
+        }
+
+    def write(self, out: str | Path) -> list[Path]:
+        """Write plan.json (summary + per-GPU memory), workload.json (ops) and ops.csv; return paths."""
+        d = Path(out)
+        d.mkdir(parents=True, exist_ok=True)
+        doc = {**self.summary(), "memory": [{**asdict(m), "total": m.total} for m in self.memory]}
+        paths = [d / "plan.json", d / "workload.json", d / "ops.csv"]
+        paths[0].write_text(json.dumps(doc, indent=1))
+        self.workload.to_json(paths[1])
+        df = self.workload.to_dataframe()
+        df["deps"] = df["deps"].map(lambda x: " ".join(map(str, x)))
+        df["group"] = df["group"].map(" ".join)
+        df.to_csv(paths[2], index=False)
+        return paths
+
+
+def _layer_costs(progs: _Programs, gpu_type: str, what: Sequence[str], layer: int = 0) -> float:
+    t = 0.0
+    for w in what:
+        for st in progs.program(w, layer):
+            if isinstance(st, L.Compute):
+                t += progs.cost(gpu_type, st.kernels)[2]
+    return t
+
+
+def _avg_layer_time(progs: _Programs, model: ModelSpec, gpu_type: str) -> float:
+    kinds = {model.is_moe_layer(i): i for i in range(model.layers)}
+    n_moe = sum(model.is_moe_layer(i) for i in range(model.layers))
+    t = {k: _layer_costs(progs, gpu_type, ("layer_f", "layer_b"), i) for k, i in kinds.items()}
+    return (t.get(True, 0.0) * n_moe + t.get(False, 0.0) * (model.layers - n_moe)) / model.layers
+
+
+def partition(
+    model: ModelSpec, plan: ParallelPlan, placement: Placement, progs: _Programs
+) -> tuple[tuple[int, ...], tuple[int, ...], dict[str, float]]:
+    """(layers per virtual stage, microbatches per replica, layer time per GPU type)."""
+    pp, dp, chunks = plan.pp, placement.dp, plan.chunks
+    types = sorted({s.gpu_type for s in placement.slots})
+    layer_t = {g: _avg_layer_time(progs, model, g) for g in types}
+    emb_t = {g: _layer_costs(progs, g, ("emb_f", "emb_b")) for g in types}
+    head_t = {g: _layer_costs(progs, g, ("head_f", "head_b")) for g in types}
+    # slowest GPU of each stage across replicas sets that stage's pace (DP syncs the replicas)
+    stage_t = [max(layer_t[placement.slot(0, s, d).gpu_type] for d in range(dp)) for s in range(pp)]
+    fixed = [0.0] * pp
+    fixed[0] += max(emb_t[placement.slot(0, 0, d).gpu_type] for d in range(dp))
+    fixed[-1] += max(head_t[placement.slot(0, pp - 1, d).gpu_type] for d in range(dp))
+    if plan.stage_layers is not None:
+        vlayers = tuple(plan.stage_layers)
+    elif plan.partition == "uniform":
+        vlayers = uniform_split(model.layers, pp * chunks)
+    else:
+        per_stage = minmax_split(model.layers, stage_t, fixed, minimum=chunks)
+        vlayers = chunk_layers(per_stage, chunks) if chunks > 1 else per_stage
+    m_total = plan.microbatches
+    if plan.replica_microbatches is not None:
+        reps = tuple(plan.replica_microbatches)
+    elif plan.partition == "uniform" or plan.ep > 1 or dp == 1:
+        if m_total % dp:
+            raise ScenarioError(
+                f"parallelism.global_batch ({plan.global_batch}) is not a multiple of micro_batch x dp "
+                f"({plan.micro_batch} x {dp}); uniform microbatches need it"
+            )
+        reps = (m_total // dp,) * dp
+    else:
+        stage_layers = [sum(vlayers[c * pp + s] for c in range(chunks)) for s in range(pp)]
+        rep_t = []
+        for d in range(dp):
+            per_stage = []
+            for s in range(pp):
+                g = placement.slot(0, s, d).gpu_type
+                extra = (emb_t[g] if s == 0 else 0.0) + (head_t[g] if s == pp - 1 else 0.0)
+                per_stage.append(stage_layers[s] * layer_t[g] + extra)
+            rep_t.append(max(per_stage))
+        minimum = pp if plan.schedule in ("1f1b", "interleaved") and pp > 1 else 1
+        if plan.schedule == "interleaved":
+            if m_total % pp:
+                raise ScenarioError(
+                    f"parallelism.global_batch ({plan.global_batch}) must give a multiple of pp ({pp}) microbatches "
+                    "for the interleaved schedule"
+                )
+            reps = tuple(pp * n for n in minmax_split(m_total // pp, [t * pp for t in rep_t], minimum=1))
+        else:
+            reps = minmax_split(m_total, rep_t, minimum=minimum)
+    return vlayers, reps, layer_t
+
+
+def estimate_memory(
+    model: ModelSpec,
+    plan: ParallelPlan,
+    placement: Placement,
+    spec: CompileSpec,
+    compute: ComputeConfig,
+) -> tuple[MemoryEstimate, ...]:
+    """Per-rank memory (see :mod:`hetero_ns3.workload.memory`)."""
+    pp, dp, tp, chunks = plan.pp, placement.dp, plan.tp, plan.chunks
+    n_v = pp * chunks
+    sp = plan.sequence_parallel
+    out = []
+    firsts = [sum(spec.stage_layers[:v]) for v in range(n_v)]
+    cache: dict[tuple[int, int], tuple[RankParams, float]] = {}
+    for slot in placement.slots:
+        s, d = slot.pp, slot.dp
+        m_rep = spec.replica_microbatches[d]
+        key = (s, m_rep)
+        if key not in cache:
+            dense = expert = 0.0
+            weights: dict[int, float] = {}
+            for c in range(chunks):
+                v = c * pp + s
+                for _u, dn, ex in _params_order(spec, v, tp, pp):
+                    dense += dn
+                    expert += ex
+                weights[c] = sum(
+                    layer_activation_bytes(model, i, plan.micro_batch, tp, sp, plan.recompute, compute.flash_attention)
+                    for i in range(firsts[v], firsts[v] + spec.stage_layers[v])
+                )
+            steps = pipeline_schedule(plan.schedule, pp, s, m_rep, chunks)
+            act = peak_in_flight(steps, weights)
+            if plan.recompute == "full":  # one layer's activations live while it is recomputed
+                act += layer_activation_bytes(
+                    model, firsts[s], plan.micro_batch, tp, sp, "selective", compute.flash_attention
+                )
+            if s == pp - 1:  # fp32 logits of the microbatch in flight at the last stage
+                act += 4.0 * plan.micro_batch * model.seq_len * model.padded_vocab(tp) / tp
+            cache[key] = (RankParams(dense, expert), act)
+        params, act = cache[key]
+        w, g, o = state_bytes(params, plan.zero_stage, dp, plan.ep)
+        cap = spec.gpu_of(slot.gpu_type).hbm_bytes
+        out.append(
+            MemoryEstimate(
+                slot.rank, slot.gpu, slot.gpu_type, s, params.total, w, g, o, act, float(compute.memory_reserve), cap
+            )
+        )
+    return tuple(out)
+
+
+def _check_memory(mem: Sequence[MemoryEstimate], plan: ParallelPlan) -> None:
+    over = [m for m in mem if not m.fits]
+    if not over:
+        return
+    worst = max(over, key=lambda m: m.total - m.capacity)
+    hints = []
+    if plan.zero_stage < 1:
+        hints.append("parallelism.zero_stage = 1")
+    if plan.recompute != "full":
+        hints.append(
+            "parallelism.recompute = 'full'"
+            if plan.recompute == "selective"
+            else "parallelism.recompute = 'selective' or 'full'"
+        )
+    hints += ["a larger tp or pp", "a smaller micro_batch", "compute.check_memory = false to plan anyway"]
+    raise PlanningError(
+        f"GPU {worst.gpu} ({worst.gpu_type}, stage {worst.stage}, rank {worst.rank}) would need {worst.describe()}; "
+        f"{len(over)} GPU(s) overflow HBM. Try " + ", ".join(hints)
+    )
+
+
+def build_plan(
+    model: ModelSpec,
+    plan: ParallelPlan,
+    gpus: Sequence[GpuLike],
+    compute: ComputeConfig | None = None,
+    base_dir: Path | None = None,
+    gpu_of: Callable[[str], GpuSpec] | None = None,
+) -> Plan:
+    """Validate, place, partition, check memory, compile and time one iteration.
+
+    Raises ScenarioError for inconsistent inputs (naming fields and values) and PlanningError when
+    a valid plan cannot run (HBM overflow, TP group across GPU types).
+    """
+    compute = compute or ComputeConfig()
+    extra = compute.extra_gpus()
+    lookup = gpu_of or (lambda name: get_gpu(name, extra))
+    if not gpus:
+        raise ScenarioError("the cluster has no GPUs")
+    for g in gpus:
+        lookup(g.gpu_type)
+    dp = resolve_dp(plan, len(gpus))
+    check_plan(plan, model, dp)
+    from dataclasses import replace
+
+    plan = replace(plan, dp=dp)
+    placement = place(gpus, plan.tp, plan.pp, dp, plan.ep, plan.order)
+    roofline = compute.roofline(base_dir)
+    for t in {s.gpu_type for s in placement.slots}:
+        lookup(t).peak_flops(compute.precision)
+    probe = CompileSpec(model, plan, (1,) * plan.pp * plan.chunks, (1,) * dp, roofline, lookup)
+    vlayers, reps, layer_t = partition(model, plan, placement, _Programs(probe))
+    spec = CompileSpec(model, plan, vlayers, reps, roofline, lookup)
+    memory = estimate_memory(model, plan, placement, spec, compute)
+    if compute.check_memory:
+        _check_memory(memory, plan)
+    wl = compile_workload(spec, placement)
+    timeline = replay(wl)
+    peak = sum(lookup(s.gpu_type).peak_flops(compute.precision) for s in placement.slots)
+    executed = sum(op.flops for op in wl)
+    return Plan(
+        model,
+        plan,
+        placement,
+        vlayers,
+        reps,
+        layer_t,
+        memory,
+        wl,
+        model.iteration_flops(plan.global_batch, "none", plan.tp),
+        executed,
+        timeline.iteration_time,
+        peak,
+    )
+
+
+def plan_scenario(scenario: Any) -> Plan:
+    """Build the Plan of a loaded :class:`~hetero_ns3.scenario.Scenario` ([model], [parallelism], [cluster])."""
+    from hetero_ns3.scenario.sections import resolve_cluster_gpus
+
+    for name in ("model", "parallelism", "cluster"):
+        if scenario.section(name) is None:
+            raise ScenarioError(
+                f"[{name}] section is missing from {scenario.source}; `plan` needs model, parallelism and cluster"
+            )
+    compute = scenario.section("compute") or ComputeConfig()
+    gpus = resolve_cluster_gpus(scenario.cluster, scenario.base_dir, compute.extra_gpus())
+    return build_plan(scenario.model, scenario.parallelism, gpus, compute, scenario.base_dir)
