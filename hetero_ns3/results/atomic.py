@@ -66,9 +66,16 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"cannot write {type(obj).__name__} to JSON")
 
 
-def write_json(path: str | os.PathLike[str], data: Any) -> Path:
-    """Atomically write ``data`` as indented JSON (NaN/inf become ``null``)."""
-    text = json.dumps(_sanitize(data), indent=2, default=_json_default, allow_nan=False)
+def write_json(path: str | os.PathLike[str], data: Any, compact: bool = False) -> Path:
+    """Atomically write ``data`` as JSON: indented, NaN/inf as ``null``.
+
+    ``compact=True`` (for large documents such as traces) skips both: no indentation, and the caller
+    guarantees finite floats (a non-finite one raises ValueError); it uses the C encoder.
+    """
+    if compact:
+        text = json.dumps(data, separators=(",", ":"), default=_json_default, allow_nan=False)
+    else:
+        text = json.dumps(_sanitize(data), indent=2, default=_json_default, allow_nan=False)
     return write_text(path, text + "\n")
 
 

@@ -129,7 +129,7 @@ def load_plan(path: str | os.PathLike[str]) -> ExecutionPlan:
 
 
 def _write_csv(path: Path, df: pd.DataFrame) -> None:
-    atomic.write_with(path, lambda tmp: df.to_csv(tmp, index=False, float_format="%.12g"))
+    atomic.write_with(path, lambda tmp: df.to_csv(tmp, index=False))
 
 
 def _now() -> str:
@@ -204,7 +204,9 @@ def write_run(
     files = ["scenario.resolved.json", "versions.json", "plan.npz", "tasks.csv", "flows.csv"]
     errors: dict[str, str] = {}
     if _try(
-        errors, "trace.json", lambda: atomic.write_json(paths.trace, chrome_trace(plan, times, meta, trace_max_events))
+        errors,
+        "trace.json",
+        lambda: atomic.write_json(paths.trace, chrome_trace(plan, times, meta, trace_max_events), compact=True),
     ):
         files.append("trace.json")
     if _try(
@@ -280,7 +282,7 @@ def write_partial(
             if _try(
                 errors,
                 "trace.json",
-                lambda: atomic.write_json(paths.trace, chrome_trace(plan, times, meta, trace_max_events)),
+                lambda: atomic.write_json(paths.trace, chrome_trace(plan, times, meta, trace_max_events), compact=True),
             ):
                 files.append("trace.json")
             if np.isfinite(fin).all() and np.isfinite(np.asarray(times.start_s, dtype=float)).all():

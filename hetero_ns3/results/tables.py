@@ -31,6 +31,11 @@ def channel_of(label: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+def label_channels(plan: ExecutionPlan) -> np.ndarray:
+    """:func:`channel_of` for each entry of ``plan.labels`` (index it with ``plan.label``)."""
+    return np.asarray([channel_of(x) for x in plan.labels], dtype=np.int64)
+
+
 def _times_or_nan(plan: ExecutionPlan, times: TaskTimes | None) -> tuple[np.ndarray, np.ndarray]:
     n = len(plan)
     if times is None:
@@ -90,7 +95,10 @@ def flows_frame(
     ids = np.nonzero(plan.kind == FLOW)[0]
     names = np.asarray(plan.gpus, dtype=object)
     nodes = np.asarray([m.node for m in meta], dtype=object)
-    labels = [plan.labels[i] for i in plan.label[ids]]
+    lab = plan.label[ids]
+    labels = np.asarray(plan.labels, dtype=object)[lab] if ids.size else []
+    per_label_coll = np.asarray([collective_of(x) for x in plan.labels], dtype=object)
+    per_label_chan = label_channels(plan)
     src, dst = plan.gpu[ids], plan.dst[ids]
     df = pd.DataFrame(
         {
@@ -106,8 +114,8 @@ def flows_frame(
             "finish_s": finish[ids],
             "fct_s": finish[ids] - start[ids],
             "category": [plan.categories[c] for c in plan.category[ids]],
-            "collective": [collective_of(x) for x in labels],
-            "channel": [channel_of(x) for x in labels],
+            "collective": per_label_coll[lab] if ids.size else [],
+            "channel": per_label_chan[lab] if ids.size else np.zeros(0, dtype=np.int64),
             "label": labels,
         }
     )

@@ -18,7 +18,7 @@ import numpy as np
 
 from hetero_ns3.dag import FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.results.meta import GpuMeta
-from hetero_ns3.results.tables import channel_of
+from hetero_ns3.results.tables import label_channels
 
 FLOW_TID_BASE = 1000
 """Thread ids of flow lanes start here; stream ``s`` is thread ``s + 1`` (barriers' stream -1 is 0)."""
@@ -61,8 +61,9 @@ def chrome_trace(
     flow_ids = ids[plan.kind[ids] == FLOW]
     flow_tid: dict[int, int] = {}
     groups: dict[tuple[int, int], list[int]] = {}
-    for i in flow_ids.tolist():
-        groups.setdefault((int(plan.gpu[i]), channel_of(labels[plan.label[i]])), []).append(i)
+    chan = label_channels(plan)[plan.label[flow_ids]] if flow_ids.size else np.zeros(0, dtype=np.int64)
+    for i, g, ch in zip(flow_ids.tolist(), plan.gpu[flow_ids].tolist(), chan.tolist(), strict=True):
+        groups.setdefault((g, ch), []).append(i)
     for (g, ch), members in sorted(groups.items()):
         arr = np.asarray(members)
         lanes = _lanes(start[arr], finish[arr])
@@ -70,23 +71,32 @@ def chrome_trace(
             key = (g, FLOW_TID_BASE + 100 * ch + lane)
             threads.setdefault(key, f"net ch{ch}" + (f" lane{lane}" if lane else ""))
             flow_tid[i] = key[1]
+    gpu_l, lab_l, cat_l = plan.gpu.tolist(), plan.label.tolist(), plan.category.tolist()
+    kind_l, stream_l, dst_l, size_l = (
+        plan.kind.tolist(),
+        plan.stream.tolist(),
+        plan.dst.tolist(),
+        plan.size_bytes.tolist(),
+    )
+    start_l, finish_l = start.tolist(), finish.tolist()
     for i in ids.tolist():
-        g = int(plan.gpu[i])
+        g = gpu_l[i]
         ev: dict[str, Any] = {
-            "name": labels[plan.label[i]],
-            "cat": cats[plan.category[i]],
+            "name": labels[lab_l[i]],
+            "cat": cats[cat_l[i]],
             "ph": "X",
-            "ts": start[i] * 1e6,
-            "dur": (finish[i] - start[i]) * 1e6,
+            "ts": start_l[i] * 1e6,
+            "dur": (finish_l[i] - start_l[i]) * 1e6,
             "pid": g + 1,
         }
-        if plan.kind[i] == FLOW:
+        if kind_l[i] == FLOW:
             ev["tid"] = flow_tid[i]
-            ev["args"] = {"id": i, "dst": plan.gpus[int(plan.dst[i])], "bytes": int(plan.size_bytes[i])}
+            ev["args"] = {"id": i, "dst": plan.gpus[dst_l[i]], "bytes": size_l[i]}
         else:
-            s = int(plan.stream[i])
-            ev["tid"] = s + 1
-            threads.setdefault((g, s + 1), f"stream {s}" if s >= 0 else "sync")
+            st = stream_l[i]
+            ev["tid"] = st + 1
+            if (g, st + 1) not in threads:
+                threads[(g, st + 1)] = f"stream {st}" if st >= 0 else "sync"
             ev["args"] = {"id": i}
         events.append(ev)
     meta_events: list[dict[str, Any]] = []
