@@ -6,6 +6,7 @@ Definitions of every breakdown term: ``docs/results.md``.
 from hetero_ns3.results.breakdown import TERMS, Breakdown
 from hetero_ns3.results.categories import CATEGORY_CLASSES, category_class
 from hetero_ns3.results.meta import GpuMeta, resolve_gpu_meta
+from hetero_ns3.results.recorder import RunRecorder, recording_run
 from hetero_ns3.results.rundir import RunPaths, load_plan, save_plan, write_partial, write_run
 from hetero_ns3.results.summary import Summary, format_summary, summarize
 from hetero_ns3.results.tables import flows_frame, tasks_frame
@@ -18,12 +19,14 @@ __all__ = [
     "Breakdown",
     "GpuMeta",
     "RunPaths",
+    "RunRecorder",
     "Summary",
     "category_class",
     "chrome_trace",
     "flows_frame",
     "format_summary",
     "load_plan",
+    "recording_run",
     "resolve_gpu_meta",
     "save_plan",
     "summarize",

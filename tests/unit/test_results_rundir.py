@@ -209,3 +209,30 @@ def test_format_summary_names_types_and_terms():
     text = format_summary(s)
     assert "iteration time" in text and "H100" in text and "A100" in text and "straggler" in text
     assert f"{s.iteration_time_s:.3f} s" in text
+
+
+def test_recording_run_writes_partial_on_error_and_interrupt(tmp_path):
+    from hetero_ns3.errors import SimulationError
+    from hetero_ns3.results import recording_run
+
+    plan = small_plan()
+    full = critical_path_s(plan, 0.3)
+    with pytest.raises(SimulationError), recording_run(tmp_path / "f", versions={"seed": 1}) as rec:
+        rec.plan, rec.gpu_meta = plan, META
+        rec.times = TaskTimes(full.start_s, np.where(full.finish_s < 2.0, full.finish_s, np.nan))
+        raise SimulationError("ns-3 event queue empty with 12 tasks pending")
+    summary = json.loads((tmp_path / "f" / "summary.json").read_text())
+    assert summary["status"] == "failed" and "12 tasks pending" in summary["reason"]
+    assert len(pd.read_csv(tmp_path / "f" / "tasks.csv")) == len(plan)
+
+    with pytest.raises(KeyboardInterrupt), recording_run(tmp_path / "i") as rec:
+        rec.plan = plan
+        raise KeyboardInterrupt
+    summary = json.loads((tmp_path / "i" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and "flows.csv" in summary["files"]
+
+    with recording_run(tmp_path / "ok", scenario_resolved={"x": 1}) as rec:
+        rec.plan, rec.gpu_meta = plan, META
+        rec.finish(full, extra_summary={"backend": "fixed"})
+    summary = json.loads((tmp_path / "ok" / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["backend"] == "fixed"

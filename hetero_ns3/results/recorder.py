@@ -1,0 +1,105 @@
+"""Keep what a run has produced so far, so that a failure or Ctrl-C still leaves a run directory.
+
+Usage (the CLI's ``run`` command)::
+
+    with recording_run(out_dir, scenario_resolved=doc, versions=versions_info(seed)) as rec:
+        rec.plan, rec.gpu_meta = plan, gpu_meta
+        times = backend.run(plan, progress=lambda partial: setattr(rec, "times", partial))
+        paths = rec.finish(times, flows_df=backend_flows)
+
+An exception inside the block writes :func:`~hetero_ns3.results.rundir.write_partial` with status
+``failed`` (``interrupted`` for KeyboardInterrupt) and the reason, then propagates unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from hetero_ns3.dag import ExecutionPlan, TaskTimes
+from hetero_ns3.results.meta import GpuMetaLike
+from hetero_ns3.results.rundir import RunPaths, write_partial, write_run
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunRecorder:
+    """Mutable holder of a run's artefacts as they appear (plan, then times, then per-flow extras)."""
+
+    out_dir: str | os.PathLike[str]
+    scenario_resolved: Mapping[str, Any] | None = None
+    versions: Mapping[str, Any] | None = None
+    plan: ExecutionPlan | None = None
+    gpu_meta: Mapping[str, GpuMetaLike] | None = None
+    times: TaskTimes | None = None
+    """Latest (possibly partial, NaN for unfinished tasks) task times."""
+    flows_df: pd.DataFrame | None = None
+    extra_summary: dict[str, Any] = field(default_factory=dict)
+    paths: RunPaths | None = None
+    """Set once the complete run directory is written."""
+
+    def finish(
+        self, times: TaskTimes, flows_df: pd.DataFrame | None = None, extra_summary: Mapping[str, Any] | None = None
+    ) -> RunPaths:
+        """Write the complete run directory (status ``ok``)."""
+        if self.plan is None:
+            raise ValueError("RunRecorder.finish: set .plan before finishing the run")
+        self.times = times
+        if flows_df is not None:
+            self.flows_df = flows_df
+        self.extra_summary.update(extra_summary or {})
+        self.paths = write_run(
+            self.out_dir,
+            scenario_resolved=self.scenario_resolved or {},
+            versions=self.versions or {},
+            plan=self.plan,
+            times=times,
+            gpu_meta=self.gpu_meta,
+            flows_df=self.flows_df,
+            extra_summary=self.extra_summary,
+        )
+        return self.paths
+
+    def write_partial(self, reason: str, status: str = "failed") -> RunPaths:
+        """Write what is there now with ``status`` and ``reason``."""
+        return write_partial(
+            self.out_dir,
+            reason,
+            status=status,
+            scenario_resolved=self.scenario_resolved,
+            versions=self.versions,
+            plan=self.plan,
+            times=self.times,
+            gpu_meta=self.gpu_meta,
+            flows_df=self.flows_df,
+            extra_summary=self.extra_summary,
+        )
+
+
+@contextlib.contextmanager
+def recording_run(
+    out_dir: str | os.PathLike[str],
+    *,
+    scenario_resolved: Mapping[str, Any] | None = None,
+    versions: Mapping[str, Any] | None = None,
+) -> Iterator[RunRecorder]:
+    """Yield a :class:`RunRecorder`; on an exception write the partial run directory, then re-raise."""
+    rec = RunRecorder(out_dir, scenario_resolved=scenario_resolved, versions=versions)
+    try:
+        yield rec
+    except BaseException as err:
+        if rec.paths is None:  # the complete directory was not written
+            interrupted = isinstance(err, KeyboardInterrupt)
+            reason = "interrupted (KeyboardInterrupt)" if interrupted else f"{type(err).__name__}: {err}"
+            try:
+                rec.write_partial(reason, status="interrupted" if interrupted else "failed")
+            except Exception as werr:  # noqa: BLE001 - never mask the run's own error
+                log.error("could not write the partial run directory %s: %s", out_dir, werr)
+        raise
