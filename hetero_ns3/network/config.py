@@ -1,0 +1,377 @@
+"""Validated configuration of the native RoCE network (PFC, ECN, buffers, NIC, congestion control).
+
+Every field is an SI number (bytes, seconds, bit/s). :data:`ATTRIBUTE_MAP` is the single table
+from dotted config fields to ns-3 ``TypeId`` attribute names; :func:`attribute_settings` renders a
+config into ``(ns-3 attribute path, string value)`` pairs that the simulator wrapper applies with
+``Config::SetDefault`` before building a network. This module does not import ns-3.
+
+Defaults and their sources are listed in ``docs/roce.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from hetero_ns3.errors import field_error
+
+CC_KINDS: dict[str, str] = {"none": "ns3::RdmaCcNone", "dcqcn": "ns3::RdmaDcqcn", "hpcc": "ns3::RdmaHpcc"}
+"""Congestion-control kinds and the ns-3 TypeId implementing each."""
+
+SCHEDULERS: dict[str, str] = {"strict": "Strict", "wrr": "Wrr"}
+"""Port schedulers between traffic classes and their ns-3 enum names."""
+
+
+def _positive(path: str, value: float, fix: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise field_error(path, value, "must be a positive number", fix)
+
+
+def _non_negative(path: str, value: float, fix: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise field_error(path, value, "must be a non-negative number", fix)
+
+
+def _int_range(path: str, value: int, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise field_error(path, value, f"must be an integer in [{lo}, {hi}]")
+
+
+def _fraction(path: str, value: float, lo_open: bool = True) -> None:
+    ok = (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and (0 < value <= 1 if lo_open else 0 <= value <= 1)
+    )
+    if not ok:
+        raise field_error(path, value, "must be in (0, 1]" if lo_open else "must be in [0, 1]")
+
+
+@dataclass(frozen=True)
+class DcqcnConfig:
+    """DCQCN reaction-point parameters (Zhu et al., SIGCOMM 2015)."""
+
+    g: float = 1.0 / 256
+    """Gain of the alpha moving average (paper: 1/256)."""
+    alpha_update_interval_s: float = 55e-6
+    """Alpha decays once per interval without CNP, seconds (paper: K = 55 us)."""
+    rate_increase_interval_s: float = 55e-6
+    """Rate increase timer T, seconds (paper: 55 us)."""
+    byte_counter_bytes: int = 10_000_000
+    """Rate increase byte counter B, bytes (paper: 10 MB)."""
+    fast_recovery_steps: int = 5
+    """Fast recovery steps F (paper: 5)."""
+    rate_ai_bps: float = 40e6
+    """Additive increase step R_AI, bit/s (paper: 40 Mbps)."""
+    rate_hai_bps: float = 400e6
+    """Hyper increase step R_HAI, bit/s (our choice: 10 x R_AI)."""
+    min_rate_bps: float = 100e6
+    """Lower bound of the sending rate, bit/s."""
+    rate_decrease_interval_s: float = 4e-6
+    """At most one rate decrease per interval, seconds."""
+
+    def __post_init__(self) -> None:
+        _fraction("cc.dcqcn.g", self.g)
+        for name in ("alpha_update_interval_s", "rate_increase_interval_s", "rate_ai_bps", "rate_hai_bps"):
+            _positive(f"cc.dcqcn.{name}", getattr(self, name))
+        _positive("cc.dcqcn.min_rate_bps", self.min_rate_bps)
+        _non_negative("cc.dcqcn.rate_decrease_interval_s", self.rate_decrease_interval_s)
+        _int_range("cc.dcqcn.byte_counter_bytes", self.byte_counter_bytes, 1, 2**62)
+        _int_range("cc.dcqcn.fast_recovery_steps", self.fast_recovery_steps, 1, 1000)
+
+
+@dataclass(frozen=True)
+class HpccConfig:
+    """HPCC sender parameters (Li et al., SIGCOMM 2019)."""
+
+    eta: float = 0.95
+    """Target utilization (paper: 0.95)."""
+    max_stage: int = 5
+    """Additive-increase stages before a multiplicative update (paper: maxStage = 5)."""
+    rate_ai_bps: float = 50e6
+    """Additive increase as a rate, bit/s: W_AI = rate_ai x base RTT."""
+    min_rate_bps: float = 100e6
+    """Lower bound of the sending rate, bit/s."""
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.eta, (int, float)) and 0.01 <= self.eta <= 1.0):
+            raise field_error("cc.hpcc.eta", self.eta, "must be in [0.01, 1]", "the paper uses 0.95")
+        _int_range("cc.hpcc.max_stage", self.max_stage, 0, 1000)
+        _positive("cc.hpcc.rate_ai_bps", self.rate_ai_bps)
+        _positive("cc.hpcc.min_rate_bps", self.min_rate_bps)
+
+
+@dataclass(frozen=True)
+class CcConfig:
+    """Congestion control: which strategy and its parameters."""
+
+    kind: str = "dcqcn"
+    """``none`` (line rate), ``dcqcn`` or ``hpcc``."""
+    dcqcn: DcqcnConfig = field(default_factory=DcqcnConfig)
+    hpcc: HpccConfig = field(default_factory=HpccConfig)
+
+    def __post_init__(self) -> None:
+        if self.kind not in CC_KINDS:
+            raise field_error("cc.kind", self.kind, "is not a known congestion control", f"use one of {list(CC_KINDS)}")
+
+
+@dataclass(frozen=True)
+class PfcConfig:
+    """IEEE 802.1Qbb priority flow control at switches."""
+
+    enabled: bool = True
+    """PFC on: lossless classes are paused instead of dropped."""
+    lossless_classes: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6, 7)
+    """Traffic classes that are lossless when PFC is on."""
+    dynamic_threshold: bool = True
+    """Dynamic PAUSE threshold: alpha x free shared buffer (else static_threshold_bytes)."""
+    alpha: float = 0.125
+    """Alpha of the dynamic threshold."""
+    static_threshold_bytes: int = 256 * 1024
+    """Static PAUSE threshold per ingress (port, class), bytes."""
+    resume_offset_bytes: int = 3 * 1024
+    """RESUME once ingress bytes are this far below the threshold, bytes."""
+    headroom_bytes: int = 0
+    """Headroom reserved per ingress port, bytes; 0 = 2 x rate x delay + 3 frames (per port)."""
+    pause_quanta: int = 0xFFFF
+    """Quanta in PAUSE frames (1 quantum = 512 bit times); refreshed at half time while congested."""
+
+    def __post_init__(self) -> None:
+        for i, c in enumerate(self.lossless_classes):
+            _int_range(f"pfc.lossless_classes[{i}]", c, 0, 7)
+        _positive("pfc.alpha", self.alpha)
+        _int_range("pfc.static_threshold_bytes", self.static_threshold_bytes, 0, 2**62)
+        _int_range("pfc.resume_offset_bytes", self.resume_offset_bytes, 0, 2**62)
+        _int_range("pfc.headroom_bytes", self.headroom_bytes, 0, 2**62)
+        _int_range("pfc.pause_quanta", self.pause_quanta, 1, 0xFFFF)
+
+    @property
+    def lossless_mask(self) -> int:
+        """Bit mask of lossless classes."""
+        return sum(1 << c for c in set(self.lossless_classes))
+
+
+@dataclass(frozen=True)
+class EcnConfig:
+    """RED-like ECN marking at switch egress."""
+
+    enabled: bool = True
+    kmin_bytes: int = 100_000
+    """Kmin at ``reference_rate_bps`` (HPCC's published ns-3 setting: 100 KB at 25 Gbps)."""
+    kmax_bytes: int = 400_000
+    """Kmax at ``reference_rate_bps`` (400 KB at 25 Gbps)."""
+    pmax: float = 0.2
+    """Marking probability at Kmax."""
+    reference_rate_bps: float = 25e9
+    """Rate at which kmin/kmax apply, bit/s."""
+    scale_with_rate: bool = True
+    """Scale kmin/kmax linearly with each port's rate (400 KB / 1.6 MB at 100 Gbps)."""
+
+    def __post_init__(self) -> None:
+        _int_range("ecn.kmin_bytes", self.kmin_bytes, 0, 2**62)
+        _int_range("ecn.kmax_bytes", self.kmax_bytes, 0, 2**62)
+        if self.kmax_bytes < self.kmin_bytes:
+            raise field_error("ecn.kmax_bytes", self.kmax_bytes, f"must be >= ecn.kmin_bytes ({self.kmin_bytes})")
+        _fraction("ecn.pmax", self.pmax, lo_open=False)
+        _positive("ecn.reference_rate_bps", self.reference_rate_bps)
+
+
+@dataclass(frozen=True)
+class BufferConfig:
+    """Switch shared buffer."""
+
+    switch_buffer_bytes: int = 32 * 1024 * 1024
+    """Buffer of a switch whose graph node has ``buffer_bytes == 0``, bytes."""
+    egress_dynamic: bool = True
+    """Dynamic egress threshold for lossy classes (alpha x free shared buffer)."""
+    egress_alpha: float = 1.0
+    """Alpha of the dynamic egress threshold."""
+    egress_static_threshold_bytes: int = 1024 * 1024
+    """Static egress threshold per (port, class) for lossy classes, bytes."""
+
+    def __post_init__(self) -> None:
+        _int_range("buffer.switch_buffer_bytes", self.switch_buffer_bytes, 1, 2**62)
+        _positive("buffer.egress_alpha", self.egress_alpha)
+        _int_range("buffer.egress_static_threshold_bytes", self.egress_static_threshold_bytes, 0, 2**62)
+
+
+DEFAULT_SEGMENTS: Mapping[str, int] = MappingProxyType({"network": 4096, "nvlink": 65536, "pcie": 4096})
+
+
+@dataclass(frozen=True)
+class NicConfig:
+    """RDMA NIC: segmentation, headers, ACKs, CNPs, retransmission."""
+
+    segment_bytes: Mapping[str, int] = field(default_factory=lambda: DEFAULT_SEGMENTS)
+    """DATA payload bytes per frame by link kind (RoCE path MTU 4096; NVLink 64 KiB segments)."""
+    default_segment_bytes: int = 4096
+    """Payload bytes per frame on link kinds missing from ``segment_bytes``."""
+    header_bytes: int = 62
+    """DATA frame overhead: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4."""
+    ack_bytes: int = 64
+    """Wire bytes of ACK / NACK / CNP frames."""
+    int_header_bytes: int = 42
+    """Extra bytes per DATA frame when the strategy uses INT (HPCC)."""
+    ack_interval: int = 1
+    """One ACK per this many in-order DATA frames (coalescing)."""
+    cnp_interval_s: float = 50e-6
+    """At most one CNP per queue pair per interval, seconds (DCQCN paper: 50 us)."""
+    nack_interval_s: float = 10e-6
+    """Minimum time between two NACKs for the same byte, seconds."""
+    retransmit_timeout_s: float = 1e-3
+    """Go-back-N timeout without progress, seconds."""
+    ack_priority: int = 7
+    """Traffic class of ACK / NACK / CNP frames."""
+    use_window: bool = False
+    """Limit inflight to one BDP for strategies without a window (none, dcqcn)."""
+
+    def __post_init__(self) -> None:
+        for kind, size in self.segment_bytes.items():
+            _int_range(f"nic.segment_bytes.{kind}", size, 1, 2**31)
+        _int_range("nic.default_segment_bytes", self.default_segment_bytes, 1, 2**31)
+        _int_range("nic.header_bytes", self.header_bytes, 0, 65535)
+        _int_range("nic.ack_bytes", self.ack_bytes, 1, 65535)
+        _int_range("nic.int_header_bytes", self.int_header_bytes, 0, 65535)
+        _int_range("nic.ack_interval", self.ack_interval, 1, 1 << 20)
+        _non_negative("nic.cnp_interval_s", self.cnp_interval_s)
+        _non_negative("nic.nack_interval_s", self.nack_interval_s)
+        _positive("nic.retransmit_timeout_s", self.retransmit_timeout_s)
+        _int_range("nic.ack_priority", self.ack_priority, 0, 7)
+
+    def segment_for(self, link_kind: str) -> int:
+        """Payload bytes per DATA frame on a link of ``link_kind``."""
+        return int(self.segment_bytes.get(link_kind, self.default_segment_bytes))
+
+
+@dataclass(frozen=True)
+class RoutingConfig:
+    """ECMP and port scheduling."""
+
+    ecmp_seed: int = 0
+    """Seed of the per-flow ECMP hash (mixed with each switch's id)."""
+    packet_spray: bool = False
+    """Per-packet spraying (hash includes the sequence number) instead of per-flow ECMP."""
+    scheduler: str = "strict"
+    """Between traffic classes: ``strict`` priority (class 7 first) or ``wrr``."""
+    wrr_weights: tuple[int, ...] = (1, 1, 1, 1, 1, 1, 1, 1)
+    """Weights of classes 0..7 for ``wrr``."""
+
+    def __post_init__(self) -> None:
+        _int_range("routing.ecmp_seed", self.ecmp_seed, 0, 2**32 - 1)
+        if self.scheduler not in SCHEDULERS:
+            raise field_error("routing.scheduler", self.scheduler, "is unknown", f"use one of {list(SCHEDULERS)}")
+        if len(self.wrr_weights) != 8:
+            raise field_error("routing.wrr_weights", self.wrr_weights, "must have 8 entries (classes 0..7)")
+        for i, w in enumerate(self.wrr_weights):
+            _int_range(f"routing.wrr_weights[{i}]", w, 1, 1 << 20)
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """Everything the native RoCE backend needs besides the graph and the flows."""
+
+    cc: CcConfig = field(default_factory=CcConfig)
+    pfc: PfcConfig = field(default_factory=PfcConfig)
+    ecn: EcnConfig = field(default_factory=EcnConfig)
+    buffer: BufferConfig = field(default_factory=BufferConfig)
+    nic: NicConfig = field(default_factory=NicConfig)
+    routing: RoutingConfig = field(default_factory=RoutingConfig)
+
+
+@dataclass(frozen=True)
+class AttributeBinding:
+    """One row of the mapping table: a config field and the ns-3 attribute it sets."""
+
+    path: str
+    """Dotted field path in :class:`NetworkConfig` (a few are derived, see :func:`_value`)."""
+    type_id: str
+    attribute: str
+    kind: str
+    """How to render the value: int, float, bool, time, rate, typeid, enum, str."""
+
+
+ATTRIBUTE_MAP: tuple[AttributeBinding, ...] = (
+    AttributeBinding("cc.kind", "ns3::RdmaNic", "CongestionControl", "typeid"),
+    AttributeBinding("cc.dcqcn.g", "ns3::RdmaDcqcn", "G", "float"),
+    AttributeBinding("cc.dcqcn.alpha_update_interval_s", "ns3::RdmaDcqcn", "AlphaUpdateInterval", "time"),
+    AttributeBinding("cc.dcqcn.rate_increase_interval_s", "ns3::RdmaDcqcn", "RateIncreaseInterval", "time"),
+    AttributeBinding("cc.dcqcn.byte_counter_bytes", "ns3::RdmaDcqcn", "ByteCounter", "int"),
+    AttributeBinding("cc.dcqcn.fast_recovery_steps", "ns3::RdmaDcqcn", "FastRecoverySteps", "int"),
+    AttributeBinding("cc.dcqcn.rate_ai_bps", "ns3::RdmaDcqcn", "RateAi", "rate"),
+    AttributeBinding("cc.dcqcn.rate_hai_bps", "ns3::RdmaDcqcn", "RateHai", "rate"),
+    AttributeBinding("cc.dcqcn.min_rate_bps", "ns3::RdmaDcqcn", "MinRate", "rate"),
+    AttributeBinding("cc.dcqcn.rate_decrease_interval_s", "ns3::RdmaDcqcn", "RateDecreaseInterval", "time"),
+    AttributeBinding("cc.hpcc.eta", "ns3::RdmaHpcc", "Eta", "float"),
+    AttributeBinding("cc.hpcc.max_stage", "ns3::RdmaHpcc", "MaxStage", "int"),
+    AttributeBinding("cc.hpcc.rate_ai_bps", "ns3::RdmaHpcc", "RateAi", "rate"),
+    AttributeBinding("cc.hpcc.min_rate_bps", "ns3::RdmaHpcc", "MinRate", "rate"),
+    AttributeBinding("pfc.enabled", "ns3::RoceMmu", "PfcEnabled", "bool"),
+    AttributeBinding("pfc.lossless_mask", "ns3::RoceMmu", "LosslessClasses", "int"),
+    AttributeBinding("pfc.dynamic_threshold", "ns3::RoceMmu", "PfcDynamic", "bool"),
+    AttributeBinding("pfc.alpha", "ns3::RoceMmu", "PfcAlpha", "float"),
+    AttributeBinding("pfc.static_threshold_bytes", "ns3::RoceMmu", "PfcStaticThresholdBytes", "int"),
+    AttributeBinding("pfc.resume_offset_bytes", "ns3::RoceMmu", "PfcResumeOffsetBytes", "int"),
+    AttributeBinding("pfc.headroom_bytes", "ns3::RoceMmu", "HeadroomBytes", "int"),
+    AttributeBinding("pfc.pause_quanta", "ns3::RoceMmu", "PauseQuanta", "int"),
+    AttributeBinding("buffer.switch_buffer_bytes", "ns3::RoceMmu", "BufferBytes", "int"),
+    AttributeBinding("buffer.egress_dynamic", "ns3::RoceMmu", "EgressDynamic", "bool"),
+    AttributeBinding("buffer.egress_alpha", "ns3::RoceMmu", "EgressAlpha", "float"),
+    AttributeBinding("buffer.egress_static_threshold_bytes", "ns3::RoceMmu", "EgressStaticThresholdBytes", "int"),
+    AttributeBinding("ecn.enabled", "ns3::RoceSwitch", "EcnEnabled", "bool"),
+    AttributeBinding("ecn.kmin_bytes", "ns3::RoceSwitch", "EcnKminBytes", "int"),
+    AttributeBinding("ecn.kmax_bytes", "ns3::RoceSwitch", "EcnKmaxBytes", "int"),
+    AttributeBinding("ecn.pmax", "ns3::RoceSwitch", "EcnPmax", "float"),
+    AttributeBinding("ecn.reference_rate_bps", "ns3::RoceSwitch", "EcnReferenceRate", "rate"),
+    AttributeBinding("ecn.scale_with_rate", "ns3::RoceSwitch", "EcnScaleWithRate", "bool"),
+    AttributeBinding("nic.default_segment_bytes", "ns3::RoceNetDevice", "SegmentBytes", "int"),
+    AttributeBinding("nic.header_bytes", "ns3::RdmaNic", "HeaderBytes", "int"),
+    AttributeBinding("nic.ack_bytes", "ns3::RdmaNic", "AckBytes", "int"),
+    AttributeBinding("nic.int_header_bytes", "ns3::RdmaNic", "IntHeaderBytes", "int"),
+    AttributeBinding("nic.ack_interval", "ns3::RdmaNic", "AckInterval", "int"),
+    AttributeBinding("nic.cnp_interval_s", "ns3::RdmaNic", "CnpInterval", "time"),
+    AttributeBinding("nic.nack_interval_s", "ns3::RdmaNic", "NackInterval", "time"),
+    AttributeBinding("nic.retransmit_timeout_s", "ns3::RdmaNic", "RetransmitTimeout", "time"),
+    AttributeBinding("nic.ack_priority", "ns3::RdmaNic", "AckPriority", "int"),
+    AttributeBinding("nic.use_window", "ns3::RdmaNic", "UseWindow", "bool"),
+    AttributeBinding("routing.ecmp_seed", "ns3::RoceNode", "EcmpSeed", "int"),
+    AttributeBinding("routing.packet_spray", "ns3::RoceNode", "PacketSpray", "bool"),
+    AttributeBinding("routing.scheduler", "ns3::RoceNetDevice", "Scheduler", "enum"),
+    AttributeBinding("routing.wrr_weights", "ns3::RoceNetDevice", "WrrWeights", "str"),
+)
+"""The one table from config fields to ns-3 attributes (tested against the registered TypeIds)."""
+
+
+def _lookup(config: NetworkConfig, path: str) -> Any:
+    obj: Any = config
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _render(binding: AttributeBinding, value: Any) -> str:
+    kind = binding.kind
+    if kind == "typeid":
+        return CC_KINDS[value]
+    if kind == "enum":
+        return SCHEDULERS[value]
+    if kind == "bool":
+        return "true" if value else "false"
+    if kind == "int":
+        return str(int(value))
+    if kind == "float":
+        return repr(float(value))
+    if kind == "time":
+        return f"{round(float(value) * 1e12)}ps"
+    if kind == "rate":
+        return f"{round(float(value))}bps"
+    if kind == "str":
+        return " ".join(str(x) for x in value) if isinstance(value, (tuple, list)) else str(value)
+    raise ValueError(f"unknown binding kind {kind!r}")
+
+
+def attribute_settings(config: NetworkConfig) -> list[tuple[str, str]]:
+    """``(ns3::Type::Attribute, value string)`` for every row of :data:`ATTRIBUTE_MAP`."""
+    return [(f"{b.type_id}::{b.attribute}", _render(b, _lookup(config, b.path))) for b in ATTRIBUTE_MAP]

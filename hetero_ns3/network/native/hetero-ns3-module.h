@@ -1,0 +1,16 @@
+// Umbrella header of hetero_ns3's native RoCE module (PFC, ECN, INT, DCQCN, HPCC).
+#ifndef HETERO_NS3_MODULE_H
+#define HETERO_NS3_MODULE_H
+#include "rdma-congestion-ops.h"
+#include "rdma-dcqcn.h"
+#include "rdma-hpcc.h"
+#include "rdma-network.h"
+#include "rdma-nic.h"
+#include "rdma-queue-pair.h"
+#include "roce-channel.h"
+#include "roce-mmu.h"
+#include "roce-net-device.h"
+#include "roce-node.h"
+#include "roce-packet.h"
+#include "roce-switch.h"
+#endif

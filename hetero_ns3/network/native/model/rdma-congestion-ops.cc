@@ -1,0 +1,86 @@
+#include "rdma-congestion-ops.h"
+
+namespace ns3
+{
+
+NS_OBJECT_ENSURE_REGISTERED(RdmaCongestionOps);
+NS_OBJECT_ENSURE_REGISTERED(RdmaCcNone);
+
+TypeId
+RdmaCongestionOps::GetTypeId()
+{
+    static TypeId tid = TypeId("ns3::RdmaCongestionOps")
+                            .SetParent<Object>()
+                            .SetGroupName("HeteroNs3")
+                            .AddConstructor<RdmaCongestionOps>();
+    return tid;
+}
+
+RdmaCongestionOps::RdmaCongestionOps() = default;
+RdmaCongestionOps::~RdmaCongestionOps() = default;
+
+void
+RdmaCongestionOps::Init(RdmaQueuePair* qp)
+{
+    m_qp = qp;
+    qp->rateBps = qp->lineRateBps;
+    qp->windowBytes = 0;
+}
+
+void
+RdmaCongestionOps::OnAck(const RocePacket&, uint64_t)
+{
+}
+
+void
+RdmaCongestionOps::OnCnp()
+{
+}
+
+void
+RdmaCongestionOps::OnSent(uint32_t)
+{
+}
+
+void
+RdmaCongestionOps::Stop()
+{
+}
+
+bool
+RdmaCongestionOps::NeedsInt() const
+{
+    return false;
+}
+
+std::string
+RdmaCongestionOps::GetName() const
+{
+    return "none";
+}
+
+void
+RdmaCongestionOps::DoDispose()
+{
+    Stop();
+    m_qp = nullptr;
+    Object::DoDispose();
+}
+
+TypeId
+RdmaCcNone::GetTypeId()
+{
+    static TypeId tid = TypeId("ns3::RdmaCcNone")
+                            .SetParent<RdmaCongestionOps>()
+                            .SetGroupName("HeteroNs3")
+                            .AddConstructor<RdmaCcNone>();
+    return tid;
+}
+
+std::string
+RdmaCcNone::GetName() const
+{
+    return "none";
+}
+
+} // namespace ns3

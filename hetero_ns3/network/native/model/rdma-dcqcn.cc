@@ -1,0 +1,214 @@
+#include "rdma-dcqcn.h"
+
+#include "ns3/double.h"
+#include "ns3/simulator.h"
+#include "ns3/uinteger.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ns3
+{
+
+NS_OBJECT_ENSURE_REGISTERED(RdmaDcqcn);
+
+TypeId
+RdmaDcqcn::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("ns3::RdmaDcqcn")
+            .SetParent<RdmaCongestionOps>()
+            .SetGroupName("HeteroNs3")
+            .AddConstructor<RdmaDcqcn>()
+            .AddAttribute("G",
+                          "Gain g of the alpha moving average (paper: 1/256)",
+                          DoubleValue(1.0 / 256),
+                          MakeDoubleAccessor(&RdmaDcqcn::m_g),
+                          MakeDoubleChecker<double>(0.0, 1.0))
+            .AddAttribute("AlphaUpdateInterval",
+                          "Alpha decays once per interval without CNP (paper: K = 55 us)",
+                          TimeValue(MicroSeconds(55)),
+                          MakeTimeAccessor(&RdmaDcqcn::m_alphaInterval),
+                          MakeTimeChecker(NanoSeconds(1)))
+            .AddAttribute("RateIncreaseInterval",
+                          "Rate increase timer T (paper: 55 us)",
+                          TimeValue(MicroSeconds(55)),
+                          MakeTimeAccessor(&RdmaDcqcn::m_increaseInterval),
+                          MakeTimeChecker(NanoSeconds(1)))
+            .AddAttribute("ByteCounter",
+                          "Rate increase byte counter B, bytes (paper: 10 MB)",
+                          UintegerValue(10000000),
+                          MakeUintegerAccessor(&RdmaDcqcn::m_byteCounter),
+                          MakeUintegerChecker<uint64_t>(1))
+            .AddAttribute("FastRecoverySteps",
+                          "Fast recovery steps F (paper: 5)",
+                          UintegerValue(5),
+                          MakeUintegerAccessor(&RdmaDcqcn::m_f),
+                          MakeUintegerChecker<uint32_t>(1))
+            .AddAttribute("RateAi",
+                          "Additive increase step R_AI (paper: 40 Mbps)",
+                          DataRateValue(DataRate("40Mbps")),
+                          MakeDataRateAccessor(&RdmaDcqcn::m_rai),
+                          MakeDataRateChecker())
+            .AddAttribute("RateHai",
+                          "Hyper increase step R_HAI",
+                          DataRateValue(DataRate("400Mbps")),
+                          MakeDataRateAccessor(&RdmaDcqcn::m_rhai),
+                          MakeDataRateChecker())
+            .AddAttribute("MinRate",
+                          "Lower bound of the sending rate",
+                          DataRateValue(DataRate("100Mbps")),
+                          MakeDataRateAccessor(&RdmaDcqcn::m_minRate),
+                          MakeDataRateChecker())
+            .AddAttribute("RateDecreaseInterval",
+                          "At most one rate decrease per interval",
+                          TimeValue(MicroSeconds(4)),
+                          MakeTimeAccessor(&RdmaDcqcn::m_decreaseInterval),
+                          MakeTimeChecker(Time(0)));
+    return tid;
+}
+
+RdmaDcqcn::RdmaDcqcn() = default;
+
+std::string
+RdmaDcqcn::GetName() const
+{
+    return "dcqcn";
+}
+
+double
+RdmaDcqcn::GetAlpha() const
+{
+    return m_alpha;
+}
+
+double
+RdmaDcqcn::GetTargetRate() const
+{
+    return m_rt;
+}
+
+void
+RdmaDcqcn::Init(RdmaQueuePair* qp)
+{
+    m_qp = qp;
+    m_rc = m_rt = qp->lineRateBps;
+    m_alpha = 1.0;
+    m_idleSince = Simulator::Now();
+    qp->windowBytes = 0;
+    Apply();
+}
+
+void
+RdmaDcqcn::Apply()
+{
+    m_qp->rateBps = m_rc;
+}
+
+void
+RdmaDcqcn::OnCnp()
+{
+    Time now = Simulator::Now();
+    if (!m_active)
+    {
+        // Alpha kept decaying (every K without CNP) while the timers were idle.
+        double periods = std::floor((now - m_idleSince).GetSeconds() / m_alphaInterval.GetSeconds());
+        m_alpha *= std::pow(1.0 - m_g, periods);
+        m_active = true;
+    }
+    if (m_everDecreased && now - m_lastDecrease < m_decreaseInterval)
+    {
+        return;
+    }
+    m_everDecreased = true;
+    m_lastDecrease = now;
+    m_rt = m_rc;
+    m_rc = std::max(m_rc * (1.0 - m_alpha / 2.0), static_cast<double>(m_minRate.GetBitRate()));
+    m_alpha = (1.0 - m_g) * m_alpha + m_g;
+    m_t = 0;
+    m_b = 0;
+    m_bytes = 0;
+    Apply();
+    m_alphaEvent.Cancel();
+    m_alphaEvent = Simulator::Schedule(m_alphaInterval, &RdmaDcqcn::AlphaTimer, this);
+    m_increaseEvent.Cancel();
+    m_increaseEvent = Simulator::Schedule(m_increaseInterval, &RdmaDcqcn::IncreaseTimer, this);
+}
+
+void
+RdmaDcqcn::AlphaTimer()
+{
+    m_alpha *= (1.0 - m_g);
+    if (m_active)
+    {
+        m_alphaEvent = Simulator::Schedule(m_alphaInterval, &RdmaDcqcn::AlphaTimer, this);
+    }
+}
+
+void
+RdmaDcqcn::IncreaseTimer()
+{
+    ++m_t;
+    Increase();
+    if (m_active)
+    {
+        m_increaseEvent = Simulator::Schedule(m_increaseInterval, &RdmaDcqcn::IncreaseTimer, this);
+    }
+}
+
+void
+RdmaDcqcn::OnSent(uint32_t bytes)
+{
+    if (!m_active)
+    {
+        return;
+    }
+    m_bytes += bytes;
+    if (m_bytes >= m_byteCounter)
+    {
+        m_bytes -= m_byteCounter;
+        ++m_b;
+        Increase();
+    }
+}
+
+void
+RdmaDcqcn::Increase()
+{
+    double line = m_qp->lineRateBps;
+    if (std::max(m_t, m_b) < m_f)
+    {
+        // fast recovery: Rt unchanged
+    }
+    else if (std::min(m_t, m_b) >= m_f)
+    {
+        uint32_t i = std::min(m_t, m_b) - m_f + 1;
+        m_rt += i * static_cast<double>(m_rhai.GetBitRate());
+    }
+    else
+    {
+        m_rt += static_cast<double>(m_rai.GetBitRate());
+    }
+    m_rt = std::min(m_rt, line);
+    m_rc = std::min((m_rt + m_rc) / 2.0, line);
+    if (line - m_rc < 1e-6 * line)
+    {
+        // back at line rate: stop the timers until the next CNP
+        m_rc = line;
+        m_active = false;
+        m_idleSince = Simulator::Now();
+        m_alphaEvent.Cancel();
+        m_increaseEvent.Cancel();
+    }
+    Apply();
+}
+
+void
+RdmaDcqcn::Stop()
+{
+    m_active = false;
+    m_alphaEvent.Cancel();
+    m_increaseEvent.Cancel();
+}
+
+} // namespace ns3

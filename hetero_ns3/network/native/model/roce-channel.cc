@@ -1,0 +1,83 @@
+#include "roce-channel.h"
+
+#include "roce-net-device.h"
+
+#include "ns3/abort.h"
+#include "ns3/node.h"
+#include "ns3/simulator.h"
+
+namespace ns3
+{
+
+NS_OBJECT_ENSURE_REGISTERED(RoceChannel);
+
+TypeId
+RoceChannel::GetTypeId()
+{
+    static TypeId tid = TypeId("ns3::RoceChannel")
+                            .SetParent<Channel>()
+                            .SetGroupName("HeteroNs3")
+                            .AddConstructor<RoceChannel>()
+                            .AddAttribute("Delay",
+                                          "One-way propagation delay",
+                                          TimeValue(MicroSeconds(1)),
+                                          MakeTimeAccessor(&RoceChannel::m_delay),
+                                          MakeTimeChecker(Time(0)));
+    return tid;
+}
+
+RoceChannel::RoceChannel() = default;
+
+void
+RoceChannel::Attach(Ptr<RoceNetDevice> dev)
+{
+    int slot = m_dev[0] ? 1 : 0;
+    NS_ABORT_MSG_IF(m_dev[1], "RoceChannel already has two ends");
+    m_dev[slot] = dev;
+    m_nodeId[slot] = dev->GetNode() ? dev->GetNode()->GetId() : 0;
+}
+
+void
+RoceChannel::Transmit(Ptr<RocePacket> p, const RoceNetDevice* src, Time txTime)
+{
+    int dst = (PeekPointer(m_dev[0]) == src) ? 1 : 0;
+    Simulator::ScheduleWithContext(m_nodeId[dst],
+                                   txTime + m_delay,
+                                   &RoceNetDevice::Receive,
+                                   PeekPointer(m_dev[dst]),
+                                   p);
+}
+
+Ptr<RoceNetDevice>
+RoceChannel::GetPeer(const RoceNetDevice* dev) const
+{
+    return PeekPointer(m_dev[0]) == dev ? m_dev[1] : m_dev[0];
+}
+
+Time
+RoceChannel::GetDelay() const
+{
+    return m_delay;
+}
+
+std::size_t
+RoceChannel::GetNDevices() const
+{
+    return m_dev[1] ? 2 : (m_dev[0] ? 1 : 0);
+}
+
+Ptr<NetDevice>
+RoceChannel::GetDevice(std::size_t i) const
+{
+    return m_dev[i];
+}
+
+void
+RoceChannel::DoDispose()
+{
+    m_dev[0] = nullptr;
+    m_dev[1] = nullptr;
+    Channel::DoDispose();
+}
+
+} // namespace ns3

@@ -1,0 +1,689 @@
+#include "roce-net-device.h"
+
+#include "roce-channel.h"
+#include "roce-node.h"
+
+#include "ns3/abort.h"
+#include "ns3/enum.h"
+#include "ns3/node.h"
+#include "ns3/simulator.h"
+#include "ns3/string.h"
+#include "ns3/uinteger.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace ns3
+{
+
+NS_OBJECT_ENSURE_REGISTERED(RoceNetDevice);
+
+const char*
+RoceDropReasonName(uint32_t reason)
+{
+    switch (reason)
+    {
+    case DROP_NO_ROUTE:
+        return "no_route";
+    case DROP_LOSSY_BUFFER:
+        return "lossy_buffer_full";
+    case DROP_HEADROOM_OVERFLOW:
+        return "headroom_overflow";
+    case DROP_LINK_DOWN:
+        return "link_down";
+    default:
+        return "unknown";
+    }
+}
+
+TypeId
+RoceNetDevice::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("ns3::RoceNetDevice")
+            .SetParent<NetDevice>()
+            .SetGroupName("HeteroNs3")
+            .AddConstructor<RoceNetDevice>()
+            .AddAttribute("DataRate",
+                          "Line rate of this port",
+                          DataRateValue(DataRate("100Gbps")),
+                          MakeDataRateAccessor(&RoceNetDevice::SetDataRate, &RoceNetDevice::GetDataRate),
+                          MakeDataRateChecker())
+            .AddAttribute("SegmentBytes",
+                          "Data payload bytes per frame when a host sends through this port (MTU)",
+                          UintegerValue(4096),
+                          MakeUintegerAccessor(&RoceNetDevice::m_segmentBytes),
+                          MakeUintegerChecker<uint32_t>(1))
+            .AddAttribute("Scheduler",
+                          "Scheduling between traffic classes: strict priority or weighted round robin",
+                          EnumValue(RoceNetDevice::STRICT),
+                          MakeEnumAccessor<Scheduler>(&RoceNetDevice::m_scheduler),
+                          MakeEnumChecker(RoceNetDevice::STRICT, "Strict", RoceNetDevice::WRR, "Wrr"))
+            .AddAttribute("WrrWeights",
+                          "Eight space-separated integer weights of classes 0..7 for Wrr",
+                          StringValue("1 1 1 1 1 1 1 1"),
+                          MakeStringAccessor(&RoceNetDevice::m_weightsText),
+                          MakeStringChecker())
+            .AddTraceSource("Drop",
+                            "A frame was dropped at this port: (flow id, RoceDropReason)",
+                            MakeTraceSourceAccessor(&RoceNetDevice::m_dropTrace),
+                            "ns3::TracedCallback::Uint32Uint32")
+            .AddTraceSource("PfcRx",
+                            "A PFC frame arrived: (class, quanta; 0 = resume)",
+                            MakeTraceSourceAccessor(&RoceNetDevice::m_pfcRxTrace),
+                            "ns3::TracedCallback::Uint8Uint16")
+            .AddTraceSource("TxBegin",
+                            "A frame starts transmission: (flow id, bytes)",
+                            MakeTraceSourceAccessor(&RoceNetDevice::m_txBeginTrace),
+                            "ns3::TracedCallback::Uint32Uint32");
+    return tid;
+}
+
+RoceNetDevice::RoceNetDevice()
+{
+    m_address = Mac48Address::Allocate();
+}
+
+RoceNetDevice::~RoceNetDevice() = default;
+
+void
+RoceNetDevice::DoDispose()
+{
+    for (auto& ev : m_resumeEvent)
+    {
+        ev.Cancel();
+    }
+    m_wakeEvent.Cancel();
+    for (auto& q : m_queues)
+    {
+        q.clear();
+    }
+    m_ctrl.clear();
+    m_channel = nullptr;
+    m_node = nullptr;
+    m_owner = nullptr;
+    NetDevice::DoDispose();
+}
+
+void
+RoceNetDevice::Attach(Ptr<RoceChannel> ch)
+{
+    m_channel = ch;
+    ch->Attach(this);
+}
+
+void
+RoceNetDevice::SetOwner(RoceNode* owner, uint32_t localPort)
+{
+    m_owner = owner;
+    m_localPort = localPort;
+}
+
+void
+RoceNetDevice::SetDataRate(DataRate rate)
+{
+    m_rate = rate;
+    m_bps = static_cast<double>(rate.GetBitRate());
+}
+
+DataRate
+RoceNetDevice::GetDataRate() const
+{
+    return m_rate;
+}
+
+double
+RoceNetDevice::GetRateBps() const
+{
+    return m_bps;
+}
+
+uint32_t
+RoceNetDevice::GetSegmentBytes() const
+{
+    return m_segmentBytes;
+}
+
+uint64_t
+RoceNetDevice::GetQueueBytes(uint8_t cls) const
+{
+    return m_queueBytes[cls];
+}
+
+uint64_t
+RoceNetDevice::GetTotalQueueBytes() const
+{
+    return m_totalQueueBytes;
+}
+
+bool
+RoceNetDevice::IsClassPaused(uint8_t cls) const
+{
+    return m_paused[cls];
+}
+
+Time
+RoceNetDevice::GetDelay() const
+{
+    return m_channel ? m_channel->GetDelay() : Time(0);
+}
+
+Ptr<RoceNetDevice>
+RoceNetDevice::GetPeer() const
+{
+    return m_channel ? m_channel->GetPeer(this) : nullptr;
+}
+
+Time
+RoceNetDevice::TxTime(uint32_t bytes)
+{
+    // Exact average rate at nanosecond resolution: carry the fractional nanoseconds.
+    double ns = bytes * 8.0 * 1e9 / m_bps + m_txFracNs;
+    double whole = std::floor(ns);
+    m_txFracNs = ns - whole;
+    return NanoSeconds(static_cast<int64_t>(whole));
+}
+
+uint8_t
+RoceNetDevice::PausedMask() const
+{
+    uint8_t m = 0;
+    for (uint32_t c = 0; c < N_CLASSES; ++c)
+    {
+        if (m_paused[c])
+        {
+            m |= uint8_t(1u << c);
+        }
+    }
+    return m;
+}
+
+void
+RoceNetDevice::ParseWeights()
+{
+    std::istringstream in(m_weightsText);
+    for (uint32_t c = 0; c < N_CLASSES; ++c)
+    {
+        int64_t w = 0;
+        in >> w;
+        NS_ABORT_MSG_IF(!in || w <= 0,
+                        "RoceNetDevice::WrrWeights must hold 8 positive integers, got '" << m_weightsText
+                                                                                          << "'");
+        m_weights[c] = static_cast<uint32_t>(w);
+    }
+    m_weightsParsed = true;
+}
+
+int
+RoceNetDevice::PickClass()
+{
+    if (m_totalQueueBytes == 0)
+    {
+        return -1;
+    }
+    if (m_scheduler == STRICT)
+    {
+        for (int c = N_CLASSES - 1; c >= 0; --c)
+        {
+            if (!m_paused[c] && !m_queues[c].empty())
+            {
+                return c;
+            }
+        }
+        return -1;
+    }
+    if (!m_weightsParsed)
+    {
+        ParseWeights();
+    }
+    // Deficit round robin: quantum 1500 B x weight per visit.
+    for (uint32_t iter = 0; iter < 64 * N_CLASSES; ++iter)
+    {
+        uint32_t c = m_wrrCur;
+        if (!m_paused[c] && !m_queues[c].empty())
+        {
+            if (m_deficit[c] >= static_cast<int64_t>(m_queues[c].front()->size))
+            {
+                m_deficit[c] -= m_queues[c].front()->size;
+                return static_cast<int>(c);
+            }
+        }
+        else
+        {
+            m_deficit[c] = 0;
+        }
+        m_wrrCur = (m_wrrCur + 1) % N_CLASSES;
+        uint32_t n = m_wrrCur;
+        if (!m_paused[n] && !m_queues[n].empty())
+        {
+            m_deficit[n] += 1500 * static_cast<int64_t>(m_weights[n]);
+        }
+    }
+    for (uint32_t c = 0; c < N_CLASSES; ++c)
+    {
+        if (!m_paused[c] && !m_queues[c].empty())
+        {
+            return static_cast<int>(c);
+        }
+    }
+    return -1;
+}
+
+void
+RoceNetDevice::Enqueue(Ptr<RocePacket> p)
+{
+    if (!m_linkUp)
+    {
+        RecordDrop(*p, DROP_LINK_DOWN);
+        return;
+    }
+    uint8_t c = p->priority & 7;
+    m_queueBytes[c] += p->size;
+    m_totalQueueBytes += p->size;
+    m_queues[c].push_back(std::move(p));
+    TryTransmit();
+}
+
+void
+RoceNetDevice::SendPfc(uint8_t cls, uint16_t quanta)
+{
+    Ptr<RocePacket> p = Create<RocePacket>();
+    p->type = RocePacketType::PFC;
+    p->pfcClass = cls;
+    p->pfcQuanta = quanta;
+    p->size = 64;
+    p->ecnCapable = false;
+    if (quanta > 0)
+    {
+        ++m_pauseSent;
+    }
+    else
+    {
+        ++m_resumeSent;
+    }
+    m_ctrl.push_back(p);
+    TryTransmit();
+}
+
+void
+RoceNetDevice::TryTransmit()
+{
+    if (m_busy || !m_linkUp)
+    {
+        return;
+    }
+    Ptr<RocePacket> p;
+    if (!m_ctrl.empty())
+    {
+        p = m_ctrl.front();
+        m_ctrl.pop_front();
+    }
+    else
+    {
+        int c = PickClass();
+        if (c >= 0)
+        {
+            p = m_queues[c].front();
+            m_queues[c].pop_front();
+            m_queueBytes[c] -= p->size;
+            m_totalQueueBytes -= p->size;
+        }
+        else if (m_owner->IsHost())
+        {
+            Time wake(0);
+            p = m_owner->PullData(m_localPort, PausedMask(), &wake);
+            if (!p)
+            {
+                if (wake.IsStrictlyPositive())
+                {
+                    ScheduleWake(wake);
+                }
+                return;
+            }
+        }
+        else
+        {
+            return;
+        }
+        m_owner->NotifyDequeue(m_localPort, *p);
+    }
+    m_busy = true;
+    m_txBytes += p->size;
+    ++m_txPackets;
+    if (p->type == RocePacketType::DATA)
+    {
+        m_txDataBytes += p->payload;
+    }
+    m_txBeginTrace(p->flowId, p->size);
+    Time tx = TxTime(p->size);
+    Simulator::Schedule(tx, &RoceNetDevice::TransmitComplete, this);
+    m_channel->Transmit(p, this, tx);
+}
+
+void
+RoceNetDevice::TransmitComplete()
+{
+    m_busy = false;
+    TryTransmit();
+}
+
+void
+RoceNetDevice::ScheduleWake(Time at)
+{
+    if (m_wakeEvent.IsPending())
+    {
+        if (m_wakeAt <= at)
+        {
+            return;
+        }
+        m_wakeEvent.Cancel();
+    }
+    m_wakeAt = at;
+    Time delay = at - Simulator::Now();
+    if (delay.IsStrictlyNegative())
+    {
+        delay = Time(0);
+    }
+    m_wakeEvent = Simulator::Schedule(delay, &RoceNetDevice::Wake, this);
+}
+
+void
+RoceNetDevice::Wake()
+{
+    TryTransmit();
+}
+
+void
+RoceNetDevice::Receive(Ptr<RocePacket> p)
+{
+    if (!m_linkUp)
+    {
+        RecordDrop(*p, DROP_LINK_DOWN);
+        return;
+    }
+    if (p->type == RocePacketType::PFC)
+    {
+        uint8_t c = p->pfcClass & 7;
+        m_pfcRxTrace(c, p->pfcQuanta);
+        if (p->pfcQuanta == 0)
+        {
+            Resume(c);
+            return;
+        }
+        ++m_pauseRecv;
+        if (!m_paused[c])
+        {
+            m_paused[c] = true;
+            m_pauseStart[c] = Simulator::Now();
+        }
+        m_resumeEvent[c].Cancel();
+        // One quantum is 512 bit times at this port's speed (802.1Qbb).
+        Time pause = NanoSeconds(static_cast<int64_t>(std::ceil(p->pfcQuanta * 512.0 * 1e9 / m_bps)));
+        m_resumeEvent[c] = Simulator::Schedule(pause, &RoceNetDevice::Resume, this, c);
+        return;
+    }
+    m_owner->Receive(p, m_localPort);
+}
+
+void
+RoceNetDevice::Resume(uint8_t cls)
+{
+    m_resumeEvent[cls].Cancel();
+    if (!m_paused[cls])
+    {
+        return;
+    }
+    m_paused[cls] = false;
+    m_pausedTime += Simulator::Now() - m_pauseStart[cls];
+    TryTransmit();
+}
+
+void
+RoceNetDevice::RecordDrop(const RocePacket& p, uint32_t reason)
+{
+    ++m_drops[reason];
+    m_dropTrace(p.flowId, reason);
+}
+
+void
+RoceNetDevice::RecordEcnMark()
+{
+    ++m_ecnMarks;
+}
+
+void
+RoceNetDevice::SetLinkUp(bool up)
+{
+    if (m_linkUp == up)
+    {
+        return;
+    }
+    m_linkUp = up;
+    if (!up)
+    {
+        for (uint32_t c = 0; c < N_CLASSES; ++c)
+        {
+            for (auto& p : m_queues[c])
+            {
+                RecordDrop(*p, DROP_LINK_DOWN);
+                m_owner->NotifyDequeue(m_localPort, *p);
+            }
+            m_queues[c].clear();
+            m_queueBytes[c] = 0;
+        }
+        m_totalQueueBytes = 0;
+        m_ctrl.clear();
+    }
+    else
+    {
+        TryTransmit();
+    }
+}
+
+uint64_t
+RoceNetDevice::GetTxBytes() const
+{
+    return m_txBytes;
+}
+
+uint64_t
+RoceNetDevice::GetTxPackets() const
+{
+    return m_txPackets;
+}
+
+uint64_t
+RoceNetDevice::GetTxDataBytes() const
+{
+    return m_txDataBytes;
+}
+
+uint64_t
+RoceNetDevice::GetPfcPauseSent() const
+{
+    return m_pauseSent;
+}
+
+uint64_t
+RoceNetDevice::GetPfcResumeSent() const
+{
+    return m_resumeSent;
+}
+
+uint64_t
+RoceNetDevice::GetPfcPauseReceived() const
+{
+    return m_pauseRecv;
+}
+
+Time
+RoceNetDevice::GetPausedTime() const
+{
+    Time t = m_pausedTime;
+    for (uint32_t c = 0; c < N_CLASSES; ++c)
+    {
+        if (m_paused[c])
+        {
+            t += Simulator::Now() - m_pauseStart[c];
+        }
+    }
+    return t;
+}
+
+uint64_t
+RoceNetDevice::GetEcnMarks() const
+{
+    return m_ecnMarks;
+}
+
+uint64_t
+RoceNetDevice::GetDrops(uint32_t reason) const
+{
+    return reason < DROP_REASON_COUNT ? m_drops[reason] : 0;
+}
+
+// ---- NetDevice boilerplate: the ns3::Packet path is not used by this module ----
+
+void
+RoceNetDevice::SetIfIndex(const uint32_t index)
+{
+    m_ifIndex = index;
+}
+
+uint32_t
+RoceNetDevice::GetIfIndex() const
+{
+    return m_ifIndex;
+}
+
+Ptr<Channel>
+RoceNetDevice::GetChannel() const
+{
+    return m_channel;
+}
+
+void
+RoceNetDevice::SetAddress(Address address)
+{
+    m_address = Mac48Address::ConvertFrom(address);
+}
+
+Address
+RoceNetDevice::GetAddress() const
+{
+    return m_address;
+}
+
+bool
+RoceNetDevice::SetMtu(const uint16_t mtu)
+{
+    m_segmentBytes = mtu;
+    return true;
+}
+
+uint16_t
+RoceNetDevice::GetMtu() const
+{
+    return static_cast<uint16_t>(std::min<uint32_t>(m_segmentBytes, 65535));
+}
+
+bool
+RoceNetDevice::IsLinkUp() const
+{
+    return m_linkUp;
+}
+
+void
+RoceNetDevice::AddLinkChangeCallback(Callback<void>)
+{
+}
+
+bool
+RoceNetDevice::IsBroadcast() const
+{
+    return false;
+}
+
+Address
+RoceNetDevice::GetBroadcast() const
+{
+    return Mac48Address::GetBroadcast();
+}
+
+bool
+RoceNetDevice::IsMulticast() const
+{
+    return false;
+}
+
+Address
+RoceNetDevice::GetMulticast(Ipv4Address) const
+{
+    return Mac48Address::GetBroadcast();
+}
+
+Address
+RoceNetDevice::GetMulticast(Ipv6Address) const
+{
+    return Mac48Address::GetBroadcast();
+}
+
+bool
+RoceNetDevice::IsBridge() const
+{
+    return false;
+}
+
+bool
+RoceNetDevice::IsPointToPoint() const
+{
+    return true;
+}
+
+bool
+RoceNetDevice::Send(Ptr<Packet>, const Address&, uint16_t)
+{
+    return false;
+}
+
+bool
+RoceNetDevice::SendFrom(Ptr<Packet>, const Address&, const Address&, uint16_t)
+{
+    return false;
+}
+
+Ptr<Node>
+RoceNetDevice::GetNode() const
+{
+    return m_node;
+}
+
+void
+RoceNetDevice::SetNode(Ptr<Node> node)
+{
+    m_node = node;
+}
+
+bool
+RoceNetDevice::NeedsArp() const
+{
+    return false;
+}
+
+void
+RoceNetDevice::SetReceiveCallback(NetDevice::ReceiveCallback)
+{
+}
+
+void
+RoceNetDevice::SetPromiscReceiveCallback(PromiscReceiveCallback)
+{
+}
+
+bool
+RoceNetDevice::SupportsSendFrom() const
+{
+    return false;
+}
+
+} // namespace ns3
