@@ -212,13 +212,16 @@ def _network(t: dict[str, Any], path: str, groups: tuple[NodeGroup, ...]) -> Net
     for name in tier_names:
         tp = f"{path}.{name}"
         tt = _table(t, name, path, required=False)
-        _keys(tt, tp, {"uplink_rate", "uplink_delay", "buffer", "oversubscription"})
+        _keys(tt, tp, {"uplink_rate", "uplink_delay", "buffer", "oversubscription", "uplinks"})
         tiers[name] = TierSpec(
             uplink_rate_bps=parse_rate(tt["uplink_rate"], f"{tp}.uplink_rate") if "uplink_rate" in tt else 0.0,
             uplink_delay_s=parse_time(tt.get("uplink_delay", "1us"), f"{tp}.uplink_delay"),
             buffer_bytes=parse_size(tt.get("buffer", 0), f"{tp}.buffer", allow_zero=True),
             oversubscription=_float(tt, "oversubscription", tp, 1.0, 1.0),
+            uplinks=_int(tt, "uplinks", tp, 0, minimum=0),
         )
+        if "uplinks" in tt and "oversubscription" in tt:
+            raise field_error(f"{tp}.uplinks", tt["uplinks"], "and oversubscription exclude each other", "give one")
     net = NetworkSpec(
         kind=kind,
         access_delay_s=parse_time(t.get("access_delay", "1us"), f"{path}.access_delay"),

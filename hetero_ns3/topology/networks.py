@@ -5,7 +5,9 @@ Each builder takes the endpoints (NICs of a cluster, or plain hosts) in order an
 order, so endpoints that should share a switch must be adjacent in the list.
 
 Uplink counts follow the oversubscription ratio of each tier: a switch whose downlinks carry
-``D`` bit/s gets ``ceil(D / (ratio * uplink_rate))`` uplinks.
+``D`` bit/s gets ``ceil(D / (ratio * uplink_rate))`` uplinks, unless the tier fixes ``uplinks``
+(cabling designed for the full switch, whatever is attached). Uplink u of a switch goes to
+upper switch ``u mod S``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ Built = tuple[list[GraphNode], list[GraphLink]]
 
 
 def _uplinks(down_bps: float, tier: TierSpec, up_rate: float) -> int:
+    if tier.uplinks:
+        return tier.uplinks
     return max(1, math.ceil(down_bps / (tier.oversubscription * up_rate) - 1e-9))
 
 

@@ -87,6 +87,8 @@ class TierSpec:
     """Shared buffer of each switch of this tier, bytes (0: the backend default)."""
     oversubscription: float = 1.0
     """Downlink bandwidth / uplink bandwidth of each switch of this tier (1 = non-blocking)."""
+    uplinks: int = 0
+    """Uplinks per switch, fixed (0: from ``oversubscription`` and the switch's downlink load)."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,102 @@
+"""A summary of a topology: what ``hetero-ns3 topo show`` prints."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+from hetero_ns3.netgraph import HOST, NetGraph, routing_tables
+from hetero_ns3.topology.analysis import bisection_bandwidth, ecmp_path_count
+from hetero_ns3.topology.spec import ClusterSpec
+from hetero_ns3.units import format_rate
+
+
+@dataclass(frozen=True)
+class TopologySummary:
+    """Counts and measures of one topology (rates in bit/s, times in s)."""
+
+    name: str
+    description: str
+    gpus_by_type: dict[str, int]
+    hosts: int
+    nodes: int
+    """Cluster nodes (servers); for plain topologies, the hosts."""
+    groups: tuple[str, ...]
+    """One line per node group."""
+    switches_by_role: dict[str, int]
+    links_by_kind_rate: dict[tuple[str, float], int]
+    bisection_bps: float
+    ecmp_paths: tuple[tuple[str, str, int], ...]
+    """``(src, dst, number of equal-cost paths)`` for the sample pairs."""
+    routing_s: float
+    """Wall time of computing all routing tables."""
+
+
+def sample_pairs(graph: NetGraph) -> list[tuple[str, str]]:
+    """Sample host pairs: first-last (farthest), first and the same-index host of the next node, first-second."""
+    hosts = graph.host_names()
+    if len(hosts) < 2:
+        return []
+    pairs = [(hosts[0], hosts[-1])]
+    node0 = hosts[0].split(".")[0]
+    local = hosts[0].split(".", 1)[1] if "." in hosts[0] else ""
+    if local:
+        other = next((h for h in hosts if h.split(".")[0] != node0 and h.endswith("." + local)), None)
+        if other:
+            pairs.append((hosts[0], other))
+    pairs.append((hosts[0], hosts[1]))
+    return list(dict.fromkeys(pairs))
+
+
+def summarize(
+    graph: NetGraph, cluster: ClusterSpec | None = None, pairs: list[tuple[str, str]] | None = None, name: str = ""
+) -> TopologySummary:
+    """Summarize ``graph`` (and ``cluster``, when it came from a cluster description)."""
+    t0 = time.perf_counter()
+    tables = routing_tables(graph)
+    routing_s = time.perf_counter() - t0
+    pairs = pairs if pairs is not None else sample_pairs(graph)
+    ecmp = tuple((a, b, ecmp_path_count(graph, tables, graph.index(a), graph.index(b))) for a, b in pairs)
+    hosts = [n for n in graph.nodes if n.kind == HOST]
+    gpus = Counter(n.gpu_type for n in hosts if n.gpu_type)
+    groups: tuple[str, ...] = ()
+    if cluster is not None:
+        groups = tuple(
+            f"{g.name}: {g.count} x {g.gpus_per_node} {g.gpu_type}, {g.fabric.kind}"
+            + (f" (NVLink {format_rate(g.fabric.nvlink_rate_bps)}/GPU)" if g.fabric.nvlink_rate_bps else "")
+            + f", PCIe Gen{g.fabric.pcie_gen} x{g.fabric.pcie_lanes}, {g.nics.count} x {format_rate(g.nics.rate_bps)} NICs"
+            for g in cluster.groups
+        )
+    links = Counter((link.kind, link.rate_bps) for link in graph.links)
+    return TopologySummary(
+        name=name or (cluster.name if cluster else ""),
+        description=cluster.description if cluster else "",
+        gpus_by_type=dict(gpus),
+        hosts=len(hosts),
+        nodes=cluster.node_count if cluster else len(hosts),
+        groups=groups,
+        switches_by_role=dict(Counter(n.role or "switch" for n in graph.nodes if n.kind != HOST)),
+        links_by_kind_rate=dict(sorted(links.items(), key=lambda kv: (kv[0][0], -kv[0][1]))),
+        bisection_bps=bisection_bandwidth(graph),
+        ecmp_paths=ecmp,
+        routing_s=routing_s,
+    )
+
+
+def format_summary(s: TopologySummary) -> str:
+    """Human-readable text of a summary."""
+    out = [f"topology {s.name}" + (f": {s.description}" if s.description else "")]
+    if s.gpus_by_type:
+        out.append("GPUs: " + ", ".join(f"{n} x {t}" for t, n in s.gpus_by_type.items()) + f" ({s.hosts} total)")
+    else:
+        out.append(f"hosts: {s.hosts}")
+    out.append(f"nodes: {s.nodes}")
+    out += [f"  {g}" for g in s.groups]
+    out.append("switches: " + ", ".join(f"{n} {r}" for r, n in s.switches_by_role.items()))
+    out.append("links:")
+    out += [f"  {n:5d} x {kind:8s} {format_rate(rate)}" for (kind, rate), n in s.links_by_kind_rate.items()]
+    out.append(f"bisection bandwidth: {format_rate(s.bisection_bps)} (first half of the nodes to the rest)")
+    out.append(f"ECMP paths (routing of all hosts took {s.routing_s:.3f} s):")
+    out += [f"  {a} -> {b}: {n}" for a, b, n in s.ecmp_paths]
+    return "\n".join(out)
