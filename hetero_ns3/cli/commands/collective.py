@@ -1,0 +1,200 @@
+"""``hetero-ns3 collective``: an nccl-tests-style benchmark of one collective on a topology.
+
+Plans the collective for each size with the NCCL-like planner, runs the plan through a backend and
+prints nccl-tests' columns (size, count, type, redop, root, time, algbw, busbw) plus the planner's
+choice. busbw uses nccl-tests' factors (see :func:`hetero_ns3.collectives.busbw_factor`).
+
+Backends: ``analytic`` (flow-level max-min replay, :mod:`hetero_ns3.analytic`), ``ns3`` (packet
+level, :mod:`hetero_ns3.network.replay`), ``model`` (the cost model's closed form, no replay) and
+``closed-form`` (the planner's own alpha-beta replay of the plan, :func:`estimate_plan`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+
+from hetero_ns3.collectives import (
+    CollectiveCall,
+    CollectiveEnv,
+    busbw_factor,
+    estimate_plan,
+    load_tuning,
+    normalize_op,
+    plan_collective,
+)
+from hetero_ns3.dag import ExecutionPlan, PlanBuilder
+from hetero_ns3.errors import ScenarioError, SimulationError, field_error
+from hetero_ns3.netgraph import NetGraph
+from hetero_ns3.units import parse_rate, parse_size, parse_time
+
+NAME = "collective"
+HELP = "nccl-tests-style benchmark of a collective (size, time, algbw, busbw) on a topology"
+BACKENDS = ("analytic", "ns3", "model", "closed-form")
+DTYPES = {"int8": 1, "uint8": 1, "half": 2, "bfloat16": 2, "float": 4, "int32": 4, "double": 8, "int64": 8}
+JSON_KEYS = ("op", "size_bytes", "time_s", "algbw_GBps", "busbw_GBps", "algo", "protocol", "channels")
+_log = logging.getLogger(__name__)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("op", help="all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all, send_recv")
+    p.add_argument("--topology", "-t", required=True, help="star:N, leafspine:L,S,H, a preset name or a TOML file")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--gpus", "-n", type=int, help="use the topology's first N GPUs (default: all)")
+    who.add_argument("--ranks", help="comma-separated GPU names in rank order, e.g. n0.g0,n1.g0")
+    p.add_argument("--sizes", "-s", default="1KiB:1GiB", help="one size or a doubling range A:B (default 1KiB:1GiB)")
+    p.add_argument("--algo", help="force an algorithm (ring, tree, hierarchical, direct, pxn, p2p, or a schedule)")
+    p.add_argument("--protocol", choices=("LL", "LL128", "Simple"), help="force a protocol")
+    p.add_argument("--channels", type=int, help="force the channel count")
+    p.add_argument("--root", type=int, default=0, help="root rank of broadcast / reduce (default 0)")
+    p.add_argument("--peer", help="receiving GPU of send_recv (default: rank 1)")
+    p.add_argument("--backend", "-b", choices=BACKENDS, default="analytic", help="network backend (default analytic)")
+    p.add_argument("--cc", help="congestion control of the ns3 backend: none, dcqcn, hpcc")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="float", help="element type for the count column")
+    p.add_argument("--link-rate", default="100Gbps", help="link rate of star:/leafspine: topologies")
+    p.add_argument("--link-delay", default="1us", help="link delay of star:/leafspine: topologies")
+    p.add_argument("--tuning", help="tuning TOML (default collectives/tuning.toml)")
+    p.add_argument("--seed", type=int, default=0, help="ECMP / simulation seed")
+    p.add_argument("--json", action="store_true", help="print a JSON list instead of the table")
+
+
+def parse_sizes(text: str) -> list[int]:
+    """``"64MiB"`` -> one size; ``"1KiB:8GiB"`` -> doubling sizes from A up to B inclusive."""
+    lo_s, sep, hi_s = text.partition(":")
+    lo = parse_size(lo_s, "--sizes")
+    if not sep:
+        return [lo]
+    hi = parse_size(hi_s, "--sizes")
+    if hi < lo:
+        raise field_error("--sizes", text, "has its upper bound below its lower bound", "write A:B with A <= B")
+    out = []
+    s = lo
+    while s <= hi:
+        out.append(s)
+        s *= 2
+    return out
+
+
+def select_group(graph_gpus: tuple[str, ...], args: argparse.Namespace) -> tuple[str, ...]:
+    if args.ranks:
+        group = tuple(x.strip() for x in args.ranks.split(",") if x.strip())
+        unknown = [g for g in group if g not in graph_gpus]
+        if unknown:
+            raise field_error("--ranks", unknown[0], "is not a GPU of the topology", f"e.g. {list(graph_gpus[:3])}")
+        if len(group) < 1:
+            raise field_error("--ranks", args.ranks, "names no GPU")
+        return group
+    if args.gpus is not None:
+        if not 1 <= args.gpus <= len(graph_gpus):
+            raise field_error("--gpus", args.gpus, f"must be in 1..{len(graph_gpus)} (GPUs of the topology)")
+        return graph_gpus[: args.gpus]
+    return graph_gpus
+
+
+def run_backend(backend: str, graph: NetGraph, plan: ExecutionPlan, env: CollectiveEnv, args) -> float:
+    """Makespan (s) of ``plan`` on ``backend``."""
+    if backend == "closed-form":
+        return estimate_plan(plan, env).makespan_s
+    if backend == "analytic":
+        from hetero_ns3.analytic import AnalyticConfig, Framing, simulate_plan
+
+        # NVLink protocol overhead is already in the planner's wire bytes (links.nvlink.wire_overhead);
+        # PCIe TLPs: 256-byte payload, 24 bytes of header/framing. Network links keep RoCEv2 framing.
+        config = AnalyticConfig(kind_framing={"nvlink": Framing(1000, 0), "pcie": Framing(256, 24)})
+        return simulate_plan(graph, plan, config=config, seed=args.seed).times.makespan_s
+    if backend == "ns3":
+        try:
+            from hetero_ns3.network.config import CcConfig, NetworkConfig
+            from hetero_ns3.network.replay import run_plan
+        except ImportError as err:
+            raise SimulationError(
+                f"the ns3 backend is unavailable: hetero_ns3.network.replay.run_plan cannot be imported ({err}); "
+                "use --backend analytic"
+            ) from None
+        config = NetworkConfig(cc=CcConfig(kind=args.cc)) if args.cc else NetworkConfig()
+        return run_plan(graph, plan, config, args.seed).times.makespan_s
+    raise field_error("--backend", backend, "is not a backend", f"use one of {list(BACKENDS)}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from hetero_ns3.topology import resolve_topology
+
+    op = normalize_op(args.op, "OP")
+    if op == "all_to_all_v":
+        raise ScenarioError("OP (all_to_all_v) needs a per-pair size matrix; use the Python API (CollectiveCall)")
+    if args.cc and args.backend != "ns3":
+        raise field_error("--cc", args.cc, f"applies to the ns3 backend only (backend is {args.backend})")
+    sizes = parse_sizes(args.sizes)
+    graph = resolve_topology(
+        args.topology, parse_rate(args.link_rate, "--link-rate"), parse_time(args.link_delay, "--link-delay")
+    )
+    env = CollectiveEnv.from_graph(graph, load_tuning(args.tuning) if args.tuning else None)
+    group = select_group(env.gpus, args)
+    n = len(group)
+    peer = args.peer
+    if op == "send_recv":
+        if peer is None and n < 2:
+            raise field_error("--peer", None, "is needed for send_recv on one GPU", "give --peer or use --gpus 2")
+        peer = peer or group[1]
+        env.check_gpu(peer, "--peer")
+    members = group if (peer is None or peer in group) else (*group, peer)
+    tsize = DTYPES[args.dtype]
+    rows = []
+    for size in sizes:
+        call = CollectiveCall(op, group, size, algo=args.algo, protocol=args.protocol, channels=args.channels,
+                              root=args.root, peer=peer)  # fmt: skip
+        builder = PlanBuilder(members)
+        res = plan_collective(builder, call, env)
+        plan = builder.build()
+        t = res.predicted_s if args.backend == "model" else run_backend(args.backend, graph, plan, env, args)
+        ranks = 2 if op == "send_recv" else n
+        algbw = size / t / 1e9 if t > 0 else 0.0
+        hop = res.bottleneck
+        rows.append(
+            {
+                "op": op,
+                "size_bytes": size,
+                "time_s": t,
+                "algbw_GBps": algbw,
+                "busbw_GBps": algbw * busbw_factor(op, ranks),
+                "algo": res.algo,
+                "protocol": res.protocol,
+                "channels": res.channels,
+                "count": size // tsize,
+                "type": args.dtype,
+                "predicted_s": res.predicted_s,
+                "flows": plan.n_flows,
+                "bottleneck": None
+                if hop is None
+                else {"src": hop.src, "dst": hop.dst, "kind": hop.kind, "bandwidth_GBps": hop.bandwidth_Bps / 1e9},
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print_table(rows, op, group, args)
+    return 0
+
+
+def print_table(rows: list[dict], op: str, group: tuple[str, ...], args: argparse.Namespace) -> None:
+    redop = "sum" if op in ("all_reduce", "reduce_scatter", "reduce") else "none"
+    root = args.root if op in ("broadcast", "reduce") else -1
+    print(f"# hetero-ns3 collective {op}: {len(group)} ranks on {args.topology} (backend {args.backend})")
+    print(f"#  ranks: {', '.join(group[:8])}{' ...' if len(group) > 8 else ''}")
+    print("#")
+    head = f"#{'size':>11} {'count':>13} {'type':>9} {'redop':>6} {'root':>5} {'time':>10} {'algbw':>8} {'busbw':>8}"
+    print(head + f"  {'algo/proto':<16} {'ch':>3} {'model':>10}  bottleneck")
+    print(
+        f"#{'(B)':>11} {'(elements)':>13} {'':>9} {'':>6} {'':>5} {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8}  {'':<16} {'':>3} {'(us)':>10}"
+    )
+    for r in rows:
+        hop = r["bottleneck"]
+        hop_s = "-" if hop is None else f"{hop['src']}->{hop['dst']} {hop['kind']} {hop['bandwidth_GBps']:.1f} GB/s"
+        print(
+            f"{r['size_bytes']:>12} {r['count']:>13} {r['type']:>9} {redop:>6} {root:>5} {r['time_s'] * 1e6:>10.2f} "
+            f"{r['algbw_GBps']:>8.2f} {r['busbw_GBps']:>8.2f}  {r['algo'] + '/' + r['protocol']:<16} "
+            f"{r['channels']:>3} {r['predicted_s'] * 1e6:>10.2f}  {hop_s}"
+        )
+    avg = sum(r["busbw_GBps"] for r in rows) / len(rows) if rows else 0.0
+    print(f"# Avg bus bandwidth    : {avg:.3f}")
