@@ -217,3 +217,60 @@ def test_unknown_category_and_nan_times():
 
     with pytest.raises(SimulationError, match="NaN"):
         summarize(plan, TaskTimes(np.array([0.0, np.nan]), np.array([1.0, np.nan])), None)
+
+
+def random_plan(rng, n_gpus=6, n_tasks=250):
+    gpus = [f"n{i // 2}.g{i % 2}" for i in range(n_gpus)]
+    b = PlanBuilder(gpus)
+    comm_cats = ["tp", "pp", "dp", "ep", "comm"]
+    for t in range(n_tasks):
+        k = int(rng.integers(0, 3)) if t else 0
+        deps = rng.choice(t, size=min(t, int(rng.integers(0, 4))), replace=False).tolist() if t else []
+        g = int(rng.integers(0, n_gpus))
+        if k == 0:
+            b.add_compute(g, float(rng.uniform(0, 1)), deps, label="fwd")
+        elif k == 1:
+            h = (g + 1 + int(rng.integers(0, n_gpus - 1))) % n_gpus
+            b.add_flow(g, h, 1000, deps, category=str(rng.choice(comm_cats)))
+        elif rng.uniform() < 0.5:
+            b.add_compute(g, float(rng.uniform(0, 0.3)), deps, stream=1, label="reduce", category="dp")
+        else:
+            b.add_barrier(g, deps)
+    meta = {g: GpuMeta("A" if i % 3 else "B", i // 2) for i, g in enumerate(gpus)}
+    return b.build(), meta
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_plans_terms_sum_to_iteration_time_and_nothing_is_unexplained(seed):
+    rng = np.random.default_rng(seed)
+    plan, meta = random_plan(rng)
+    flow_time = rng.uniform(0, 0.5, size=len(plan))
+    times = critical_path_s(plan, flow_time)
+    s = summarize(plan, times, meta)
+    check_closure(s)
+    for g, bd in s.per_gpu.items():
+        assert bd.other_s == pytest.approx(0.0, abs=1e-9), g  # exact replay, known categories
+        # compute_s is the union of this GPU's compute-kernel intervals (independent check by sampling)
+        gi = plan.gpus.index(g)
+        sel = (plan.kind == 0) & (plan.gpu == gi) & (plan.category == plan.categories.index("compute"))
+        grid = np.linspace(0, s.iteration_time_s, 20001)[:-1] + s.iteration_time_s / 40000
+        busy = np.zeros(grid.size, dtype=bool)
+        for a, z in zip(times.start_s[sel], times.finish_s[sel], strict=True):
+            busy |= (grid >= a) & (grid < z)
+        assert bd.compute_s == pytest.approx(busy.mean() * s.iteration_time_s, abs=2e-3 * s.iteration_time_s)
+    for t, bd in s.per_gpu_type.items():
+        rows = [s.per_gpu[g].as_array() for g in plan.gpus if s.gpu_types[g] == t]
+        assert np.allclose(bd.as_array(), np.mean(rows, axis=0))
+    assert np.allclose(s.overall_max.as_array(), np.max([b.as_array() for b in s.per_gpu.values()], axis=0))
+
+
+def test_slow_link_raises_exposed_comm_not_straggler_wait():
+    plan, meta = ring_dp(4, [1.0] * 4, nodes=[0, 0, 1, 1])
+    base = summarize(plan, critical_path_s(plan, 0.1), meta)
+    # link n0.g1 -> n1.g0 (GPU 1 -> GPU 2) at a quarter of the rate: its flows take 0.4 s
+    slow = np.where((plan.kind == 1) & (plan.gpu == 1) & (plan.dst == 2), 0.4, 0.1)
+    s = summarize(plan, critical_path_s(plan, slow), meta)
+    check_closure(s)
+    assert s.iteration_time_s > base.iteration_time_s + 0.3
+    assert s.overall_max.straggler_wait_s == pytest.approx(0.0, abs=0.011)  # at most the ring's end skew
+    assert s.overall.exposed_inter_node_comm_s > base.overall.exposed_inter_node_comm_s + 0.3
