@@ -33,7 +33,6 @@ import pandas as pd
 from hetero_ns3.dag import ExecutionPlan, TaskTimes
 from hetero_ns3.results import atomic
 from hetero_ns3.results.meta import GpuMetaLike, resolve_gpu_meta
-from hetero_ns3.results.plots import plot_breakdown, plot_timeline
 from hetero_ns3.results.summary import Summary, plan_counts, summarize
 from hetero_ns3.results.tables import flows_frame, tasks_frame
 from hetero_ns3.results.trace import chrome_trace
@@ -203,6 +202,7 @@ def write_run(
     _write_csv(paths.flows, flows_frame(plan, times, meta, flows_df))
     files = ["scenario.resolved.json", "versions.json", "plan.npz", "tasks.csv", "flows.csv"]
     errors: dict[str, str] = {}
+    from hetero_ns3.results.plots import plot_breakdown, plot_timeline  # matplotlib: ~0.5 s, only when plotting
     if _try(
         errors,
         "trace.json",
