@@ -6,11 +6,12 @@ for the pairs their algorithms use.
 
 * **Node** of a GPU: ``n<node>.g<local>`` names (cluster topologies) share node ``n<node>``; any
   other host is a node of its own.
-* **Path** between two GPUs: among the hop-count shortest paths (the routes ECMP uses; hosts never
-  relay), the one with the highest bottleneck rate, then the lowest delay. Its ``kind`` is
-  ``network`` if it crosses a network link, else ``pcie`` if it crosses a PCIe link, else ``nvlink``.
-* **Rail** of a GPU: the far end of the first network link reachable from the GPU without crossing
-  another network link (the rail / leaf switch behind its NIC).
+* **Path** between two GPUs: among the routes of :func:`hetero_ns3.netgraph.shortest_path_next_hops`
+  (least cost, ECMP, zone rules: the routes both backends use), the one with the highest bottleneck
+  rate, then the lowest delay. Its ``kind`` is ``network`` if it crosses a network link, else
+  ``pcie`` if it crosses a PCIe link, else ``nvlink``.
+* **Rail** of a GPU: the far end of the first network link of the NIC that serves it (``serves``),
+  or, without one, of the first network link reachable from the GPU (its rail / leaf switch).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 from hetero_ns3.collectives.tuning import Tuning, load_tuning
 from hetero_ns3.errors import HeteroNs3Error, PlanningError
-from hetero_ns3.netgraph import HOST, NetGraph
+from hetero_ns3.netgraph import HOST, NetGraph, shortest_path_next_hops
 
 _GPU_NAME = re.compile(r"^(n\d+)\.g(\d+)$")
 NVLINK, PCIE, NETWORK = "nvlink", "pcie", "network"
@@ -56,7 +57,12 @@ class CollectiveEnv:
             self._node[n.name] = m.group(1) if m else n.name
             self._local[n.name] = int(m.group(2)) if m else 0
         self._adj = graph.adjacency()
-        self._paths: dict[str, dict[int, PairPath]] = {}
+        self._paths: dict[tuple[str, str], PairPath] = {}
+        self._tables: dict[int, tuple[list[list[int]], dict[int, tuple[float, float, int, int] | None]]] = {}
+        self._nic_of: dict[str, str] = {}
+        for n in graph.nodes:
+            for h in getattr(n, "serves", ()):
+                self._nic_of.setdefault(h, n.name)
         self._rail: dict[str, str] = {}
         self._hbm: dict[str, float] = {}
         self.cache: dict[object, object] = {}
@@ -111,51 +117,48 @@ class CollectiveEnv:
         return t.reduction_bytes_touched * nbytes / (self.hbm_bw_Bps(gpu) * t.hbm_efficiency)
 
     # -- paths -----------------------------------------------------------------------------------
-    def _search(self, src: str) -> dict[int, PairPath]:
-        graph = self.graph
-        nodes = graph.nodes
-        links = graph.links
-        s = graph.index(src)
-        dist = {s: 0}
-        best: dict[int, tuple[float, float, int]] = {s: (float("inf"), 0.0, 0)}  # rate, delay, kindbits
-        order = [s]
-        queue = deque([s])
-        while queue:
-            u = queue.popleft()
-            if u != s and nodes[u].kind == HOST:
+    def _toward(self, dst: int) -> tuple[list[list[int]], dict[int, tuple[float, float, int, int]]]:
+        """Next-hop table toward host ``dst`` (the routes both backends use) and a memo of best paths."""
+        hit = self._tables.get(dst)
+        if hit is None:
+            hit = self._tables[dst] = (shortest_path_next_hops(self.graph, dst), {dst: (float("inf"), 0.0, 0, 0)})
+        return hit
+
+    def _best(self, u: int, dst: int) -> tuple[float, float, int, int] | None:
+        """(bottleneck bit/s, delay s, kind bits, hops) of the widest routed path from ``u`` to ``dst``."""
+        table, memo = self._toward(dst)
+        got = memo.get(u)
+        if got is not None or u in memo:
+            return got
+        links = self.graph.links
+        index = self.graph._index
+        best = None
+        for li in table[u]:
+            link = links[li]
+            v = index[link.b] if index[link.a] == u else index[link.a]
+            sub = self._best(v, dst)
+            if sub is None:
                 continue
-            du = dist[u]
-            ru, delu, ku = best[u]
-            for v, li in self._adj[u]:
-                link = links[li]
-                kb = 2 if link.kind == NETWORK else (1 if link.kind == PCIE else 0)
-                cand = (min(ru, link.rate_bps), delu + link.delay_s, ku | (kb and (1 << (kb - 1))))
-                dv = dist.get(v)
-                if dv is None:
-                    dist[v] = du + 1
-                    best[v] = cand
-                    order.append(v)
-                    queue.append(v)
-                elif dv == du + 1:
-                    old = best[v]
-                    if cand[0] > old[0] or (cand[0] == old[0] and cand[1] < old[1]):
-                        best[v] = cand
-        out: dict[int, PairPath] = {}
-        for v in order:
-            if v != s and nodes[v].kind == HOST:
-                rate, delay, bits = best[v]
-                kind = NETWORK if bits & 2 else (PCIE if bits & 1 else NVLINK)
-                out[v] = PairPath(rate, delay, kind, dist[v])
-        return out
+            kb = 2 if link.kind == NETWORK else (1 if link.kind == PCIE else 0)
+            cand = (min(sub[0], link.rate_bps), sub[1] + link.delay_s, sub[2] | kb, sub[3] + 1)
+            if best is None or cand[0] > best[0] or (cand[0] == best[0] and cand[1] < best[1]):
+                best = cand
+        memo[u] = best
+        return best
 
     def path(self, src: str, dst: str) -> PairPath:
         """Path properties from ``src`` to ``dst`` (cached per source)."""
-        table = self._paths.get(src)
-        if table is None:
-            table = self._paths[src] = self._search(src)
-        p = table.get(self.graph.index(dst))
+        key = (src, dst)
+        p = self._paths.get(key)
         if p is None:
-            raise PlanningError(f"no route from {src!r} to {dst!r} in the topology; check its links")
+            if src == dst:
+                raise PlanningError(f"path from {src!r} to itself requested; a rank cannot send to itself")
+            best = self._best(self.graph.index(src), self.graph.index(dst))
+            if best is None:
+                raise PlanningError(f"no route from {src!r} to {dst!r} in the topology; check its links")
+            rate, delay, bits, hops = best
+            kind = NETWORK if bits & 2 else (PCIE if bits & 1 else NVLINK)
+            p = self._paths[key] = PairPath(rate, delay, kind, hops)
         return p
 
     def hop_bandwidth_Bps(self, src: str, dst: str) -> float:
@@ -170,7 +173,7 @@ class CollectiveEnv:
         if r is not None:
             return r
         graph = self.graph
-        s = graph.index(gpu)
+        s = graph.index(self._nic_of.get(gpu, gpu))
         seen = {s}
         queue = deque([s])
         r = gpu
