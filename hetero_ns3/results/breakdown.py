@@ -16,11 +16,13 @@ iteration time ``T``) is split exactly into six terms:
   - a compute kernel of another GPU ``h``: waiting for a peer. Reached through a collective flow
     (any communication category but ``pp``) it is straggler wait: in a collective ``g`` contributes
     too, so waiting on a peer's kernel means the peer finished later. Reached through a pipeline
-    (``pp``) flow it is pipeline bubble, unless ``h`` or a GPU further back in the chain has more
-    compute per iteration than ``g`` (a more loaded, slower stage is why the wait exists): then it
-    is straggler wait. "Reached through" means the nearest communication element between ``e``
-    and ``g`` in the chain (if there is none, the nearest one further back; if the chain has no
-    communication at all, the pipeline rule applies);
+    (``pp``) flow it is a pipeline wait. "Reached through" means the nearest communication element
+    between ``e`` and ``g`` in the chain (if there is none, the nearest one further back; if the
+    chain has no communication at all, it is a pipeline wait). All pipeline waits of ``g`` are pooled
+    (``W``) and split at the end: ``min(W, C_worst - C_g)`` is straggler wait, the rest pipeline
+    bubble, where ``C`` is compute per iteration and ``C_worst`` the largest among the GPUs ``g``
+    waited on (the most loaded stage sets the pipeline's pace; the excess over ``g``'s own load is
+    imbalance, the remainder is fill/drain bubble);
   - anything else (barriers with a duration, unknown categories, start delays a backend leaves
     between a task and its last dependency, a chain that ends early): ``other_s``.
 
@@ -140,19 +142,26 @@ class _Attributor:
         self.pred = last_finishing_dependency(plan, times.finish_s).tolist()
         self.node = [m.node for m in meta]
         self.busy = [0.0] * len(meta)  # C_g, set by attribute()
+        self.pp_wait = 0.0  # pooled pipeline waits of the GPU being attributed
+        self.pp_worst = 0.0  # largest C_h among the pipeline peers it waited on
 
-    def _settle_pipeline(self, acc: list[float], g: int, waits: list[tuple[float, int]]) -> None:
-        """Split pipeline waits (in chain order, nearest to ``g`` first) into straggler wait and bubble.
+    def _note_pipeline(self, g: int, waits: list[tuple[float, int]]) -> None:
+        """Pool waits of ``g`` on pipeline peers' kernels; :meth:`settle_pipeline` splits the pool."""
+        for x, h in waits:
+            self.pp_wait += x
+            self.pp_worst = max(self.pp_worst, self.busy[h])
 
-        A wait on a kernel of ``h`` is straggler wait when ``h`` or any GPU further back in the chain has
-        more compute per iteration than ``g`` (the wait exists because a more loaded stage is late);
-        otherwise it is pipeline bubble.
+    def settle_pipeline(self, acc: list[float], g: int) -> None:
+        """Split ``g``'s pooled pipeline waits into straggler wait and bubble, then reset the pool.
+
+        The most loaded stage ``g`` waited on sets the pipeline's pace: over the iteration it computes
+        ``C_worst`` while ``g`` computes ``C_g``, so ``C_worst - C_g`` of ``g``'s pipeline waiting is
+        due to imbalance (straggler wait); the rest is the fill/drain bubble.
         """
-        worst = 0.0
-        cg = self.busy[g]
-        for x, h in reversed(waits):
-            worst = max(worst, self.busy[h])
-            acc[I_STRAGGLER if worst > cg * (1.0 + 1e-9) else I_BUBBLE] += x
+        strag = min(self.pp_wait, max(0.0, self.pp_worst - self.busy[g]))
+        acc[I_STRAGGLER] += strag
+        acc[I_BUBBLE] += self.pp_wait - strag
+        self.pp_wait, self.pp_worst = 0.0, 0.0
 
     def walk(self, acc: list[float], g: int, first: int, a: float, hi: float) -> None:
         """Explain ``[a, hi]`` of GPU ``g`` by the chain that starts at task ``first``; add into ``acc``."""
@@ -198,7 +207,7 @@ class _Attributor:
         if hi > a:
             acc[I_OTHER] += hi - a
         acc[I_INTRA] += pending_red
-        self._settle_pipeline(acc, g, pipeline + pending_peer)
+        self._note_pipeline(g, pipeline + pending_peer)
 
 
 def attribute(plan: ExecutionPlan, times: TaskTimes, meta: Sequence[GpuMeta]) -> tuple[float, np.ndarray]:
@@ -250,5 +259,6 @@ def attribute(plan: ExecutionPlan, times: TaskTimes, meta: Sequence[GpuMeta]) ->
                 a = e_g
         if t1 > a:
             att.walk(acc, g, global_last, a, t1)
+        att.settle_pipeline(acc, g)
         out[g] = acc
     return t1 - t0, out

@@ -203,6 +203,7 @@ def write_run(
     files = ["scenario.resolved.json", "versions.json", "plan.npz", "tasks.csv", "flows.csv"]
     errors: dict[str, str] = {}
     from hetero_ns3.results.plots import plot_breakdown, plot_timeline  # matplotlib: ~0.5 s, only when plotting
+
     if _try(
         errors,
         "trace.json",

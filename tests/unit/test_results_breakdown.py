@@ -76,14 +76,21 @@ def test_1f1b_bubble_fraction_is_textbook(pp, m):
     assert s.overall.pipeline_bubble_s / s.iteration_time_s == pytest.approx(expected, rel=0.01)
 
 
-def test_unbalanced_pipeline_shows_straggler_wait_on_the_fast_stages():
-    plan, meta = one_f_one_b(4, 8, 1.0, 2.0, stage_scale=[1.0, 1.0, 2.0, 1.0])
+@pytest.mark.parametrize("slow", [2.0, 1.05])
+def test_unbalanced_pipeline_straggler_wait_is_the_load_excess(slow):
+    """Stage 2 computes `slow` x as long: the others' straggler wait is C_slow - C_fast, the rest bubble."""
+    plan, meta = one_f_one_b(4, 8, 1.0, 2.0, stage_scale=[1.0, 1.0, slow, 1.0])
     s = summarize(plan, critical_path_s(plan, 0.0), meta)
     check_closure(s)
-    slow = s.per_gpu["n2.g0"]
-    fast = [s.per_gpu[g] for g in ("n0.g0", "n1.g0", "n3.g0")]
-    assert slow.straggler_wait_s == pytest.approx(0.0, abs=1e-9)
-    assert all(f.straggler_wait_s > 0.2 * s.iteration_time_s for f in fast)
+    excess = 24.0 * (slow - 1.0)
+    assert s.per_gpu["n2.g0"].straggler_wait_s == pytest.approx(0.0, abs=1e-9)
+    for g in ("n0.g0", "n1.g0", "n3.g0"):
+        assert s.per_gpu[g].straggler_wait_s == pytest.approx(excess, rel=1e-9)
+        assert s.per_gpu[g].other_s == pytest.approx(0.0, abs=1e-9)
+    # the bubble that is left is the same on every stage, and within one stage time of the balanced one
+    bubbles = [b.pipeline_bubble_s for b in s.per_gpu.values()]
+    assert max(bubbles) - min(bubbles) < 1e-9
+    assert abs(bubbles[0] - 9.0) <= 3.0 * (slow - 1.0) + 1e-9
 
 
 def _longest_path(plan, flow_time):
