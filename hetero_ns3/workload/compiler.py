@@ -191,7 +191,7 @@ class CompileSpec:
     gpu_of: Callable[[str], GpuSpec]
 
 
-class _Programs:
+class StepPrograms:
     """Cached step programs and their per-GPU-type (flops, bytes, seconds) costs."""
 
     def __init__(self, spec: CompileSpec) -> None:
@@ -223,7 +223,7 @@ class _Programs:
         return self._cost[key]
 
 
-def _params_order(spec: CompileSpec, v: int, tp: int, pp: int) -> list[tuple[str, float, float]]:
+def params_in_grad_order(spec: CompileSpec, v: int, tp: int, pp: int) -> list[tuple[str, float, float]]:
     """(unit, dense params, expert params) on virtual stage ``v`` in the order backward finalizes them."""
     model, ep = spec.model, spec.plan.ep
     first, n_layers = sum(spec.stage_layers[:v]), spec.stage_layers[v]
@@ -271,7 +271,7 @@ def compile_workload(spec: CompileSpec, placement: Placement) -> Workload:
     n_v = pp * chunks
     firsts = [sum(spec.stage_layers[:v]) for v in range(n_v)]
     ids = _Ids()
-    progs = _Programs(spec)
+    progs = StepPrograms(spec)
     builders = [_RankBuilder(s, ids) for s in placement.slots]
     gbytes = GRAD_BYTES[plan.grad_reduce_dtype]
     zero = plan.zero_stage
@@ -280,7 +280,7 @@ def compile_workload(spec: CompileSpec, placement: Placement) -> Workload:
     dp_kind = "reduce_scatter" if zero >= 1 else "all_reduce"
     tied_sync = model.tie_embeddings and pp > 1
     emb_grad_bytes = 4.0 * model.padded_vocab(tp) * model.hidden / tp
-    orders = {v: _params_order(spec, v, tp, pp) for v in range(n_v)}
+    orders = {v: params_in_grad_order(spec, v, tp, pp) for v in range(n_v)}
     buckets = {v: bucketize(orders[v], plan.bucket_params) for v in range(n_v)}
 
     def worker(stage: int, rep: int) -> list[_RankBuilder]:

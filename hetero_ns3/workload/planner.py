@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from hetero_ns3.compute.gpus import GpuSpec, get_gpu
 from hetero_ns3.errors import PlanningError, ScenarioError
 from hetero_ns3.workload import layers as L
 from hetero_ns3.workload.artefact import Workload
-from hetero_ns3.workload.compiler import CompileSpec, _params_order, _Programs, compile_workload
+from hetero_ns3.workload.compiler import CompileSpec, params_in_grad_order, StepPrograms, compile_workload
 from hetero_ns3.workload.memory import GIB, MemoryEstimate, RankParams, layer_activation_bytes, state_bytes
 from hetero_ns3.workload.models import ModelSpec
 from hetero_ns3.workload.parallel import ParallelPlan, check_plan, resolve_dp
@@ -123,7 +123,7 @@ class Plan:
         return paths
 
 
-def _layer_costs(progs: _Programs, gpu_type: str, what: Sequence[str], layer: int = 0) -> float:
+def program_time(progs: StepPrograms, gpu_type: str, what: Sequence[str], layer: int = 0) -> float:
     t = 0.0
     for w in what:
         for st in progs.program(w, layer):
@@ -132,22 +132,22 @@ def _layer_costs(progs: _Programs, gpu_type: str, what: Sequence[str], layer: in
     return t
 
 
-def _avg_layer_time(progs: _Programs, model: ModelSpec, gpu_type: str) -> float:
+def _avg_layer_time(progs: StepPrograms, model: ModelSpec, gpu_type: str) -> float:
     kinds = {model.is_moe_layer(i): i for i in range(model.layers)}
     n_moe = sum(model.is_moe_layer(i) for i in range(model.layers))
-    t = {k: _layer_costs(progs, gpu_type, ("layer_f", "layer_b"), i) for k, i in kinds.items()}
+    t = {k: program_time(progs, gpu_type, ("layer_f", "layer_b"), i) for k, i in kinds.items()}
     return (t.get(True, 0.0) * n_moe + t.get(False, 0.0) * (model.layers - n_moe)) / model.layers
 
 
 def partition(
-    model: ModelSpec, plan: ParallelPlan, placement: Placement, progs: _Programs
+    model: ModelSpec, plan: ParallelPlan, placement: Placement, progs: StepPrograms
 ) -> tuple[tuple[int, ...], tuple[int, ...], dict[str, float]]:
     """(layers per virtual stage, microbatches per replica, layer time per GPU type)."""
     pp, dp, chunks = plan.pp, placement.dp, plan.chunks
     types = sorted({s.gpu_type for s in placement.slots})
     layer_t = {g: _avg_layer_time(progs, model, g) for g in types}
-    emb_t = {g: _layer_costs(progs, g, ("emb_f", "emb_b")) for g in types}
-    head_t = {g: _layer_costs(progs, g, ("head_f", "head_b")) for g in types}
+    emb_t = {g: program_time(progs, g, ("emb_f", "emb_b")) for g in types}
+    head_t = {g: program_time(progs, g, ("head_f", "head_b")) for g in types}
     # slowest GPU of each stage across replicas sets that stage's pace (DP syncs the replicas)
     stage_t = [max(layer_t[placement.slot(0, s, d).gpu_type] for d in range(dp)) for s in range(pp)]
     fixed = [0.0] * pp
@@ -216,7 +216,7 @@ def estimate_memory(
             weights: dict[int, float] = {}
             for c in range(chunks):
                 v = c * pp + s
-                for _u, dn, ex in _params_order(spec, v, tp, pp):
+                for _u, dn, ex in params_in_grad_order(spec, v, tp, pp):
                     dense += dn
                     expert += ex
                 weights[c] = sum(
@@ -264,6 +264,53 @@ def _check_memory(mem: Sequence[MemoryEstimate], plan: ParallelPlan) -> None:
     )
 
 
+@dataclass(frozen=True)
+class Resolved:
+    """A validated, placed and partitioned plan, before compilation.
+
+    Attributes:
+        plan: the parallel plan with ``dp`` resolved.
+        placement: rank -> GPU.
+        spec: compiler input (model, plan, stage layers, replica microbatches, roofline, GPU lookup).
+        layer_time: seconds of one layer forward + backward per GPU type.
+        memory: per-rank memory estimates.
+    """
+
+    plan: ParallelPlan
+    placement: Placement
+    spec: CompileSpec
+    layer_time: dict[str, float]
+    memory: tuple[MemoryEstimate, ...]
+
+
+def resolve(
+    model: ModelSpec,
+    plan: ParallelPlan,
+    gpus: Sequence[GpuLike],
+    compute: ComputeConfig | None = None,
+    base_dir: Path | None = None,
+    gpu_of: Callable[[str], GpuSpec] | None = None,
+) -> Resolved:
+    """Validate, place, partition and estimate memory (no compilation, no memory check)."""
+    compute = compute or ComputeConfig()
+    extra = compute.extra_gpus()
+    lookup = gpu_of or (lambda name: get_gpu(name, extra))
+    if not gpus:
+        raise ScenarioError("the cluster has no GPUs")
+    for t in sorted({g.gpu_type for g in gpus}):
+        lookup(t).peak_flops(compute.precision)
+    dp = resolve_dp(plan, len(gpus))
+    check_plan(plan, model, dp)
+    plan = replace(plan, dp=dp)
+    placement = place(gpus, plan.tp, plan.pp, dp, plan.ep, plan.order)
+    roofline = compute.roofline(base_dir)
+    probe = CompileSpec(model, plan, (1,) * plan.pp * plan.chunks, (1,) * dp, roofline, lookup)
+    vlayers, reps, layer_t = partition(model, plan, placement, StepPrograms(probe))
+    spec = CompileSpec(model, plan, vlayers, reps, roofline, lookup)
+    memory = estimate_memory(model, plan, placement, spec, compute)
+    return Resolved(plan, placement, spec, layer_t, memory)
+
+
 def build_plan(
     model: ModelSpec,
     plan: ParallelPlan,
@@ -278,42 +325,24 @@ def build_plan(
     a valid plan cannot run (HBM overflow, TP group across GPU types).
     """
     compute = compute or ComputeConfig()
-    extra = compute.extra_gpus()
-    lookup = gpu_of or (lambda name: get_gpu(name, extra))
-    if not gpus:
-        raise ScenarioError("the cluster has no GPUs")
-    for g in gpus:
-        lookup(g.gpu_type)
-    dp = resolve_dp(plan, len(gpus))
-    check_plan(plan, model, dp)
-    from dataclasses import replace
-
-    plan = replace(plan, dp=dp)
-    placement = place(gpus, plan.tp, plan.pp, dp, plan.ep, plan.order)
-    roofline = compute.roofline(base_dir)
-    for t in {s.gpu_type for s in placement.slots}:
-        lookup(t).peak_flops(compute.precision)
-    probe = CompileSpec(model, plan, (1,) * plan.pp * plan.chunks, (1,) * dp, roofline, lookup)
-    vlayers, reps, layer_t = partition(model, plan, placement, _Programs(probe))
-    spec = CompileSpec(model, plan, vlayers, reps, roofline, lookup)
-    memory = estimate_memory(model, plan, placement, spec, compute)
+    r = resolve(model, plan, gpus, compute, base_dir, gpu_of)
     if compute.check_memory:
-        _check_memory(memory, plan)
-    wl = compile_workload(spec, placement)
+        _check_memory(r.memory, r.plan)
+    wl = compile_workload(r.spec, r.placement)
     timeline = replay(wl)
-    peak = sum(lookup(s.gpu_type).peak_flops(compute.precision) for s in placement.slots)
-    executed = sum(op.flops for op in wl)
+    lookup = r.spec.gpu_of
+    peak = sum(lookup(s.gpu_type).peak_flops(compute.precision) for s in r.placement.slots)
     return Plan(
         model,
-        plan,
-        placement,
-        vlayers,
-        reps,
-        layer_t,
-        memory,
+        r.plan,
+        r.placement,
+        r.spec.stage_layers,
+        r.spec.replica_microbatches,
+        r.layer_time,
+        r.memory,
         wl,
-        model.iteration_flops(plan.global_batch, "none", plan.tp),
-        executed,
+        model.iteration_flops(r.plan.global_batch, "none", r.plan.tp),
+        sum(op.flops for op in wl),
         timeline.iteration_time,
         peak,
     )

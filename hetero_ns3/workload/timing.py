@@ -17,44 +17,61 @@ if TYPE_CHECKING:
     from hetero_ns3.workload.artefact import Op, Workload
 
 
-def _node_of(op: Op) -> tuple[str, int]:
-    return ("i", op.instance) if op.instance >= 0 else ("o", op.id)
+def _graph(wl: Workload) -> tuple[list[Op], list[int], list[list[int]]]:
+    """(ops, node of each op position, member positions of each node): instances merge their members."""
+    ops = list(wl)
+    node_of: list[int] = [0] * len(ops)
+    inst_node: dict[int, int] = {}
+    members: list[list[int]] = []
+    for i, op in enumerate(ops):
+        if op.instance >= 0:
+            n = inst_node.get(op.instance)
+            if n is None:
+                n = inst_node[op.instance] = len(members)
+                members.append([])
+        else:
+            n = len(members)
+            members.append([])
+        members[n].append(i)
+        node_of[i] = n
+    return ops, node_of, members
 
 
-def topological_nodes(wl: Workload) -> list[tuple[tuple[str, int], list[Op]]]:
-    """Nodes (an op, or a collective instance with its member ops) in a dependency-respecting order.
-
-    Raises PlanningError naming a stuck op when the graph has a cycle.
-    """
-    members: dict[tuple[str, int], list[Op]] = {}
-    node_of: dict[int, tuple[str, int]] = {}
-    for op in wl:
-        n = _node_of(op)
-        members.setdefault(n, []).append(op)
-        node_of[op.id] = n
-    indeg: dict[tuple[str, int], int] = dict.fromkeys(members, 0)
-    succ: dict[tuple[str, int], list[tuple[str, int]]] = {n: [] for n in members}
-    for n, ops in members.items():
-        for op in ops:
-            for d in op.deps:
-                src = node_of[d]
-                if src == n:
-                    continue
+def _order(wl: Workload) -> tuple[list[Op], list[int], list[list[int]], list[int]]:
+    ops, node_of, members = _graph(wl)
+    pos = {op.id: i for i, op in enumerate(ops)}
+    n_nodes = len(members)
+    indeg = [0] * n_nodes
+    succ: list[list[int]] = [[] for _ in range(n_nodes)]
+    for i, op in enumerate(ops):
+        n = node_of[i]
+        for d in op.deps:
+            src = node_of[pos[d]]
+            if src != n:
                 succ[src].append(n)
                 indeg[n] += 1
-    order = []
-    ready = [n for n, k in indeg.items() if k == 0]
+    ready = [n for n in range(n_nodes) if indeg[n] == 0]
+    order: list[int] = []
     while ready:
         n = ready.pop()
-        order.append((n, members[n]))
+        order.append(n)
         for m in succ[n]:
             indeg[m] -= 1
             if indeg[m] == 0:
                 ready.append(m)
-    if len(order) != len(members):
-        stuck = next(n for n, k in indeg.items() if k > 0)
-        raise PlanningError(f"workload has a dependency cycle through {[o.name for o in members[stuck]]}")
-    return order
+    if len(order) != n_nodes:
+        stuck = next(n for n in range(n_nodes) if indeg[n] > 0)
+        raise PlanningError(f"workload has a dependency cycle through {[ops[i].name for i in members[stuck]]}")
+    return ops, node_of, members, order
+
+
+def topological_nodes(wl: Workload) -> list[list[Op]]:
+    """Groups of ops (one op, or the members of a collective instance) in dependency order.
+
+    Raises PlanningError naming a stuck op when the graph has a cycle.
+    """
+    ops, _node_of, members, order = _order(wl)
+    return [[ops[i] for i in members[n]] for n in order]
 
 
 @dataclass(frozen=True)
@@ -71,16 +88,20 @@ class Timeline:
 
 def replay(wl: Workload, comm_time: Callable[[Op], float] | None = None) -> Timeline:
     """Earliest-start replay; ``comm_time(op)`` gives an instance's duration (0 when None)."""
+    ops, _node_of, members, order = _order(wl)
+    end_by_id: dict[int, float] = {}
     start: dict[int, float] = {}
-    end: dict[int, float] = {}
-    for _node, ops in topological_nodes(wl):
+    for n in order:
+        mem = members[n]
         t0 = 0.0
-        for op in ops:
-            for d in op.deps:
-                if d in end:
-                    t0 = max(t0, end[d])
-        dur = ops[0].duration if ops[0].kind == "compute" else (comm_time(ops[0]) if comm_time else 0.0)
-        for op in ops:
-            start[op.id] = t0
-            end[op.id] = t0 + dur
-    return Timeline(start, end)
+        for i in mem:
+            for d in ops[i].deps:
+                e = end_by_id.get(d)
+                if e is not None and e > t0:
+                    t0 = e
+        head = ops[mem[0]]
+        dur = head.duration if head.kind == "compute" else (comm_time(head) if comm_time else 0.0)
+        for i in mem:
+            start[ops[i].id] = t0
+            end_by_id[ops[i].id] = t0 + dur
+    return Timeline(start, end_by_id)
