@@ -20,7 +20,7 @@ from hetero_ns3.compute.gpus import GpuSpec, get_gpu
 from hetero_ns3.errors import PlanningError, ScenarioError
 from hetero_ns3.workload import layers as L
 from hetero_ns3.workload.artefact import Workload
-from hetero_ns3.workload.compiler import CompileSpec, params_in_grad_order, StepPrograms, compile_workload
+from hetero_ns3.workload.compiler import CompileSpec, StepPrograms, compile_workload, params_in_grad_order
 from hetero_ns3.workload.memory import GIB, MemoryEstimate, RankParams, layer_activation_bytes, state_bytes
 from hetero_ns3.workload.models import ModelSpec
 from hetero_ns3.workload.parallel import ParallelPlan, check_plan, resolve_dp

@@ -30,9 +30,9 @@ def test_1f1b_warmup_is_pp_minus_rank_minus_1(pp: int, m: int) -> None:
 
 def test_1f1b_order_rank0_pp4_m8() -> None:
     got = [f"{s.phase}{s.microbatch}" for s in pipeline_schedule("1f1b", 4, 0, 8)]
-    assert got == "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7".split()
+    assert got == ["F0", "F1", "F2", "F3", "B0", "F4", "B1", "F5", "B2", "F6", "B3", "F7", "B4", "B5", "B6", "B7"]
     last = [f"{s.phase}{s.microbatch}" for s in pipeline_schedule("1f1b", 4, 3, 8)]
-    assert last == "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7".split()
+    assert last == ["F0", "B0", "F1", "B1", "F2", "B2", "F3", "B3", "F4", "B4", "F5", "B5", "F6", "B6", "F7", "B7"]
 
 
 def test_gpipe_holds_all_microbatches() -> None:
@@ -45,11 +45,40 @@ def test_interleaved_rank0_matches_megatron_table() -> None:
     """pp=4, vpp=2, M=8 (Narayanan et al. Fig. 4): Megatron's warm-up (pp-r-1)*2 + (vpp-1)*pp = 10 and
     chunk/microbatch order from get_model_chunk_id / microbatch id, written out by hand."""
     got = [f"{s.phase}{s.microbatch}c{s.chunk}" for s in pipeline_schedule("interleaved", 4, 0, 8, 2)]
-    expected = (
-        "F0c0 F1c0 F2c0 F3c0 F0c1 F1c1 F2c1 F3c1 F4c0 F5c0 "  # warm-up: 10 forwards
-        "F6c0 B0c1 F7c0 B1c1 F4c1 B2c1 F5c1 B3c1 F6c1 B0c0 F7c1 B1c0 "  # steady 1F1B
-        "B2c0 B3c0 B4c1 B5c1 B6c1 B7c1 B4c0 B5c0 B6c0 B7c0"  # cool-down
-    ).split()
+    expected = [
+        "F0c0",
+        "F1c0",
+        "F2c0",
+        "F3c0",
+        "F0c1",
+        "F1c1",
+        "F2c1",
+        "F3c1",
+        "F4c0",
+        "F5c0",
+        "F6c0",
+        "B0c1",
+        "F7c0",
+        "B1c1",
+        "F4c1",
+        "B2c1",
+        "F5c1",
+        "B3c1",
+        "F6c1",
+        "B0c0",
+        "F7c1",
+        "B1c0",
+        "B2c0",
+        "B3c0",
+        "B4c1",
+        "B5c1",
+        "B6c1",
+        "B7c1",
+        "B4c0",
+        "B5c0",
+        "B6c0",
+        "B7c0",
+    ]
     assert got == expected
 
 

@@ -10,11 +10,11 @@ from hetero_ns3.workload.parallel import ParallelPlan
 from hetero_ns3.workload.planner import build_plan
 
 
-def _narayanan(B: int, s: int, l: int, h: int, V: int, recompute: bool) -> float:
+def _narayanan(B: int, s: int, n_layers: int, h: int, V: int, recompute: bool) -> float:
     """Eq. (3) of Narayanan et al. SC'21 (with recomputation) and its 3-pass form (without)."""
     if recompute:
-        return 96 * B * s * l * h**2 * (1 + s / (6 * h) + V / (16 * l * h))
-    return 72 * B * s * l * h**2 * (1 + s / (6 * h) + V / (12 * l * h))
+        return 96 * B * s * n_layers * h**2 * (1 + s / (6 * h) + V / (16 * n_layers * h))
+    return 72 * B * s * n_layers * h**2 * (1 + s / (6 * h) + V / (12 * n_layers * h))
 
 
 @pytest.mark.parametrize("recompute", [True, False])

@@ -7,10 +7,10 @@ from dataclasses import replace
 import pytest
 
 from hetero_ns3.scenario.sections import ClusterSection, NodeGroupSpec, inline_gpus
+from hetero_ns3.workload.compiler import StepPrograms
 from hetero_ns3.workload.models import get_model
 from hetero_ns3.workload.parallel import ParallelPlan
 from hetero_ns3.workload.partition import chunk_layers, minmax_split, uniform_split
-from hetero_ns3.workload.compiler import StepPrograms
 from hetero_ns3.workload.planner import program_time, resolve
 
 
@@ -92,7 +92,9 @@ def test_replica_microbatches_follow_throughput() -> None:
 def test_given_partition_is_used_and_uniform_option() -> None:
     model = get_model("gpt3-1.3b")
     gpus = _cluster(("H100-SXM", 1, 8), ("A100-SXM-80GB", 1, 8))
-    r = resolve(model, ParallelPlan(tp=4, pp=2, global_batch=8, stage_layers=(10, 14), replica_microbatches=(5, 3)), gpus)
+    r = resolve(
+        model, ParallelPlan(tp=4, pp=2, global_batch=8, stage_layers=(10, 14), replica_microbatches=(5, 3)), gpus
+    )
     assert r.spec.stage_layers == (10, 14) and r.spec.replica_microbatches == (5, 3)
     r = resolve(model, ParallelPlan(tp=4, pp=2, global_batch=8, partition="uniform"), gpus)
     assert r.spec.stage_layers == (12, 12) and r.spec.replica_microbatches == (4, 4)
