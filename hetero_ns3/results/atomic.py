@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -80,13 +81,13 @@ def write_json(path: str | os.PathLike[str], data: Any, compact: bool = False) -
 
 
 def _sanitize(obj: Any) -> Any:
-    """Replace non-finite floats by None so the JSON is strict."""
+    """Plain-JSON copy of ``obj``: numpy scalars and arrays as Python values, non-finite floats as None."""
     if isinstance(obj, float):
-        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+        return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
         return {str(k): _sanitize(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [_sanitize(v) for v in obj]
-    if hasattr(obj, "item") and not hasattr(obj, "__len__"):
-        return _sanitize(obj.item())
+    if hasattr(obj, "tolist"):  # numpy scalar or array
+        return _sanitize(obj.tolist())
     return obj

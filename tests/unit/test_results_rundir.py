@@ -184,8 +184,8 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
         atomic.write_with(target, boom)
     assert json.loads(target.read_text()) == {"v": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
-    atomic.write_json(target, {"nan": float("nan")})
-    assert json.loads(target.read_text()) == {"nan": None}
+    atomic.write_json(target, {"nan": float("nan"), "arr": np.array([1.5, np.inf]), "n": np.int64(3)})
+    assert json.loads(target.read_text()) == {"nan": None, "arr": [1.5, None], "n": 3}
 
 
 def test_flows_extra_columns_positional_and_mismatch(tmp_path):
