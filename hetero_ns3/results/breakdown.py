@@ -11,8 +11,10 @@ iteration time ``T``) is split exactly into six terms:
   time ``a``. Each chain element ``e`` explains the part of ``[a, b]`` it spans:
 
   - a flow: exposed communication, intra-node if both endpoints share a node, else inter-node;
-  - a reduction kernel (compute task of a communication category): exposed communication of the
-    class of the flow that feeds it (the next flow further back in the chain; intra-node if none);
+  - a communication kernel (compute task of a communication category: a reduction, a collective's
+    launch or protocol latency): exposed communication of the class of the flow that feeds it (the
+    next flow further back in the chain; if none, the nearest flow closer to ``g``; intra-node if
+    the chain has no flow);
   - a compute kernel of another GPU ``h``: waiting for a peer. Reached through a collective flow
     (any communication category but ``pp``) it is straggler wait: in a collective ``g`` contributes
     too, so waiting on a peer's kernel means the peer finished later. Reached through a pipeline
@@ -170,6 +172,7 @@ class _Attributor:
         pending_peer: list[tuple[float, int]] = []
         pipeline: list[tuple[float, int]] = []
         pending_red = 0.0
+        last_flow_term = I_INTRA
         cur = first
         while cur >= 0 and hi > a:
             s, f = start[cur], finish[cur]
@@ -191,6 +194,7 @@ class _Attributor:
                         term = I_INTER if self.node[self.gpu[cur]] != self.node[self.dst[cur]] else I_INTRA
                         acc[term] += covered + pending_red
                         pending_red = 0.0
+                        last_flow_term = term
                     else:
                         pending_red += covered
                 elif self.cls[cur] == COMPUTE_CLASS and self.gpu[cur] != g:
@@ -206,7 +210,7 @@ class _Attributor:
             cur = pred[cur]
         if hi > a:
             acc[I_OTHER] += hi - a
-        acc[I_INTRA] += pending_red
+        acc[last_flow_term] += pending_red  # no flow further back: the nearest one closer to g
         self._note_pipeline(g, pipeline + pending_peer)
 
 

@@ -281,3 +281,18 @@ def test_slow_link_raises_exposed_comm_not_straggler_wait():
     assert s.iteration_time_s > base.iteration_time_s + 0.3
     assert s.overall_max.straggler_wait_s == pytest.approx(0.0, abs=0.011)  # at most the ring's end skew
     assert s.overall.exposed_inter_node_comm_s > base.overall.exposed_inter_node_comm_s + 0.3
+
+
+def test_collective_entry_latency_takes_the_class_of_the_flow_after_it():
+    b = PlanBuilder(["a", "b"])
+    ca = b.add_compute("a", 1.0, label="bwd")
+    cb = b.add_compute("b", 1.0, label="bwd")
+    entry = b.add_compute("b", 0.2, [cb], stream=1, label="dp.ar ring/simple ch0 entry", category="dp")
+    f = b.add_flow("b", "a", 100, [entry], label="dp.ar ring/simple ch0 send", category="dp")
+    b.add_compute("a", 1.0, [ca, f], label="opt")
+    plan = b.build()
+    s = summarize(plan, critical_path_s(plan, 0.3), {"a": GpuMeta("X", 0), "b": GpuMeta("X", 1)})
+    check_closure(s)
+    # a waits 0.5 s: 0.2 s entry latency on b then a 0.3 s inter-node flow, all inter-node comm
+    assert s.per_gpu["a"].exposed_inter_node_comm_s == pytest.approx(0.5)
+    assert s.per_gpu["a"].exposed_intra_node_comm_s == 0.0
