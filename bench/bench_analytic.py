@@ -112,6 +112,7 @@ def run_one(n: int, workload: str, seed: int) -> dict:
         "fill_rounds": res.stats.fill_rounds,
         "max_active": res.stats.max_active_flows,
         "reused_rates": res.stats.reused_rates,
+        "recomputed_rates": res.stats.recomputed_rates,
         "events_per_s": res.stats.events_per_s,
         "makespan_s": res.times.makespan_s,
         "no_network_makespan_s": base.makespan_s,

@@ -38,6 +38,8 @@ class AnalyticStats:
     max_active_flows: int
     reused_rates: int
     """Flow rates kept across max-min updates (incremental recomputation)."""
+    recomputed_rates: int
+    """Flow rates recomputed, summed over updates."""
     routing_s: float
     """Wall seconds spent routing flows (next-hop tables and path walks)."""
     replay_s: float
@@ -153,6 +155,7 @@ def simulate_plan(
         s.fill_rounds,
         s.max_active_flows,
         s.reused_rates,
+        s.recomputed_rates,
         t_route,
         s.wall_s,
         time.perf_counter() - t0,

@@ -40,6 +40,8 @@ class EngineStats:
     """Largest number of flows sharing the network at once."""
     reused_rates: int
     """Flow rates kept across updates because they lie below the unchanged level (incremental max-min)."""
+    recomputed_rates: int
+    """Flow rates recomputed, summed over updates (the water-filling work)."""
     wall_s: float
     """Wall-clock seconds spent in the event loop."""
 
@@ -132,7 +134,7 @@ def replay(
     rate = np.zeros(0)
     left = np.zeros(0)  # seconds until each active flow drains at the current rates
     t = 0.0
-    events = updates = rounds = max_active = reused = 0
+    events = updates = rounds = max_active = reused = recomputed = 0
     inf = float("inf")
     dirty = False
     n_added = 0  # flows at the tail of the active arrays that have no rate yet
@@ -179,6 +181,7 @@ def replay(
                 rounds += r
                 updates += 1
                 reused += a - n_up
+                recomputed += n_up
                 if n_up and not np.all(rate[upper] > 0):
                     raise SimulationError("a flow got a zero rate; check link rates in the topology")
                 max_active = max(max_active, a)
@@ -224,5 +227,5 @@ def replay(
     stuck = [i for i in range(n) if indeg[i] > 0]
     if stuck:
         raise SimulationError(f"{len(stuck)} tasks never became ready (first: task {stuck[0]})")
-    stats = EngineStats(events, updates, rounds, max_active, reused, time.perf_counter() - t0)
+    stats = EngineStats(events, updates, rounds, max_active, reused, recomputed, time.perf_counter() - t0)
     return EngineResult(np.asarray(start), np.asarray(finish), drain, stats)

@@ -53,9 +53,11 @@ static Ev heap_pop(Heap *h) {
     return top;
 }
 
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
+static void add_seed(i64 *seeds, i64 *ns, i64 *sstamp, i64 sid, i64 r) {
+    if (sstamp[r] != sid) {
+        sstamp[r] = sid;
+        seeds[(*ns)++] = r;
+    }
 }
 
 typedef struct {
@@ -111,27 +113,41 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
     d.zero = (i64 *)malloc((size_t)(n + 1) * sizeof(i64));
     d.pending = (i64 *)malloc((size_t)(n + 1) * sizeof(i64));
     i64 fcap = nflows + 1;
+    /* Active flows (compacted arrays) and their resources inline (ares[j*width + h], pad-terminated). */
     i64 *act = (i64 *)malloc((size_t)fcap * sizeof(i64));
     double *rem = (double *)malloc((size_t)fcap * sizeof(double));
     double *rate = (double *)malloc((size_t)fcap * sizeof(double));
     double *left = (double *)malloc((size_t)fcap * sizeof(double));
     double *low = (double *)malloc((size_t)fcap * sizeof(double));
     i64 *live = (i64 *)malloc((size_t)fcap * sizeof(i64));
+    int *ares = (int *)malloc((size_t)(fcap * width) * sizeof(int));
+    /* Per resource: load = sum of the rates of rated active flows, nrated = their number. */
+    double *load = (double *)calloc((size_t)nres, sizeof(double));
+    i64 *nrated = (i64 *)calloc((size_t)nres, sizeof(i64));
+    i64 *nnew = (i64 *)calloc((size_t)nres, sizeof(i64));
     double *remcap = (double *)malloc((size_t)nres * sizeof(double));
     double *share = (double *)malloc((size_t)nres * sizeof(double));
     i64 *cnt = (i64 *)calloc((size_t)nres, sizeof(i64));
-    i64 *nnew = (i64 *)calloc((size_t)nres, sizeof(i64));
-    i64 *kold = (i64 *)calloc((size_t)nres, sizeof(i64));
-    i64 *koff = (i64 *)calloc((size_t)nres, sizeof(i64));
     i64 *stamp = (i64 *)calloc((size_t)nres, sizeof(i64));
     char *ismin = (char *)calloc((size_t)nres, 1);
     char *notmin = (char *)calloc((size_t)nres, 1);
     i64 *rlist = (i64 *)malloc((size_t)nres * sizeof(i64));
     i64 *tlist = (i64 *)malloc((size_t)nres * sizeof(i64));
-    double *buf = (double *)malloc((size_t)(fcap * width + 1) * sizeof(double));
+    i64 *seeds = (i64 *)malloc((size_t)nres * sizeof(i64));
+    i64 *sstamp = (i64 *)calloc((size_t)nres, sizeof(i64));
+    i64 *vstamp = (i64 *)calloc((size_t)nres, sizeof(i64));
+    i64 *queue = (i64 *)malloc((size_t)nres * sizeof(i64));
+    i64 *fvis = (i64 *)calloc((size_t)fcap, sizeof(i64));
+    i64 *slot = (i64 *)malloc((size_t)(n + 1) * sizeof(i64));
+    i64 *mpos = (i64 *)malloc((size_t)(fcap * width) * sizeof(i64));
+    i64 **mem = (i64 **)calloc((size_t)nres, sizeof(i64 *));
+    i64 *mlen = (i64 *)calloc((size_t)nres, sizeof(i64));
+    i64 *mcap = (i64 *)calloc((size_t)nres, sizeof(i64));
+    i64 ns = 0, sid = 1, vid = 0;
     int rc = 0;
-    if (!d.indeg || !d.zero || !d.pending || !act || !rem || !rate || !left || !low || !live || !remcap || !share ||
-        !cnt || !nnew || !kold || !koff || !stamp || !ismin || !notmin || !rlist || !tlist || !buf) {
+    if (!d.indeg || !d.zero || !d.pending || !act || !rem || !rate || !left || !low || !live || !ares || !load ||
+        !nrated || !nnew || !remcap || !share || !cnt || !stamp || !ismin || !notmin || !rlist || !tlist ||
+        !seeds || !sstamp || !vstamp || !queue || !fvis || !slot || !mpos || !mem || !mlen || !mcap) {
         rc = 3;
         goto out;
     }
@@ -150,7 +166,7 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
         }
     }
     i64 na = 0, n_added = 0, cur = 0;
-    i64 events = 0, updates = 0, rounds = 0, max_active = 0, reused = 0;
+    i64 events = 0, updates = 0, rounds = 0, max_active = 0, reused = 0, recomputed = 0;
     double t = 0.0, removed_min = inf;
     int dirty = 0;
     for (;;) {
@@ -161,8 +177,23 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
                 i64 i = d.pending[k];
                 act[na] = i;
                 rem[na] = size[i];
-                rate[na] = NAN;
-                left[na] = NAN;
+                rate[na] = 0.0;
+                left[na] = inf;
+                memcpy(ares + na * width, res + flow_row[i] * width, (size_t)width * sizeof(int));
+                slot[i] = na;
+                const int *p = ares + na * width;
+                for (i64 h = 0; h < width && p[h] != pad; h++) {
+                    i64 r = p[h];
+                    if (mlen[r] == mcap[r]) {
+                        i64 nc2 = mcap[r] ? 2 * mcap[r] : 8;
+                        i64 *nm = (i64 *)realloc(mem[r], (size_t)nc2 * sizeof(i64));
+                        if (!nm) { rc = 3; goto out; }
+                        mem[r] = nm;
+                        mcap[r] = nc2;
+                    }
+                    mpos[flow_row[i] * width + h] = mlen[r];
+                    mem[r][mlen[r]++] = i;
+                }
                 na++;
             }
             n_added += d.np;
@@ -175,74 +206,86 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
                 i64 n_old = na - n_added;
                 double x0 = incremental ? removed_min : 0.0;
                 if (incremental && n_added) {
-                    /* Saturation level of every resource crossed by a new flow (see unchanged_level). */
+                    /* Lower bound of the level at which a resource crossed by new flows saturates: two of
+                       the tangents of unchanged_level (all old flows above the level; all below it). */
                     i64 nt = 0;
                     for (i64 j = n_old; j < na; j++) {
-                        const int *p = res + flow_row[act[j]] * width;
-                        for (i64 h = 0; h < width && p[h] != pad; h++) {
+                        const int *p = ares + j * width;
+                        for (i64 h = 0; h < width && p[h] != pad; h++)
                             if (nnew[p[h]]++ == 0) tlist[nt++] = p[h];
-                        }
-                    }
-                    for (i64 j = 0; j < n_old; j++) {
-                        const int *p = res + flow_row[act[j]] * width;
-                        for (i64 h = 0; h < width && p[h] != pad; h++)
-                            if (nnew[p[h]]) kold[p[h]]++;
-                    }
-                    i64 off = 0;
-                    for (i64 q = 0; q < nt; q++) {
-                        koff[tlist[q]] = off;
-                        off += kold[tlist[q]];
-                        kold[tlist[q]] = 0;
-                    }
-                    for (i64 j = 0; j < n_old; j++) {
-                        const int *p = res + flow_row[act[j]] * width;
-                        for (i64 h = 0; h < width && p[h] != pad; h++)
-                            if (nnew[p[h]]) buf[koff[p[h]] + kold[p[h]]++] = rate[j];
                     }
                     for (i64 q = 0; q < nt; q++) {
-                        i64 r = tlist[q], k = kold[r];
-                        double *v = buf + koff[r];
-                        qsort(v, (size_t)k, sizeof(double), cmp_double);
-                        double pre = 0.0, best = -inf;
-                        for (i64 j = 0; j <= k; j++) {
-                            double c = (cap[r] - pre) / (double)(k - j + nnew[r]);
-                            if (c > best) best = c;
-                            if (j < k) pre += v[j];
-                        }
-                        if (best < x0) x0 = best;
+                        i64 r = tlist[q];
+                        double a = (double)nnew[r];
+                        double c0 = cap[r] / ((double)nrated[r] + a);
+                        double c1 = (cap[r] - load[r]) / a;
+                        double c = c0 > c1 ? c0 : c1;
+                        if (c < x0) x0 = c;
                         nnew[r] = 0;
-                        kold[r] = 0;
                     }
                 }
-                /* Live (recomputed) flows; the rest keep their rates and load the resources. */
-                cur++;
-                i64 nl = 0, nr = 0;
+                /* Live flows: those connected to a resource of an added or removed flow through flows at
+                   or above x0 (new flows included). Flows below x0 keep their rates (unchanged level);
+                   components that no change reaches solve the same problem as before. */
                 double thr = x0 * (1.0 - reuse_rtol);
-                for (i64 j = 0; j < na; j++) {
-                    if (j >= n_old || !(rate[j] < thr)) {
-                        live[nl++] = j;
-                        const int *p = res + flow_row[act[j]] * width;
-                        for (i64 h = 0; h < width && p[h] != pad; h++) {
-                            i64 r = p[h];
-                            if (stamp[r] != cur) {
-                                stamp[r] = cur;
-                                remcap[r] = cap[r];
-                                cnt[r] = 0;
-                                rlist[nr++] = r;
+                i64 nl = 0;
+                if (!incremental) {
+                    for (i64 j = 0; j < na; j++) live[nl++] = j;
+                } else {
+                    for (i64 j = n_old; j < na; j++) {
+                        const int *p = ares + j * width;
+                        for (i64 h = 0; h < width && p[h] != pad; h++) add_seed(seeds, &ns, sstamp, sid, p[h]);
+                    }
+                    vid++;
+                    i64 qh = 0, qt = 0;
+                    for (i64 k = 0; k < ns; k++) {
+                        vstamp[seeds[k]] = vid;
+                        queue[qt++] = seeds[k];
+                    }
+                    while (qh < qt) {
+                        i64 r = queue[qh++];
+                        const i64 *m = mem[r];
+                        for (i64 k = 0; k < mlen[r]; k++) {
+                            i64 j = slot[m[k]];
+                            if (fvis[j] == vid || (j < n_old && rate[j] < thr)) continue;
+                            fvis[j] = vid;
+                            live[nl++] = j;
+                            const int *p = ares + j * width;
+                            for (i64 h = 0; h < width && p[h] != pad; h++) {
+                                if (vstamp[p[h]] != vid) {
+                                    vstamp[p[h]] = vid;
+                                    queue[qt++] = p[h];
+                                }
                             }
-                            cnt[r]++;
                         }
                     }
                 }
-                if (nl < na) {
-                    for (i64 j = 0; j < n_old; j++) {
-                        if (!(rate[j] < thr)) continue;
-                        const int *p = res + flow_row[act[j]] * width;
-                        for (i64 h = 0; h < width && p[h] != pad; h++)
-                            if (stamp[p[h]] == cur) remcap[p[h]] -= rate[j];
+                ns = 0;
+                sid++;
+                /* Residual capacities for the live flows: capacity minus the load of everyone else. */
+                cur++;
+                i64 nr = 0;
+                for (i64 q = 0; q < nl; q++) {
+                    i64 j = live[q];
+                    const int *p = ares + j * width;
+                    for (i64 h = 0; h < width && p[h] != pad; h++) {
+                        i64 r = p[h];
+                        if (stamp[r] != cur) {
+                            stamp[r] = cur;
+                            remcap[r] = cap[r] - load[r];
+                            cnt[r] = 0;
+                            rlist[nr++] = r;
+                        }
+                        cnt[r]++;
+                        remcap[r] += rate[j]; /* 0 for new flows */
+                        if (j < n_old) {
+                            load[r] -= rate[j];
+                            nrated[r]--;
+                        }
                     }
                 }
                 reused += na - nl;
+                recomputed += nl;
                 updates++;
                 if (na > max_active) max_active = na;
                 while (nl) {
@@ -254,7 +297,7 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
                         notmin[r] = 0;
                     }
                     for (i64 q = 0; q < nl; q++) {
-                        const int *p = res + flow_row[act[live[q]]] * width;
+                        const int *p = ares + live[q] * width;
                         double m = inf;
                         for (i64 h = 0; h < width && p[h] != pad; h++)
                             if (share[p[h]] < m) m = share[p[h]];
@@ -268,7 +311,7 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
                     i64 w = 0;
                     for (i64 q = 0; q < nl; q++) {
                         i64 j = live[q];
-                        const int *p = res + flow_row[act[j]] * width;
+                        const int *p = ares + j * width;
                         int hit = 0;
                         for (i64 h = 0; h < width && p[h] != pad; h++)
                             if (ismin[p[h]] && !notmin[p[h]]) { hit = 1; break; }
@@ -280,6 +323,8 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
                             for (i64 h = 0; h < width && p[h] != pad; h++) {
                                 remcap[p[h]] -= x;
                                 cnt[p[h]]--;
+                                load[p[h]] += x;
+                                nrated[p[h]]++;
                             }
                         } else {
                             live[w] = j;
@@ -309,6 +354,20 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
                     i64 i = act[j];
                     drain[i] = t;
                     if (rate[j] < removed_min) removed_min = rate[j];
+                    const int *p = ares + j * width;
+                    for (i64 h = 0; h < width && p[h] != pad; h++) {
+                        i64 r = p[h];
+                        add_seed(seeds, &ns, sstamp, sid, r);
+                        i64 k = mpos[flow_row[i] * width + h], last = mem[r][--mlen[r]];
+                        if (last != i) {
+                            mem[r][k] = last;
+                            const int *pl = res + flow_row[last] * width;
+                            for (i64 h2 = 0; h2 < width; h2++)
+                                if (pl[h2] == r) { mpos[flow_row[last] * width + h2] = k; break; }
+                        }
+                        load[p[h]] -= rate[j];
+                        if (--nrated[p[h]] == 0) load[p[h]] = 0.0; /* no drift on idle resources */
+                    }
                     double tf = t + lat[flow_row[i]];
                     if (tf > t) {
                         if (heap_push(&d.heap, tf, i)) { rc = 3; goto out; }
@@ -316,8 +375,12 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
                         d.zero[d.nz++] = i;
                     }
                 } else {
-                    act[w] = act[j];
-                    rate[w] = rate[j];
+                    if (w != j) {
+                        act[w] = act[j];
+                        slot[act[w]] = w;
+                        rate[w] = rate[j];
+                        memcpy(ares + w * width, ares + j * width, (size_t)width * sizeof(int));
+                    }
                     rem[w] = rem[j] - rate[j] * dt;
                     left[w] = left[j] - dt;
                     w++;
@@ -347,11 +410,16 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
     stats[2] = rounds;
     stats[3] = max_active;
     stats[4] = reused;
+    stats[5] = recomputed;
 out:
     free(d.indeg); free(d.zero); free(d.pending); free(d.heap.a);
-    free(act); free(rem); free(rate); free(left); free(low); free(live);
-    free(remcap); free(share); free(cnt); free(nnew); free(kold); free(koff); free(stamp);
-    free(ismin); free(notmin); free(rlist); free(tlist); free(buf);
+    free(act); free(rem); free(rate); free(left); free(low); free(live); free(ares); free(load); free(nrated);
+    free(nnew); free(remcap); free(share); free(cnt); free(stamp); free(ismin); free(notmin); free(rlist);
+    free(tlist); free(seeds); free(sstamp); free(vstamp); free(queue); free(fvis); free(slot);
+    free(mpos);
+    if (mem)
+        for (i64 r = 0; r < nres; r++) free(mem[r]);
+    free(mem); free(mlen); free(mcap);
     return rc;
 }
 """

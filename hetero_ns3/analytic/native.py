@@ -141,5 +141,5 @@ def replay_native(
         raise SimulationError("a flow got a zero rate; check link rates in the topology")
     if rc == 3:
         raise MemoryError("the analytic kernel ran out of memory")
-    ev, up, rd, mx, ru = (int(x) for x in stats[:5])
-    return EngineResult(start, finish, drain, EngineStats(ev, up, rd, mx, ru, time.perf_counter() - t0))
+    ev, up, rd, mx, ru, rc_ = (int(x) for x in stats[:6])
+    return EngineResult(start, finish, drain, EngineStats(ev, up, rd, mx, ru, rc_, time.perf_counter() - t0))
