@@ -3,20 +3,38 @@
 For every algorithm the selector may use for the op (``auto`` algorithms; an ``algo`` override
 narrows it to one) and every enabled protocol (or the ``protocol`` override), the cost model gives a
 time; the fastest wins. The channel count is the override or
-``clamp(size // min_bytes_per_channel, 1, max)`` (fewer channels for small calls, as NCCL does).
+``clamp(bytes per rank and step // min_bytes_per_channel, 1, max)`` (see :func:`default_channels`).
 Choices are memoized per env for repeated calls of the same shape.
 """
 
 from __future__ import annotations
 
 from hetero_ns3.collectives.registry import auto_candidates, get_algorithm
-from hetero_ns3.collectives.types import PROTOCOLS, SEND_RECV, Choice, CollectiveCall
+from hetero_ns3.collectives.types import (
+    ALL_GATHER,
+    ALL_REDUCE,
+    ALL_TO_ALL,
+    ALL_TO_ALL_V,
+    PROTOCOLS,
+    REDUCE_SCATTER,
+    SEND_RECV,
+    Choice,
+    CollectiveCall,
+)
 from hetero_ns3.errors import PlanningError
 
 
 def default_channels(call: CollectiveCall, max_channels: int, min_bytes: int) -> int:
-    """Channel count for ``call`` when not overridden."""
-    return max(1, min(max_channels, call.size_bytes // min_bytes))
+    """Channel count for ``call`` when not overridden.
+
+    Each channel should move at least ``min_bytes`` per rank and step: ``size / n`` per step for
+    the ops that split the buffer over the ranks (all-reduce, reduce-scatter, all-gather,
+    all-to-all), ``size`` for the others. So large groups with small buffers use few channels and
+    the flow count stays bounded, as NCCL lowers its channel count for small per-rank chunks.
+    """
+    split_ops = (ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL, ALL_TO_ALL_V)
+    per_step = call.size_bytes // len(call.group) if call.op in split_ops else call.size_bytes
+    return max(1, min(max_channels, per_step // min_bytes))
 
 
 def choose(call: CollectiveCall, env) -> Choice:

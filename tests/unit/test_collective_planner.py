@@ -179,3 +179,20 @@ def test_tiny_sizes_do_not_expand(star_env):
     assert res.channels == 1 and plan.n_flows <= 2 * 8 * 7
     big, res = _plan(star_env, "all_reduce", 8 << 30)
     assert big.n_flows <= star_env.tuning.max_flows_per_call
+
+
+def test_large_ring_keeps_every_step():
+    """32 ranks: no slicing beyond the flow budget, but all 2(n-1) causal steps stay (C n 2(n-1) flows)."""
+    env = CollectiveEnv.from_graph(star(32, 100e9, 1e-6))
+    n, size = 32, 32 * 4 * 4096 * 64
+    plan, res = _plan(env, "all_reduce", size, algo="ring", protocol="Simple", channels=4)
+    assert plan.n_flows == 4 * n * 2 * (n - 1)
+    for r in (0, 17, 63):
+        assert _sent_by(plan, r) == 2 * (n - 1) * size // n
+    t = estimate_plan(plan, env).makespan_s
+    busbw = size / t * 2 * (n - 1) / n
+    assert busbw >= 0.9 * 100e9 / 8 * env.tuning.links["network"].efficiency
+    full = (1 << n) - 1
+    mask, in_ch = _channel_reach(plan, 3)
+    last = int(np.nonzero(in_ch & (plan.kind == FLOW) & (plan.dst == 9))[0].max())
+    assert mask[last] == full
