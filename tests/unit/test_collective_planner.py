@@ -187,7 +187,7 @@ def test_large_ring_keeps_every_step():
     n, size = 32, 32 * 4 * 4096 * 64
     plan, res = _plan(env, "all_reduce", size, algo="ring", protocol="Simple", channels=4)
     assert plan.n_flows == 4 * n * 2 * (n - 1)
-    for r in (0, 17, 63):
+    for r in (0, 17, 31):
         assert _sent_by(plan, r) == 2 * (n - 1) * size // n
     t = estimate_plan(plan, env).makespan_s
     busbw = size / t * 2 * (n - 1) / n
