@@ -184,7 +184,7 @@ def test_tiny_sizes_do_not_expand(star_env):
 def test_large_ring_keeps_every_step():
     """32 ranks: no slicing beyond the flow budget, but all 2(n-1) causal steps stay (C n 2(n-1) flows)."""
     env = CollectiveEnv.from_graph(star(32, 100e9, 1e-6))
-    n, size = 32, 32 * 4 * 4096 * 64
+    n, size = 32, 32 * 4 * 4096 * 256
     plan, res = _plan(env, "all_reduce", size, algo="ring", protocol="Simple", channels=4)
     assert plan.n_flows == 4 * n * 2 * (n - 1)
     for r in (0, 17, 31):
