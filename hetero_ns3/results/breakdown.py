@@ -20,7 +20,8 @@ iteration time ``T``) is split exactly into six terms:
     too, so waiting on a peer's kernel means the peer finished later. Reached through a pipeline
     (``pp``) flow it is a pipeline wait. "Reached through" means the nearest communication element
     between ``e`` and ``g`` in the chain (if there is none, the nearest one further back; if the
-    chain has no communication at all, it is a pipeline wait). All pipeline waits of ``g`` are pooled
+    chain has no communication at all, straggler wait: ``g`` had finished before a peer). "Further
+    back" may lie before the gap: the chain is then followed, adding no time, just to find it. All pipeline waits of ``g`` are pooled
     (``W``) and split at the end: ``min(W, C_worst - C_g)`` is straggler wait, the rest pipeline
     bubble, where ``C`` is compute per iteration and ``C_worst`` the largest among the GPUs ``g``
     waited on (the most loaded stage sets the pipeline's pace; the excess over ``g``'s own load is
@@ -210,8 +211,34 @@ class _Attributor:
             cur = pred[cur]
         if hi > a:
             acc[I_OTHER] += hi - a
-        acc[last_flow_term] += pending_red  # no flow further back: the nearest one closer to g
-        self._note_pipeline(g, pipeline + pending_peer)
+        if pending_red or pending_peer:
+            # The gap is explained, but some elements still need the class of the communication further
+            # back in the chain (it finished before the gap began): look it up without adding time.
+            ctx_back, flow_term = self._look_back(cur, need_flow=pending_red > 0.0)
+            if ctx is None and ctx_back == PIPELINE_CATEGORY:
+                pipeline.extend(pending_peer)
+            else:  # a collective, or no communication at all: g had finished before a peer (end skew)
+                acc[I_STRAGGLER] += sum(x for x, _ in pending_peer)
+            acc[flow_term if flow_term is not None else last_flow_term] += pending_red
+        self._note_pipeline(g, pipeline)
+
+    def _look_back(self, cur: int, need_flow: bool, limit: int = 256) -> tuple[str | None, int | None]:
+        """From task ``cur`` back along the chain: (category of the first communication element, term of
+        the first flow), each None if not met within ``limit`` steps."""
+        ctx: str | None = None
+        steps = 0
+        while cur >= 0 and steps < limit:
+            is_flow = self.kind[cur] == FLOW
+            if is_flow or self.cls[cur] == COMM_CLASS:
+                if ctx is None:
+                    ctx = self.cat_names[self.cat[cur]]
+                if is_flow:
+                    return ctx, (I_INTER if self.node[self.gpu[cur]] != self.node[self.dst[cur]] else I_INTRA)
+                if not need_flow:
+                    return ctx, None
+            cur = self.pred[cur]
+            steps += 1
+        return ctx, None
 
 
 def attribute(plan: ExecutionPlan, times: TaskTimes, meta: Sequence[GpuMeta]) -> tuple[float, np.ndarray]:
