@@ -31,12 +31,13 @@ class FlowResults:
     (fct / ideal), base_rtt_s, retransmits.
     ``ports``: one row per port (2 per link: port 2l at link l's end ``a``, 2l+1 at ``b``): port, link,
     node, peer, rate_bps, counters of :data:`PORT_COUNTERS`, paused_s, drops_<reason>, drops_total.
-    ``queues``: periodic samples: time_s, port, bytes (empty when sampling was off).
+    ``queues``: periodic samples: time_s, port, bytes (queued), tx_bytes (cumulative bytes sent by the
+    port); empty when sampling was off.
     """
 
     flows: pd.DataFrame
     ports: pd.DataFrame
-    queues: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["time_s", "port", "bytes"]))
+    queues: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["time_s", "port", "bytes", "tx_bytes"]))
     wall_s: float = 0.0
     """Wall-clock seconds of the simulation run (build + run + readback)."""
     events: int = 0

@@ -180,6 +180,7 @@ def simulate_flows(
                 "time_s": _to_numpy(net.GetQueueSampleTimes(), np.float64),
                 "port": _to_numpy(net.GetQueueSamplePorts(), np.uint32),
                 "bytes": _to_numpy(net.GetQueueSampleBytes(), np.uint64),
+                "tx_bytes": _to_numpy(net.GetQueueSampleTxBytes(), np.uint64),
             }
         )
     except Exception as exc:  # pragma: no cover - C++ errors surface here

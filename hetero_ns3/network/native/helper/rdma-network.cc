@@ -395,6 +395,7 @@ RdmaNetwork::Sample()
         m_sampleT.push_back(t);
         m_sampleP.push_back(p);
         m_sampleB.push_back(m_ports[p]->GetTotalQueueBytes());
+        m_sampleTx.push_back(m_ports[p]->GetTxBytes());
     }
     bool more = m_sampleUntil.IsStrictlyPositive() ? Simulator::Now() + m_sampleInterval <= m_sampleUntil
                                                    : m_completed < m_flows.size();
@@ -654,6 +655,12 @@ std::vector<uint64_t>
 RdmaNetwork::GetQueueSampleBytes() const
 {
     return m_sampleB;
+}
+
+std::vector<uint64_t>
+RdmaNetwork::GetQueueSampleTxBytes() const
+{
+    return m_sampleTx;
 }
 
 } // namespace ns3

@@ -120,6 +120,7 @@ class RdmaNetwork : public Object
     std::vector<double> GetQueueSampleTimes() const;  //!< \return sample times, s
     std::vector<uint32_t> GetQueueSamplePorts() const; //!< \return sample ports
     std::vector<uint64_t> GetQueueSampleBytes() const; //!< \return sampled queue bytes
+    std::vector<uint64_t> GetQueueSampleTxBytes() const; //!< \return sampled cumulative tx bytes of the port
 
   protected:
     void DoDispose() override;
@@ -164,6 +165,7 @@ class RdmaNetwork : public Object
     std::vector<double> m_sampleT;
     std::vector<uint32_t> m_sampleP;
     std::vector<uint64_t> m_sampleB;
+    std::vector<uint64_t> m_sampleTx;
 };
 
 } // namespace ns3

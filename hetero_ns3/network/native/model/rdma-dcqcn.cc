@@ -197,8 +197,8 @@ RdmaDcqcn::Increase()
         m_rc = line;
         m_active = false;
         m_idleSince = Simulator::Now();
-        m_alphaEvent.Cancel();
-        m_increaseEvent.Cancel();
+        Simulator::Remove(m_alphaEvent);
+        Simulator::Remove(m_increaseEvent);
     }
     Apply();
 }
@@ -207,8 +207,8 @@ void
 RdmaDcqcn::Stop()
 {
     m_active = false;
-    m_alphaEvent.Cancel();
-    m_increaseEvent.Cancel();
+    Simulator::Remove(m_alphaEvent);
+    Simulator::Remove(m_increaseEvent);
 }
 
 } // namespace ns3

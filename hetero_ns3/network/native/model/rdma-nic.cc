@@ -425,7 +425,7 @@ void
 RdmaNic::FinishQp(RdmaQueuePair* qp)
 {
     qp->finished = true;
-    qp->rtoEvent.Cancel();
+    Simulator::Remove(qp->rtoEvent);
     qp->cc->Stop();
     if (qp->port < m_active.size())
     {

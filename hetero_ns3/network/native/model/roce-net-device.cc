@@ -428,7 +428,7 @@ RoceNetDevice::Receive(Ptr<RocePacket> p)
 void
 RoceNetDevice::Resume(uint8_t cls)
 {
-    m_resumeEvent[cls].Cancel();
+    Simulator::Remove(m_resumeEvent[cls]);
     if (!m_paused[cls])
     {
         return;

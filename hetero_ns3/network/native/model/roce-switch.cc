@@ -211,7 +211,7 @@ RoceSwitch::NotifyDequeue(uint32_t port, RocePacket& p)
     if (m_pausing[p.inPort][cls] && m_mmu->ShouldResume(p.inPort, cls))
     {
         m_pausing[p.inPort][cls] = false;
-        m_refresh[p.inPort][cls].Cancel();
+        Simulator::Remove(m_refresh[p.inPort][cls]);
         m_ports[p.inPort]->SendPfc(cls, 0);
     }
     if (p.type != RocePacketType::DATA)
