@@ -21,7 +21,8 @@ from hetero_ns3.results.meta import GpuMeta
 from hetero_ns3.results.tables import label_channels
 
 FLOW_TID_BASE = 1000
-"""Thread ids of flow lanes start here; stream ``s`` is thread ``s + 1`` (barriers' stream -1 is 0)."""
+"""Thread ids of flow lanes start here (numbered per GPU in channel, then lane order); stream ``s`` is
+thread ``s + 1`` (stream -1 of barriers is thread 0)."""
 
 
 def _lanes(starts: np.ndarray, finishes: np.ndarray) -> list[int]:
@@ -64,13 +65,17 @@ def chrome_trace(
     chan = label_channels(plan)[plan.label[flow_ids]] if flow_ids.size else np.zeros(0, dtype=np.int64)
     for i, g, ch in zip(flow_ids.tolist(), plan.gpu[flow_ids].tolist(), chan.tolist(), strict=True):
         groups.setdefault((g, ch), []).append(i)
+    next_tid: dict[int, int] = {}
     for (g, ch), members in sorted(groups.items()):
         arr = np.asarray(members)
         lanes = _lanes(start[arr], finish[arr])
+        base = next_tid.get(g, FLOW_TID_BASE)
+        next_tid[g] = base + max(lanes) + 1
         for i, lane in zip(members, lanes, strict=True):
-            key = (g, FLOW_TID_BASE + 100 * ch + lane)
-            threads.setdefault(key, f"net ch{ch}" + (f" lane{lane}" if lane else ""))
-            flow_tid[i] = key[1]
+            tid = base + lane
+            if (g, tid) not in threads:
+                threads[(g, tid)] = f"net ch{ch}" + (f" lane{lane}" if lane else "")
+            flow_tid[i] = tid
     gpu_l, lab_l, cat_l = plan.gpu.tolist(), plan.label.tolist(), plan.category.tolist()
     kind_l, stream_l, dst_l, size_l = (
         plan.kind.tolist(),

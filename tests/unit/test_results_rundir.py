@@ -236,3 +236,20 @@ def test_recording_run_writes_partial_on_error_and_interrupt(tmp_path):
         rec.finish(full, extra_summary={"backend": "fixed"})
     summary = json.loads((tmp_path / "ok" / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["backend"] == "fixed"
+
+
+def test_trace_lanes_of_many_overlapping_flows_get_distinct_threads():
+    from hetero_ns3.results import chrome_trace, resolve_gpu_meta
+
+    b = PlanBuilder(["a", "b"])
+    c = b.add_compute("a", 1.0, label="fwd")
+    for k in range(150):
+        b.add_flow("a", "b", 1000, [c], label=f"ep.a2a ch0 part{k}", category="ep")
+    for k in range(3):
+        b.add_flow("a", "b", 1000, [c], label=f"ep.a2a ch1 part{k}", category="ep")
+    plan = b.build()
+    trace = chrome_trace(plan, critical_path_s(plan, 0.5), resolve_gpu_meta(plan.gpus, None))
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] == "ep"]
+    names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
+    assert len({e["tid"] for e in slices}) == 153  # all overlap: one lane each, no tid shared
+    assert sum(n.startswith("net ch1") for n in names.values()) == 3
