@@ -121,3 +121,13 @@ def test_validation_one_gpu_per_node_400g():
     env = CollectiveEnv.from_graph(star(4, 400e9, 1e-6))
     res, t, busbw = _run(env, "all_reduce", GiB)
     assert busbw == pytest.approx(47, rel=0.05)
+
+
+def test_validation_a800_node_and_hdr_nic():
+    """A800 (NVLink 400 GB/s bidirectional) ~160 GB/s busbw intra-node; 200G HDR ~24 GB/s (NCCL issue #412). 10%."""
+    env = CollectiveEnv.from_graph(rail_cluster(1, 8, nvlink_bps=1.6e12, gpu_type="A100-SXM-80GB"))
+    _, _, intra = _run(env, "all_reduce", GiB, algo="ring")
+    assert intra == pytest.approx(160, rel=0.10)
+    env = CollectiveEnv.from_graph(star(4, 200e9, 1e-6))
+    _, _, inter = _run(env, "all_reduce", GiB)
+    assert inter == pytest.approx(24, rel=0.10)
