@@ -182,17 +182,19 @@ def write_run(
     extra_summary: Mapping[str, Any] | None = None,
     trace_max_events: int = 1_000_000,
     timeline_max_gpus: int = 32,
+    plots: bool = True,
 ) -> RunPaths:
     """Write the whole run directory of a finished run and return its paths.
 
     The summary is computed first (raises SimulationError on unfinished tasks: use
     :func:`write_partial` then). Tables and JSON raise on I/O errors; a failing trace or plot is
     recorded under ``write_errors`` in ``summary.json`` instead. ``summary.json`` is written last.
+    ``plots=False`` skips ``plots/`` (matplotlib costs about a second per run on first use).
     """
     if status not in STATUSES:
         raise ValueError(f"status {status!r} is not one of {STATUSES}")
     paths = RunPaths.at(out_dir)
-    paths.plots.mkdir(parents=True, exist_ok=True)
+    paths.root.mkdir(parents=True, exist_ok=True)
     meta = resolve_gpu_meta(plan.gpus, gpu_meta)
     summary = summarize(plan, times, gpu_meta)
     atomic.write_json(paths.scenario, dict(scenario_resolved))
@@ -202,26 +204,29 @@ def write_run(
     _write_csv(paths.flows, flows_frame(plan, times, meta, flows_df))
     files = ["scenario.resolved.json", "versions.json", "plan.npz", "tasks.csv", "flows.csv"]
     errors: dict[str, str] = {}
-    from hetero_ns3.results.plots import plot_breakdown, plot_timeline  # matplotlib: ~0.5 s, only when plotting
-
     if _try(
         errors,
         "trace.json",
         lambda: atomic.write_json(paths.trace, chrome_trace(plan, times, meta, trace_max_events), compact=True),
     ):
         files.append("trace.json")
-    if _try(
-        errors,
-        "plots/breakdown.png",
-        lambda: atomic.write_with(paths.breakdown_png, lambda t: plot_breakdown(summary, t)),
-    ):
-        files.append("plots/breakdown.png")
-    if _try(
-        errors,
-        "plots/timeline.png",
-        lambda: atomic.write_with(paths.timeline_png, lambda t: plot_timeline(plan, times, meta, t, timeline_max_gpus)),
-    ):
-        files.append("plots/timeline.png")
+    if plots:
+        from hetero_ns3.results.plots import plot_breakdown, plot_timeline  # matplotlib: ~0.5 s, only when plotting
+
+        if _try(
+            errors,
+            "plots/breakdown.png",
+            lambda: atomic.write_with(paths.breakdown_png, lambda t: plot_breakdown(summary, t)),
+        ):
+            files.append("plots/breakdown.png")
+        if _try(
+            errors,
+            "plots/timeline.png",
+            lambda: atomic.write_with(
+                paths.timeline_png, lambda t: plot_timeline(plan, times, meta, t, timeline_max_gpus)
+            ),
+        ):
+            files.append("plots/timeline.png")
     files.append("summary.json")
     atomic.write_json(paths.summary, _summary_doc(status, reason, summary, {}, files, errors, extra_summary))
     return paths

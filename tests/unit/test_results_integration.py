@@ -15,7 +15,7 @@ from hetero_ns3.dag import PlanBuilder
 from hetero_ns3.results import GpuMeta, summarize, write_run
 
 
-def dp_iteration(graph, compute_s, size_bytes=64 << 20):
+def dp_iteration(graph, compute_s, size_bytes=16 << 20):
     """Forward+backward per GPU, a DP all-reduce planned by the collective planner, an optimizer step."""
     env = CollectiveEnv.from_graph(graph)
     b = PlanBuilder(env.gpus)
@@ -48,15 +48,22 @@ def test_slow_gpu_under_real_collectives_and_flow_level_network(tmp_path):
             assert bd.other_s == pytest.approx(0.0, abs=1e-9 * s.iteration_time_s), g
         # a 2-node ring is paced by its network hops (400 Gb/s NIC vs 3.6 TB/s NVLink): the exposed
         # communication is the inter-node part
-        assert s.overall.exposed_inter_node_comm_s > 0.1e-3
-        assert s.overall.exposed_intra_node_comm_s < 0.1 * s.overall.exposed_inter_node_comm_s
+        assert s.overall.exposed_inter_node_comm_s > 0.05e-3
+        assert s.overall.exposed_intra_node_comm_s < 0.25 * s.overall.exposed_inter_node_comm_s
     assert base.overall_max.straggler_wait_s < 1e-6
     for g in gpus[1:]:  # the others wait the 3 ms the slow GPU computes longer (plus the ring's end skew)
         assert slow.per_gpu[g].straggler_wait_s == pytest.approx(3e-3, rel=0.05)
     assert slow.per_gpu[gpus[0]].straggler_wait_s < 0.01 * 3e-3  # only the end skew
 
     paths = write_run(
-        tmp_path, scenario_resolved={}, versions={}, plan=plan_s, times=out.times, gpu_meta=meta, flows_df=out.flows
+        tmp_path,
+        scenario_resolved={},
+        versions={},
+        plan=plan_s,
+        times=out.times,
+        gpu_meta=meta,
+        flows_df=out.flows,
+        plots=False,
     )
     flows = pd.read_csv(paths.flows)
     assert len(flows) == plan_s.n_flows
