@@ -6,6 +6,7 @@ Definitions of every breakdown term: ``docs/results.md``.
 from hetero_ns3.results.breakdown import TERMS, Breakdown
 from hetero_ns3.results.categories import CATEGORY_CLASSES, category_class
 from hetero_ns3.results.meta import GpuMeta, resolve_gpu_meta
+from hetero_ns3.results.reader import RunData, load_run
 from hetero_ns3.results.recorder import RunRecorder, recording_run
 from hetero_ns3.results.rundir import RunPaths, load_plan, save_plan, write_partial, write_run
 from hetero_ns3.results.summary import Summary, format_summary, summarize
@@ -18,6 +19,7 @@ __all__ = [
     "TERMS",
     "Breakdown",
     "GpuMeta",
+    "RunData",
     "RunPaths",
     "RunRecorder",
     "Summary",
@@ -26,6 +28,7 @@ __all__ = [
     "flows_frame",
     "format_summary",
     "load_plan",
+    "load_run",
     "recording_run",
     "resolve_gpu_meta",
     "save_plan",

@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ import pandas as pd
 
 from hetero_ns3.dag import ExecutionPlan, TaskTimes
 from hetero_ns3.results import atomic
-from hetero_ns3.results.meta import GpuMetaLike, resolve_gpu_meta
+from hetero_ns3.results.meta import GpuMeta, GpuMetaLike, resolve_gpu_meta
 from hetero_ns3.results.summary import Summary, plan_counts, summarize
 from hetero_ns3.results.tables import flows_frame, tasks_frame
 from hetero_ns3.results.trace import chrome_trace
@@ -146,6 +146,11 @@ def _try(errors: dict[str, str], what: str, fn: Callable[[], Any]) -> bool:
         return False
 
 
+def _gpu_table(plan: ExecutionPlan, meta: Sequence[GpuMeta]) -> dict[str, dict[str, Any]]:
+    """GPU name -> {gpu_type, node}, in plan order (lets a reader rebuild ``gpu_meta``)."""
+    return {g: {"gpu_type": m.gpu_type, "node": m.node} for g, m in zip(plan.gpus, meta, strict=True)}
+
+
 def _summary_doc(
     status: str,
     reason: str,
@@ -154,6 +159,7 @@ def _summary_doc(
     files: list[str],
     errors: dict[str, str],
     extra: Mapping[str, Any] | None,
+    gpus: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     doc: dict[str, Any] = dict(extra or {})
     core: dict[str, Any] = {"status": status, "reason": reason, "written_at": _now()}
@@ -161,6 +167,8 @@ def _summary_doc(
         core.update(summary.to_dict())
     else:
         core.update({"iteration_time_s": None, "breakdown": None, "counts": counts})
+    if gpus is not None:
+        core["gpus"] = gpus
     core["files"] = files
     if errors:
         core["write_errors"] = errors
@@ -228,7 +236,8 @@ def write_run(
         ):
             files.append("plots/timeline.png")
     files.append("summary.json")
-    atomic.write_json(paths.summary, _summary_doc(status, reason, summary, {}, files, errors, extra_summary))
+    doc = _summary_doc(status, reason, summary, {}, files, errors, extra_summary, _gpu_table(plan, meta))
+    atomic.write_json(paths.summary, doc)
     return paths
 
 
@@ -268,8 +277,8 @@ def write_partial(
         files.append("versions.json")
     counts: dict[str, Any] = {}
     summary: Summary | None = None
+    meta = None
     if plan is not None:
-        meta = None
         try:
             meta = resolve_gpu_meta(plan.gpus, gpu_meta)
         except Exception as err:  # noqa: BLE001
@@ -297,7 +306,8 @@ def write_partial(
                 except Exception as err:  # noqa: BLE001
                     errors["breakdown"] = f"{type(err).__name__}: {err}"
     files.append("summary.json")
-    doc = _summary_doc(status, reason, summary, counts, files, errors, extra_summary)
+    gpus = _gpu_table(plan, meta) if plan is not None and meta is not None else None
+    doc = _summary_doc(status, reason, summary, counts, files, errors, extra_summary, gpus)
     if summary is not None:
         doc["counts"].update(counts)
     atomic.write_json(paths.summary, doc)

@@ -253,3 +253,36 @@ def test_trace_lanes_of_many_overlapping_flows_get_distinct_threads():
     names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
     assert len({e["tid"] for e in slices}) == 153  # all overlap: one lane each, no tid shared
     assert sum(n.startswith("net ch1") for n in names.values()) == 3
+
+
+def test_load_run_round_trips_and_resummarizes(tmp_path):
+    from hetero_ns3.results import load_run
+
+    plan = small_plan()
+    times = critical_path_s(plan, 0.3)
+    write_run(
+        tmp_path / "ok",
+        scenario_resolved={"s": 1},
+        versions={"seed": 2},
+        plan=plan,
+        times=times,
+        gpu_meta=META,
+        plots=False,
+    )
+    run = load_run(tmp_path / "ok")
+    assert run.status == "ok" and run.scenario == {"s": 1} and run.versions == {"seed": 2}
+    assert run.gpu_meta == META
+    again = run.resummarize()
+    written = run.summary["breakdown"]["per_gpu"]
+    for g, bd in again.per_gpu.items():
+        assert bd.as_dict() == pytest.approx({k: written[g][k] for k in bd.as_dict()}, rel=1e-12, abs=1e-15)
+
+    cut = TaskTimes(times.start_s, np.where(times.finish_s < 2.0, times.finish_s, np.nan))
+    write_partial(tmp_path / "part", "boom", plan=plan, times=cut, gpu_meta=META)
+    part = load_run(tmp_path / "part")
+    assert part.status == "failed" and np.isnan(part.times.finish_s).sum() == np.isnan(cut.finish_s).sum()
+    assert part.gpu_meta == META
+    from hetero_ns3.errors import ScenarioError
+
+    with pytest.raises(ScenarioError, match="not a run directory"):
+        load_run(tmp_path / "nothing")

@@ -1,0 +1,88 @@
+"""Read a run directory back (for notebooks, comparisons and re-analysis)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hetero_ns3.dag import ExecutionPlan, TaskTimes
+from hetero_ns3.errors import ScenarioError
+from hetero_ns3.results.meta import GpuMeta
+from hetero_ns3.results.rundir import RunPaths, load_plan
+from hetero_ns3.results.summary import Summary, summarize
+
+
+@dataclass(frozen=True)
+class RunData:
+    """What a run directory holds; missing artefacts (partial runs) are None."""
+
+    paths: RunPaths
+    summary: dict[str, Any]
+    versions: dict[str, Any] | None
+    scenario: dict[str, Any] | None
+    plan: ExecutionPlan | None
+    tasks: pd.DataFrame | None
+    flows: pd.DataFrame | None
+
+    @property
+    def status(self) -> str:
+        return str(self.summary.get("status", ""))
+
+    @property
+    def times(self) -> TaskTimes | None:
+        """Task times from ``tasks.csv`` (NaN for unfinished tasks), indexed by task id."""
+        if self.tasks is None:
+            return None
+        t = self.tasks.sort_values("id")
+        return TaskTimes(t["start_s"].to_numpy(dtype=float), t["finish_s"].to_numpy(dtype=float))
+
+    @property
+    def gpu_meta(self) -> dict[str, GpuMeta] | None:
+        """GPU name -> GpuMeta, from ``summary.json``'s ``gpus`` table."""
+        gpus = self.summary.get("gpus")
+        if not gpus:
+            return None
+        return {g: GpuMeta(str(v["gpu_type"]), v["node"]) for g, v in gpus.items()}
+
+    def resummarize(self) -> Summary:
+        """Recompute the breakdown from the stored plan and task times (e.g. after changing the rules)."""
+        times = self.times
+        if self.plan is None or times is None:
+            raise ScenarioError(f"{self.paths.root}: the run directory has no plan.npz or tasks.csv to summarize")
+        return summarize(self.plan, times, self.gpu_meta)
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def load_run(out_dir: str | os.PathLike[str]) -> RunData:
+    """Load a run directory written by ``write_run`` or ``write_partial``."""
+    paths = RunPaths.at(out_dir)
+    summary = _json(paths.summary)
+    if summary is None:
+        raise ScenarioError(
+            f"{paths.root} ({paths.summary.name} missing) is not a run directory; give one that hetero-ns3 run wrote"
+        )
+    csv_kw: dict[str, Any] = {"keep_default_na": False, "na_values": [""]}
+    tasks = pd.read_csv(paths.tasks, **csv_kw) if paths.tasks.is_file() else None
+    flows = pd.read_csv(paths.flows, **csv_kw) if paths.flows.is_file() else None
+    for df in (tasks, flows):
+        if df is not None:
+            for col in ("start_s", "finish_s"):
+                df[col] = pd.to_numeric(df[col], errors="coerce").astype(np.float64)
+    return RunData(
+        paths=paths,
+        summary=summary,
+        versions=_json(paths.versions),
+        scenario=_json(paths.scenario),
+        plan=load_plan(paths.plan) if paths.plan.is_file() else None,
+        tasks=tasks,
+        flows=flows,
+    )
