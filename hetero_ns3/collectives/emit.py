@@ -75,6 +75,8 @@ class Emitter:
         self._tails: dict[str, list[int]] = {}
         self._labels: dict[tuple[int, str], str] = {}
         self._last_compute: dict[tuple[str, int], int] = {}
+        self.multi_node = len({env.node_of(g) for g in call.group}) > 1
+        """Whether the call's group spans several nodes (LL intra-node latency factor)."""
 
     def label(self, ch: int, what: str) -> str:
         key = (ch, what)
@@ -147,11 +149,6 @@ class Emitter:
         if self.protocol == "LL" and p.kind != "network" and self.multi_node:
             lat *= self.tuning.ll_multinode_intra_latency_factor
         return max(0.0, lat - p.delay_s)
-
-    @property
-    def multi_node(self) -> bool:
-        nodes = {self.env.node_of(g) for g in self.call.group}
-        return len(nodes) > 1
 
     def touch(self, gpu: str, tid: int) -> None:
         """Record ``tid`` as work of ``gpu`` that the call's exit on ``gpu`` must wait for."""
