@@ -146,6 +146,13 @@ def _try(errors: dict[str, str], what: str, fn: Callable[[], Any]) -> bool:
         return False
 
 
+def _start_writing(paths: RunPaths) -> None:
+    """Create the directory and drop an older ``summary.json``: until the new one is written last, the
+    directory reads as incomplete instead of pairing an old summary with new tables."""
+    paths.root.mkdir(parents=True, exist_ok=True)
+    paths.summary.unlink(missing_ok=True)
+
+
 def _gpu_table(plan: ExecutionPlan, meta: Sequence[GpuMeta]) -> dict[str, dict[str, Any]]:
     """GPU name -> {gpu_type, node}, in plan order (lets a reader rebuild ``gpu_meta``)."""
     return {g: {"gpu_type": m.gpu_type, "node": m.node} for g, m in zip(plan.gpus, meta, strict=True)}
@@ -202,9 +209,9 @@ def write_run(
     if status not in STATUSES:
         raise ValueError(f"status {status!r} is not one of {STATUSES}")
     paths = RunPaths.at(out_dir)
-    paths.root.mkdir(parents=True, exist_ok=True)
     meta = resolve_gpu_meta(plan.gpus, gpu_meta)
     summary = summarize(plan, times, gpu_meta)
+    _start_writing(paths)
     atomic.write_json(paths.scenario, dict(scenario_resolved))
     atomic.write_json(paths.versions, dict(versions))
     save_plan(paths.plan, plan)
@@ -264,7 +271,7 @@ def write_partial(
     if status not in ("failed", "interrupted"):
         raise ValueError(f"partial status {status!r} must be 'failed' or 'interrupted'")
     paths = RunPaths.at(out_dir)
-    paths.root.mkdir(parents=True, exist_ok=True)
+    _start_writing(paths)
     errors: dict[str, str] = {}
     files: list[str] = []
     if scenario_resolved is not None and _try(

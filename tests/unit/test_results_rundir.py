@@ -286,3 +286,13 @@ def test_load_run_round_trips_and_resummarizes(tmp_path):
 
     with pytest.raises(ScenarioError, match="not a run directory"):
         load_run(tmp_path / "nothing")
+
+
+def test_rewriting_a_directory_replaces_its_summary(tmp_path):
+    plan = small_plan()
+    times = critical_path_s(plan, 0.3)
+    write_run(tmp_path, scenario_resolved={}, versions={}, plan=plan, times=times, gpu_meta=META, plots=False)
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "ok"
+    write_partial(tmp_path, "second attempt failed", versions={"seed": 9})
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["files"] == ["versions.json", "summary.json"]
