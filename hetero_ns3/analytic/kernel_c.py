@@ -1,8 +1,18 @@
-"""C source of the native event loop (same algorithm as :mod:`hetero_ns3.analytic.engine`).
+"""C source of the native event loop (same model as :mod:`hetero_ns3.analytic.engine`).
 
 Kept as a Python string so that it ships with the package without package-data rules; compiled on
 first use by :mod:`hetero_ns3.analytic.native`. Plain C99, no ns-3, no Python API: it works on the
 arrays that :func:`hetero_ns3.analytic.engine.replay` takes and fills the same outputs.
+
+What makes it fast (docs/analytic.md, "Performance"):
+
+* Active flows live in stable slots; remaining bytes are updated lazily (at rate changes only) and the
+  next drain comes from a heap with versioned entries, so an event costs nothing per untouched flow.
+* Each resource keeps the list of its active flows, its load (sum of rates) and rated-flow count.
+* On a change, only flows that can change are recomputed: those reachable from the resources of added
+  or removed flows through flows at or above the unchanged level (see ``unchanged_level``).
+* Water-filling freezes, per round, the flows of every resource whose fair share is the smallest on
+  all paths through it (local-minimum rule), so rounds are few.
 """
 
 SOURCE = r"""
@@ -11,12 +21,12 @@ SOURCE = r"""
 #include <string.h>
 
 typedef long long i64;
-typedef struct { double t; i64 code; } Ev;
+typedef struct { double t; i64 code; i64 ver; } Ev;
 typedef struct { Ev *a; i64 n, cap; } Heap;
 
 static int ev_less(Ev x, Ev y) { return x.t < y.t || (x.t == y.t && x.code < y.code); }
 
-static int heap_push(Heap *h, double t, i64 code) {
+static int heap_push(Heap *h, double t, i64 code, i64 ver) {
     if (h->n == h->cap) {
         i64 nc = h->cap ? 2 * h->cap : 4096;
         Ev *na = (Ev *)realloc(h->a, (size_t)nc * sizeof(Ev));
@@ -24,7 +34,7 @@ static int heap_push(Heap *h, double t, i64 code) {
         h->a = na;
         h->cap = nc;
     }
-    Ev e = {t, code};
+    Ev e = {t, code, ver};
     i64 i = h->n++;
     while (i > 0) {
         i64 p = (i - 1) / 2;
@@ -61,11 +71,9 @@ static void add_seed(i64 *seeds, i64 *ns, i64 *sstamp, i64 sid, i64 r) {
 }
 
 typedef struct {
-    /* inputs */
     const signed char *is_flow;
     const double *dur;
-    const i64 *succ_ptr, *succ_idx, *flow_row;
-    /* state */
+    const i64 *succ_ptr, *succ_idx;
     i64 *indeg, *zero, *pending;
     i64 nz, np;
     Heap heap;
@@ -78,7 +86,7 @@ static void begin_task(Dag *d, i64 i, double t) {
     if (d->is_flow[i]) {
         d->pending[d->np++] = i;
     } else if (d->dur[i] > 0.0) {
-        if (heap_push(&d->heap, t + d->dur[i], i)) d->err = 3;
+        if (heap_push(&d->heap, t + d->dur[i], i, 0)) d->err = 3;
     } else {
         d->zero[d->nz++] = i;
     }
@@ -92,309 +100,278 @@ static void complete_task(Dag *d, i64 i, double t) {
     }
 }
 
-/* stats: events, rate_updates, fill_rounds, max_active, reused. Returns 0, 1 stuck, 2 zero rate, 3 no memory. */
+#define ALLOC(T, name, count) T *name = (T *)calloc((size_t)(count) + 1, sizeof(T)); if (!name) ok = 0;
+
+/* stats: events, rate_updates, fill_rounds, max_active, reused, recomputed.
+   Returns 0, 1 stuck tasks, 2 zero rate, 3 no memory. */
 int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const double *release, const i64 *dep_ptr,
                    const i64 *succ_ptr, const i64 *succ_idx, const i64 *flow_row, const double *size, i64 nflows,
-                   i64 width, const int *res, const double *lat, i64 nres, const double *cap, double tol,
+                   i64 W, const int *res, const double *lat, i64 nres, const double *cap, double tol,
                    int incremental, double reuse_rtol, double level_rtol, double *start, double *finish,
                    double *drain, i64 *stats) {
     const i64 pad = nres - 1;
     const double inf = INFINITY;
+    int ok = 1, rc = 0;
     Dag d;
     memset(&d, 0, sizeof d);
+    Heap dh; /* drain heap: (time, slot, version) */
+    memset(&dh, 0, sizeof dh);
     d.is_flow = is_flow;
     d.dur = dur;
     d.succ_ptr = succ_ptr;
     d.succ_idx = succ_idx;
-    d.flow_row = flow_row;
     d.start = start;
     d.finish = finish;
-    d.indeg = (i64 *)malloc((size_t)(n + 1) * sizeof(i64));
-    d.zero = (i64 *)malloc((size_t)(n + 1) * sizeof(i64));
-    d.pending = (i64 *)malloc((size_t)(n + 1) * sizeof(i64));
-    i64 fcap = nflows + 1;
-    /* Active flows (compacted arrays) and their resources inline (ares[j*width + h], pad-terminated). */
-    i64 *act = (i64 *)malloc((size_t)fcap * sizeof(i64));
-    double *rem = (double *)malloc((size_t)fcap * sizeof(double));
-    double *rate = (double *)malloc((size_t)fcap * sizeof(double));
-    double *left = (double *)malloc((size_t)fcap * sizeof(double));
-    double *low = (double *)malloc((size_t)fcap * sizeof(double));
-    i64 *live = (i64 *)malloc((size_t)fcap * sizeof(i64));
-    int *ares = (int *)malloc((size_t)(fcap * width) * sizeof(int));
-    /* Per resource: load = sum of the rates of rated active flows, nrated = their number. */
-    double *load = (double *)calloc((size_t)nres, sizeof(double));
-    i64 *nrated = (i64 *)calloc((size_t)nres, sizeof(i64));
-    i64 *nnew = (i64 *)calloc((size_t)nres, sizeof(i64));
-    double *remcap = (double *)malloc((size_t)nres * sizeof(double));
-    double *share = (double *)malloc((size_t)nres * sizeof(double));
-    i64 *cnt = (i64 *)calloc((size_t)nres, sizeof(i64));
-    i64 *stamp = (i64 *)calloc((size_t)nres, sizeof(i64));
-    char *ismin = (char *)calloc((size_t)nres, 1);
-    char *notmin = (char *)calloc((size_t)nres, 1);
-    i64 *rlist = (i64 *)malloc((size_t)nres * sizeof(i64));
-    i64 *tlist = (i64 *)malloc((size_t)nres * sizeof(i64));
-    i64 *seeds = (i64 *)malloc((size_t)nres * sizeof(i64));
-    i64 *sstamp = (i64 *)calloc((size_t)nres, sizeof(i64));
-    i64 *vstamp = (i64 *)calloc((size_t)nres, sizeof(i64));
-    i64 *queue = (i64 *)malloc((size_t)nres * sizeof(i64));
-    i64 *fvis = (i64 *)calloc((size_t)fcap, sizeof(i64));
-    i64 *slot = (i64 *)malloc((size_t)(n + 1) * sizeof(i64));
-    i64 *mpos = (i64 *)malloc((size_t)(fcap * width) * sizeof(i64));
+    i64 F = nflows + 1;
+    ALLOC(i64, indeg, n) ALLOC(i64, zero, n) ALLOC(i64, pending, n) ALLOC(i64, slot_of, n)
+    /* Per slot (stable while a flow is active). */
+    ALLOC(i64, task, F) ALLOC(double, rate, F) ALLOC(double, remu, F) ALLOC(double, tu, F) ALLOC(i64, ver, F)
+    ALLOC(char, isnew, F) ALLOC(i64, apos, F) ALLOC(i64, fvis, F) ALLOC(double, low, F) ALLOC(int, ares, F * W)
+    ALLOC(i64, mpos, F * W)
+    ALLOC(i64, freel, F) ALLOC(i64, alist, F) ALLOC(i64, live, F) ALLOC(i64, newl, F)
+    /* Per resource. */
+    ALLOC(double, load, nres) ALLOC(i64, nrated, nres) ALLOC(i64, nnew, nres) ALLOC(double, remcap, nres)
+    ALLOC(double, share, nres) ALLOC(i64, cnt, nres) ALLOC(i64, stamp, nres) ALLOC(char, ismin, nres)
+    ALLOC(char, notmin, nres) ALLOC(i64, rlist, nres) ALLOC(i64, tlist, nres) ALLOC(i64, seeds, nres)
+    ALLOC(i64, sstamp, nres) ALLOC(i64, vstamp, nres) ALLOC(i64, queue, nres) ALLOC(i64, mlen, nres)
+    ALLOC(i64, mcap, nres)
     i64 **mem = (i64 **)calloc((size_t)nres, sizeof(i64 *));
-    i64 *mlen = (i64 *)calloc((size_t)nres, sizeof(i64));
-    i64 *mcap = (i64 *)calloc((size_t)nres, sizeof(i64));
-    i64 ns = 0, sid = 1, vid = 0;
-    int rc = 0;
-    if (!d.indeg || !d.zero || !d.pending || !act || !rem || !rate || !left || !low || !live || !ares || !load ||
-        !nrated || !nnew || !remcap || !share || !cnt || !stamp || !ismin || !notmin || !rlist || !tlist ||
-        !seeds || !sstamp || !vstamp || !queue || !fvis || !slot || !mpos || !mem || !mlen || !mcap) {
-        rc = 3;
-        goto out;
-    }
+    if (!mem || !ok) { rc = 3; goto out; }
+    d.indeg = indeg;
+    d.zero = zero;
+    d.pending = pending;
+    i64 nfree = 0;
+    for (i64 j = F - 1; j >= 0; j--) freel[nfree++] = j;
     for (i64 i = 0; i < n; i++) {
-        d.indeg[i] = dep_ptr[i + 1] - dep_ptr[i];
+        indeg[i] = dep_ptr[i + 1] - dep_ptr[i];
         drain[i] = NAN;
         finish[i] = NAN;
         start[i] = 0.0;
     }
     for (i64 i = 0; i < n; i++) {
-        if (d.indeg[i] != 0) continue;
+        if (indeg[i] != 0) continue;
         if (release && release[i] > 0.0) {
-            if (heap_push(&d.heap, release[i], -1 - i)) { rc = 3; goto out; }
+            if (heap_push(&d.heap, release[i], -1 - i, 0)) { rc = 3; goto out; }
         } else {
             begin_task(&d, i, 0.0);
         }
     }
-    i64 na = 0, n_added = 0, cur = 0;
+    i64 na = 0, nn = 0, cur = 0, ns = 0, sid = 1, vid = 0;
     i64 events = 0, updates = 0, rounds = 0, max_active = 0, reused = 0, recomputed = 0;
     double t = 0.0, removed_min = inf;
     int dirty = 0;
     for (;;) {
-        while (d.nz) complete_task(&d, d.zero[--d.nz], t);
+        while (d.nz) complete_task(&d, zero[--d.nz], t);
         if (d.err) { rc = d.err; goto out; }
-        if (d.np) {
-            for (i64 k = 0; k < d.np; k++) {
-                i64 i = d.pending[k];
-                act[na] = i;
-                rem[na] = size[i];
-                rate[na] = 0.0;
-                left[na] = inf;
-                memcpy(ares + na * width, res + flow_row[i] * width, (size_t)width * sizeof(int));
-                slot[i] = na;
-                const int *p = ares + na * width;
-                for (i64 h = 0; h < width && p[h] != pad; h++) {
-                    i64 r = p[h];
-                    if (mlen[r] == mcap[r]) {
-                        i64 nc2 = mcap[r] ? 2 * mcap[r] : 8;
-                        i64 *nm = (i64 *)realloc(mem[r], (size_t)nc2 * sizeof(i64));
-                        if (!nm) { rc = 3; goto out; }
-                        mem[r] = nm;
-                        mcap[r] = nc2;
-                    }
-                    mpos[flow_row[i] * width + h] = mlen[r];
-                    mem[r][mlen[r]++] = i;
+        /* Activate flows that start now. */
+        for (i64 k = 0; k < d.np; k++) {
+            i64 i = pending[k], j = freel[--nfree];
+            task[j] = i;
+            slot_of[i] = j;
+            rate[j] = 0.0;
+            remu[j] = size[i];
+            tu[j] = t;
+            isnew[j] = 1;
+            newl[nn++] = j;
+            apos[j] = na;
+            alist[na++] = j;
+            memcpy(ares + j * W, res + flow_row[i] * W, (size_t)W * sizeof(int));
+            const int *p = ares + j * W;
+            for (i64 h = 0; h < W && p[h] != pad; h++) {
+                i64 r = p[h];
+                if (mlen[r] == mcap[r]) {
+                    i64 c2 = mcap[r] ? 2 * mcap[r] : 8;
+                    i64 *nm = (i64 *)realloc(mem[r], (size_t)c2 * sizeof(i64));
+                    if (!nm) { rc = 3; goto out; }
+                    mem[r] = nm;
+                    mcap[r] = c2;
                 }
-                na++;
+                mpos[j * W + h] = mlen[r];
+                mem[r][mlen[r]++] = j;
             }
-            n_added += d.np;
-            d.np = 0;
             dirty = 1;
         }
-        if (dirty) {
-            dirty = 0;
-            if (na) {
-                i64 n_old = na - n_added;
-                double x0 = incremental ? removed_min : 0.0;
-                if (incremental && n_added) {
-                    /* Lower bound of the level at which a resource crossed by new flows saturates: two of
-                       the tangents of unchanged_level (all old flows above the level; all below it). */
-                    i64 nt = 0;
-                    for (i64 j = n_old; j < na; j++) {
-                        const int *p = ares + j * width;
-                        for (i64 h = 0; h < width && p[h] != pad; h++)
-                            if (nnew[p[h]]++ == 0) tlist[nt++] = p[h];
-                    }
-                    for (i64 q = 0; q < nt; q++) {
-                        i64 r = tlist[q];
-                        double a = (double)nnew[r];
-                        double c0 = cap[r] / ((double)nrated[r] + a);
-                        double c1 = (cap[r] - load[r]) / a;
-                        double c = c0 > c1 ? c0 : c1;
-                        if (c < x0) x0 = c;
-                        nnew[r] = 0;
-                    }
+        d.np = 0;
+        if (dirty && na) {
+            double x0 = incremental ? removed_min : 0.0;
+            if (incremental && nn) {
+                /* Lower bound of the level at which a resource crossed by new flows saturates: two of the
+                   tangents of unchanged_level (old flows all above the level; all below it). */
+                i64 nt = 0;
+                for (i64 q = 0; q < nn; q++) {
+                    const int *p = ares + newl[q] * W;
+                    for (i64 h = 0; h < W && p[h] != pad; h++)
+                        if (nnew[p[h]]++ == 0) tlist[nt++] = p[h];
                 }
-                /* Live flows: those connected to a resource of an added or removed flow through flows at
-                   or above x0 (new flows included). Flows below x0 keep their rates (unchanged level);
-                   components that no change reaches solve the same problem as before. */
-                double thr = x0 * (1.0 - reuse_rtol);
-                i64 nl = 0;
-                if (!incremental) {
-                    for (i64 j = 0; j < na; j++) live[nl++] = j;
-                } else {
-                    for (i64 j = n_old; j < na; j++) {
-                        const int *p = ares + j * width;
-                        for (i64 h = 0; h < width && p[h] != pad; h++) add_seed(seeds, &ns, sstamp, sid, p[h]);
-                    }
-                    vid++;
-                    i64 qh = 0, qt = 0;
-                    for (i64 k = 0; k < ns; k++) {
-                        vstamp[seeds[k]] = vid;
-                        queue[qt++] = seeds[k];
-                    }
-                    while (qh < qt) {
-                        i64 r = queue[qh++];
-                        const i64 *m = mem[r];
-                        for (i64 k = 0; k < mlen[r]; k++) {
-                            i64 j = slot[m[k]];
-                            if (fvis[j] == vid || (j < n_old && rate[j] < thr)) continue;
-                            fvis[j] = vid;
-                            live[nl++] = j;
-                            const int *p = ares + j * width;
-                            for (i64 h = 0; h < width && p[h] != pad; h++) {
-                                if (vstamp[p[h]] != vid) {
-                                    vstamp[p[h]] = vid;
-                                    queue[qt++] = p[h];
-                                }
+                for (i64 q = 0; q < nt; q++) {
+                    i64 r = tlist[q];
+                    double a = (double)nnew[r];
+                    double c0 = cap[r] / ((double)nrated[r] + a), c1 = (cap[r] - load[r]) / a;
+                    double c = c0 > c1 ? c0 : c1;
+                    if (c < x0) x0 = c;
+                    nnew[r] = 0;
+                    add_seed(seeds, &ns, sstamp, sid, r);
+                }
+            }
+            /* Live flows: reachable from a changed resource through flows at or above x0. */
+            double thr = x0 * (1.0 - reuse_rtol);
+            i64 nl = 0;
+            if (!incremental) {
+                for (i64 q = 0; q < na; q++) live[nl++] = alist[q];
+            } else {
+                vid++;
+                i64 qh = 0, qt = 0;
+                for (i64 k = 0; k < ns; k++) {
+                    vstamp[seeds[k]] = vid;
+                    queue[qt++] = seeds[k];
+                }
+                while (qh < qt) {
+                    i64 r = queue[qh++];
+                    const i64 *m = mem[r];
+                    for (i64 k = 0; k < mlen[r]; k++) {
+                        i64 j = m[k];
+                        if (fvis[j] == vid || (!isnew[j] && rate[j] < thr)) continue;
+                        fvis[j] = vid;
+                        live[nl++] = j;
+                        const int *p = ares + j * W;
+                        for (i64 h = 0; h < W && p[h] != pad; h++) {
+                            if (vstamp[p[h]] != vid) {
+                                vstamp[p[h]] = vid;
+                                queue[qt++] = p[h];
                             }
                         }
                     }
                 }
-                ns = 0;
-                sid++;
-                /* Residual capacities for the live flows: capacity minus the load of everyone else. */
-                cur++;
-                i64 nr = 0;
+            }
+            ns = 0;
+            sid++;
+            /* Residual capacities: capacity minus the load of the flows that keep their rates. */
+            cur++;
+            i64 nr = 0;
+            for (i64 q = 0; q < nl; q++) {
+                i64 j = live[q];
+                const int *p = ares + j * W;
+                remu[j] -= rate[j] * (t - tu[j]);
+                tu[j] = t;
+                for (i64 h = 0; h < W && p[h] != pad; h++) {
+                    i64 r = p[h];
+                    if (stamp[r] != cur) {
+                        stamp[r] = cur;
+                        remcap[r] = cap[r] - load[r];
+                        cnt[r] = 0;
+                        rlist[nr++] = r;
+                    }
+                    cnt[r]++;
+                    if (!isnew[j]) {
+                        remcap[r] += rate[j];
+                        load[r] -= rate[j];
+                        nrated[r]--;
+                    }
+                }
+            }
+            reused += na - nl;
+            recomputed += nl;
+            updates++;
+            if (na > max_active) max_active = na;
+            while (nl) {
+                rounds++;
+                for (i64 q = 0; q < nr; q++) {
+                    i64 r = rlist[q];
+                    share[r] = cnt[r] > 0 ? remcap[r] / (double)cnt[r] : inf;
+                    ismin[r] = 0;
+                    notmin[r] = 0;
+                }
+                for (i64 q = 0; q < nl; q++) {
+                    const int *p = ares + live[q] * W;
+                    double m = inf;
+                    for (i64 h = 0; h < W && p[h] != pad; h++)
+                        if (share[p[h]] < m) m = share[p[h]];
+                    low[q] = m;
+                    double lim = m * (1.0 + level_rtol);
+                    for (i64 h = 0; h < W && p[h] != pad; h++) {
+                        if (share[p[h]] > lim) notmin[p[h]] = 1;
+                        else ismin[p[h]] = 1;
+                    }
+                }
+                i64 w = 0;
                 for (i64 q = 0; q < nl; q++) {
                     i64 j = live[q];
-                    const int *p = ares + j * width;
-                    for (i64 h = 0; h < width && p[h] != pad; h++) {
-                        i64 r = p[h];
-                        if (stamp[r] != cur) {
-                            stamp[r] = cur;
-                            remcap[r] = cap[r] - load[r];
-                            cnt[r] = 0;
-                            rlist[nr++] = r;
+                    const int *p = ares + j * W;
+                    int hit = 0;
+                    for (i64 h = 0; h < W && p[h] != pad; h++)
+                        if (ismin[p[h]] && !notmin[p[h]]) { hit = 1; break; }
+                    if (hit) {
+                        double x = low[q];
+                        if (!(x > 0.0) || !isfinite(x)) { rc = 2; goto out; }
+                        rate[j] = x;
+                        ver[j]++;
+                        if (heap_push(&dh, t + remu[j] / x, j, ver[j])) { rc = 3; goto out; }
+                        for (i64 h = 0; h < W && p[h] != pad; h++) {
+                            remcap[p[h]] -= x;
+                            cnt[p[h]]--;
+                            load[p[h]] += x;
+                            nrated[p[h]]++;
                         }
-                        cnt[r]++;
-                        remcap[r] += rate[j]; /* 0 for new flows */
-                        if (j < n_old) {
-                            load[r] -= rate[j];
-                            nrated[r]--;
-                        }
+                    } else {
+                        live[w] = j;
+                        low[w] = low[q];
+                        w++;
                     }
                 }
-                reused += na - nl;
-                recomputed += nl;
-                updates++;
-                if (na > max_active) max_active = na;
-                while (nl) {
-                    rounds++;
-                    for (i64 q = 0; q < nr; q++) {
-                        i64 r = rlist[q];
-                        share[r] = cnt[r] > 0 ? remcap[r] / (double)cnt[r] : inf;
-                        ismin[r] = 0;
-                        notmin[r] = 0;
-                    }
-                    for (i64 q = 0; q < nl; q++) {
-                        const int *p = ares + live[q] * width;
-                        double m = inf;
-                        for (i64 h = 0; h < width && p[h] != pad; h++)
-                            if (share[p[h]] < m) m = share[p[h]];
-                        low[q] = m;
-                        double lim = m * (1.0 + level_rtol);
-                        for (i64 h = 0; h < width && p[h] != pad; h++) {
-                            if (share[p[h]] > lim) notmin[p[h]] = 1;
-                            else ismin[p[h]] = 1;
-                        }
-                    }
-                    i64 w = 0;
-                    for (i64 q = 0; q < nl; q++) {
-                        i64 j = live[q];
-                        const int *p = ares + j * width;
-                        int hit = 0;
-                        for (i64 h = 0; h < width && p[h] != pad; h++)
-                            if (ismin[p[h]] && !notmin[p[h]]) { hit = 1; break; }
-                        if (hit) {
-                            double x = low[q];
-                            if (!(x > 0.0) || !isfinite(x)) { rc = 2; goto out; }
-                            rate[j] = x;
-                            left[j] = rem[j] / x;
-                            for (i64 h = 0; h < width && p[h] != pad; h++) {
-                                remcap[p[h]] -= x;
-                                cnt[p[h]]--;
-                                load[p[h]] += x;
-                                nrated[p[h]]++;
-                            }
-                        } else {
-                            live[w] = j;
-                            low[w] = low[q];
-                            w++;
-                        }
-                    }
-                    if (w == nl) { rc = 2; goto out; }
-                    nl = w;
-                }
+                if (w == nl) { rc = 2; goto out; }
+                nl = w;
             }
-            n_added = 0;
+            for (i64 q = 0; q < nn; q++) isnew[newl[q]] = 0;
+            nn = 0;
             removed_min = inf;
         }
-        double dmin = inf;
-        for (i64 j = 0; j < na; j++)
-            if (left[j] < dmin) dmin = left[j];
+        dirty = 0;
+        /* Next event: the earliest valid drain or the earliest task event. */
+        while (dh.n && (dh.a[0].ver != ver[dh.a[0].code] || task[dh.a[0].code] < 0)) heap_pop(&dh);
+        double td = dh.n ? dh.a[0].t : inf;
         double th = d.heap.n ? d.heap.a[0].t : inf;
-        if (dmin == inf && th == inf) break;
+        if (td == inf && th == inf) break;
         events++;
-        if (t + dmin <= th) {
-            double dt = dmin;
-            t = t + dmin;
-            i64 w = 0;
-            for (i64 j = 0; j < na; j++) {
-                if (left[j] <= dmin + tol) {
-                    i64 i = act[j];
-                    drain[i] = t;
-                    if (rate[j] < removed_min) removed_min = rate[j];
-                    const int *p = ares + j * width;
-                    for (i64 h = 0; h < width && p[h] != pad; h++) {
-                        i64 r = p[h];
-                        add_seed(seeds, &ns, sstamp, sid, r);
-                        i64 k = mpos[flow_row[i] * width + h], last = mem[r][--mlen[r]];
-                        if (last != i) {
-                            mem[r][k] = last;
-                            const int *pl = res + flow_row[last] * width;
-                            for (i64 h2 = 0; h2 < width; h2++)
-                                if (pl[h2] == r) { mpos[flow_row[last] * width + h2] = k; break; }
-                        }
-                        load[p[h]] -= rate[j];
-                        if (--nrated[p[h]] == 0) load[p[h]] = 0.0; /* no drift on idle resources */
+        if (td <= th) {
+            t = td;
+            double lim = td + tol;
+            while (dh.n && dh.a[0].t <= lim) {
+                Ev e = heap_pop(&dh);
+                i64 j = e.code;
+                if (e.ver != ver[j] || task[j] < 0) continue;
+                i64 i = task[j];
+                drain[i] = t;
+                if (rate[j] < removed_min) removed_min = rate[j];
+                const int *p = ares + j * W;
+                for (i64 h = 0; h < W && p[h] != pad; h++) {
+                    i64 r = p[h];
+                    add_seed(seeds, &ns, sstamp, sid, r);
+                    i64 k = mpos[j * W + h], last = mem[r][--mlen[r]];
+                    if (last != j) {
+                        mem[r][k] = last;
+                        const int *pl = ares + last * W;
+                        for (i64 h2 = 0; h2 < W; h2++)
+                            if (pl[h2] == r) { mpos[last * W + h2] = k; break; }
                     }
-                    double tf = t + lat[flow_row[i]];
-                    if (tf > t) {
-                        if (heap_push(&d.heap, tf, i)) { rc = 3; goto out; }
-                    } else {
-                        d.zero[d.nz++] = i;
-                    }
-                } else {
-                    if (w != j) {
-                        act[w] = act[j];
-                        slot[act[w]] = w;
-                        rate[w] = rate[j];
-                        memcpy(ares + w * width, ares + j * width, (size_t)width * sizeof(int));
-                    }
-                    rem[w] = rem[j] - rate[j] * dt;
-                    left[w] = left[j] - dt;
-                    w++;
+                    load[r] -= rate[j];
+                    if (--nrated[r] == 0) load[r] = 0.0; /* no drift on idle resources */
                 }
+                i64 moved = alist[--na];
+                alist[apos[j]] = moved;
+                apos[moved] = apos[j];
+                task[j] = -1;
+                ver[j]++;
+                freel[nfree++] = j;
+                double tf = t + lat[flow_row[i]];
+                if (tf > t) {
+                    if (heap_push(&d.heap, tf, i, 0)) { rc = 3; goto out; }
+                } else {
+                    zero[d.nz++] = i;
+                }
+                dirty = 1;
             }
-            na = w;
-            dirty = 1;
         } else {
-            double dt = th - t;
             t = th;
-            for (i64 j = 0; j < na; j++) {
-                rem[j] -= rate[j] * dt;
-                left[j] -= dt;
-            }
         }
         while (d.heap.n && d.heap.a[0].t <= t) {
             Ev e = heap_pop(&d.heap);
@@ -404,7 +381,7 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
         if (d.err) { rc = d.err; goto out; }
     }
     for (i64 i = 0; i < n; i++)
-        if (d.indeg[i] > 0) { rc = 1; break; }
+        if (indeg[i] > 0) { rc = 1; break; }
     stats[0] = events;
     stats[1] = updates;
     stats[2] = rounds;
@@ -412,14 +389,15 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
     stats[4] = reused;
     stats[5] = recomputed;
 out:
-    free(d.indeg); free(d.zero); free(d.pending); free(d.heap.a);
-    free(act); free(rem); free(rate); free(left); free(low); free(live); free(ares); free(load); free(nrated);
-    free(nnew); free(remcap); free(share); free(cnt); free(stamp); free(ismin); free(notmin); free(rlist);
-    free(tlist); free(seeds); free(sstamp); free(vstamp); free(queue); free(fvis); free(slot);
-    free(mpos);
     if (mem)
         for (i64 r = 0; r < nres; r++) free(mem[r]);
-    free(mem); free(mlen); free(mcap);
+    free(mem);
+    free(d.heap.a); free(dh.a);
+    free(indeg); free(zero); free(pending); free(slot_of); free(task); free(rate); free(remu); free(tu); free(ver);
+    free(isnew); free(apos); free(fvis); free(low); free(ares); free(mpos); free(freel); free(alist); free(live);
+    free(newl); free(load); free(nrated); free(nnew); free(remcap); free(share); free(cnt); free(stamp); free(ismin);
+    free(notmin); free(rlist); free(tlist); free(seeds); free(sstamp); free(vstamp); free(queue); free(mlen);
+    free(mcap);
     return rc;
 }
 """

@@ -100,12 +100,24 @@ class FlowPaths:
     """float64 (F,): propagation delays plus store-and-forward serialization of one packet per later hop."""
 
 
-def _next_hop_csr(nh: Sequence[Sequence[int]], n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
-    lens = np.fromiter(map(len, nh), np.int64, n_nodes)
-    ptr = np.zeros(n_nodes + 1, np.int64)
+def _next_hops_at(
+    routes: Mapping[int, Sequence[Sequence[int]]], dst: np.ndarray, node: np.ndarray, n_nodes: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ECMP sets toward ``dst[i]`` at ``node[i]``: (count, offset into flat, flat link indices).
+
+    Each distinct (destination, node) pair is looked up once.
+    """
+    uniq, inv = np.unique(dst * n_nodes + node, return_inverse=True)
+    lists = []
+    for key in uniq.tolist():
+        d, u = divmod(key, n_nodes)
+        table = routes.get(d) if hasattr(routes, "get") else routes[d]
+        lists.append(table[u] if table else ())
+    lens = np.fromiter(map(len, lists), np.int64, len(lists))
+    ptr = np.zeros(len(lists) + 1, np.int64)
     np.cumsum(lens, out=ptr[1:])
-    flat = np.fromiter(chain.from_iterable(nh), np.int64, int(ptr[-1]))
-    return ptr, flat
+    flat = np.fromiter(chain.from_iterable(lists), np.int64, int(ptr[-1]))
+    return lens[inv], ptr[:-1][inv], flat
 
 
 def route_flows(
@@ -134,47 +146,34 @@ def route_flows(
         return FlowPaths(res, hops, np.zeros(0))
     if routes is None:
         routes = routing_tables(graph)
-    order = np.argsort(dst, kind="stable")
-    dsorted = dst[order]
-    cuts = np.flatnonzero(np.diff(dsorted)) + 1
-    starts = np.concatenate(([0], cuts))
-    ends = np.concatenate((cuts, [f]))
-    for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
-        d = int(dsorted[lo])
-        idx = order[lo:hi]
-        nh = routes.get(d) if hasattr(routes, "get") else routes[d]
-        if not nh:
-            raise SimulationError(f"no routing table toward {graph.nodes[d].name!r}; is it a host of the graph?")
-        ptr, flat = _next_hop_csr(nh, n_nodes)
-        cur = src[idx].astype(np.int64)
-        fid = flow_id[idx]
-        alive = np.arange(idx.shape[0])
-        step = 0
-        while alive.size:
-            c = cur[alive]
-            n_opt = ptr[c + 1] - ptr[c]
-            if np.any(n_opt == 0):
-                bad = int(c[np.flatnonzero(n_opt == 0)[0]])
-                raise SimulationError(
-                    f"no route from node {graph.nodes[bad].name!r} to host {graph.nodes[d].name!r}; "
-                    "check that the topology connects them"
-                )
-            pick = (ecmp_hash(fid[alive], c, seed) % n_opt.astype(np.uint64)).astype(np.int64)
-            li = flat[ptr[c] + pick]
-            fwd = links.a[li] == c
-            if step >= width:
-                res = np.concatenate((res, np.full((f, width), links.pad, np.int32)), axis=1)
-                width *= 2
-            rows = idx[alive]
-            res[rows, step] = 2 * li + (~fwd)
-            nxt = np.where(fwd, links.b[li], links.a[li])
-            cur[alive] = nxt
-            step += 1
-            done = nxt == d
-            hops[rows[done]] = step
-            alive = alive[~done]
-            if step > n_nodes:
-                raise SimulationError(f"routing loop toward host {graph.nodes[d].name!r}; check the routing tables")
+    dst = dst.astype(np.int64)
+    cur = src.astype(np.int64)
+    alive = np.arange(f)
+    step = 0
+    while alive.size:
+        c, d = cur[alive], dst[alive]
+        n_opt, base, flat = _next_hops_at(routes, d, c, n_nodes)
+        if np.any(n_opt == 0):
+            k = int(np.flatnonzero(n_opt == 0)[0])
+            raise SimulationError(
+                f"no route from node {graph.nodes[int(c[k])].name!r} to host {graph.nodes[int(d[k])].name!r}; "
+                "check that the topology connects them"
+            )
+        pick = (ecmp_hash(flow_id[alive], c, seed) % n_opt.astype(np.uint64)).astype(np.int64)
+        li = flat[base + pick]
+        fwd = links.a[li] == c
+        if step >= width:
+            res = np.concatenate((res, np.full((f, width), links.pad, np.int32)), axis=1)
+            width *= 2
+        res[alive, step] = 2 * li + (~fwd)
+        nxt = np.where(fwd, links.b[li], links.a[li])
+        cur[alive] = nxt
+        step += 1
+        done = nxt == d
+        hops[alive[done]] = step
+        alive = alive[~done]
+        if step > n_nodes:
+            raise SimulationError("routing loop in the next-hop tables; check the topology's routing")
     used = int(hops.max())
     res = np.ascontiguousarray(res[:, :used])
     latency = links.delay_s[res].sum(axis=1)
