@@ -296,3 +296,61 @@ def test_collective_entry_latency_takes_the_class_of_the_flow_after_it():
     # a waits 0.5 s: 0.2 s entry latency on b then a 0.3 s inter-node flow, all inter-node comm
     assert s.per_gpu["a"].exposed_inter_node_comm_s == pytest.approx(0.5)
     assert s.per_gpu["a"].exposed_intra_node_comm_s == 0.0
+
+
+def schedule_dag(kind, pp, m, v, tf, tb):
+    """A pure-compute pipeline DAG from the workload package's schedule generator (zero-time PP flows).
+
+    Virtual stage ``c * pp + r`` is chunk ``c`` on rank ``r``; a forward needs the previous virtual
+    stage's forward, a backward the next one's backward (the last needs its own forward)."""
+    from hetero_ns3.workload.schedule import pipeline_schedule
+
+    gpus = [f"n{i}.g0" for i in range(pp)]
+    b = PlanBuilder(gpus)
+    orders = [list(pipeline_schedule(kind, pp, r, m, v)) for r in range(pp)]
+    done, pos, nv = {}, [0] * pp, pp * v
+    while any(pos[r] < len(orders[r]) for r in range(pp)):
+        progressed = False
+        for r in range(pp):
+            while pos[r] < len(orders[r]):
+                st = orders[r][pos[r]]
+                vs = st.chunk * pp + r
+                fwd = st.phase == "F"
+                need = (
+                    (("F", st.microbatch, vs - 1) if vs > 0 else None)
+                    if fwd
+                    else (("B", st.microbatch, vs + 1) if vs < nv - 1 else ("F", st.microbatch, vs))
+                )
+                if need is not None and need not in done:
+                    break
+                t = b.add_compute(gpus[r], (tf if fwd else tb) / v, [done[need]] if need else [], label=str(st))
+                nxt = vs + 1 if fwd else vs - 1
+                if 0 <= nxt < nv and nxt % pp != r:
+                    t = b.add_flow(gpus[r], gpus[nxt % pp], 1, [t], label=f"pp {st}", category="pp")
+                done[(st.phase, st.microbatch, vs)] = t
+                pos[r] += 1
+                progressed = True
+        assert progressed, "schedule deadlocked"
+    return b.build(), {g: GpuMeta("X", i) for i, g in enumerate(gpus)}
+
+
+@pytest.mark.parametrize(
+    ("kind", "pp", "m", "v"),
+    [
+        ("gpipe", 4, 8, 1),
+        ("1f1b", 4, 8, 1),
+        ("interleaved", 4, 8, 2),
+        ("interleaved", 4, 16, 2),
+        ("interleaved", 4, 8, 3),
+    ],
+)
+def test_project_schedules_give_the_published_bubble(kind, pp, m, v):
+    """Narayanan et al. SC'21: bubble (p-1)/m of ideal for GPipe/1F1B, (p-1)/(v m) interleaved."""
+    plan, meta = schedule_dag(kind, pp, m, v, 1.0, 2.0)
+    s = summarize(plan, critical_path_s(plan, 0.0), meta)
+    check_closure(s)
+    expected = (pp - 1) / (v * m + pp - 1)
+    assert s.iteration_time_s == pytest.approx((m + (pp - 1) / v) * 3.0)
+    for g, bd in s.per_gpu.items():
+        assert bd.pipeline_bubble_s / s.iteration_time_s == pytest.approx(expected, rel=0.01), g
+        assert bd.straggler_wait_s + bd.other_s == pytest.approx(0.0, abs=1e-9)
