@@ -1,0 +1,133 @@
+"""Scenario TOML loading: frozen sections, dotted-path errors, --set overrides, the section registry."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from hetero_ns3.errors import ScenarioError
+from hetero_ns3.scenario import apply_overrides, load_scenario, parse_override, register_section, scenario_from_dict
+from hetero_ns3.workload.parallel import ParallelPlan
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "scenarios" / "plan_example.toml"
+
+BASE = {
+    "model": {"name": "gpt3-1.3b"},
+    "parallelism": {"tp": 2, "pp": 2, "global_batch": 16},
+    "cluster": {"groups": [{"gpu_type": "H100-SXM", "nodes": 1, "gpus_per_node": 8}]},
+}
+
+
+def test_example_loads_into_frozen_sections() -> None:
+    sc = load_scenario(EXAMPLE)
+    assert isinstance(sc.parallelism, ParallelPlan)
+    assert sc.parallelism.tp == 4 and sc.parallelism.sequence_parallel is True
+    assert sc.model.name == "llama2-7b" and sc.model.seq_len == 2048 and sc.model.hidden == 4096
+    assert sc.compute.memory_reserve == 2 * 2**30
+    assert len(sc.cluster.groups) == 2 and sc.cluster.groups[1].gpu_type == "A100-SXM-80GB"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sc.parallelism.tp = 8  # type: ignore[misc]
+    res = sc.resolved()
+    assert res["parallelism"]["tp"] == 4 and res["model"]["layers"] == 32
+
+
+def test_overrides_coerce_types() -> None:
+    sc = load_scenario(
+        EXAMPLE,
+        [
+            "parallelism.tp=2",
+            "parallelism.schedule=interleaved",
+            "parallelism.vpp=2",
+            "parallelism.stage_layers=[8, 8, 8, 8]",
+            "parallelism.sequence_parallel=false",
+            "model.seq_len=1024",
+            "compute.launch_overhead=5us",
+        ],
+    )
+    p = sc.parallelism
+    assert (p.tp, p.schedule, p.vpp, p.stage_layers, p.sequence_parallel) == (2, "interleaved", 2, (8, 8, 8, 8), False)
+    assert sc.model.seq_len == 1024
+    assert sc.compute.launch_overhead == pytest.approx(5e-6)
+    assert sc.overrides[0] == "parallelism.tp=2"
+
+
+def test_string_numbers_coerced() -> None:
+    sc = scenario_from_dict(BASE, ['parallelism.tp="4"', "parallelism.global_batch=32.0"])
+    assert sc.parallelism.tp == 4 and sc.parallelism.global_batch == 32
+
+
+@pytest.mark.parametrize(
+    ("override", "pattern"),
+    [
+        ("parallelism.tpp=4", r"parallelism\.tpp \(4\) is not a known key; valid keys: \[.*'tp'.*\]"),
+        ("parallelism.tp=four", r"parallelism\.tp \('four'\) must be an integer"),
+        (
+            "parallelism.schedule=zigzag",
+            r"parallelism\.schedule \('zigzag'\) is not a valid choice; use one of \['1f1b', 'gpipe', 'interleaved'\]",
+        ),
+        ("parallelism.sequence_parallel=maybe", r"parallelism\.sequence_parallel \('maybe'\) must be true or false"),
+        ("netwrk.rate=1", r"\[netwrk\] is not a known scenario section; valid sections: \[.*'parallelism'.*\]"),
+        ("model.name=gpt5", r"model\.name \('gpt5'\) is not a catalog model"),
+        ("parallelism.tp=0", r"parallelism\.tp \(0\) must be >= 1"),
+        ("cluster.groups=[{gpu_type='H100-SXM', nodez=1}]", r"cluster\.groups\[0\]\.nodez \(1\) is not a known key"),
+        ("compute.memory_reserve=lots", r"compute\.memory_reserve \('lots'\) is not a size"),
+        ("tp=4", r"needs a dotted key with a section"),
+    ],
+)
+def test_errors_name_dotted_path(override: str, pattern: str) -> None:
+    with pytest.raises(ScenarioError, match=pattern):
+        scenario_from_dict(BASE, [override])
+
+
+def test_missing_required_field() -> None:
+    raw = {"model": {"name": "custom", "layers": 2, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 32}}
+    with pytest.raises(ScenarioError, match=r"model\.ffn_hidden is missing"):
+        scenario_from_dict(raw)
+
+
+def test_custom_model_in_scenario() -> None:
+    raw = {
+        "model": {"name": "tiny", "layers": 2, "hidden": 64, "heads": 4, "ffn_hidden": 256, "vocab": 100, "seq_len": 32}
+    }
+    sc = scenario_from_dict(raw)
+    assert sc.model.head_dim == 16 and sc.model.n_kv_heads == 4
+
+
+def test_cluster_needs_exactly_one_source() -> None:
+    with pytest.raises(ScenarioError, match=r"cluster needs exactly one of cluster\.topology"):
+        scenario_from_dict({"cluster": {}})
+
+
+def test_apply_overrides_does_not_mutate() -> None:
+    out = apply_overrides(BASE, ["parallelism.tp=8", "run.seed=3"])
+    assert BASE["parallelism"]["tp"] == 2 and out["parallelism"]["tp"] == 8 and out["run"] == {"seed": 3}
+    assert parse_override("a.b.c=[1,2]") == (("a", "b", "c"), [1, 2])
+    with pytest.raises(ScenarioError, match="is a value, not a table"):
+        apply_overrides(BASE, ["parallelism.tp.x=1"])
+
+
+@dataclasses.dataclass(frozen=True)
+class _DemoSection:
+    rate: float = dataclasses.field(default=100e9, metadata={"unit": "rate"})
+    seed: int = 1
+
+
+def test_registry_accepts_new_sections() -> None:
+    register_section("test_demo_section", _DemoSection)
+    sc = scenario_from_dict({**BASE, "test_demo_section": {"rate": "400Gbps"}}, ["test_demo_section.seed=7"])
+    assert sc.test_demo_section == _DemoSection(rate=400e9, seed=7)
+    assert sc.section("absent") is None
+    with pytest.raises(ScenarioError, match="already registered"):
+        register_section("test_demo_section", ParallelPlan)
+
+
+def test_bad_toml_and_missing_file(tmp_path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[parallelism\ntp = 1")
+    with pytest.raises(ScenarioError, match="not valid TOML"):
+        load_scenario(bad)
+    with pytest.raises(ScenarioError, match="does not exist"):
+        load_scenario(tmp_path / "nope.toml")

@@ -1,0 +1,89 @@
+"""Per-GPU memory estimate: GPT-3 175B by hand, published closed forms, overflow errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from hetero_ns3.compute.config import ComputeConfig
+from hetero_ns3.errors import PlanningError
+from hetero_ns3.scenario.sections import ClusterSection, NodeGroupSpec, inline_gpus
+from hetero_ns3.workload.memory import layer_activation_bytes
+from hetero_ns3.workload.models import get_model
+from hetero_ns3.workload.parallel import ParallelPlan
+from hetero_ns3.workload.planner import build_plan, resolve
+
+GPT3 = get_model("gpt3-175b")
+
+
+def _cluster(gpu: str, nodes: int):
+    return inline_gpus(ClusterSection(groups=(NodeGroupSpec(gpu, nodes, 8),)))
+
+
+def _gpt3_plan(**kw) -> ParallelPlan:
+    """Narayanan et al. SC'21 Table 1 row for GPT-3 175B: t=8, p=16, 1024 GPUs (d=8), B=1536, b=1."""
+    base = {
+        "tp": 8,
+        "pp": 16,
+        "global_batch": 1536,
+        "micro_batch": 1,
+        "sequence_parallel": True,
+        "recompute": "selective",
+        "zero_stage": 1,
+        "partition": "uniform",
+    }
+    base.update(kw)
+    return ParallelPlan(**base)
+
+
+def test_gpt3_175b_first_stage_by_hand() -> None:
+    """Stage 0 of GPT-3 175B (t=8, p=16, d=8, SP + selective recomputation, distributed optimizer).
+
+    Per layer on one rank: (12 h^2 + 7 h) / 8 sharded weights and biases + 6 h replicated (two
+    layernorms 4h, two row-parallel biases 2h) = (1,811,939,328 + 86,016) / 8 + 73,728 = 226,576,896.
+    6 layers: 1,359,461,376. Embedding: 51200 x 12288 / 8 = 78,643,200 + positions 2048 x 12288 =
+    25,165,824. Total 1,463,270,400 parameters x (6 + 12/8) bytes = 10,974,528,000 bytes.
+    Activations: 16 microbatches in flight x 6 layers x 34 s b h / t = 96 x 106,954,752 = 10,267,656,192.
+    """
+    r = resolve(GPT3, _gpt3_plan(), _cluster("A100-SXM-80GB", 128), ComputeConfig(memory_reserve=0))
+    m = r.memory[0]
+    assert m.stage == 0 and r.spec.stage_layers[0] == 6
+    assert m.params == pytest.approx(1_463_270_400, rel=1e-9)
+    assert m.weights + m.gradients + m.optimizer == pytest.approx(10_974_528_000, rel=1e-9)
+    assert m.activations == pytest.approx(10_267_656_192, rel=1e-9)
+    assert m.total == pytest.approx(21_242_184_192, rel=1e-9)
+    assert m.fits
+
+
+def test_first_stage_activations_match_korthikanti() -> None:
+    """Korthikanti et al. 2022: with 1F1B the first stage holds s b h L (34 + 5 a s / h) / t bytes, whatever p."""
+    s, b, h, a, L, t = 2048, 1, 12288, 96, 96, 8
+    cfg = ComputeConfig(memory_reserve=0, flash_attention=False)
+    for pp in (8, 16):
+        r = resolve(GPT3, _gpt3_plan(pp=pp, recompute="none"), _cluster("A100-SXM-80GB", 128), cfg)
+        assert r.memory[0].activations == pytest.approx(s * b * h * L * (34 + 5 * a * s / h) / t, rel=1e-9)
+    # without sequence parallelism: s b h (10 + 24/t + 5 a s / (h t)) per layer
+    per_layer = layer_activation_bytes(GPT3, 0, 1, 8, False, "none", flash=False)
+    assert per_layer == pytest.approx(s * b * h * (10 + 24 / t + 5 * a * s / (h * t)))
+    assert layer_activation_bytes(GPT3, 0, 1, 8, True, "full", flash=True) == pytest.approx(2 * s * b * h / t)
+
+
+def test_megatron_bytes_per_parameter() -> None:
+    """Megatron-LM distributed-optimizer docs: 18 bytes/param, 6 + 12/d with the distributed optimizer."""
+    gpus = _cluster("H100-SXM", 2)
+    model = get_model("gpt3-1.3b")
+    for zero, per_param in ((0, 18.0), (1, 6 + 12 / 4), (2, 2 + 16 / 4)):
+        r = resolve(model, ParallelPlan(tp=2, pp=2, global_batch=16, zero_stage=zero), gpus)
+        m = r.memory[0]
+        assert (m.weights + m.gradients + m.optimizer) / m.params == pytest.approx(per_param)
+
+
+def test_overflow_fails_naming_gpu() -> None:
+    with pytest.raises(PlanningError, match=r"GPU n0\.g0 \(A100-SXM-40GB, stage 0.*HBM.*zero_stage"):
+        build_plan(GPT3, ParallelPlan(tp=8, pp=2, global_batch=16), _cluster("A100-SXM-40GB", 2))
+
+
+def test_heterogeneous_memory_uses_each_gpu_capacity() -> None:
+    gpus = inline_gpus(ClusterSection(groups=(NodeGroupSpec("H100-SXM", 1, 8), NodeGroupSpec("L40S", 1, 8))))
+    r = resolve(get_model("llama2-13b"), ParallelPlan(tp=8, pp=2, global_batch=16), gpus)
+    caps = {m.gpu_type: m.capacity for m in r.memory}
+    assert caps["L40S"] == 48 * 2**30 and caps["H100-SXM"] == 80 * 2**30
