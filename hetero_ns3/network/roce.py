@@ -14,8 +14,9 @@ Typical use::
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -122,6 +123,27 @@ def build_network(graph: NetGraph, config: NetworkConfig | None = None, seed: in
     return net
 
 
+@contextlib.contextmanager
+def open_network(graph: NetGraph, config: NetworkConfig | None = None, seed: int = 1) -> Iterator[tuple[Any, Any]]:
+    """Context manager around :func:`build_network`: yields ``(ns, net)``; destroys the simulator after.
+
+    For callers that drive ``ns3::RdmaNetwork`` themselves (fault injection, C++ callbacks, DAG replay)::
+
+        with open_network(graph, cfg) as (ns, net):
+            fid = net.CreateFlow(0, 1, 10**6, 3)
+            net.ScheduleFlow(fid, ns.Seconds(0.0))
+            net.Run(ns.Seconds(0.0))
+            finish = net.GetFlowFinishTimes()
+    """
+    ns = _ns()
+    net = build_network(graph, config, seed)
+    try:
+        yield ns, net
+    finally:
+        ns.Simulator.Destroy()
+        net.Dispose()
+
+
 def _check_routes(graph: NetGraph, arrays: FlowArrays) -> None:
     tables = routing_tables(graph)
     for r in range(len(arrays)):
@@ -215,6 +237,7 @@ def _flows_frame(graph: NetGraph, arrays: FlowArrays, net: Any) -> pd.DataFrame:
             "slowdown": fct / ideal,
             "base_rtt_s": _to_numpy(net.GetFlowBaseRtts(), np.float64),
             "retransmits": _to_numpy(net.GetFlowRetransmits(), np.uint32).astype(np.int64),
+            "first_switch_port": _to_numpy(net.GetFlowFirstHops(), np.uint32).astype(np.int64),
         }
     )
 

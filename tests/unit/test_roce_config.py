@@ -1,0 +1,119 @@
+"""RoCE config validation, attribute rendering and flow-table validation (pure Python, no ns-3)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from hetero_ns3.errors import ScenarioError
+from hetero_ns3.netgraph import GraphLink, GraphNode, make_graph
+from hetero_ns3.network.config import (
+    ATTRIBUTE_MAP,
+    CcConfig,
+    DcqcnConfig,
+    EcnConfig,
+    HpccConfig,
+    NetworkConfig,
+    NicConfig,
+    PfcConfig,
+    RoutingConfig,
+    attribute_settings,
+)
+from hetero_ns3.network.flows_io import DEFAULT_PRIORITY, flow_arrays, read_flows_csv
+
+
+def _star(n: int = 3):
+    nodes = [GraphNode(f"h{i}", "host") for i in range(n)] + [GraphNode("sw0", "switch")]
+    links = [GraphLink(f"h{i}", "sw0", 100e9, 1e-6) for i in range(n)]
+    return make_graph(nodes, links)
+
+
+@pytest.mark.parametrize(
+    ("build", "path"),
+    [
+        (lambda: CcConfig(kind="bbr"), "cc.kind"),
+        (lambda: DcqcnConfig(g=0.0), "cc.dcqcn.g"),
+        (lambda: DcqcnConfig(rate_ai_bps=-1), "cc.dcqcn.rate_ai_bps"),
+        (lambda: HpccConfig(eta=1.5), "cc.hpcc.eta"),
+        (lambda: HpccConfig(max_stage=-1), "cc.hpcc.max_stage"),
+        (lambda: PfcConfig(lossless_classes=(3, 9)), "pfc.lossless_classes[1]"),
+        (lambda: PfcConfig(pause_quanta=0), "pfc.pause_quanta"),
+        (lambda: EcnConfig(kmin_bytes=500, kmax_bytes=100), "ecn.kmax_bytes"),
+        (lambda: EcnConfig(pmax=2.0), "ecn.pmax"),
+        (lambda: NicConfig(segment_bytes={"network": 0}), "nic.segment_bytes.network"),
+        (lambda: NicConfig(ack_interval=0), "nic.ack_interval"),
+        (lambda: RoutingConfig(scheduler="fifo"), "routing.scheduler"),
+        (lambda: RoutingConfig(wrr_weights=(1, 2)), "routing.wrr_weights"),
+    ],
+)
+def test_bad_config_names_the_field(build, path):
+    with pytest.raises(ScenarioError) as err:
+        build()
+    assert str(err.value).startswith(path)
+
+
+def test_attribute_settings_cover_the_table_and_render_units():
+    cfg = NetworkConfig(cc=CcConfig(kind="hpcc"), pfc=PfcConfig(lossless_classes=(3,)))
+    settings = dict(attribute_settings(cfg))
+    assert len(settings) == len(ATTRIBUTE_MAP)
+    assert settings["ns3::RdmaNic::CongestionControl"] == "ns3::RdmaHpcc"
+    assert settings["ns3::RoceMmu::LosslessClasses"] == "8"
+    assert settings["ns3::RdmaNic::CnpInterval"] == "50000000ps"
+    assert settings["ns3::RdmaDcqcn::RateAi"] == "40000000bps"
+    assert settings["ns3::RoceNetDevice::Scheduler"] == "Strict"
+    assert settings["ns3::RoceNetDevice::WrrWeights"] == "1 1 1 1 1 1 1 1"
+    assert len({(b.type_id, b.attribute) for b in ATTRIBUTE_MAP}) == len(ATTRIBUTE_MAP)
+
+
+def test_segment_by_link_kind():
+    nic = NicConfig()
+    assert nic.segment_for("network") == 4096
+    assert nic.segment_for("nvlink") == 65536
+    assert nic.segment_for("unknown-kind") == nic.default_segment_bytes
+
+
+def test_flow_arrays_valid_table():
+    g = _star()
+    df = pd.DataFrame({"src": ["h1", "h2"], "dst": ["h0", "h0"], "size_bytes": ["1000", 2e6], "start_s": [0, 1e-6]})
+    arr = flow_arrays(g, df)
+    assert list(arr.src) == [1, 2] and list(arr.dst) == [0, 0]
+    assert list(arr.size_bytes) == [1000, 2_000_000]
+    assert list(arr.priority) == [DEFAULT_PRIORITY] * 2
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "needle"),
+    [
+        ("dst", "h9", "row 1 (line 3), column 'dst': unknown host 'h9'"),
+        ("src", "sw0", "row 1 (line 3), column 'src': 'sw0' is a switch"),
+        ("size_bytes", "-5", "row 1 (line 3), column 'size_bytes'"),
+        ("size_bytes", "1.5", "positive whole number"),
+        ("start_s", "-1", "row 1 (line 3), column 'start_s'"),
+        ("start_s", "soon", "is not a number"),
+        ("priority", "9", "row 1 (line 3), column 'priority'"),
+    ],
+)
+def test_flow_table_errors_name_row_and_column(column, value, needle):
+    g = _star()
+    df = pd.DataFrame(
+        {
+            "src": ["h1", "h2"],
+            "dst": ["h0", "h0"],
+            "size_bytes": ["10", "10"],
+            "start_s": ["0", "0"],
+            "priority": ["3", "3"],
+        }
+    )
+    df.loc[1, column] = value
+    with pytest.raises(ScenarioError) as err:
+        flow_arrays(g, df, source="flows.csv")
+    assert needle in str(err.value)
+
+
+def test_missing_column_and_file(tmp_path):
+    p = tmp_path / "f.csv"
+    p.write_text("src,dst,size_bytes\nh1,h0,10\n")
+    with pytest.raises(ScenarioError, match=r"missing column\(s\) \['start_s'\]"):
+        read_flows_csv(p)
+    with pytest.raises(ScenarioError, match="does not exist"):
+        read_flows_csv(tmp_path / "nope.csv")
