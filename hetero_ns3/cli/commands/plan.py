@@ -1,0 +1,69 @@
+"""``hetero-ns3 plan``: resolve and validate a scenario, compile one iteration, print and write the plan."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from hetero_ns3.scenario import load_scenario
+
+NAME = "plan"
+HELP = "resolve a scenario into per-rank ops, stage layers, per-GPU memory, FLOPs and compute-only MFU"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenario", help="scenario TOML file")
+    p.add_argument(
+        "--out", metavar="DIR", help="write plan.json, workload.json, ops.csv and scenario.resolved.json here"
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override a scenario value, e.g. --set parallelism.tp=4 (repeatable)",
+    )
+    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of text")
+
+
+def _gib(x: float) -> str:
+    return f"{x / 2**30:.1f} GiB"
+
+
+def format_summary(s: dict) -> str:
+    """Human-readable summary of :meth:`Plan.summary`."""
+    par = s["parallelism"]
+    lines = [
+        f"model      {s['model']}  on {s['gpus']} GPUs {s['gpu_types']}",
+        "plan       tp={tp} pp={pp} dp={dp} ep={ep} vpp={vpp} schedule={schedule} sp={sequence_parallel} "
+        "recompute={recompute} zero={zero_stage} micro_batch={micro_batch} global_batch={global_batch}".format(**par),
+        f"stages     layers per (virtual) stage {s['stage_layers']}",
+        f"replicas   microbatches per replica {s['replica_microbatches']}",
+        "layer time "
+        + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in s["layer_time_s"].items())
+        + " (fwd+bwd, compute)",
+        "memory     max per GPU type: " + ", ".join(f"{k} {v:.1f} GiB" for k, v in s["max_memory_GiB_by_type"].items()),
+        f"ops        {s['ops']} per iteration",
+        f"FLOPs      {s['model_flops']:.4g} model / {s['executed_flops']:.4g} executed per iteration",
+        f"compute    {s['compute_only_iteration_time_s'] * 1e3:.1f} ms per iteration if communication were free; "
+        f"MFU {s['mfu_compute_only'] * 100:.1f}% (HFU {s['hfu_compute_only'] * 100:.1f}%)",
+    ]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hetero_ns3.workload.planner import plan_scenario
+
+    scenario = load_scenario(args.scenario, args.overrides)
+    plan = plan_scenario(scenario)
+    summary = plan.summary()
+    print(json.dumps(summary, indent=1) if args.json else format_summary(summary))
+    if args.out:
+        out = Path(args.out)
+        paths = plan.write(out)
+        (out / "scenario.resolved.json").write_text(json.dumps(scenario.resolved(), indent=1, default=str))
+        if not args.json:
+            print(f"wrote      {', '.join(str(p) for p in [*paths, out / 'scenario.resolved.json'])}")
+    return 0

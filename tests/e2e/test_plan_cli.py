@@ -1,0 +1,73 @@
+"""``hetero-ns3 plan`` end to end through the CLI entry point."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hetero_ns3.cli.main import main
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "scenarios" / "plan_example.toml"
+
+pytestmark = pytest.mark.e2e
+
+
+def test_plan_writes_artefacts(tmp_path, capsys) -> None:
+    rc = main(
+        [
+            "plan",
+            str(EXAMPLE),
+            "--out",
+            str(tmp_path),
+            "--set",
+            "parallelism.tp=2",
+            "--set",
+            "parallelism.global_batch=8",
+        ]
+    )
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "llama2-7b" in out and "tp=2 pp=2 dp=4" in out and "MFU" in out
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["parallelism"]["tp"] == 2
+    assert sum(plan["stage_layers"]) == 32
+    assert sum(plan["replica_microbatches"]) == 8
+    assert len(plan["memory"]) == 16 and all(m["total"] < m["capacity"] for m in plan["memory"])
+    wl = json.loads((tmp_path / "workload.json").read_text())
+    assert len(wl["ops"]) == plan["ops"] and len(wl["ranks"]) == 16
+    dims = {op["dim"] for op in wl["ops"] if op["kind"] == "comm"}
+    assert dims == {"tp", "pp", "dp"}
+    resolved = json.loads((tmp_path / "scenario.resolved.json").read_text())
+    assert resolved["parallelism"]["tp"] == 2 and resolved["overrides"][0] == "parallelism.tp=2"
+    assert (tmp_path / "ops.csv").stat().st_size > 0
+
+
+def test_plan_json_summary(capsys) -> None:
+    assert main(["plan", str(EXAMPLE), "--json", "--set", "parallelism.global_batch=8"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["model"] == "llama2-7b" and 0 < s["mfu_compute_only"] < 1
+
+
+def test_bad_override_exits_2_naming_field(capsys) -> None:
+    assert main(["plan", str(EXAMPLE), "--set", "parallelism.global_batch=2"]) == 2
+    err = capsys.readouterr().err
+    assert "ScenarioError: parallelism.global_batch (2) gives 1 microbatches per replica" in err
+    assert "fewer than parallelism.pp (2)" in err
+    assert main(["plan", str(EXAMPLE), "--set", "parallelism.tpp=2"]) == 2
+    assert "parallelism.tpp (2) is not a known key; valid keys:" in capsys.readouterr().err
+
+
+def test_console_script_runs() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "hetero_ns3", "plan", str(EXAMPLE), "--set", "parallelism.pp=64"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "parallelism.tp x parallelism.pp ('4 x 64 = 256') does not divide the cluster's 16 GPUs" in proc.stderr
