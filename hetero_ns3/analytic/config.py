@@ -17,6 +17,8 @@ from hetero_ns3.errors import field_error
 ROCEV2_HEADER_BYTES = 14 + 4 + 20 + 8 + 12 + 4
 #: Ethernet preamble + start-of-frame delimiter (8) and minimum inter-frame gap (12), in bytes.
 ETHERNET_PREAMBLE_IFG_BYTES = 8 + 12
+#: Packet backend defaults (NicConfig.segment_bytes, header_bytes): same frames on every link kind.
+DEFAULT_KIND_FRAMING = {"nvlink": (65536, ROCEV2_HEADER_BYTES), "pcie": (4096, ROCEV2_HEADER_BYTES)}
 #: Event-loop implementations.
 ENGINES = ("auto", "native", "numpy")
 
@@ -25,7 +27,7 @@ ENGINES = ("auto", "native", "numpy")
 class Framing:
     """How one link kind carries payload: ``payload_bytes`` per packet plus ``overhead_bytes`` on the wire."""
 
-    payload_bytes: int = 1000
+    payload_bytes: int = 4096
     """Maximum payload of one packet in bytes (the MTU payload; RDMA path-MTU data)."""
     overhead_bytes: int = ROCEV2_HEADER_BYTES
     """Wire bytes per packet beyond the payload: headers, trailers, preamble and inter-frame gap if modelled."""
@@ -47,9 +49,12 @@ class AnalyticConfig:
     """Settings of the flow-level backend (see docs/analytic.md)."""
 
     framing: Framing = Framing()
-    """Framing of every link kind not named in ``kind_framing`` (default: RoCEv2, 1000-byte payload)."""
-    kind_framing: Mapping[str, Framing] = field(default_factory=dict)
-    """Per link kind (``network``, ``nvlink``, ``pcie``...) framing overrides, e.g. larger NVLink segments."""
+    """Framing of every link kind not named in ``kind_framing`` (default: RoCEv2, 4096-byte payload)."""
+    kind_framing: Mapping[str, Framing] = field(
+        default_factory=lambda: {k: Framing(*v) for k, v in DEFAULT_KIND_FRAMING.items()}
+    )
+    """Per link kind (``network``, ``nvlink``, ``pcie``...) framing overrides; the default matches the packet
+    backend's NIC segmentation (``hetero_ns3.network.config.NicConfig``): NVLink 64 KiB segments."""
     store_and_forward: bool = True
     """Add, for every hop after the first, the serialization time of one packet to the path latency."""
     time_tolerance_s: float = 1e-12
@@ -80,6 +85,14 @@ class AnalyticConfig:
             raise field_error(
                 "analytic.time_tolerance_s", self.time_tolerance_s, "must be in [0, 1e-6) s", "e.g. 1e-12"
             )
+
+    @classmethod
+    def like_nic(cls, nic: object, **kwargs: object) -> AnalyticConfig:
+        """Framing taken from a packet-backend NIC config (``segment_bytes``, ``default_segment_bytes``,
+        ``header_bytes``), so that both backends see the same goodput; ``kwargs`` set the other fields."""
+        hdr = int(nic.header_bytes)  # type: ignore[attr-defined]
+        kinds = {k: Framing(int(v), hdr) for k, v in nic.segment_bytes.items()}  # type: ignore[attr-defined]
+        return cls(framing=Framing(int(nic.default_segment_bytes), hdr), kind_framing=kinds, **kwargs)  # type: ignore[attr-defined, arg-type]
 
     def framing_of(self, kind: str) -> Framing:
         """The framing used on links of ``kind``."""

@@ -243,3 +243,14 @@ def test_kind_framing_applies_per_link_kind(cfg):
     cfg = AnalyticConfig(kind_framing={"nvlink": Framing(256, 0)}, store_and_forward=False, engine=cfg.engine)
     out = simulate_flows(g, flows_df([("g0", "g1", 10**6, 0.0)]), cfg)
     assert out.fct_s[0] == pytest.approx(10**6 / 1e9, rel=1e-12)
+
+
+def test_default_framing_matches_the_packet_backend_nic():
+    from hetero_ns3.network.config import NicConfig
+
+    nic = NicConfig()
+    cfg = AnalyticConfig()
+    for kind in ("network", "nvlink", "pcie", "other"):
+        assert cfg.framing_of(kind) == Framing(nic.segment_for(kind), nic.header_bytes), kind
+    like = AnalyticConfig.like_nic(NicConfig(header_bytes=82, default_segment_bytes=1000), store_and_forward=False)
+    assert like.framing_of("unknown") == Framing(1000, 82) and not like.store_and_forward
