@@ -6,6 +6,7 @@ Uses matplotlib's Agg canvas directly (no pyplot, no display, no global backend 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,6 +16,7 @@ from matplotlib.patches import Patch
 
 from hetero_ns3.dag import COMPUTE, ExecutionPlan, TaskTimes
 from hetero_ns3.results.breakdown import TERMS
+from hetero_ns3.results.categories import category_class
 from hetero_ns3.results.meta import GpuMeta
 from hetero_ns3.results.summary import Summary
 
@@ -26,6 +28,46 @@ TERM_COLORS = {
     "straggler_wait_s": "#8172b2",
     "other_s": "#8c8c8c",
 }
+
+
+_PALETTE = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b2", "#937860", "#da8bc3", "#8c8c8c", "#ccb974"]
+_PASSES = ("fwd", "bwd", "opt", "recompute", "forward", "backward", "optimizer")
+#: Fixed colors of the usual keys, so that every run's timeline reads the same way.
+KEY_COLORS = {
+    "fwd": "#4c72b0",
+    "forward": "#4c72b0",
+    "bwd": "#dd8452",
+    "backward": "#dd8452",
+    "recompute": "#937860",
+    "opt": "#8172b2",
+    "optimizer": "#8172b2",
+    "compute": "#64b5cd",
+    "tp": "#55a868",
+    "pp": "#ccb974",
+    "dp": "#c44e52",
+    "ep": "#da8bc3",
+    "cp": "#8c8c8c",
+    "comm": "#2f4f4f",
+}
+
+
+def _key_color(name: str, k: int) -> str:
+    return KEY_COLORS.get(name, _PALETTE[k % len(_PALETTE)])
+
+
+def _color_keys(plan: ExecutionPlan, category: np.ndarray, label: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Color key names, and the key index of each task given by its ``category`` and ``label`` ids."""
+    names: list[str] = list(plan.categories)
+    pass_key = np.full(max(len(plan.labels), 1), -1, dtype=np.int64)
+    for i, lab in enumerate(plan.labels):
+        word = re.split(r"[^a-z]", lab.lower(), maxsplit=1)[0]
+        if word in _PASSES:
+            if word not in names:
+                names.append(word)
+            pass_key[i] = names.index(word)
+    is_compute = np.array([category_class(c) == "compute" for c in plan.categories] or [False])
+    use_pass = is_compute[category] & (pass_key[label] >= 0)
+    return names, np.where(use_pass, pass_key[label], category.astype(np.int64))
 
 
 def _save(fig: Figure, path: str | os.PathLike[str]) -> None:
@@ -61,37 +103,37 @@ def plot_timeline(
 ) -> None:
     """Gantt chart of kernels: one row per GPU (first ``max_gpus``), colored by category.
 
-    The compute stream fills the row; kernels on other streams (e.g. reductions) are a thin band
-    under it. Unfinished tasks are left out.
+    Compute-category kernels whose label starts with a pass name (``fwd``, ``bwd``, ``opt``,
+    ``recompute``, ...) get that name as their color key, so forward and backward passes differ. The
+    compute stream fills the row; kernels on other streams (e.g. reductions) are a thin band under
+    it. Unfinished tasks are left out.
     """
     start, finish = np.asarray(times.start_s, dtype=float), np.asarray(times.finish_s, dtype=float)
     n_gpus = min(len(plan.gpus), max_gpus)
     keep = (plan.kind == COMPUTE) & np.isfinite(finish) & (finish > start) & (plan.gpu < n_gpus)
-    cmap = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b2", "#937860", "#da8bc3", "#8c8c8c", "#ccb974"]
     fig = Figure(figsize=(9.0, 1.0 + 0.3 * n_gpus))
     ax = fig.add_subplot(1, 1, 1)
     scale = 1e3
     idx = np.nonzero(keep)[0]
-    cat, gpu, side = plan.category[idx], plan.gpu[idx], (plan.stream[idx] != 0).astype(np.int8)
-    order = np.lexsort((side, gpu, cat))
-    idx, cat, gpu, side = idx[order], cat[order], gpu[order], side[order]
-    cut = np.nonzero((np.diff(cat) != 0) | (np.diff(gpu) != 0) | (np.diff(side) != 0))[0] + 1
-    used: list[str] = []
+    keys, key = _color_keys(plan, plan.category[idx], plan.label[idx])
+    gpu, side = plan.gpu[idx], (plan.stream[idx] != 0).astype(np.int8)
+    order = np.lexsort((side, gpu, key))
+    idx, key, gpu, side = idx[order], key[order], gpu[order], side[order]
+    cut = np.nonzero((np.diff(key) != 0) | (np.diff(gpu) != 0) | (np.diff(side) != 0))[0] + 1
+    used: set[int] = set()
     for part in np.split(np.arange(idx.size), cut) if idx.size else []:
-        c, g, thin = int(cat[part[0]]), int(gpu[part[0]]), bool(side[part[0]])
-        name = plan.categories[c]
-        if name not in used:
-            used.append(name)
+        k, g, thin = int(key[part[0]]), int(gpu[part[0]]), bool(side[part[0]])
+        used.add(k)
         t = idx[part]
         bars = list(zip((start[t] * scale).tolist(), ((finish[t] - start[t]) * scale).tolist(), strict=True))
         y, h = (g + 0.22, 0.18) if thin else (g - 0.4, 0.6)
-        ax.broken_barh(bars, (y, h), facecolors=cmap[c % len(cmap)], edgecolors="white", linewidth=0.4)
+        ax.broken_barh(bars, (y, h), facecolors=_key_color(keys[k], k), edgecolors="white", linewidth=0.4)
     ax.set_yticks(range(n_gpus), [f"{plan.gpus[g]} ({meta[g].gpu_type})" for g in range(n_gpus)], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("simulated time (ms)")
     more = f" (first {n_gpus} of {len(plan.gpus)} GPUs)" if len(plan.gpus) > n_gpus else ""
     ax.set_title("timeline of one iteration" + more)
-    handles = [Patch(color=cmap[plan.categories.index(n) % len(cmap)], label=n) for n in used]
+    handles = [Patch(color=_key_color(keys[k], k), label=keys[k]) for k in sorted(used)]
     if handles:
         ax.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()

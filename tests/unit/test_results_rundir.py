@@ -296,3 +296,14 @@ def test_rewriting_a_directory_replaces_its_summary(tmp_path):
     write_partial(tmp_path, "second attempt failed", versions={"seed": 9})
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["files"] == ["versions.json", "summary.json"]
+
+
+def test_timeline_color_keys_split_passes_of_compute_only():
+    from hetero_ns3.results.plots import _color_keys
+
+    plan = small_plan()
+    names, keys = _color_keys(plan, plan.category, plan.label)
+    labels = np.asarray(plan.labels)[plan.label]
+    got = {(lab, names[k]) for lab, k in zip(labels, keys, strict=True)}
+    assert ("fwd mb0", "fwd") in got and ("bwd mb0", "bwd") in got and ("opt step", "opt") in got
+    assert ("reduce", "dp") in got  # a communication kernel keeps its category
