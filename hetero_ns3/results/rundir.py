@@ -291,7 +291,7 @@ def write_partial(
         except Exception as err:  # noqa: BLE001
             errors["gpu_meta"] = f"{type(err).__name__}: {err}"
             meta = resolve_gpu_meta(plan.gpus, None)
-        counts = plan_counts(plan, times)
+        counts = plan_counts(plan, times, meta)
         if _try(errors, "plan.npz", lambda: save_plan(paths.plan, plan)):
             files.append("plan.npz")
         if _try(errors, "tasks.csv", lambda: _write_csv(paths.tasks, tasks_frame(plan, times, meta))):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,7 +10,7 @@ import numpy as np
 
 from hetero_ns3.dag import FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.results.breakdown import TERMS, Breakdown, attribute
-from hetero_ns3.results.meta import GpuMetaLike, resolve_gpu_meta
+from hetero_ns3.results.meta import GpuMeta, GpuMetaLike, resolve_gpu_meta
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,30 @@ class Summary:
         }
 
 
-def plan_counts(plan: ExecutionPlan, times: TaskTimes | None = None) -> dict[str, Any]:
-    """Task, flow, GPU and byte counts of a plan (and finished tasks if ``times`` is given)."""
+def traffic_by_category(plan: ExecutionPlan, meta: Sequence[GpuMeta]) -> dict[str, dict[str, int]]:
+    """Per flow category: number of flows and bytes, split into intra-node and inter-node bytes."""
+    flows = np.nonzero(plan.kind == FLOW)[0]
+    nodes = np.asarray([str(m.node) for m in meta], dtype=object)
+    intra = nodes[plan.gpu[flows]] == nodes[plan.dst[flows]] if flows.size else np.zeros(0, dtype=bool)
+    out: dict[str, dict[str, int]] = {}
+    cats = plan.category[flows]
+    sizes = plan.size_bytes[flows]
+    for c in np.unique(cats).tolist():
+        sel = cats == c
+        out[plan.categories[c]] = {
+            "flows": int(sel.sum()),
+            "bytes": int(sizes[sel].sum()),
+            "intra_node_bytes": int(sizes[sel & intra].sum()),
+            "inter_node_bytes": int(sizes[sel & ~intra].sum()),
+        }
+    return out
+
+
+def plan_counts(
+    plan: ExecutionPlan, times: TaskTimes | None = None, meta: Sequence[GpuMeta] | None = None
+) -> dict[str, Any]:
+    """Task, flow, GPU and byte counts of a plan, finished tasks if ``times`` is given, and traffic per
+    category (``traffic``) if ``meta`` is given."""
     flows = plan.kind == FLOW
     out: dict[str, Any] = {
         "tasks": len(plan),
@@ -59,6 +81,8 @@ def plan_counts(plan: ExecutionPlan, times: TaskTimes | None = None) -> dict[str
     }
     if times is not None:
         out["tasks_finished"] = int(np.count_nonzero(np.isfinite(times.finish_s)))
+    if meta is not None:
+        out["traffic"] = traffic_by_category(plan, meta)
     return out
 
 
@@ -79,7 +103,7 @@ def summarize(plan: ExecutionPlan, times: TaskTimes, gpu_meta: Mapping[str, GpuM
         overall=Breakdown.from_array(mat.mean(axis=0) if len(mat) else zero),
         overall_max=Breakdown.from_array(mat.max(axis=0) if len(mat) else zero),
         gpu_types=dict(zip(plan.gpus, types, strict=True)),
-        counts=plan_counts(plan, times),
+        counts=plan_counts(plan, times, meta),
     )
 
 

@@ -87,6 +87,8 @@ def test_write_run_leaves_a_self_describing_directory(tmp_path):
     assert sum(bd["overall"][t] for t in bd["terms"]) == pytest.approx(summary["iteration_time_s"])
     assert bd["per_gpu_type"]["A100"]["n_gpus"] == 2
     assert summary["counts"]["flows"] == plan.n_flows
+    dp = summary["counts"]["traffic"]["dp"]
+    assert dp["flows"] == 16 and dp["bytes"] == 16 << 20 and dp["intra_node_bytes"] == 8 << 20
     assert "trace.json" in summary["files"] and "write_errors" not in summary
 
     tasks = pd.read_csv(paths.tasks)
