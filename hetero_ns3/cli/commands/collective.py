@@ -55,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--link-rate", default="100Gbps", help="link rate of star:/leafspine: topologies")
     p.add_argument("--link-delay", default="1us", help="link delay of star:/leafspine: topologies")
     p.add_argument("--tuning", help="tuning TOML (default collectives/tuning.toml)")
-    p.add_argument("--seed", type=int, default=0, help="ECMP / simulation seed")
+    p.add_argument("--seed", type=int, default=1, help="ECMP / simulation seed (>= 1)")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of the table")
 
 
@@ -113,7 +113,10 @@ def run_backend(backend: str, graph: NetGraph, plan: ExecutionPlan, env: Collect
                 "use --backend analytic"
             ) from None
         config = NetworkConfig(cc=CcConfig(kind=args.cc)) if args.cc else NetworkConfig()
-        return run_plan(graph, plan, config, args.seed).times.makespan_s
+        out = run_plan(graph, plan, config, args.seed)
+        if not out.completed:
+            raise SimulationError(f"the ns3 replay stopped before every task finished (at {out.sim_time_s:.6f} s)")
+        return out.times.makespan_s
     raise field_error("--backend", backend, "is not a backend", f"use one of {list(BACKENDS)}")
 
 
