@@ -81,7 +81,7 @@ class _RankBuilder:
 
     def compute(self, name: str, flops: float, nbytes: float, dur: float, phase: str, mb: int, chunk: int) -> None:
         a = self.acc
-        if a is not None and (a.phase, a.mb, a.chunk) == (phase, mb, chunk) and not self.pending_join:
+        if a is not None and (a.phase, a.mb, a.chunk) == (phase, mb, chunk):
             a.flops += flops
             a.bytes += nbytes
             a.duration += dur
