@@ -47,12 +47,12 @@ DagReplay::SetNetwork(Ptr<RdmaNetwork> network)
 
 void
 DagReplay::SetTasks(uint32_t n,
-                    const int8_t* kind,
+                    const uint8_t* kind,
                     const int32_t* gpu,
                     const int32_t* dst,
                     const int64_t* bytes,
                     const double* durationSeconds,
-                    const int8_t* priority,
+                    const uint8_t* priority,
                     const int64_t* depPtr,
                     const int32_t* depIdx,
                     const uint32_t* gpuNode,

@@ -40,12 +40,12 @@ class DagReplay : public Object
      * its RdmaNetwork node id (\p nGpus entries). \p durationSeconds: compute durations.
      */
     void SetTasks(uint32_t n,
-                  const int8_t* kind,
+                  const uint8_t* kind,
                   const int32_t* gpu,
                   const int32_t* dst,
                   const int64_t* bytes,
                   const double* durationSeconds,
-                  const int8_t* priority,
+                  const uint8_t* priority,
                   const int64_t* depPtr,
                   const int32_t* depIdx,
                   const uint32_t* gpuNode,
@@ -70,7 +70,7 @@ class DagReplay : public Object
     void OnFlowComplete(uint32_t flowId);
 
     Ptr<RdmaNetwork> m_network;
-    std::vector<int8_t> m_kind;
+    std::vector<uint8_t> m_kind;
     std::vector<uint32_t> m_srcNode;
     std::vector<uint32_t> m_dstNode;
     std::vector<uint64_t> m_bytes;
