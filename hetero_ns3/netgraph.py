@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from typing import overload
 
 from hetero_ns3.errors import ScenarioError
 
@@ -173,51 +174,73 @@ class _Router:
             return False  # leave a zone only from the destination's own zone, through its gateway
         return zv == 0 or (zv != zd and self.gateway[v])
 
-    def next_hops(self, dst: int, port: int = -1) -> list[list[int]]:
-        """Next-hop links toward ``dst``; ``port`` >= 0 searches from switch ``port`` instead.
+    @overload
+    def search(self, start: int, dst: int, zd: int) -> list[list[int]]: ...
 
-        With ``port`` the result serves every host whose single link goes to ``port`` and that has
-        the same zone and gateways as ``dst``: only ``port`` and those hosts' own entries differ.
+    @overload
+    def search(self, start: int, dst: int, zd: int, members: list[int]) -> dict[int, list[int]]: ...
+
+    def search(
+        self, start: int, dst: int, zd: int, members: list[int] | None = None
+    ) -> list[list[int]] | dict[int, list[int]]:
+        """Least-cost next hops toward ``start`` under the zone rules for destination ``dst``.
+
+        ``start`` is ``dst`` itself, or a switch that every route to ``dst`` passes last (the
+        destination's single port, or the network switch in front of its single gateway). ``zd``
+        is the destination zone (-1: treat every zone as foreign, for a search from the network).
+        Returns one next-hop list per node; with ``members``, the search stays among those nodes
+        (a server-local search) and returns ``{node: next hops}`` for the reached ones only.
         """
         adj, cost, is_host = self.adj, self.cost, self.is_host
         zone, gateway, served = self.zone, self.gateway, self.served
-        start = dst if port < 0 else port
-        zd = zone[dst]
-        n = len(adj)
         inf = float("inf")
-        dist = [inf] * n
-        dist[start] = 0.0
+        inside = None if members is None else set(members)
+        dist: dict[int, float] = {start: 0.0}
         heap = [(0.0, start)]
-        done = [False] * n
+        done: set[int] = set()
         allowed = self._allowed
         while heap:
             d, u = heapq.heappop(heap)
-            if done[u]:
+            if u in done:
                 continue
-            done[u] = True
+            done.add(u)
             if u != start and is_host[u]:
                 continue  # hosts are leaves: they never relay
             for v, li in adj[u]:
                 nd = d + cost[li]
-                if nd < dist[v] - _EPS and allowed(u, v, dst, zd):
+                if nd < dist.get(v, inf) - _EPS and (inside is None or v in inside) and allowed(u, v, dst, zd):
                     dist[v] = nd
                     heapq.heappush(heap, (nd, v))
-        hops: list[list[int]] = [[] for _ in range(n)]
-        for u in range(n):
-            if u == start or dist[u] == inf:
+        hops: dict[int, list[int]] = {}
+        for u, du in dist.items():
+            if u == start:
                 continue
-            du = dist[u]
-            out = hops[u]
+            out: list[int] = []
             foreign_host = is_host[u] and zone[u] not in (0, zd)
             for v, li in adj[u]:
-                if abs(dist[v] + cost[li] - du) > _EPS or (is_host[v] and v != start):
+                dv = dist.get(v)
+                if dv is None or abs(dv + cost[li] - du) > _EPS or (is_host[v] and v != start):
                     continue
                 if not allowed(v, u, dst, zd):
                     continue
                 if foreign_host and not (u in served[v] or any(u in served[w] for w, _ in adj[v] if gateway[w])):
                     continue  # a host leaves its zone through a gateway serving it
                 out.append(li)
-        return hops
+            hops[u] = out
+        if members is not None:
+            return hops
+        full: list[list[int]] = [[] for _ in adj]
+        for u, out in hops.items():
+            full[u] = out
+        return full
+
+    def next_hops(self, dst: int, port: int = -1) -> list[list[int]]:
+        """Next-hop links toward ``dst``; ``port`` >= 0 searches from switch ``port`` instead.
+
+        With ``port`` the result serves every host whose single link goes to ``port`` and that has
+        the same zone and gateways as ``dst``: only ``port`` and those hosts' own entries differ.
+        """
+        return self.search(dst if port < 0 else port, dst, self.zone[dst])
 
 
 def shortest_path_next_hops(graph: NetGraph, dst: int) -> list[list[int]]:
@@ -233,21 +256,37 @@ def shortest_path_next_hops(graph: NetGraph, dst: int) -> list[list[int]]:
 def routing_tables(graph: NetGraph) -> dict[int, list[list[int]]]:
     """ECMP next-hop link sets toward every host: ``tables[dst][node] -> [link index, ...]``.
 
-    Hosts with a single link to the same switch share one search (their routes differ only at that
-    switch and at themselves), so a leaf with 32 hosts costs one search, not 32. Inner lists may be
-    shared between destinations: treat the result as read-only.
+    Searches are shared where routes provably coincide: hosts with a single link to the same switch
+    share one search (their routes differ only at that switch and at themselves), and GPUs whose
+    single NIC has a single network switch as neighbour share one search from that switch (a leaf
+    or rail switch) plus a small search inside their own server. A rail cluster thus costs one
+    network-wide search per rail switch, not per GPU. Inner lists are shared between destinations:
+    treat the result as read-only.
     """
     router = _Router(graph)
-    by_port: dict[tuple[int, int, frozenset[int]], list[int]] = {}
     tables: dict[int, list[list[int]]] = {}
-    gateways: dict[int, set[int]] = {}
+    gateways: dict[int, list[int]] = {}
     for g, hosts in enumerate(router.served):
         for h in hosts:
-            gateways.setdefault(h, set()).add(g)
+            gateways.setdefault(h, []).append(g)
+    members: dict[int, list[int]] = {}
+    for u, z in enumerate(router.zone):
+        if z:
+            members.setdefault(z, []).append(u)
+    by_port: dict[tuple[int, int, frozenset[int]], list[int]] = {}
+    by_leaf: dict[int, list[tuple[int, list[int]]]] = {}
     for d in graph.host_indices():
+        z = router.zone[d]
+        gws = gateways.get(d, [])
+        if z and len(gws) == 1:
+            out = [(v, li) for v, li in router.adj[gws[0]] if router.zone[v] != z]
+            leaf = out[0][0] if out else -1
+            if out and all(v == leaf for v, _ in out) and router.zone[leaf] == 0 and not router.is_host[leaf]:
+                by_leaf.setdefault(leaf, []).append((d, [li for _, li in out]))
+                continue
         neigh = router.adj[d]
         if len(neigh) == 1 and not router.is_host[neigh[0][0]]:
-            key = (neigh[0][0], router.zone[d], frozenset(gateways.get(d, ())))
+            key = (neigh[0][0], z, frozenset(gws))
             by_port.setdefault(key, []).append(d)
         else:
             tables[d] = router.next_hops(d)
@@ -261,5 +300,18 @@ def routing_tables(graph: NetGraph) -> dict[int, list[list[int]]]:
             link = router.adj[d][0][1]
             t[d] = []
             t[port] = [link]
+            tables[d] = t
+    for leaf, dests in by_leaf.items():
+        # Outside the destination's server every route ends "-> leaf -> its NIC": search once from
+        # the leaf with every server foreign, then patch in the server-local part per destination.
+        base = router.search(leaf, leaf, -1)
+        for d, links in dests:
+            z = router.zone[d]
+            t = list(base)
+            for u in members[z]:
+                t[u] = []
+            for u, hop in router.search(d, d, z, members[z]).items():
+                t[u] = hop
+            t[leaf] = list(links)
             tables[d] = t
     return {d: tables[d] for d in graph.host_indices()}

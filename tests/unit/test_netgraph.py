@@ -121,3 +121,16 @@ def test_serves_must_name_hosts_of_the_zone():
     g = make_graph(nodes, [GraphLink("a", "n", 1e9, 0.0)])
     with pytest.raises(ScenarioError, match="serves"):
         routing_tables(g)
+
+
+@pytest.mark.parametrize("name", ["h4", "a100-fattree", "leafspine:3,2,4"])
+def test_shared_searches_equal_one_search_per_destination(name):
+    """routing_tables shares searches (per port, per leaf); the result must equal plain per-host searches."""
+    from hetero_ns3.netgraph import _Router
+    from hetero_ns3.topology import resolve_topology
+
+    g = resolve_topology(name)
+    fast = routing_tables(g)
+    router = _Router(g)
+    for d in g.host_indices():
+        assert [sorted(x) for x in fast[d]] == [sorted(x) for x in router.next_hops(d)]
