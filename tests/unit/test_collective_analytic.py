@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hetero_ns3.analytic import AnalyticConfig, Framing, simulate_plan
+from hetero_ns3.analytic import AnalyticConfig, simulate_plan
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, busbw_factor, estimate_plan, plan_collective
 from hetero_ns3.collectives.testbeds import rail_cluster
 from hetero_ns3.dag import PlanBuilder
 from hetero_ns3.topology import star
 
-CONFIG = AnalyticConfig(kind_framing={"nvlink": Framing(1000, 0), "pcie": Framing(256, 24)})
+CONFIG = AnalyticConfig()  # framing as the packet backend's NIC
 
 
 def _sim(graph, op, size, **kw):

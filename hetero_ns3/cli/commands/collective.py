@@ -97,12 +97,10 @@ def run_backend(backend: str, graph: NetGraph, plan: ExecutionPlan, env: Collect
     if backend == "closed-form":
         return estimate_plan(plan, env).makespan_s
     if backend == "analytic":
-        from hetero_ns3.analytic import AnalyticConfig, Framing, simulate_plan
+        from hetero_ns3.analytic import simulate_plan
 
-        # NVLink protocol overhead is already in the planner's wire bytes (links.nvlink.wire_overhead);
-        # PCIe TLPs: 256-byte payload, 24 bytes of header/framing. Network links keep RoCEv2 framing.
-        config = AnalyticConfig(kind_framing={"nvlink": Framing(1000, 0), "pcie": Framing(256, 24)})
-        return simulate_plan(graph, plan, config=config, seed=args.seed).times.makespan_s
+        # The backend's default framing is the packet backend's (same goodput on both backends).
+        return simulate_plan(graph, plan, seed=args.seed).times.makespan_s
     if backend == "ns3":
         try:
             from hetero_ns3.network.config import CcConfig, NetworkConfig
