@@ -43,10 +43,15 @@ def test_required_presets_exist():
         assert name in PRESETS
 
 
+NIC_TBPS = {"h0": 51.2, "h1": 44.8, "h2": 38.4, "h3": 33.6, "h4": 22.4}  # docs/heterogeneity.md
+
+
 @pytest.mark.parametrize("level", sorted(LEVELS))
 def test_levels_gpu_mix(level):
     c = load_cluster(level)
     assert c.node_count == 16
+    nic_bps = sum(g.count * g.nics.count * g.nics.rate_bps for g in c.groups)
+    assert nic_bps == pytest.approx(NIC_TBPS[level] * 1e12)
     assert dict(Counter(g.gpu_type for g in c.gpus())) == LEVELS[level]
     g = build_graph(c)
     assert g.host_names() == [x.name for x in c.gpus()]
