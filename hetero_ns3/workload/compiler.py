@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from hetero_ns3.compute.gpus import GpuSpec
 from hetero_ns3.compute.roofline import Kernel, Roofline
 from hetero_ns3.workload import layers as L
-from hetero_ns3.workload.artefact import Op, Workload
+from hetero_ns3.workload.artefact import Program, ProgramOp, Workload
 from hetero_ns3.workload.memory import embedding_params_per_rank, head_params_per_rank, layer_params_per_rank
 from hetero_ns3.workload.models import ModelSpec
 from hetero_ns3.workload.parallel import ParallelPlan
-from hetero_ns3.workload.placement import Placement, RankSlot
+from hetero_ns3.workload.placement import Placement
 from hetero_ns3.workload.schedule import pipeline_schedule
 
 GRAD_BYTES = {"fp32": 4, "bf16": 2}
@@ -62,12 +62,16 @@ class _Acc:
 
 
 @dataclass
-class _RankBuilder:
-    """Op list of one rank with its compute chain and outstanding async collectives."""
+class _ProgramBuilder:
+    """Op list of one worker (the tp ranks of one stage of one replica, in lockstep)."""
 
-    slot: RankSlot
+    stage: int
+    replica: int
+    ranks: tuple[int, ...]
+    gpus: tuple[str, ...]
+    gpu_type: str
     ids: _Ids
-    ops: list[Op] = field(default_factory=list)
+    ops: list[ProgramOp] = field(default_factory=list)
     chain: int | None = None
     outstanding: list[int] = field(default_factory=list)
     pending_join: list[int] = field(default_factory=list)
@@ -97,21 +101,9 @@ class _RankBuilder:
         self.acc = None
         name = a.name if a.last == a.name else f"{a.name}..{a.last}"
         oid = self.ids.op()
+        deps = self._chain_deps()
         self.ops.append(
-            Op(
-                oid,
-                self.slot.rank,
-                "compute",
-                name,
-                "compute",
-                self._chain_deps(),
-                a.phase,
-                a.mb,
-                a.chunk,
-                a.flops,
-                a.bytes,
-                a.duration,
-            )
+            ProgramOp(oid, "compute", name, "compute", deps, a.phase, a.mb, a.chunk, a.flops, a.bytes, a.duration)
         )
         self.chain = oid
         return oid
@@ -121,7 +113,7 @@ class _RankBuilder:
         name: str,
         collective: str,
         nbytes: float,
-        group: tuple[str, ...],
+        groups: tuple[tuple[str, ...], ...],
         dim: str,
         inst: int,
         mode: str,
@@ -131,7 +123,11 @@ class _RankBuilder:
         join: bool = True,
         extra_deps: Sequence[int] = (),
     ) -> int:
-        """Emit a comm op; ``blocking`` joins the compute chain, ``async`` runs on the comm stream."""
+        """Emit a comm op; ``blocking`` joins the compute chain, ``async`` runs on the comm stream.
+
+        ``groups`` holds one group per tp index (per-member instances) or a single group shared by
+        the worker's ranks (a TP collective: one instance).
+        """
         self.flush()
         oid = self.ids.op()
         if mode == "blocking":
@@ -144,9 +140,8 @@ class _RankBuilder:
             if join:
                 self.outstanding.append(oid)
         self.ops.append(
-            Op(
+            ProgramOp(
                 oid,
-                self.slot.rank,
                 "comm",
                 name,
                 stream,
@@ -158,9 +153,9 @@ class _RankBuilder:
                 float(nbytes),
                 0.0,
                 collective,
-                group,
                 dim,
                 inst,
+                groups,
             )
         )
         return oid
@@ -169,6 +164,9 @@ class _RankBuilder:
         self.flush()
         self.pending_join += self.outstanding
         self.outstanding = []
+
+    def program(self) -> Program:
+        return Program(self.stage, self.replica, self.ranks, self.gpu_type, tuple(self.ops))
 
 
 @dataclass(frozen=True)
@@ -264,7 +262,7 @@ def bucketize(order: Sequence[tuple[str, float, float]], bucket_params: int) -> 
 
 
 def compile_workload(spec: CompileSpec, placement: Placement) -> Workload:
-    """Compile one iteration into per-rank ops (see module docstring and docs/workload.md)."""
+    """Compile one iteration into worker programs, expandable to per-rank ops (docs/workload.md)."""
     plan, model = spec.plan, spec.model
     tp, pp, dp = plan.tp, plan.pp, placement.dp
     chunks = plan.chunks
@@ -272,7 +270,6 @@ def compile_workload(spec: CompileSpec, placement: Placement) -> Workload:
     firsts = [sum(spec.stage_layers[:v]) for v in range(n_v)]
     ids = _Ids()
     progs = StepPrograms(spec)
-    builders = [_RankBuilder(s, ids) for s in placement.slots]
     gbytes = GRAD_BYTES[plan.grad_reduce_dtype]
     zero = plan.zero_stage
     sp_div = tp if plan.sequence_parallel and tp > 1 else 1
@@ -283,120 +280,115 @@ def compile_workload(spec: CompileSpec, placement: Placement) -> Workload:
     orders = {v: params_in_grad_order(spec, v, tp, pp) for v in range(n_v)}
     buckets = {v: bucketize(orders[v], plan.bucket_params) for v in range(n_v)}
 
-    def worker(stage: int, rep: int) -> list[_RankBuilder]:
-        return [builders[placement.rank(t, stage, rep)] for t in range(tp)]
+    def gpu(t: int, stage: int, rep: int) -> str:
+        return placement.slot(t, stage, rep).gpu
 
-    def run(
-        ws: list[_RankBuilder], steps: list[L.Step], tag: str, phase: str, mb: int, chunk: int, stage: int, rep: int
-    ) -> None:
-        gtype = ws[0].slot.gpu_type
+    def run(w: _ProgramBuilder, steps: list[L.Step], tag: str, phase: str, mb: int, chunk: int) -> None:
         for st in steps:
             if isinstance(st, L.Compute):
-                f, b, t = progs.cost(gtype, st.kernels)
-                for w in ws:
-                    w.compute(f"{tag}.{st.name}", f, b, t, phase, mb, chunk)
+                f, b, t = progs.cost(w.gpu_type, st.kernels)
+                w.compute(f"{tag}.{st.name}", f, b, t, phase, mb, chunk)
             elif isinstance(st, L.Join):
-                for w in ws:
-                    w.join()
-            elif st.dim == "tp":
-                inst = ids.instance()
-                grp = tuple(w.slot.gpu for w in ws)
-                for w in ws:
-                    w.comm(f"{tag}.{st.name}", st.collective, st.bytes, grp, "tp", inst, st.mode, phase, mb, chunk)
-            else:  # ep: the same tp index in the replicas of this EP block
-                for t, w in enumerate(ws):
-                    grp = tuple(s.gpu for s in placement.ep_group(t, stage, rep))
-                    inst = ids.instance(("ep", grp, phase, mb, chunk, tag, st.name))
-                    w.comm(f"{tag}.{st.name}", st.collective, st.bytes, grp, "ep", inst, st.mode, phase, mb, chunk)
-
-    def p2p(
-        ws: list[_RankBuilder], peer_stage: int, rep: int, send: bool, phase: str, mb: int, chunk: int, v_from: int
-    ) -> None:
-        coll = "send" if send else "recv"
-        for t, w in enumerate(ws):
-            peer = placement.slot(t, peer_stage, rep).gpu
-            src, dst = (w.slot.gpu, peer) if send else (peer, w.slot.gpu)
-            inst = ids.instance(("pp", phase, src, dst, mb, v_from))
-            w.comm(
-                f"{phase}{mb}.c{chunk}.pp.{coll}",
-                coll,
-                act_p2p,
-                (src, dst),
-                "pp",
-                inst,
-                "async",
-                phase,
-                mb,
-                chunk,
-                join=not send,
-            )
-        if not send:
-            for w in ws:
                 w.join()
+            elif st.dim == "tp":
+                w.comm(
+                    f"{tag}.{st.name}",
+                    st.collective,
+                    st.bytes,
+                    (w.gpus,),
+                    "tp",
+                    ids.instance(),
+                    st.mode,
+                    phase,
+                    mb,
+                    chunk,
+                )
+            else:  # ep: the same tp index in the replicas of this EP block
+                groups = tuple(tuple(s.gpu for s in placement.ep_group(t, w.stage, w.replica)) for t in range(tp))
+                inst = ids.instance(("ep", w.stage, w.replica // plan.ep, phase, mb, chunk, tag, st.name))
+                w.comm(f"{tag}.{st.name}", st.collective, st.bytes, groups, "ep", inst, st.mode, phase, mb, chunk)
+
+    def p2p(w: _ProgramBuilder, peer_stage: int, send: bool, phase: str, mb: int, chunk: int, v_from: int) -> None:
+        coll = "send" if send else "recv"
+        rep = w.replica
+        if send:
+            groups = tuple((gpu(t, w.stage, rep), gpu(t, peer_stage, rep)) for t in range(tp))
+        else:
+            groups = tuple((gpu(t, peer_stage, rep), gpu(t, w.stage, rep)) for t in range(tp))
+        inst = ids.instance(("pp", rep, phase, mb, v_from))
+        w.comm(
+            f"{phase}{mb}.c{chunk}.pp.{coll}",
+            coll,
+            act_p2p,
+            groups,
+            "pp",
+            inst,
+            "async",
+            phase,
+            mb,
+            chunk,
+            join=not send,
+        )
+        if not send:
+            w.join()
 
     def grad_sync(
-        ws: list[_RankBuilder],
-        stage: int,
-        rep: int,
-        chunk: int,
-        bk: Bucket,
-        kind: str,
-        nbytes: float,
-        collective: str,
-        deps: dict[int, int] | None = None,
+        w: _ProgramBuilder, chunk: int, bk: Bucket, kind: str, nbytes: float, collective: str, dep: int | None = None
     ) -> None:
-        for t, w in enumerate(ws):
-            for part, n, slots in (
-                ("dense", bk.dense, placement.dp_group(t, stage)),
-                ("expert", bk.expert, placement.edp_group(t, stage, rep)),
-            ):
-                if n <= 0 or len(slots) < 2:
-                    continue
-                grp = tuple(s.gpu for s in slots)
-                inst = ids.instance(("dp", kind, part, grp, chunk, bk.index))
-                extra = (deps[t],) if deps else ()
-                oid = w.comm(
-                    f"dp.{kind}.{part}.c{chunk}.b{bk.index}",
-                    collective,
-                    n * nbytes,
-                    grp,
-                    "dp",
-                    inst,
-                    "async",
-                    "opt",
-                    join=False,
-                    extra_deps=extra,
-                )
-                w.sync_ops.append(oid)
-
-    def tied(ws: list[_RankBuilder], rep: int) -> None:
-        for t, w in enumerate(ws):
-            grp = (placement.slot(t, 0, rep).gpu, placement.slot(t, pp - 1, rep).gpu)
-            inst = ids.instance(("emb", grp))
-            w.sync_ops.append(
-                w.comm("emb.grad_sync", "all_reduce", emb_grad_bytes, grp, "pp", inst, "async", "opt", join=False)
+        for part, n in (("dense", bk.dense), ("expert", bk.expert)):
+            if part == "dense":
+                groups = tuple(tuple(s.gpu for s in placement.dp_group(t, w.stage)) for t in range(tp))
+                key: tuple = ("dp", kind, part, w.stage, chunk, bk.index)
+            else:
+                groups = tuple(tuple(s.gpu for s in placement.edp_group(t, w.stage, w.replica)) for t in range(tp))
+                key = ("dp", kind, part, w.stage, w.replica % plan.ep, chunk, bk.index)
+            if n <= 0 or len(groups[0]) < 2:
+                continue
+            extra = (dep,) if dep is not None else ()
+            name = f"dp.{kind}.{part}.c{chunk}.b{bk.index}"
+            oid = w.comm(
+                name,
+                collective,
+                n * nbytes,
+                groups,
+                "dp",
+                ids.instance(key),
+                "async",
+                "opt",
+                join=False,
+                extra_deps=extra,
             )
+            w.sync_ops.append(oid)
 
-    def optimizer(ws: list[_RankBuilder], stage: int, rep: int) -> None:
-        dense = sum(d for c in range(chunks) for _u, d, _e in orders[c * pp + stage])
-        expert = sum(e for c in range(chunks) for _u, _d, e in orders[c * pp + stage])
+    def tied(w: _ProgramBuilder) -> None:
+        groups = tuple((gpu(t, 0, w.replica), gpu(t, pp - 1, w.replica)) for t in range(tp))
+        inst = ids.instance(("emb", w.replica))
+        w.sync_ops.append(
+            w.comm("emb.grad_sync", "all_reduce", emb_grad_bytes, groups, "pp", inst, "async", "opt", join=False)
+        )
+
+    def optimizer(w: _ProgramBuilder) -> None:
+        dense = sum(d for c in range(chunks) for _u, d, _e in orders[c * pp + w.stage])
+        expert = sum(e for c in range(chunks) for _u, _d, e in orders[c * pp + w.stage])
         local = dense / dp + expert / max(1, dp // plan.ep) if zero >= 1 else dense + expert
-        f, b, t = progs.cost(ws[0].slot.gpu_type, (Kernel("adam", "memory", 0.0, OPTIMIZER_BYTES_PER_PARAM * local),))
-        opt_ids = {}
-        for i, w in enumerate(ws):
-            w.flush()
-            w.pending_join += w.sync_ops
-            w.compute("optimizer", f, b, t, "opt", -1, -1)
-            opt_ids[i] = w.flush()
+        f, b, t = progs.cost(w.gpu_type, (Kernel("adam", "memory", 0.0, OPTIMIZER_BYTES_PER_PARAM * local),))
+        w.flush()
+        w.pending_join += w.sync_ops
+        w.compute("optimizer", f, b, t, "opt", -1, -1)
+        opt = w.flush()
         if zero >= 1:
             for c in range(chunks):
-                for bk in buckets[c * pp + stage]:
-                    grad_sync(ws, stage, rep, c, bk, "param_ag", L.ACT_BYTES, "all_gather", opt_ids)
+                for bk in buckets[c * pp + w.stage]:
+                    grad_sync(w, c, bk, "param_ag", L.ACT_BYTES, "all_gather", opt)
 
+    programs: list[Program] = []
     for rep in range(dp):
         m_rep = spec.replica_microbatches[rep]
         for stage in range(pp):
-            ws = worker(stage, rep)
+            slots = placement.tp_group(stage, rep)
+            w = _ProgramBuilder(
+                stage, rep, tuple(s.rank for s in slots), tuple(s.gpu for s in slots), slots[0].gpu_type, ids
+            )
             steps = pipeline_schedule(plan.schedule, pp, stage, m_rep, chunks)
             last_b = {s.chunk: i for i, s in enumerate(steps) if s.phase == "B"}
             for i, s in enumerate(steps):
@@ -406,55 +398,46 @@ def compile_workload(spec: CompileSpec, placement: Placement) -> Workload:
                 mb, ch = s.microbatch, s.chunk
                 if s.phase == "F":
                     if v > 0:
-                        p2p(ws, (v - 1) % pp, rep, False, "F", mb, ch, v - 1)
+                        p2p(w, (v - 1) % pp, False, "F", mb, ch, v - 1)
                     if v == 0:
-                        run(ws, progs.program("emb_f"), f"{tag}.emb", "F", mb, ch, stage, rep)
+                        run(w, progs.program("emb_f"), f"{tag}.emb", "F", mb, ch)
                     for layer in range(first, first + n_layers):
-                        run(ws, progs.program("layer_f", layer), f"{tag}.L{layer}", "F", mb, ch, stage, rep)
+                        run(w, progs.program("layer_f", layer), f"{tag}.L{layer}", "F", mb, ch)
                     if v == n_v - 1:
-                        run(ws, progs.program("head_f"), f"{tag}.head", "F", mb, ch, stage, rep)
+                        run(w, progs.program("head_f"), f"{tag}.head", "F", mb, ch)
                     else:
-                        p2p(ws, (v + 1) % pp, rep, True, "F", mb, ch, v)
+                        p2p(w, (v + 1) % pp, True, "F", mb, ch, v)
                     continue
                 final = i == last_b[ch]
                 ready = {bk.last_unit: bk for bk in buckets[v]} if final and plan.overlap_grad_reduce else {}
-
-                def unit_done(
-                    unit: str,
-                    ws: list[_RankBuilder] = ws,
-                    stage: int = stage,
-                    rep: int = rep,
-                    ch: int = ch,
-                    ready: dict = ready,
-                ) -> None:
-                    if unit in ready:
-                        grad_sync(ws, stage, rep, ch, ready[unit], "grad", gbytes, dp_kind)
-
                 if v < n_v - 1:
-                    p2p(ws, (v + 1) % pp, rep, False, "B", mb, ch, v + 1)
+                    p2p(w, (v + 1) % pp, False, "B", mb, ch, v + 1)
                 else:
-                    run(ws, progs.program("head_b"), f"{tag}.head", "B", mb, ch, stage, rep)
-                    unit_done("head")
+                    run(w, progs.program("head_b"), f"{tag}.head", "B", mb, ch)
+                    if "head" in ready:
+                        grad_sync(w, ch, ready["head"], "grad", gbytes, dp_kind)
                     if final and tied_sync:
-                        tied(ws, rep)
+                        tied(w)
                 for layer in reversed(range(first, first + n_layers)):
-                    run(ws, progs.program("layer_b", layer), f"{tag}.L{layer}", "B", mb, ch, stage, rep)
-                    unit_done(f"L{layer}")
+                    run(w, progs.program("layer_b", layer), f"{tag}.L{layer}", "B", mb, ch)
+                    if f"L{layer}" in ready:
+                        grad_sync(w, ch, ready[f"L{layer}"], "grad", gbytes, dp_kind)
                 if v == 0:
-                    run(ws, progs.program("emb_b"), f"{tag}.emb", "B", mb, ch, stage, rep)
-                    unit_done("emb")
+                    run(w, progs.program("emb_b"), f"{tag}.emb", "B", mb, ch)
+                    if "emb" in ready:
+                        grad_sync(w, ch, ready["emb"], "grad", gbytes, dp_kind)
                     if final and tied_sync:
-                        tied(ws, rep)
+                        tied(w)
                 else:
-                    p2p(ws, (v - 1) % pp, rep, True, "B", mb, ch, v)
+                    p2p(w, (v - 1) % pp, True, "B", mb, ch, v)
             if not plan.overlap_grad_reduce:
                 for c in range(chunks):
                     for bk in buckets[c * pp + stage]:
-                        grad_sync(ws, stage, rep, c, bk, "grad", gbytes, dp_kind)
-            optimizer(ws, stage, rep)
+                        grad_sync(w, c, bk, "grad", gbytes, dp_kind)
+            optimizer(w)
+            w.flush()
+            programs.append(w.program())
 
-    for b in builders:
-        b.flush()
     meta = {
         "model": model.name,
         "tp": tp,
@@ -472,4 +455,4 @@ def compile_workload(spec: CompileSpec, placement: Placement) -> Workload:
         "replica_microbatches": list(spec.replica_microbatches),
         "buckets_per_virtual_stage": {str(v): len(buckets[v]) for v in range(n_v)},
     }
-    return Workload(placement.slots, tuple(tuple(b.ops) for b in builders), meta)
+    return Workload(placement.slots, tuple(programs), tp, meta)

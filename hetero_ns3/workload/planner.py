@@ -100,6 +100,7 @@ class Plan:
             "layer_time_s": self.layer_time,
             "max_memory_GiB_by_type": {k: v / GIB for k, v in mem_by_type.items()},
             "ops": self.workload.n_ops,
+            "program_ops": self.workload.n_program_ops,
             "model_flops": self.model_flops,
             "executed_flops": self.executed_flops,
             "compute_only_iteration_time_s": self.compute_time,
@@ -109,17 +110,14 @@ class Plan:
         }
 
     def write(self, out: str | Path) -> list[Path]:
-        """Write plan.json (summary + per-GPU memory), workload.json (ops) and ops.csv; return paths."""
+        """Write plan.json (summary + per-GPU memory), workload.json and programs.csv (compact form); return paths."""
         d = Path(out)
         d.mkdir(parents=True, exist_ok=True)
         doc = {**self.summary(), "memory": [{**asdict(m), "total": m.total} for m in self.memory]}
-        paths = [d / "plan.json", d / "workload.json", d / "ops.csv"]
+        paths = [d / "plan.json", d / "workload.json", d / "programs.csv"]
         paths[0].write_text(json.dumps(doc, indent=1))
         self.workload.to_json(paths[1])
-        df = self.workload.to_dataframe()
-        df["deps"] = df["deps"].map(lambda x: " ".join(map(str, x)))
-        df["group"] = df["group"].map(" ".join)
-        df.to_csv(paths[2], index=False)
+        self.workload.programs_dataframe().to_csv(paths[2], index=False)
         return paths
 
 
@@ -342,7 +340,7 @@ def build_plan(
         r.memory,
         wl,
         model.iteration_flops(r.plan.global_batch, "none", r.plan.tp),
-        sum(op.flops for op in wl),
+        wl.flops,
         timeline.iteration_time,
         peak,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hetero_ns3.errors import PlanningError
 
@@ -17,9 +17,8 @@ if TYPE_CHECKING:
     from hetero_ns3.workload.artefact import Op, Workload
 
 
-def _graph(wl: Workload) -> tuple[list[Op], list[int], list[list[int]]]:
-    """(ops, node of each op position, member positions of each node): instances merge their members."""
-    ops = list(wl)
+def _graph(ops: list) -> tuple[list[int], list[list[int]]]:
+    """(node of each op position, member positions of each node): instances merge their members."""
     node_of: list[int] = [0] * len(ops)
     inst_node: dict[int, int] = {}
     members: list[list[int]] = []
@@ -34,11 +33,11 @@ def _graph(wl: Workload) -> tuple[list[Op], list[int], list[list[int]]]:
             members.append([])
         members[n].append(i)
         node_of[i] = n
-    return ops, node_of, members
+    return node_of, members
 
 
-def _order(wl: Workload) -> tuple[list[Op], list[int], list[list[int]], list[int]]:
-    ops, node_of, members = _graph(wl)
+def _order(ops: list) -> tuple[list[int], list[list[int]], list[int]]:
+    node_of, members = _graph(ops)
     pos = {op.id: i for i, op in enumerate(ops)}
     n_nodes = len(members)
     indeg = [0] * n_nodes
@@ -62,33 +61,48 @@ def _order(wl: Workload) -> tuple[list[Op], list[int], list[list[int]], list[int
     if len(order) != n_nodes:
         stuck = next(n for n in range(n_nodes) if indeg[n] > 0)
         raise PlanningError(f"workload has a dependency cycle through {[ops[i].name for i in members[stuck]]}")
-    return ops, node_of, members, order
+    return node_of, members, order
 
 
 def topological_nodes(wl: Workload) -> list[list[Op]]:
-    """Groups of ops (one op, or the members of a collective instance) in dependency order.
+    """Groups of per-rank ops (one op, or the members of a collective instance) in dependency order.
 
     Raises PlanningError naming a stuck op when the graph has a cycle.
     """
-    ops, _node_of, members, order = _order(wl)
+    ops = list(wl)
+    _node_of, members, order = _order(ops)
     return [[ops[i] for i in members[n]] for n in order]
 
 
 @dataclass(frozen=True)
 class Timeline:
-    """Start and end time (s) of every op, by id, and the iteration time."""
+    """Start and end time (s) of every program op, by program-op id, and the iteration time."""
 
     start: dict[int, float]
     end: dict[int, float]
+    tp: int = 1
+
+    def op_start(self, op_id: int) -> float:
+        """Start of a per-rank op (id from :class:`~hetero_ns3.workload.artefact.Op`)."""
+        return self.start[op_id // self.tp]
+
+    def op_end(self, op_id: int) -> float:
+        """End of a per-rank op."""
+        return self.end[op_id // self.tp]
 
     @property
     def iteration_time(self) -> float:
         return max(self.end.values(), default=0.0)
 
 
-def replay(wl: Workload, comm_time: Callable[[Op], float] | None = None) -> Timeline:
-    """Earliest-start replay; ``comm_time(op)`` gives an instance's duration (0 when None)."""
-    ops, _node_of, members, order = _order(wl)
+def replay(wl: Workload, comm_time: Callable[[Any], float] | None = None) -> Timeline:
+    """Earliest-start replay of the worker programs (the tp members of a program move in lockstep).
+
+    ``comm_time(op)`` gives a collective's duration from its program op (0 when None). Times are keyed
+    by program-op id; :meth:`Timeline.rank_times` maps them to a rank's ops.
+    """
+    ops = [op for prog in wl.programs for op in prog.ops]
+    _node_of, members, order = _order(ops)
     end_by_id: dict[int, float] = {}
     start: dict[int, float] = {}
     for n in order:
@@ -104,4 +118,4 @@ def replay(wl: Workload, comm_time: Callable[[Op], float] | None = None) -> Time
         for i in mem:
             start[ops[i].id] = t0
             end_by_id[ops[i].id] = t0 + dur
-    return Timeline(start, end_by_id)
+    return Timeline(start, end_by_id, wl.tp)

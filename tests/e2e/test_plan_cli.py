@@ -39,12 +39,18 @@ def test_plan_writes_artefacts(tmp_path, capsys) -> None:
     assert sum(plan["replica_microbatches"]) == 8
     assert len(plan["memory"]) == 16 and all(m["total"] < m["capacity"] for m in plan["memory"])
     wl = json.loads((tmp_path / "workload.json").read_text())
-    assert len(wl["ops"]) == plan["ops"] and len(wl["ranks"]) == 16
-    dims = {op["dim"] for op in wl["ops"] if op["kind"] == "comm"}
+    assert wl["format"] == "hetero_ns3.workload/1" and len(wl["ranks"]) == 16
+    assert sum(len(p["ops"]) * len(p["ranks"]) for p in wl["programs"]) == plan["ops"]
+    dims = {op["dim"] for p in wl["programs"] for op in p["ops"] if op["kind"] == "comm"}
     assert dims == {"tp", "pp", "dp"}
     resolved = json.loads((tmp_path / "scenario.resolved.json").read_text())
     assert resolved["parallelism"]["tp"] == 2 and resolved["overrides"][0] == "parallelism.tp=2"
-    assert (tmp_path / "ops.csv").stat().st_size > 0
+    import pandas as pd
+
+    progs = pd.read_csv(tmp_path / "programs.csv")
+    assert len(progs) == plan["program_ops"] and {"stage", "replica", "ranks", "collective", "groups"} <= set(
+        progs.columns
+    )
 
 
 def test_plan_json_summary(capsys) -> None:

@@ -125,13 +125,13 @@ def test_dp_buckets_overlap_backward() -> None:
     tl = replay(p.workload)
     rank = 0
     grads = [o for o in _comm(p.workload, "dp", rank) if ".grad." in o.name]
-    last_bwd = max(tl.end[o.id] for o in p.workload.ops[rank] if o.kind == "compute" and o.phase == "B")
-    assert min(tl.start[o.id] for o in grads) < last_bwd
+    last_bwd = max(tl.op_end(o.id) for o in p.workload.ops[rank] if o.kind == "compute" and o.phase == "B")
+    assert min(tl.op_start(o.id) for o in grads) < last_bwd
     p2 = _plan(bucket_params=2_000_000, overlap_grad_reduce=False)
     tl2 = replay(p2.workload)
     grads2 = [o for o in _comm(p2.workload, "dp", rank) if ".grad." in o.name]
-    last2 = max(tl2.end[o.id] for o in p2.workload.ops[rank] if o.kind == "compute" and o.phase == "B")
-    assert min(tl2.start[o.id] for o in grads2) >= last2
+    last2 = max(tl2.op_end(o.id) for o in p2.workload.ops[rank] if o.kind == "compute" and o.phase == "B")
+    assert min(tl2.op_start(o.id) for o in grads2) >= last2
 
 
 def test_tied_embedding_sync_between_first_and_last_stage() -> None:
@@ -163,7 +163,8 @@ def test_workload_roundtrip_json(tmp_path) -> None:
     path = tmp_path / "wl.json"
     p.workload.to_json(path)
     back = Workload.from_json(path)
-    assert back.n_ops == p.workload.n_ops
+    assert back.n_ops == p.workload.n_ops and back.n_program_ops < back.n_ops
     assert back.ops[3] == p.workload.ops[3]
+    assert back.rank_ops(5) == p.workload.ops[5]
     df = p.workload.to_dataframe()
     assert len(df) == p.workload.n_ops and {"id", "deps", "collective", "gpu"} <= set(df.columns)

@@ -15,7 +15,7 @@ HELP = "resolve a scenario into per-rank ops, stage layers, per-GPU memory, FLOP
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", help="scenario TOML file")
     p.add_argument(
-        "--out", metavar="DIR", help="write plan.json, workload.json, ops.csv and scenario.resolved.json here"
+        "--out", metavar="DIR", help="write plan.json, workload.json, programs.csv and scenario.resolved.json here"
     )
     p.add_argument(
         "--set",
@@ -45,7 +45,7 @@ def format_summary(s: dict) -> str:
         + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in s["layer_time_s"].items())
         + " (fwd+bwd, compute)",
         "memory     max per GPU type: " + ", ".join(f"{k} {v:.1f} GiB" for k, v in s["max_memory_GiB_by_type"].items()),
-        f"ops        {s['ops']} per iteration",
+        f"ops        {s['ops']} per-rank ops per iteration ({s['program_ops']} in the compact per-TP-group form)",
         f"FLOPs      {s['model_flops']:.4g} model / {s['executed_flops']:.4g} executed per iteration",
         f"compute    {s['compute_only_iteration_time_s'] * 1e3:.1f} ms per iteration if communication were free; "
         f"MFU {s['mfu_compute_only'] * 100:.1f}% (HFU {s['hfu_compute_only'] * 100:.1f}%)",
