@@ -8,7 +8,7 @@ import pytest
 
 from hetero_ns3.netgraph import routing_tables
 from hetero_ns3.paths import preset_dir
-from hetero_ns3.topology import bisection_bandwidth, build_graph, ecmp_path_count, load_cluster
+from hetero_ns3.topology import bisection_bandwidth, build_graph, ecmp_path_count, load_cluster, parse_cluster
 from hetero_ns3.topology.loader import pcie_rate_bps
 
 PRESETS = sorted(p.stem for p in preset_dir("topologies").glob("*.toml"))
@@ -175,3 +175,34 @@ def test_mixed_nic_speeds_share_rail_switch():
     g = build_graph(load_cluster("h4"))
     rates = Counter(link.rate_bps for link in g.links if link.kind == "network" and link.b == "rail0.0")
     assert rates == {400e9: 4, 200e9: 8, 100e9: 4}
+
+
+def test_multi_pod_rail_cluster():
+    """Two pods of 4 nodes: same rail in a pod = one rail switch; same rail across pods crosses a spine."""
+    data = {
+        "name": "pods",
+        "groups": [
+            {
+                "name": "h",
+                "count": 8,
+                "gpu": "H100-SXM",
+                "fabric": {"kind": "nvswitch"},
+                "nics": {"count": 8, "rate": "400Gbps"},
+            }
+        ],
+        "network": {"kind": "rail", "nodes_per_pod": 4, "rail": {"uplink_rate": "400Gbps"}},
+    }
+    g = build_graph(parse_cluster(data))
+    roles = Counter(n.role for n in g.nodes)
+    assert roles["rail"] == 16 and roles["spine"] == 4  # 2 pods x 8 rails; 4 x 400G down -> 4 uplinks
+    t = routing_tables(g)
+    (p,) = paths(g, t, g.index("n0.g3"), g.index("n3.g3"))
+    assert [g.nodes[i].role for i in p].count("spine") == 0
+    cross = paths(g, t, g.index("n0.g3"), g.index("n4.g3"))
+    assert len(cross) == 4 and all([g.nodes[i].role for i in q].count("spine") == 1 for q in cross)
+    assert bisection_bandwidth(g) == pytest.approx(16 * 400e9 * 2)  # 32 NICs per half, all through spines
+
+
+def test_oversubscribed_leafspine_preset_bisection():
+    g = build_graph(load_cluster("h100-leafspine-2to1"))
+    assert bisection_bandwidth(g) == pytest.approx(64 * 400e9 / 2)  # half the NICs, 2:1 at the leaves
