@@ -133,6 +133,12 @@ class GpuInfo:
     """Line rate of that NIC, bit/s."""
     rail: int
     """Network rail of that NIC (rail-optimized networks), else -1."""
+    fabric: str = ""
+    """Intra-node fabric of its node: ``nvswitch`` or ``pcie``."""
+    nvlink_rate_bps: float = 0.0
+    """Its NVLink bandwidth, bit/s each direction (0 on ``pcie`` nodes)."""
+    pcie_rate_bps: float = 0.0
+    """Rate of its PCIe link, bit/s each direction."""
 
 
 @dataclass(frozen=True)
@@ -189,6 +195,9 @@ class ClusterSpec:
                         nic=f"n{node}.nic{j}",
                         nic_rate_bps=g.nics.rate_bps,
                         rail=self.nic_rail(g, j),
+                        fabric=g.fabric.kind,
+                        nvlink_rate_bps=g.fabric.nvlink_rate_bps,
+                        pcie_rate_bps=g.fabric.pcie_rate_bps,
                     )
                 )
         return tuple(out)

@@ -74,6 +74,8 @@ def test_gpu_info_fields():
     )
     l40s = gpus["n12.g6"]
     assert (l40s.gpu_type, l40s.nic, l40s.nic_rate_bps, l40s.rail) == ("L40S", "n12.nic1", 200e9, 4)
+    assert (g.fabric, g.nvlink_rate_bps, l40s.fabric, l40s.nvlink_rate_bps) == ("nvswitch", 3.6e12, "pcie", 0.0)
+    assert l40s.pcie_rate_bps == pytest.approx(pcie_rate_bps(4, 16))
 
 
 def test_dgx_h100_element_counts():
