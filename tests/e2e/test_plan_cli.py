@@ -24,6 +24,7 @@ def test_plan_writes_artefacts(tmp_path, capsys) -> None:
             str(EXAMPLE),
             "--out",
             str(tmp_path),
+            "--per-rank",
             "--set",
             "parallelism.tp=2",
             "--set",
@@ -48,6 +49,8 @@ def test_plan_writes_artefacts(tmp_path, capsys) -> None:
     import pandas as pd
 
     progs = pd.read_csv(tmp_path / "programs.csv")
+    ops = pd.read_csv(tmp_path / "ops.csv")
+    assert len(ops) == plan["ops"] and {"id", "rank", "gpu", "deps", "duration", "instance"} <= set(ops.columns)
     assert len(progs) == plan["program_ops"] and {"stage", "replica", "ranks", "collective", "groups"} <= set(
         progs.columns
     )

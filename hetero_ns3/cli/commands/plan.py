@@ -26,6 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="override a scenario value, e.g. --set parallelism.tp=4 (repeatable)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of text")
+    p.add_argument("--per-rank", action="store_true", help="with --out, also write ops.csv: every rank's ops, expanded")
 
 
 def _gib(x: float) -> str:
@@ -64,6 +65,12 @@ def run(args: argparse.Namespace) -> int:
         out = Path(args.out)
         paths = plan.write(out)
         (out / "scenario.resolved.json").write_text(json.dumps(scenario.resolved(), indent=1, default=str))
+        if args.per_rank:
+            df = plan.workload.to_dataframe()
+            df["deps"] = df["deps"].map(lambda x: " ".join(map(str, x)))
+            df["group"] = df["group"].map(" ".join)
+            df.to_csv(out / "ops.csv", index=False)
+            paths.append(out / "ops.csv")
         if not args.json:
             print(f"wrote      {', '.join(str(p) for p in [*paths, out / 'scenario.resolved.json'])}")
     return 0
