@@ -7,7 +7,7 @@ arrays that :func:`hetero_ns3.analytic.engine.replay` takes and fills the same o
 What makes it fast (docs/analytic.md, "Performance"):
 
 * Active flows live in stable slots; remaining bytes are updated lazily (at rate changes only) and the
-  next drain comes from a heap with versioned entries, so an event costs nothing per untouched flow.
+  next drain comes from an indexed heap (one entry per flow), so an event costs nothing per untouched flow.
 * Each resource keeps the list of its active flows, its load (sum of rates) and rated-flow count.
 * On a change, only flows that can change are recomputed: those reachable from the resources of added
   or removed flows through flows at or above the unchanged level (see ``unchanged_level``).
@@ -21,12 +21,12 @@ SOURCE = r"""
 #include <string.h>
 
 typedef long long i64;
-typedef struct { double t; i64 code; i64 ver; } Ev;
+typedef struct { double t; i64 code; } Ev;
 typedef struct { Ev *a; i64 n, cap; } Heap;
 
 static int ev_less(Ev x, Ev y) { return x.t < y.t || (x.t == y.t && x.code < y.code); }
 
-static int heap_push(Heap *h, double t, i64 code, i64 ver) {
+static int heap_push(Heap *h, double t, i64 code) {
     if (h->n == h->cap) {
         i64 nc = h->cap ? 2 * h->cap : 4096;
         Ev *na = (Ev *)realloc(h->a, (size_t)nc * sizeof(Ev));
@@ -34,7 +34,7 @@ static int heap_push(Heap *h, double t, i64 code, i64 ver) {
         h->a = na;
         h->cap = nc;
     }
-    Ev e = {t, code, ver};
+    Ev e = {t, code};
     i64 i = h->n++;
     while (i > 0) {
         i64 p = (i - 1) / 2;
@@ -63,6 +63,74 @@ static Ev heap_pop(Heap *h) {
     return top;
 }
 
+/* Indexed min-heap of drain times: one entry per active slot, keyed (time, slot). */
+typedef struct { double *k; i64 *s; i64 *p; i64 n; } IHeap;
+
+static int ih_less(const IHeap *h, i64 a, i64 b) {
+    return h->k[a] < h->k[b] || (h->k[a] == h->k[b] && h->s[a] < h->s[b]);
+}
+
+static void ih_swap(IHeap *h, i64 a, i64 b) {
+    double tk = h->k[a];
+    i64 ts = h->s[a];
+    h->k[a] = h->k[b];
+    h->s[a] = h->s[b];
+    h->k[b] = tk;
+    h->s[b] = ts;
+    h->p[h->s[a]] = a;
+    h->p[h->s[b]] = b;
+}
+
+static void ih_up(IHeap *h, i64 i) {
+    while (i > 0) {
+        i64 q = (i - 1) / 2;
+        if (!ih_less(h, i, q)) break;
+        ih_swap(h, i, q);
+        i = q;
+    }
+}
+
+static void ih_down(IHeap *h, i64 i) {
+    for (;;) {
+        i64 c = 2 * i + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && ih_less(h, c + 1, c)) c++;
+        if (!ih_less(h, c, i)) break;
+        ih_swap(h, i, c);
+        i = c;
+    }
+}
+
+static void ih_set(IHeap *h, i64 slot, double key) {
+    i64 i = h->p[slot];
+    if (i < 0) {
+        i = h->n++;
+        h->s[i] = slot;
+        h->p[slot] = i;
+        h->k[i] = key;
+        ih_up(h, i);
+        return;
+    }
+    double old = h->k[i];
+    h->k[i] = key;
+    if (key < old) ih_up(h, i);
+    else ih_down(h, i);
+}
+
+static void ih_remove(IHeap *h, i64 slot) {
+    i64 i = h->p[slot];
+    if (i < 0) return;
+    i64 last = --h->n;
+    if (i != last) {
+        h->k[i] = h->k[last];
+        h->s[i] = h->s[last];
+        h->p[h->s[i]] = i;
+        ih_up(h, i);
+        ih_down(h, h->p[h->s[i]]);
+    }
+    h->p[slot] = -1;
+}
+
 static void add_seed(i64 *seeds, i64 *ns, i64 *sstamp, i64 sid, i64 r) {
     if (sstamp[r] != sid) {
         sstamp[r] = sid;
@@ -86,7 +154,7 @@ static void begin_task(Dag *d, i64 i, double t) {
     if (d->is_flow[i]) {
         d->pending[d->np++] = i;
     } else if (d->dur[i] > 0.0) {
-        if (heap_push(&d->heap, t + d->dur[i], i, 0)) d->err = 3;
+        if (heap_push(&d->heap, t + d->dur[i], i)) d->err = 3;
     } else {
         d->zero[d->nz++] = i;
     }
@@ -114,8 +182,6 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
     int ok = 1, rc = 0;
     Dag d;
     memset(&d, 0, sizeof d);
-    Heap dh; /* drain heap: (time, slot, version) */
-    memset(&dh, 0, sizeof dh);
     d.is_flow = is_flow;
     d.dur = dur;
     d.succ_ptr = succ_ptr;
@@ -125,7 +191,8 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
     i64 F = nflows + 1;
     ALLOC(i64, indeg, n) ALLOC(i64, zero, n) ALLOC(i64, pending, n) ALLOC(i64, slot_of, n)
     /* Per slot (stable while a flow is active). */
-    ALLOC(i64, task, F) ALLOC(double, rate, F) ALLOC(double, remu, F) ALLOC(double, tu, F) ALLOC(i64, ver, F)
+    ALLOC(i64, task, F) ALLOC(double, rate, F) ALLOC(double, remu, F) ALLOC(double, tu, F)
+    ALLOC(double, hkey, F) ALLOC(i64, hslot, F) ALLOC(i64, hpos, F)
     ALLOC(char, isnew, F) ALLOC(i64, apos, F) ALLOC(i64, fvis, F) ALLOC(double, low, F) ALLOC(int, ares, F * W)
     ALLOC(i64, mpos, F * W)
     ALLOC(i64, freel, F) ALLOC(i64, alist, F) ALLOC(i64, live, F) ALLOC(i64, newl, F)
@@ -137,6 +204,8 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
     ALLOC(i64, mcap, nres)
     i64 **mem = (i64 **)calloc((size_t)nres, sizeof(i64 *));
     if (!mem || !ok) { rc = 3; goto out; }
+    IHeap dh = {hkey, hslot, hpos, 0};
+    for (i64 j = 0; j < F; j++) hpos[j] = -1;
     d.indeg = indeg;
     d.zero = zero;
     d.pending = pending;
@@ -151,7 +220,7 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
     for (i64 i = 0; i < n; i++) {
         if (indeg[i] != 0) continue;
         if (release && release[i] > 0.0) {
-            if (heap_push(&d.heap, release[i], -1 - i, 0)) { rc = 3; goto out; }
+            if (heap_push(&d.heap, release[i], -1 - i)) { rc = 3; goto out; }
         } else {
             begin_task(&d, i, 0.0);
         }
@@ -304,8 +373,7 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
                         double x = low[q];
                         if (!(x > 0.0) || !isfinite(x)) { rc = 2; goto out; }
                         rate[j] = x;
-                        ver[j]++;
-                        if (heap_push(&dh, t + remu[j] / x, j, ver[j])) { rc = 3; goto out; }
+                        ih_set(&dh, j, t + remu[j] / x);
                         for (i64 h = 0; h < W && p[h] != pad; h++) {
                             remcap[p[h]] -= x;
                             cnt[p[h]]--;
@@ -327,18 +395,16 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
         }
         dirty = 0;
         /* Next event: the earliest valid drain or the earliest task event. */
-        while (dh.n && (dh.a[0].ver != ver[dh.a[0].code] || task[dh.a[0].code] < 0)) heap_pop(&dh);
-        double td = dh.n ? dh.a[0].t : inf;
+        double td = dh.n ? dh.k[0] : inf;
         double th = d.heap.n ? d.heap.a[0].t : inf;
         if (td == inf && th == inf) break;
         events++;
         if (td <= th) {
             t = td;
             double lim = td + tol;
-            while (dh.n && dh.a[0].t <= lim) {
-                Ev e = heap_pop(&dh);
-                i64 j = e.code;
-                if (e.ver != ver[j] || task[j] < 0) continue;
+            while (dh.n && dh.k[0] <= lim) {
+                i64 j = dh.s[0];
+                ih_remove(&dh, j);
                 i64 i = task[j];
                 drain[i] = t;
                 if (rate[j] < removed_min) removed_min = rate[j];
@@ -360,11 +426,10 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
                 alist[apos[j]] = moved;
                 apos[moved] = apos[j];
                 task[j] = -1;
-                ver[j]++;
                 freel[nfree++] = j;
                 double tf = t + lat[flow_row[i]];
                 if (tf > t) {
-                    if (heap_push(&d.heap, tf, i, 0)) { rc = 3; goto out; }
+                    if (heap_push(&d.heap, tf, i)) { rc = 3; goto out; }
                 } else {
                     zero[d.nz++] = i;
                 }
@@ -392,8 +457,8 @@ out:
     if (mem)
         for (i64 r = 0; r < nres; r++) free(mem[r]);
     free(mem);
-    free(d.heap.a); free(dh.a);
-    free(indeg); free(zero); free(pending); free(slot_of); free(task); free(rate); free(remu); free(tu); free(ver);
+    free(d.heap.a);
+    free(indeg); free(zero); free(pending); free(slot_of); free(task); free(rate); free(remu); free(tu); free(hkey); free(hslot); free(hpos);
     free(isnew); free(apos); free(fvis); free(low); free(ares); free(mpos); free(freel); free(alist); free(live);
     free(newl); free(load); free(nrated); free(nnew); free(remcap); free(share); free(cnt); free(stamp); free(ismin);
     free(notmin); free(rlist); free(tlist); free(seeds); free(sstamp); free(vstamp); free(queue); free(mlen);
