@@ -131,3 +131,38 @@ def test_bad_toml_and_missing_file(tmp_path) -> None:
         load_scenario(bad)
     with pytest.raises(ScenarioError, match="does not exist"):
         load_scenario(tmp_path / "nope.toml")
+
+
+def test_custom_gpu_type_in_scenario() -> None:
+    from hetero_ns3.workload.planner import plan_scenario
+
+    raw = {
+        "model": {"name": "gpt3-125m"},
+        "parallelism": {"tp": 2, "global_batch": 4},
+        "cluster": {"groups": [{"gpu_type": "MyAccel", "nodes": 1, "gpus_per_node": 2}]},
+        "compute": {
+            "gpus": {
+                "MyAccel": {
+                    "architecture": "Hopper",
+                    "bf16_tflops": 500,
+                    "fp16_tflops": 500,
+                    "hbm_gib": 64,
+                    "hbm_tbps": 2.0,
+                    "tdp_w": 500,
+                    "sm_count": 100,
+                    "source": "test",
+                }
+            }
+        },
+    }
+    p = plan_scenario(scenario_from_dict(raw))
+    assert p.peak_flops == pytest.approx(2 * 500e12)
+    assert p.memory[0].capacity == 64 * 2**30
+    with pytest.raises(ScenarioError, match=r"compute\.gpus\.MyAccel\.hbm_tbps is missing"):
+        bad = {
+            **raw,
+            "compute": {
+                "gpus": {"MyAccel": {k: v for k, v in raw["compute"]["gpus"]["MyAccel"].items() if k != "hbm_tbps"}}
+            },
+        }
+        scenario_from_dict(bad)
