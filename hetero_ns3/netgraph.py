@@ -124,6 +124,14 @@ def make_graph(
         if n.buffer_bytes < 0:
             raise ScenarioError(f"nodes[{i}].buffer_bytes ({n.buffer_bytes}) must be >= 0")
         index[n.name] = i
+    for i, n in enumerate(nodes):
+        for h in n.serves:
+            k = index.get(h)
+            if n.kind != SWITCH or k is None or nodes[k].kind != HOST or nodes[k].zone != n.zone or not n.zone:
+                raise ScenarioError(
+                    f"nodes[{i}].serves ({h!r}) must name a host of the same non-empty zone ({n.zone!r}) "
+                    f"and only switches (NICs) may serve hosts"
+                )
     for j, link in enumerate(links):
         for end in (link.a, link.b):
             if end not in index:
@@ -156,12 +164,6 @@ class _Router:
         self.zone = [zones.setdefault(n.zone, len(zones)) for n in graph.nodes]
         self.gateway = [bool(n.serves) for n in graph.nodes]
         self.served: list[frozenset[int]] = [frozenset(graph.index(h) for h in n.serves) for n in graph.nodes]
-        for i, n in enumerate(graph.nodes):
-            bad = [h for h in n.serves if graph.nodes[graph.index(h)].zone != n.zone or n.zone == ""]
-            if bad:
-                raise ScenarioError(f"node {n.name!r} serves {bad}, which are not hosts of its zone {n.zone!r}")
-            if self.is_host[i] and n.serves:
-                raise ScenarioError(f"host {n.name!r} has serves set; only switches (NICs) can be gateways")
 
     def _allowed(self, u: int, v: int, dst: int, zd: int) -> bool:
         """May ``v`` forward toward ``dst`` through ``u`` (reverse-search edge u -> v)?"""
