@@ -140,3 +140,37 @@ def test_nvlink_segment_size_costs_little_accuracy(native):
     err = np.abs(big.flows.fct_s.to_numpy() / ref.flows.fct_s.to_numpy() - 1)
     assert err.max() <= 0.03
     assert big.events * 3 <= ref.events
+
+
+def test_rail_same_rail_permutation_runs_at_nic_rate(native):
+    """Rail-optimized, 4 H100 nodes: every GPU sends to the same GPU index of another node (a random
+    node permutation). Same-rail traffic meets on one rail switch, never collides: >= 90 % of 400G."""
+    data = {
+        "name": "rail4",
+        "groups": [
+            {
+                "name": "h",
+                "count": 4,
+                "gpu": "H100-SXM",
+                "fabric": {"kind": "nvswitch"},
+                "nics": {"count": 8, "rate": "400Gbps"},
+            }
+        ],
+        "network": {"kind": "rail"},
+    }
+    g = build_graph(parse_cluster(data))
+    perm = [2, 3, 1, 0]
+    size = 2_000_000
+    rows = [(f"n{i}.g{j}", f"n{perm[i]}.g{j}", size) for i in range(4) for j in range(8)]
+    solo = _sim(g, rows[:1]).flows.fct_s.iloc[0]
+    fct = _sim(g, rows).flows.fct_s
+    assert (solo / fct).min() >= 0.9
+    assert size * 8 / solo >= 0.9 * 400e9
+
+
+def test_nvlink_flow_runs_at_nvlink_rate(native):
+    """One GPU-to-GPU flow inside an H100 node runs at the NVLink rate (3.6 Tbps), far above its NIC."""
+    g = _two_node_cluster({"kind": "nvswitch"}, {"count": 8, "rate": "400Gbps"})
+    size = 16_000_000
+    fct = _sim(g, [("n0.g0", "n0.g5", size)]).flows.fct_s.iloc[0]
+    assert size * 8 / fct == pytest.approx(3.6e12, rel=0.05)
