@@ -72,6 +72,9 @@ class DcqcnConfig:
     """Lower bound of the sending rate, bit/s."""
     rate_decrease_interval_s: float = 4e-6
     """At most one rate decrease per interval, seconds."""
+    clamp_target_rate: bool = False
+    """Set Rt = Rc on every cut (the paper's pseudocode); False (default, as in HPCC's public ns-3 configs
+    and NICs' clamp_tgt_rate = 0): only when the rate increased since the last cut."""
 
     def __post_init__(self) -> None:
         _fraction("cc.dcqcn.g", self.g)
@@ -304,6 +307,7 @@ ATTRIBUTE_MAP: tuple[AttributeBinding, ...] = (
     AttributeBinding("cc.dcqcn.rate_hai_bps", "ns3::RdmaDcqcn", "RateHai", "rate"),
     AttributeBinding("cc.dcqcn.min_rate_bps", "ns3::RdmaDcqcn", "MinRate", "rate"),
     AttributeBinding("cc.dcqcn.rate_decrease_interval_s", "ns3::RdmaDcqcn", "RateDecreaseInterval", "time"),
+    AttributeBinding("cc.dcqcn.clamp_target_rate", "ns3::RdmaDcqcn", "ClampTargetRate", "bool"),
     AttributeBinding("cc.hpcc.eta", "ns3::RdmaHpcc", "Eta", "float"),
     AttributeBinding("cc.hpcc.max_stage", "ns3::RdmaHpcc", "MaxStage", "int"),
     AttributeBinding("cc.hpcc.rate_ai_bps", "ns3::RdmaHpcc", "RateAi", "rate"),

@@ -1,5 +1,6 @@
 #include "rdma-dcqcn.h"
 
+#include "ns3/boolean.h"
 #include "ns3/double.h"
 #include "ns3/simulator.h"
 #include "ns3/uinteger.h"
@@ -64,7 +65,12 @@ RdmaDcqcn::GetTypeId()
                           "At most one rate decrease per interval",
                           TimeValue(MicroSeconds(4)),
                           MakeTimeAccessor(&RdmaDcqcn::m_decreaseInterval),
-                          MakeTimeChecker(Time(0)));
+                          MakeTimeChecker(Time(0)))
+            .AddAttribute("ClampTargetRate",
+                          "Set Rt = Rc on every cut (paper); false: only if the rate increased since the last cut",
+                          BooleanValue(false),
+                          MakeBooleanAccessor(&RdmaDcqcn::m_clampTarget),
+                          MakeBooleanChecker());
     return tid;
 }
 
@@ -122,7 +128,11 @@ RdmaDcqcn::OnCnp()
     }
     m_everDecreased = true;
     m_lastDecrease = now;
-    m_rt = m_rc;
+    if (m_clampTarget || m_increasedSinceCut)
+    {
+        m_rt = m_rc;
+    }
+    m_increasedSinceCut = false;
     m_rc = std::max(m_rc * (1.0 - m_alpha / 2.0), static_cast<double>(m_minRate.GetBitRate()));
     m_alpha = (1.0 - m_g) * m_alpha + m_g;
     m_t = 0;
@@ -176,6 +186,7 @@ void
 RdmaDcqcn::Increase()
 {
     double line = m_qp->lineRateBps;
+    m_increasedSinceCut = true;
     if (std::max(m_t, m_b) < m_f)
     {
         // fast recovery: Rt unchanged

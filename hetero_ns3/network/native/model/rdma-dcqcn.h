@@ -14,7 +14,9 @@ namespace ns3
  * \brief DCQCN reaction point (Zhu et al., SIGCOMM 2015).
  *
  * Rate decrease on CNP: Rt = Rc, Rc = Rc (1 - alpha/2), alpha = (1-g) alpha + g (at most once
- * per RateDecreaseInterval). Alpha decays as alpha = (1-g) alpha every AlphaUpdateInterval
+ * per RateDecreaseInterval). With ClampTargetRate false, Rt is only reset when a rate increase
+ * happened since the previous cut (so back-to-back CNPs keep the pre-congestion target, as in
+ * Mellanox NICs' clamp_tgt_rate = 0 mode). Alpha decays as alpha = (1-g) alpha every AlphaUpdateInterval
  * without CNP. Rate increase events come from a timer (RateIncreaseInterval, T) and a byte
  * counter (ByteCounter, B); with counters t and b since the last decrease: fast recovery
  * while max(t, b) < F (Rc = (Rt + Rc)/2), additive increase (Rt += R_AI) when one exceeds
@@ -54,6 +56,8 @@ class RdmaDcqcn : public RdmaCongestionOps
     DataRate m_rhai;
     DataRate m_minRate;
     Time m_decreaseInterval;
+    bool m_clampTarget;
+    bool m_increasedSinceCut{true};
 
     double m_alpha{1.0};
     double m_rc{0};
