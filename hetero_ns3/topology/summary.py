@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hetero_ns3.netgraph import HOST, NetGraph, routing_tables
 from hetero_ns3.topology.analysis import bisection_bandwidth, ecmp_path_count
@@ -31,6 +31,33 @@ class TopologySummary:
     """``(src, dst, number of equal-cost paths)`` for the sample pairs."""
     routing_s: float
     """Wall time of computing all routing tables."""
+    oversubscription: dict[str, float] = field(default_factory=dict)
+    """Per network tier with uplinks: the largest downlink/uplink bandwidth ratio of its switches."""
+
+
+TIER_LEVEL = {"host": 0, "nic": 0, "rail": 1, "leaf": 1, "edge": 1, "agg": 2, "spine": 3, "core": 3}
+
+
+def tier_oversubscription(graph: NetGraph) -> dict[str, float]:
+    """Per switch role of the network: max over its switches of downlink / uplink bandwidth."""
+    down: dict[str, float] = {}
+    up: dict[str, float] = {}
+    for link in graph.links:
+        if link.kind != "network":
+            continue
+        a, b = graph.nodes[graph.index(link.a)], graph.nodes[graph.index(link.b)]
+        la, lb = TIER_LEVEL.get(a.role or a.kind, 0), TIER_LEVEL.get(b.role or b.kind, 0)
+        if la == lb:
+            continue
+        lo, hi = (a, b) if la < lb else (b, a)
+        up[lo.name] = up.get(lo.name, 0.0) + link.rate_bps
+        down[hi.name] = down.get(hi.name, 0.0) + link.rate_bps
+    out: dict[str, float] = {}
+    for name, d in down.items():
+        if name in up:
+            role = graph.nodes[graph.index(name)].role
+            out[role] = max(out.get(role, 0.0), d / up[name])
+    return out
 
 
 def sample_pairs(graph: NetGraph) -> list[tuple[str, str]]:
@@ -81,6 +108,7 @@ def summarize(
         bisection_bps=bisection_bandwidth(graph),
         ecmp_paths=ecmp,
         routing_s=routing_s,
+        oversubscription=tier_oversubscription(graph),
     )
 
 
@@ -96,6 +124,9 @@ def format_summary(s: TopologySummary) -> str:
     out.append("switches: " + ", ".join(f"{n} {r}" for r, n in s.switches_by_role.items()))
     out.append("links:")
     out += [f"  {n:5d} x {kind:8s} {format_rate(rate)}" for (kind, rate), n in s.links_by_kind_rate.items()]
+    if s.oversubscription:
+        tiers = ", ".join(f"{role} {r:.2f}" for role, r in s.oversubscription.items())
+        out.append(f"oversubscription (downlink/uplink, worst switch): {tiers}")
     out.append(f"bisection bandwidth: {format_rate(s.bisection_bps)} (first half of the nodes to the rest)")
     out.append(f"ECMP paths (routing of all hosts took {s.routing_s:.3f} s):")
     out += [f"  {a} -> {b}: {n}" for a, b, n in s.ecmp_paths]

@@ -17,6 +17,7 @@ def test_show_preset_summary(capsys):
     assert "64 x H100-SXM, 32 x A100-SXM-80GB, 32 x L40S (128 total)" in out
     assert "bisection bandwidth: 8Tbps" in out
     assert "n0.g0 -> n15.g7: 8" in out  # cross-rail: one path per spine
+    assert "oversubscription (downlink/uplink, worst switch): rail 0.75" in out  # 4.8T down, 6.4T up
 
 
 def test_show_json_and_plot(tmp_path, capsys):

@@ -20,6 +20,7 @@ from hetero_ns3.errors import ScenarioError
 from hetero_ns3.netgraph import routing_tables
 from hetero_ns3.topology import bisection_bandwidth, ecmp_path_count, plain_network
 from hetero_ns3.topology.spec import NetworkSpec, TierSpec
+from hetero_ns3.topology.summary import tier_oversubscription
 
 C = 100e9
 
@@ -37,6 +38,7 @@ def test_leafspine_closed_form(leaves, ports, ratio):
     up = math.ceil(ports / ratio)
     assert _roles(g) == {"host": leaves * ports, "leaf": leaves, "spine": up}
     assert len(g.links) == leaves * ports + leaves * up
+    assert tier_oversubscription(g)["leaf"] == pytest.approx(ports / up)
     assert bisection_bandwidth(g) == pytest.approx(C * min(leaves * ports, leaves * up) / 2)
 
 
@@ -62,6 +64,7 @@ def test_fattree_closed_form(k, r_e, r_a):
     assert len(g.links) == hosts + k**3 // 4 + round(k**3 / (4 * r_a))
     expect = C * min(hosts, k**3 / 4, k**3 / (4 * r_a)) / 2
     assert bisection_bandwidth(g) == pytest.approx(expect)
+    assert tier_oversubscription(g) == pytest.approx({"edge": r_e, "agg": r_a})
 
 
 @pytest.mark.parametrize(("k", "r_a"), [(4, 1.0), (6, 1.0), (8, 2.0)])
