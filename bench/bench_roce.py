@@ -3,7 +3,9 @@
 1. Packet-hops per wall-second for one long flow over a 4-hop chain (host - sw - sw - sw - host,
    100 Gbps, 1 us per link): our RoceNetDevice/RdmaNic path versus stock ns-3
    (PointToPointNetDevice + IPv4 + UDP: UdpClient -> UdpServer, global routing), same path, same
-   bytes, ~1000-byte packets (UDP payload 1000 B; our DATA payload 1000 B).
+   bytes, ~1000-byte packets (UDP payload 1000 B; our DATA payload 1000 B), paired in each repetition.
+   Our runs use the PriorityQueueScheduler (as simulate_flows does); stock runs once with ns-3's default
+   scheduler and once with the same one, and the ratio is taken against the faster of the two.
 2. A 64-host random permutation on leafspine:8,4,8 (each host sends one flow to another host):
    wall time, events per second and peak RSS, per congestion control.
 
@@ -23,7 +25,7 @@ import pandas as pd
 from hetero_ns3.netgraph import GraphLink, GraphNode, make_graph
 from hetero_ns3.network import ns3env
 from hetero_ns3.network.config import CcConfig, NetworkConfig, NicConfig
-from hetero_ns3.network.roce import simulate_flows
+from hetero_ns3.network.roce import FAST_SCHEDULER, simulate_flows, use_fast_scheduler
 from hetero_ns3.topology import resolve_topology
 
 HOPS = 4
@@ -55,8 +57,10 @@ def bench_ours(total_bytes: int) -> dict[str, float]:
     }
 
 
-def bench_stock(total_bytes: int) -> dict[str, float]:
+def bench_stock(total_bytes: int, fast_scheduler: bool = False) -> dict[str, float]:
     ns = ns3env.import_ns()
+    if fast_scheduler:
+        use_fast_scheduler(ns)
     n_pkts = -(-total_bytes // PAYLOAD)
     nodes = ns.NodeContainer()
     nodes.Create(HOPS + 1)
@@ -136,9 +140,12 @@ def main() -> None:
     for rep in range(args.reps):
         ours = bench_ours(total)
         stock = bench_stock(total)
+        stock_fast = bench_stock(total, fast_scheduler=True)
         ours_rate = ours["packet_hops"] / ours["wall_s"]
         stock_rate = stock["packet_hops"] / stock["wall_s"]
-        ratios.append(ours_rate / stock_rate)
+        fast_rate = stock_fast["packet_hops"] / stock_fast["wall_s"]
+        best = max(stock_rate, fast_rate)
+        ratios.append(ours_rate / best)
         print(
             f"[{rep}] ours : {ours['packet_hops']:,} packet-hops in {ours['wall_s']:.3f} s = {ours_rate:,.0f} /s "
             f"(all frames incl. ACKs: {ours['frames_all']:,}; events {ours['events']:,}; "
@@ -146,10 +153,11 @@ def main() -> None:
         )
         print(
             f"[{rep}] stock: {stock['packet_hops']:,} packet-hops in {stock['wall_s']:.3f} s = {stock_rate:,.0f} /s "
-            f"(UDP received {stock['received']:,} of {stock['sent']:,})"
+            f"(default scheduler; UDP received {stock['received']:,} of {stock['sent']:,}); "
+            f"with {FAST_SCHEDULER}: {fast_rate:,.0f} /s"
         )
-        print(f"[{rep}] ratio ours/stock: {ratios[-1]:.1f}x")
-    print(f"median ratio ours/stock over {args.reps} paired runs: {float(np.median(ratios)):.1f}x")
+        print(f"[{rep}] ratio ours / best stock: {ratios[-1]:.1f}x")
+    print(f"median ratio ours / best stock over {args.reps} paired runs: {float(np.median(ratios)):.1f}x")
     for cc in ("none", "dcqcn", "hpcc"):
         r = bench_permutation(cc, args.perm_mbytes)
         print(

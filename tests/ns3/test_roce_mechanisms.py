@@ -163,3 +163,31 @@ def test_link_rate_change_and_link_down_recovery(native):
         retx = net.GetFlowRetransmits()[0]
     assert drops > 0 and retx > 0
     assert 130e-6 < finish < 5e-3
+
+
+@pytest.mark.parametrize(("scheduler", "weights"), [("strict", (1,) * 8), ("wrr", (1, 1, 1, 1, 1, 3, 1, 1))])
+def test_class_scheduling_strict_and_weighted(native, scheduler, weights):
+    graph = resolve_topology("star:3", RATE, DELAY)
+    size = 2_000_000
+    frames = math.ceil(size / 4096)
+    wire_bits = (size + frames * 62) * 8
+    flows = pd.DataFrame(
+        {
+            "src": ["h1", "h2"],
+            "dst": ["h0", "h0"],
+            "size_bytes": [size, size],
+            "start_s": [0.0, 0.0],
+            "priority": [1, 5],
+        }
+    )
+    cfg = NetworkConfig(cc=CcConfig(kind="none"), routing=RoutingConfig(scheduler=scheduler, wrr_weights=weights))
+    res = simulate_flows(graph, flows, cfg)
+    low, high = res.flows["fct_s"].to_numpy()
+    total = 2 * wire_bits / RATE
+    if scheduler == "strict":
+        # class 5 owns the bottleneck: it finishes as if alone; class 1 gets the rest
+        assert high == pytest.approx(wire_bits / RATE, rel=0.02)
+    else:
+        # weights 3:1 -> class 5 gets 3/4 of the bottleneck until it finishes
+        assert high == pytest.approx(wire_bits / (0.75 * RATE), rel=0.05)
+    assert low == pytest.approx(total, rel=0.02)
