@@ -158,9 +158,11 @@ class PlanBuilder:
         category: str,
     ) -> int:
         tid = len(self._kind)
-        dl = sorted(set(int(d) for d in deps))
-        if dl and (dl[0] < 0 or dl[-1] >= tid):
-            raise PlanningError(f"task {tid} ({label}) depends on unknown task ids {dl}")
+        dl = list(deps)
+        if len(dl) > 1:
+            dl = list(dict.fromkeys(dl))  # drop repeats, keep order
+        if dl and (min(dl) < 0 or max(dl) >= tid):
+            raise PlanningError(f"task {tid} ({label}) depends on unknown task ids {sorted(dl)}")
         self._kind.append(kind)
         self._gpu.append(gpu)
         self._dst.append(dst)

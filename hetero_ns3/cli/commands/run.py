@@ -1,0 +1,63 @@
+"""``hetero-ns3 run``: simulate one training iteration of a scenario and write a run directory."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+NAME = "run"
+HELP = "simulate one training iteration (packet level in ns-3, or flow level) and write a run directory"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenario", help="scenario TOML file (or a name in scenarios/)")
+    p.add_argument("--backend", choices=("ns3", "analytic"), default=None, help="default: [run] backend (ns3)")
+    p.add_argument("--out", default=None, help="run directory (default: runs/<scenario>-<backend>)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    p.add_argument("--no-progress", action="store_true", help="do not show progress over simulated time")
+
+
+class _Progress:
+    """One status line on stderr: simulated time, tasks done, wall time."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, sim_s: float, done: int, total: int) -> None:
+        line = f"  simulated {sim_s * 1e3:9.3f} ms | tasks {done}/{total} ({100 * done / max(total, 1):5.1f}%) | wall {time.perf_counter() - self.t0:6.1f} s"
+        print(("\r" + line) if self.tty else line, end="" if self.tty else "\n", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.tty:
+            print(file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hetero_ns3.cosim.runner import run_scenario
+    from hetero_ns3.paths import resolve_preset
+    from hetero_ns3.results import format_summary
+    from hetero_ns3.scenario.loader import load_scenario
+
+    path = resolve_preset(args.scenario, "scenarios")
+    scenario = load_scenario(path, args.overrides)
+    backend = args.backend or (scenario.section("run").backend if scenario.section("run") else "ns3")
+    out = Path(args.out) if args.out else Path("runs") / f"{path.stem}-{backend}"
+    progress = None if args.no_progress else _Progress()
+    print(f"hetero-ns3 run: {path.name} on the {backend} backend -> {out}", file=sys.stderr)
+    try:
+        outcome = run_scenario(scenario, out, backend=backend, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    st = outcome.stats
+    print(format_summary(outcome.summary))
+    print(
+        f"tasks {st['tasks']}, flows {st['flows']}, collective calls {st['collectives']}; "
+        f"compute-only iteration {st['compute_only_iteration_s'] * 1e3:.3f} ms; MFU {100 * st['mfu']:.1f}%; "
+        f"planning {st['plan_s']:.1f} s, {outcome.backend} backend {st['backend_wall_s']:.1f} s"
+    )
+    print(f"run directory: {outcome.paths.root}")
+    return 0

@@ -1,0 +1,170 @@
+"""Lower a compiled Workload into one ExecutionPlan (compute tasks + flow tasks, one DAG).
+
+Every compute op becomes a compute task on its rank's GPU (its duration scaled by the GPU's slowdown
+factor, for straggler what-ifs). Every collective *instance* (the member ops of one NCCL call) goes
+through the collective planner once, which adds its flows, reductions and latency tasks; each member
+op then completes at the planner's exit task on its GPU. Pure Python, no ns-3.
+
+Ordering: ops and instances are emitted in a topological order of the op graph (instances count as
+one node whose dependencies are the union of their members'), so that every task depends only on
+tasks already emitted, as :class:`~hetero_ns3.dag.PlanBuilder` requires. Cost is linear in ops,
+dependencies and emitted tasks.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
+from hetero_ns3.dag import COMM_STREAM, COMPUTE_STREAM, ExecutionPlan, PlanBuilder
+from hetero_ns3.errors import PlanningError
+from hetero_ns3.workload.artefact import Op, Workload
+
+
+@dataclass(frozen=True)
+class CollectiveOverride:
+    """Algorithm / protocol / channel choices for the collectives of one parallel dimension."""
+
+    algo: str | None = None
+    protocol: str | None = None
+    channels: int | None = None
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """The execution plan of one iteration and how it maps back to the workload."""
+
+    plan: ExecutionPlan
+    op_exit: Mapping[int, tuple[int, ...]]
+    """Workload op id -> task ids whose completion completes the op on its GPU."""
+    choices: Mapping[str, int] = field(default_factory=dict)
+    """Count of collective calls per ``dim:op:algo/protocol/channels`` choice."""
+    n_collectives: int = 0
+
+
+#: Traffic class per parallel dimension (all lossless by default; see docs/cosim.md).
+DEFAULT_PRIORITY = {"tp": 3, "ep": 3, "pp": 3, "dp": 3}
+
+
+def _p2p_call(members: tuple[Op, ...], gpu_of: list[str]) -> tuple[CollectiveCall, dict[str, list[Op]]]:
+    send = next(m for m in members if m.collective == "send")
+    recv = next(m for m in members if m.collective == "recv")
+    src, dst = gpu_of[send.rank], gpu_of[recv.rank]
+    call = CollectiveCall("send_recv", (src, dst), int(send.bytes), peer=dst, name=send.name)
+    return call, {src: [send], dst: [recv]}
+
+
+def lower_workload(
+    workload: Workload,
+    env: CollectiveEnv,
+    *,
+    slowdown: Mapping[str, float] | None = None,
+    overrides: Mapping[str, CollectiveOverride] | None = None,
+    priority: Mapping[str, int] | None = None,
+) -> Lowered:
+    """Expand ``workload`` into one :class:`ExecutionPlan` using the collective planner.
+
+    ``slowdown[gpu]`` multiplies the compute durations of that GPU (1 = nominal). ``overrides[dim]``
+    fixes the algorithm / protocol / channels of that dimension's collectives (``tp``, ``pp``,
+    ``dp``, ``ep``). ``priority[dim]`` is the traffic class of that dimension's flows.
+    """
+    slowdown = slowdown or {}
+    overrides = overrides or {}
+    prio = {**DEFAULT_PRIORITY, **(priority or {})}
+    gpu_of = [slot.gpu for slot in workload.ranks]
+    ops = workload.op_index()
+    instances = workload.instances()
+
+    # Graph nodes: ("o", op id) for compute ops, ("i", instance id) for collective instances.
+    def node_of(op: Op) -> tuple[str, int]:
+        return ("i", op.instance) if op.instance >= 0 else ("o", op.id)
+
+    indeg: dict[tuple[str, int], int] = {}
+    succ: dict[tuple[str, int], list[tuple[str, int]]] = {}
+    order_key: dict[tuple[str, int], int] = {}
+    for op in workload:
+        nd = node_of(op)
+        order_key[nd] = min(order_key.get(nd, op.id), op.id)
+        indeg.setdefault(nd, 0)
+        for d in op.deps:
+            dn = node_of(ops[d])
+            if dn == nd:
+                continue
+            succ.setdefault(dn, []).append(nd)
+            indeg[nd] += 1
+
+    builder = PlanBuilder(sorted(set(gpu_of), key=gpu_of.index))
+    op_exit: dict[int, tuple[int, ...]] = {}
+    choices: dict[str, int] = {}
+    n_coll = 0
+
+    def dep_tasks(op: Op) -> list[int]:
+        out: list[int] = []
+        for d in op.deps:
+            out.extend(op_exit[d])
+        return out
+
+    heap = [(order_key[nd], nd) for nd, k in indeg.items() if k == 0]
+    heapq.heapify(heap)
+    emitted = 0
+    while heap:
+        _, nd = heapq.heappop(heap)
+        emitted += 1
+        if nd[0] == "o":
+            op = ops[nd[1]]
+            gpu = gpu_of[op.rank]
+            stream = COMPUTE_STREAM if op.stream == "compute" else COMM_STREAM
+            dur = op.duration * float(slowdown.get(gpu, 1.0))
+            if op.kind == "compute":
+                tid = builder.add_compute(gpu, dur, dep_tasks(op), stream=stream, label=op.name, category="compute")
+            else:  # a comm op outside any instance: nothing to move
+                tid = builder.add_barrier(gpu, dep_tasks(op), label=op.name)
+            op_exit[op.id] = (tid,)
+        else:
+            members = instances[nd[1]]
+            head = members[0]
+            if head.collective in ("send", "recv"):
+                call, by_gpu = _p2p_call(members, gpu_of)
+            else:
+                by_gpu = {}
+                for m in members:
+                    by_gpu.setdefault(gpu_of[m.rank], []).append(m)
+                call = CollectiveCall(head.collective, tuple(head.group), int(head.bytes), name=head.name)
+            ov = overrides.get(head.dim)
+            if ov is not None:
+                call = CollectiveCall(
+                    call.op,
+                    call.group,
+                    call.size_bytes,
+                    algo=ov.algo,
+                    protocol=ov.protocol,
+                    channels=ov.channels,
+                    peer=call.peer,
+                    name=call.name,
+                )
+            entry = {g: [t for m in ms for t in dep_tasks(m)] for g, ms in by_gpu.items()}
+            if call.size_bytes <= 0:
+                for g, ms in by_gpu.items():
+                    tid = builder.add_barrier(g, entry[g], label=head.name, category=head.dim or "comm")
+                    for m in ms:
+                        op_exit[m.id] = (tid,)
+            else:
+                res = plan_collective(
+                    builder, call, env, entry, category=head.dim or "comm", priority=prio.get(head.dim, 0)
+                )
+                n_coll += 1
+                key = f"{head.dim}:{call.op}:{res.algo}/{res.protocol}/{res.channels}"
+                choices[key] = choices.get(key, 0) + 1
+                for g, ms in by_gpu.items():
+                    exits = tuple(res.exits[g])
+                    for m in ms:
+                        op_exit[m.id] = exits
+        for s in succ.get(nd, ()):
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(heap, (order_key[s], s))
+    if emitted != len(indeg):
+        raise PlanningError(f"workload has a dependency cycle: {len(indeg) - emitted} ops/instances never became ready")
+    return Lowered(builder.build(), op_exit, choices, n_coll)
