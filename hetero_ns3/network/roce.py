@@ -103,6 +103,35 @@ def apply_config(config: NetworkConfig, seed: int) -> None:
         ns.Config.SetDefault(name, ns.StringValue(value))
 
 
+def check_buffers(graph: NetGraph, config: NetworkConfig) -> None:
+    """Raise ScenarioError when a switch's PFC headroom reserve leaves no shared buffer.
+
+    Mirrors RoceSwitch::Setup: per port 2 x rate x delay + 3 x (segment + 128) + 64 bytes, or
+    ``pfc.headroom_bytes`` when set; reserved only when PFC is on.
+    """
+    if not config.pfc.enabled or not config.pfc.lossless_classes:
+        return
+    reserve = [0.0] * len(graph.nodes)
+    idx = {nd.name: i for i, nd in enumerate(graph.nodes)}
+    for lk in graph.links:
+        seg = getattr(lk, "mtu_bytes", 0) or config.nic.segment_for(lk.kind)
+        auto = 2 * lk.rate_bps * lk.delay_s / 8 + 3 * (seg + 128) + 64
+        for end in (lk.a, lk.b):
+            reserve[idx[end]] += config.pfc.headroom_bytes or int(auto)
+    for i, nd in enumerate(graph.nodes):
+        if nd.kind == HOST:
+            continue
+        buf = nd.buffer_bytes or config.buffer.switch_buffer_bytes
+        if reserve[i] >= buf:
+            path = f"nodes[{i}].buffer_bytes" if nd.buffer_bytes else "buffer.switch_buffer_bytes"
+            raise field_error(
+                path,
+                buf,
+                f"leaves no shared buffer at switch {nd.name!r}: its PFC headroom needs {int(reserve[i])} bytes",
+                "raise the buffer, lower pfc.headroom_bytes or disable PFC",
+            )
+
+
 def build_network(graph: NetGraph, config: NetworkConfig | None = None, seed: int = 1) -> Any:
     """Create and ``Build()`` an ``ns3::RdmaNetwork`` for ``graph`` (no flows yet).
 
@@ -110,6 +139,7 @@ def build_network(graph: NetGraph, config: NetworkConfig | None = None, seed: in
     the returned object: add flows, run, read, then ``ns.Simulator.Destroy()`` and ``net.Dispose()``.
     """
     config = config or NetworkConfig()
+    check_buffers(graph, config)
     apply_config(config, seed)
     ns = _ns()
     use_fast_scheduler(ns)

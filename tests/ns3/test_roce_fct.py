@@ -146,3 +146,45 @@ def test_switching_cc_changes_results(native):
     assert not np.allclose(fcts["none"], fcts["dcqcn"], rtol=1e-3)
     assert not np.allclose(fcts["none"], fcts["hpcc"], rtol=1e-3)
     assert not np.allclose(fcts["dcqcn"], fcts["hpcc"], rtol=1e-3)
+
+
+def test_multi_port_host_uses_its_forwarding_table_and_port_segment_sizes(native):
+    from hetero_ns3.netgraph import GraphLink, GraphNode, make_graph
+
+    nodes = [
+        GraphNode("g0", "host"),
+        GraphNode("g1", "host"),
+        GraphNode("h2", "host"),
+        GraphNode("nvs", "switch", role="nvswitch"),
+        GraphNode("nic0", "switch", role="nic"),
+        GraphNode("nic1", "switch", role="nic"),
+        GraphNode("leaf", "switch", role="leaf"),
+    ]
+    links = [
+        GraphLink("g0", "nvs", 400e9, 0.5e-6, kind="nvlink"),
+        GraphLink("g1", "nvs", 400e9, 0.5e-6, kind="nvlink"),
+        GraphLink("g0", "nic0", 200e9, 0.5e-6, kind="pcie"),
+        GraphLink("g1", "nic1", 200e9, 0.5e-6, kind="pcie"),
+        GraphLink("nic0", "leaf", 100e9, 1e-6),
+        GraphLink("nic1", "leaf", 100e9, 1e-6),
+        GraphLink("h2", "leaf", 100e9, 1e-6),
+    ]
+    graph = make_graph(nodes, links)
+    nv, a_size, b_size = 65536, 8_000_000, 1_000_000
+    flows = pd.DataFrame(
+        {"src": ["g0", "g0"], "dst": ["g1", "h2"], "size_bytes": [a_size, b_size], "start_s": [0.0, 0.0]}
+    )
+    res = simulate_flows(graph, flows, NetworkConfig(cc=CcConfig(kind="none")))
+    fct_a, fct_b = res.flows["fct_s"].to_numpy()
+    # A: NVLink only, 64 KiB segments, 2 hops at 400 Gbps
+    frames = math.ceil(a_size / nv)
+    exp_a = (a_size + frames * HDR) * 8 / 400e9 + (nv + HDR) * 8 / 400e9 + 2 * 0.5e-6
+    assert fct_a == pytest.approx(exp_a, rel=0.01)
+    # B: PCIe (200 Gbps) to the NIC, then 100 Gbps twice; 4096-byte segments; bottleneck 100 Gbps
+    frames = math.ceil(b_size / SEG)
+    f = SEG + HDR
+    exp_b = (b_size + frames * HDR) * 8 / 100e9 + f * 8 / 200e9 + f * 8 / 100e9 + 0.5e-6 + 2e-6
+    assert fct_b == pytest.approx(exp_b, rel=0.01)
+    ports = res.ports.set_index("port")
+    assert ports.loc[0, "tx_data_bytes"] == a_size  # g0's NVLink port (link 0, end a)
+    assert ports.loc[4, "tx_data_bytes"] == b_size  # g0's PCIe port (link 2, end a)

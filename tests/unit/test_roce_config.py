@@ -9,6 +9,7 @@ from hetero_ns3.errors import ScenarioError
 from hetero_ns3.netgraph import GraphLink, GraphNode, make_graph
 from hetero_ns3.network.config import (
     ATTRIBUTE_MAP,
+    BufferConfig,
     CcConfig,
     DcqcnConfig,
     EcnConfig,
@@ -117,3 +118,12 @@ def test_missing_column_and_file(tmp_path):
         read_flows_csv(p)
     with pytest.raises(ScenarioError, match="does not exist"):
         read_flows_csv(tmp_path / "nope.csv")
+
+
+def test_buffer_too_small_for_headroom_names_the_field():
+    from hetero_ns3.network.roce import check_buffers
+
+    g = _star(8)
+    with pytest.raises(ScenarioError, match=r"^buffer.switch_buffer_bytes \(10000\) leaves no shared buffer"):
+        check_buffers(g, NetworkConfig(buffer=BufferConfig(10_000)))
+    check_buffers(g, NetworkConfig(pfc=PfcConfig(enabled=False), buffer=BufferConfig(10_000)))  # lossy: no reserve
