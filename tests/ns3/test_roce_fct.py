@@ -188,3 +188,21 @@ def test_multi_port_host_uses_its_forwarding_table_and_port_segment_sizes(native
     ports = res.ports.set_index("port")
     assert ports.loc[0, "tx_data_bytes"] == a_size  # g0's NVLink port (link 0, end a)
     assert ports.loc[4, "tx_data_bytes"] == b_size  # g0's PCIe port (link 2, end a)
+
+
+def test_headroom_is_what_keeps_pfc_lossless(native):
+    """With the automatic headroom the incast is lossless (above); shrink it below one round trip of
+    in-flight data and the same incast drops frames, named headroom_overflow, at the ingress ports."""
+    graph = resolve_topology("star:9", RATE, DELAY)
+    cfg = NetworkConfig(
+        cc=CcConfig(kind="none"),
+        pfc=PfcConfig(headroom_bytes=6_000),  # < 2 x 100 Gbps x 1 us = 25 kB in flight
+        buffer=BufferConfig(switch_buffer_bytes=1_000_000),
+        nic=NicConfig(retransmit_timeout_s=100e-6),
+    )
+    res = simulate_flows(graph, _incast(), cfg)
+    p = res.ports
+    assert p["drops_headroom_overflow"].sum() > 0
+    assert p["drops_total"].sum() == p["drops_headroom_overflow"].sum()
+    assert p["pfc_pause_sent"].sum() > 0
+    assert res.completed == 8
