@@ -458,7 +458,8 @@ out:
         for (i64 r = 0; r < nres; r++) free(mem[r]);
     free(mem);
     free(d.heap.a);
-    free(indeg); free(zero); free(pending); free(slot_of); free(task); free(rate); free(remu); free(tu); free(hkey); free(hslot); free(hpos);
+    free(indeg); free(zero); free(pending); free(slot_of); free(task); free(rate); free(remu); free(tu);
+    free(hkey); free(hslot); free(hpos);
     free(isnew); free(apos); free(fvis); free(low); free(ares); free(mpos); free(freel); free(alist); free(live);
     free(newl); free(load); free(nrated); free(nnew); free(remcap); free(share); free(cnt); free(stamp); free(ismin);
     free(notmin); free(rlist); free(tlist); free(seeds); free(sstamp); free(vstamp); free(queue); free(mlen);
