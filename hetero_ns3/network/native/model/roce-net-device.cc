@@ -94,6 +94,7 @@ RoceNetDevice::DoDispose()
         ev.Cancel();
     }
     m_wakeEvent.Cancel();
+    m_txEvent.Cancel();
     for (auto& q : m_queues)
     {
         q.clear();
@@ -308,8 +309,18 @@ RoceNetDevice::SendPfc(uint8_t cls, uint16_t quanta)
 void
 RoceNetDevice::TryTransmit()
 {
-    if (m_busy || !m_linkUp)
+    if (!m_linkUp)
     {
+        return;
+    }
+    Time now = Simulator::Now();
+    if (now < m_busyUntil)
+    {
+        // Serializing a frame: come back when it is done (one event, only when needed).
+        if (!m_txEvent.IsPending())
+        {
+            m_txEvent = Simulator::Schedule(m_busyUntil - now, &RoceNetDevice::TransmitComplete, this);
+        }
         return;
     }
     Ptr<RocePacket> p;
@@ -347,7 +358,6 @@ RoceNetDevice::TryTransmit()
         }
         m_owner->NotifyDequeue(m_localPort, *p);
     }
-    m_busy = true;
     m_txBytes += p->size;
     ++m_txPackets;
     if (p->type == RocePacketType::DATA)
@@ -356,14 +366,17 @@ RoceNetDevice::TryTransmit()
     }
     m_txBeginTrace(p->flowId, p->size);
     Time tx = TxTime(p->size);
-    Simulator::Schedule(tx, &RoceNetDevice::TransmitComplete, this);
+    m_busyUntil = now + tx;
+    if (m_owner->IsHost() || m_totalQueueBytes > 0 || !m_ctrl.empty())
+    {
+        m_txEvent = Simulator::Schedule(tx, &RoceNetDevice::TransmitComplete, this);
+    }
     m_channel->Transmit(p, this, tx);
 }
 
 void
 RoceNetDevice::TransmitComplete()
 {
-    m_busy = false;
     TryTransmit();
 }
 

@@ -172,7 +172,8 @@ class RoceNetDevice : public NetDevice
     uint32_t m_wrrCur{0};
     bool m_weightsParsed{false};
     bool m_linkUp{true};
-    bool m_busy{false};
+    Time m_busyUntil;  //!< end of the frame being serialized
+    EventId m_txEvent; //!< pending TransmitComplete (only when something waits)
 
     std::array<std::deque<Ptr<RocePacket>>, N_CLASSES> m_queues;
     std::array<uint64_t, N_CLASSES> m_queueBytes{};
