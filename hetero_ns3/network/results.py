@@ -29,7 +29,8 @@ class FlowResults:
     ``flows``: one row per flow: flow_id, src, dst, size_bytes, start_s, priority, finish_s (last byte
     received; NaN if unfinished), fct_s, ack_s (sender saw the last ACK), ideal_fct_s, slowdown
     (fct / ideal), base_rtt_s, retransmits, first_switch_port (port id the flow leaves its first switch
-    by, showing its ECMP choice; 4294967295 when src and dst share no switch hop).
+    by, showing its ECMP choice; 4294967295 when src and dst share no switch hop), cnps and acks (CNPs
+    and in-order ACKs its receiver sent).
     ``ports``: one row per port (2 per link: port 2l at link l's end ``a``, 2l+1 at ``b``): port, link,
     node, peer, rate_bps, counters of :data:`PORT_COUNTERS`, paused_s, drops_<reason>, drops_total.
     ``queues``: periodic samples: time_s, port, bytes (queued), tx_bytes (cumulative bytes sent by the

@@ -281,6 +281,8 @@ def _flows_frame(graph: NetGraph, arrays: FlowArrays, net: Any) -> pd.DataFrame:
             "base_rtt_s": _to_numpy(net.GetFlowBaseRtts(), np.float64),
             "retransmits": _to_numpy(net.GetFlowRetransmits(), np.uint32).astype(np.int64),
             "first_switch_port": _to_numpy(net.GetFlowFirstHops(), np.uint32).astype(np.int64),
+            "cnps": _to_numpy(net.GetFlowCnps(), np.uint32).astype(np.int64),
+            "acks": _to_numpy(net.GetFlowAcks(), np.uint32).astype(np.int64),
         }
     )
 

@@ -191,3 +191,24 @@ def test_class_scheduling_strict_and_weighted(native, scheduler, weights):
         # weights 3:1 -> class 5 gets 3/4 of the bottleneck until it finishes
         assert high == pytest.approx(wire_bits / (0.75 * RATE), rel=0.05)
     assert low == pytest.approx(total, rel=0.02)
+
+
+def test_cnp_rate_limit_and_ack_coalescing(native):
+    graph = resolve_topology("star:9", RATE, DELAY)
+    # CC none never slows down, so marking goes on for the whole incast (about 0.65 ms)
+    runs = {}
+    for cnp_us, ack_every in ((50, 1), (10, 4)):
+        cfg = NetworkConfig(
+            cc=CcConfig(kind="none"), nic=NicConfig(cnp_interval_s=cnp_us * 1e-6, ack_interval=ack_every)
+        )
+        res = simulate_flows(graph, _incast(), cfg)
+        f = res.flows
+        assert res.completed == 8
+        duration = f["finish_s"] - f["start_s"]
+        # at most one CNP per QP per interval: count <= duration / interval + 1
+        assert (f["cnps"] <= duration / (cnp_us * 1e-6) + 1).all()
+        assert (f["cnps"] > 0).all()
+        frames = math.ceil(600_000 / 4096)
+        assert (f["acks"] == math.ceil(frames / ack_every)).all()  # one per ack_every frames, plus the last
+        runs[cnp_us] = int(f["cnps"].sum())
+    assert runs[10] > 3 * runs[50]

@@ -558,6 +558,28 @@ RdmaNetwork::GetFlowRetransmits() const
 }
 
 std::vector<uint32_t>
+RdmaNetwork::GetFlowCnps() const
+{
+    std::vector<uint32_t> v;
+    for (uint32_t i = 0; i < m_flows.size(); ++i)
+    {
+        v.push_back(m_nics[m_flows[i].dst]->GetCnpsSent(i));
+    }
+    return v;
+}
+
+std::vector<uint32_t>
+RdmaNetwork::GetFlowAcks() const
+{
+    std::vector<uint32_t> v;
+    for (uint32_t i = 0; i < m_flows.size(); ++i)
+    {
+        v.push_back(m_nics[m_flows[i].dst]->GetAcksSent(i));
+    }
+    return v;
+}
+
+std::vector<uint32_t>
 RdmaNetwork::GetFlowFirstHops() const
 {
     std::vector<uint32_t> v;

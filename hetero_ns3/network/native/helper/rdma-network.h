@@ -109,6 +109,8 @@ class RdmaNetwork : public Object
      */
     std::vector<double> GetFlowIdealFcts() const;
     std::vector<uint32_t> GetFlowRetransmits() const; //!< \return go-back-N rewinds per flow
+    std::vector<uint32_t> GetFlowCnps() const;        //!< \return CNPs sent by each flow's receiver
+    std::vector<uint32_t> GetFlowAcks() const;        //!< \return in-order ACKs sent by each flow's receiver
     std::vector<uint32_t> GetFlowFirstHops() const;   //!< \return first switch port chosen (port id) per flow
     /**
      * Per-port counter: tx_bytes, tx_packets, tx_data_bytes, pfc_pause_sent, pfc_resume_sent,

@@ -158,6 +158,20 @@ RdmaNic::NeedsInt() const
     return m_ccNeedsInt;
 }
 
+uint32_t
+RdmaNic::GetCnpsSent(uint32_t flowId) const
+{
+    auto it = m_rx.find(flowId);
+    return it == m_rx.end() ? 0 : it->second.cnps;
+}
+
+uint32_t
+RdmaNic::GetAcksSent(uint32_t flowId) const
+{
+    auto it = m_rx.find(flowId);
+    return it == m_rx.end() ? 0 : it->second.acks;
+}
+
 void
 RdmaNic::StartQueuePair(Ptr<RdmaQueuePair> qp)
 {
@@ -322,6 +336,7 @@ RdmaNic::OnData(Ptr<RocePacket> p, uint32_t port)
     if (p->ce && now - rx.lastCnp >= m_cnpInterval)
     {
         rx.lastCnp = now;
+        ++rx.cnps;
         SendControl(RocePacketType::CNP, *p, rx.expected, false);
     }
     if (p->seq == rx.expected)
@@ -331,6 +346,7 @@ RdmaNic::OnData(Ptr<RocePacket> p, uint32_t port)
         if (++rx.sinceAck >= m_ackInterval || complete)
         {
             rx.sinceAck = 0;
+            ++rx.acks;
             SendControl(RocePacketType::ACK, *p, rx.expected, true);
         }
         if (complete && !rx.done)

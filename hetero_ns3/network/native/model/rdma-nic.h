@@ -50,6 +50,10 @@ class RdmaNic : public RoceNode
     TypeId GetCongestionControl() const;
     /** \return wire bytes of a full DATA frame for payload \p payload. */
     uint32_t DataFrameBytes(uint32_t payload) const;
+    /** \return CNPs this host sent for flow \p flowId as its receiver (0 if unknown). */
+    uint32_t GetCnpsSent(uint32_t flowId) const;
+    /** \return ACKs this host sent for flow \p flowId as its receiver (0 if unknown). */
+    uint32_t GetAcksSent(uint32_t flowId) const;
     /** \return true when the congestion control needs INT (valid after Prepare). */
     bool NeedsInt() const;
     /** \return wire bytes of ACK/NACK/CNP frames. */
@@ -72,6 +76,8 @@ class RdmaNic : public RoceNode
         uint64_t lastNackSeq{UINT64_MAX};
         Time lastNack;
         bool done{false};
+        uint32_t cnps{0};
+        uint32_t acks{0};
     };
 
     void OnData(Ptr<RocePacket> p, uint32_t port);
