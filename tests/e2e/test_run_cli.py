@@ -1,0 +1,76 @@
+"""``hetero-ns3 run`` as a user runs it (subprocess): summary, run directory, clear errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent.parent
+DATA = REPO / "tests" / "data"
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "hetero_ns3", *args], capture_output=True, text=True, timeout=600, cwd=cwd
+    )
+
+
+def _scenario(tmp_path: Path) -> Path:
+    path = tmp_path / "small.toml"
+    path.write_text(
+        f"""
+[model]
+name = "gpt3-125m"
+seq_len = 512
+[parallelism]
+tp = 4
+pp = 2
+global_batch = 4
+micro_batch = 1
+[cluster]
+topology = "{DATA / "two-node-h100.toml"}"
+[run]
+backend = "analytic"
+"""
+    )
+    return path
+
+
+def test_run_prints_a_summary_and_writes_the_run_directory(tmp_path):
+    out = tmp_path / "run"
+    res = _cli("run", str(_scenario(tmp_path)), "--out", str(out), "--no-progress", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "iteration time:" in res.stdout and "H100-SXM" in res.stdout and "MFU" in res.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["run"]["backend"] == "analytic"
+    assert (out / "trace.json").is_file() and (out / "tasks.csv").is_file()
+
+
+def test_set_overrides_apply_and_bad_values_exit_2_without_traceback(tmp_path):
+    sc = _scenario(tmp_path)
+    res = _cli("run", str(sc), "--set", "parallelism.tp=3", "--no-progress", cwd=tmp_path)
+    assert res.returncode == 2
+    assert "parallelism.tp" in res.stderr and "3 x 2" in res.stderr and "Traceback" not in res.stderr
+    res = _cli("run", str(sc), "--set", "network.cc.kind=tcp", "--no-progress", cwd=tmp_path)
+    assert res.returncode == 2 and "network.cc.kind ('tcp')" in res.stderr
+    res = _cli("run", str(tmp_path / "missing.toml"), cwd=tmp_path)
+    assert res.returncode == 2 and "not found" in res.stderr
+
+
+def test_a_failed_run_exits_2_and_leaves_a_partial_directory(tmp_path):
+    out = tmp_path / "bad"
+    res = _cli(
+        "run",
+        str(_scenario(tmp_path)),
+        "--out",
+        str(out),
+        "--set",
+        'faults.links=[{a = "n0.nic0", b = "rail0.0", rate_factor = 0.5, at = "1ms"}]',
+        "--no-progress",
+        cwd=tmp_path,
+    )
+    assert res.returncode == 2 and "needs the ns3 backend" in res.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "failed" and "needs the ns3 backend" in summary["reason"]
