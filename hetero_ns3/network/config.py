@@ -230,6 +230,9 @@ class NicConfig:
     """Traffic class of ACK / NACK / CNP frames."""
     use_window: bool = False
     """Limit inflight to one BDP for strategies without a window (none, dcqcn)."""
+    reorder_tolerant: bool = False
+    """Keep out-of-order DATA instead of go-back-N discard (for packet spraying); losses then wait for the
+    retransmission timeout."""
 
     def __post_init__(self) -> None:
         for kind, size in self.segment_bytes.items():
@@ -340,6 +343,7 @@ ATTRIBUTE_MAP: tuple[AttributeBinding, ...] = (
     AttributeBinding("nic.retransmit_timeout_s", "ns3::RdmaNic", "RetransmitTimeout", "time"),
     AttributeBinding("nic.ack_priority", "ns3::RdmaNic", "AckPriority", "int"),
     AttributeBinding("nic.use_window", "ns3::RdmaNic", "UseWindow", "bool"),
+    AttributeBinding("nic.reorder_tolerant", "ns3::RdmaNic", "ReorderTolerant", "bool"),
     AttributeBinding("routing.ecmp_seed", "ns3::RoceNode", "EcmpSeed", "int"),
     AttributeBinding("routing.packet_spray", "ns3::RoceNode", "PacketSpray", "bool"),
     AttributeBinding("routing.scheduler", "ns3::RoceNetDevice", "Scheduler", "enum"),

@@ -68,6 +68,11 @@ RdmaNic::GetTypeId()
                           UintegerValue(42),
                           MakeUintegerAccessor(&RdmaNic::m_intBytes),
                           MakeUintegerChecker<uint32_t>())
+            .AddAttribute("ReorderTolerant",
+                          "Keep out-of-order DATA (no NACK); recover losses by RetransmitTimeout only",
+                          BooleanValue(false),
+                          MakeBooleanAccessor(&RdmaNic::m_reorderTolerant),
+                          MakeBooleanChecker())
             .AddAttribute("UseWindow",
                           "Limit inflight bytes to one BDP (line rate x base RTT) for strategies without a window",
                           BooleanValue(false),
@@ -342,6 +347,11 @@ RdmaNic::OnData(Ptr<RocePacket> p, uint32_t port)
     if (p->seq == rx.expected)
     {
         rx.expected += p->payload;
+        while (!rx.held.empty() && rx.held.begin()->first <= rx.expected)
+        {
+            rx.expected = std::max(rx.expected, rx.held.begin()->second);
+            rx.held.erase(rx.held.begin());
+        }
         bool complete = rx.expected >= p->flowBytes;
         if (++rx.sinceAck >= m_ackInterval || complete)
         {
@@ -356,6 +366,16 @@ RdmaNic::OnData(Ptr<RocePacket> p, uint32_t port)
             {
                 m_rxComplete(p->flowId);
             }
+        }
+    }
+    else if (p->seq > rx.expected && m_reorderTolerant)
+    {
+        uint64_t& end = rx.held[p->seq];
+        end = std::max(end, p->seq + p->payload);
+        if (++rx.sinceAck >= m_ackInterval)
+        {
+            rx.sinceAck = 0;
+            SendControl(RocePacketType::ACK, *p, rx.expected, true);
         }
     }
     else if (p->seq > rx.expected)

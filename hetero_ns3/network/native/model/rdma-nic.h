@@ -9,6 +9,7 @@
 #include "ns3/object-factory.h"
 #include "ns3/type-id.h"
 
+#include <map>
 #include <unordered_map>
 #include <vector>
 
@@ -29,6 +30,10 @@ namespace ns3
  * triggers a NACK for the expected byte (at most once per NackInterval for the same byte)
  * and is discarded (go-back-N). An ECN-marked frame triggers a CNP, at most one per queue
  * pair per CnpInterval. A lost tail is recovered by the sender's RetransmitTimeout.
+ *
+ * With ReorderTolerant, out-of-order frames are kept instead of discarded and no NACK is sent;
+ * the cumulative ACK jumps once the gap fills (for per-packet spraying over lossless paths).
+ * Losses are then recovered by RetransmitTimeout only (no selective retransmission).
  */
 class RdmaNic : public RoceNode
 {
@@ -78,6 +83,7 @@ class RdmaNic : public RoceNode
         bool done{false};
         uint32_t cnps{0};
         uint32_t acks{0};
+        std::map<uint64_t, uint64_t> held; //!< out-of-order ranges [start, end) kept (ReorderTolerant)
     };
 
     void OnData(Ptr<RocePacket> p, uint32_t port);
@@ -99,6 +105,7 @@ class RdmaNic : public RoceNode
     uint32_t m_ackBytes;
     uint32_t m_intBytes;
     bool m_useWindow;
+    bool m_reorderTolerant;
 
     std::vector<std::vector<Ptr<RdmaQueuePair>>> m_active; //!< per port
     std::vector<uint32_t> m_rr;                            //!< per port round-robin cursor
