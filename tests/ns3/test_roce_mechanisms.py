@@ -242,3 +242,31 @@ def test_packet_spray_reordering_go_back_n_vs_reorder_tolerant(native, tolerant)
         assert (f["slowdown"] < 1.1).all()
     else:
         assert (f["retransmits"] > 0).any()  # reordering looks like loss to go-back-N
+
+
+def test_ecn_marks_in_simulation_follow_the_queue(native):
+    """A queue held by static PFC thresholds in an 8 -> 1 incast (CC none: nobody reacts to marks).
+    Expected marks = sum over 0.2 us queue samples of p(q) x frames sent in the interval; the
+    bottleneck port's mark counter must match within 4 Poisson sigma + 5 %."""
+    from hetero_ns3.network.config import PfcConfig
+    from hetero_ns3.network.roce import egress_port
+
+    graph = resolve_topology("star:9", RATE, DELAY)
+    flows = pd.DataFrame(
+        {"src": [f"h{i}" for i in range(1, 9)], "dst": ["h0"] * 8, "size_bytes": [3_000_000] * 8, "start_s": [0.0] * 8}
+    )
+    port = egress_port(graph, "sw0", "h0")
+    cfg = NetworkConfig(
+        cc=CcConfig(kind="none"), pfc=PfcConfig(dynamic_threshold=False, static_threshold_bytes=120_000)
+    )
+    res = simulate_flows(graph, flows, cfg, sample_ports=[port], sample_interval_s=0.2e-6)
+    ecn = cfg.ecn
+    kmin, kmax = ecn.kmin_bytes * RATE / ecn.reference_rate_bps, ecn.kmax_bytes * RATE / ecn.reference_rate_bps
+    q = res.queues["bytes"].to_numpy().astype(float)
+    p = np.where(q <= kmin, 0.0, np.where(q >= kmax, 1.0, ecn.pmax * (q - kmin) / (kmax - kmin)))
+    frames = np.diff(np.concatenate([[0.0], res.queues["tx_bytes"].to_numpy().astype(float)])) / (4096 + 62)
+    expected = float((p * frames).sum())
+    marks = int(res.ports.loc[port, "ecn_marks"])
+    assert expected > 100  # the queue really sat between Kmin and Kmax
+    assert abs(marks - expected) <= 4 * math.sqrt(expected) + 0.05 * expected
+    assert res.ports["ecn_marks"].sum() == marks  # only the congested port marks
