@@ -62,6 +62,11 @@ class AnalyticConfig:
     incremental: bool = True
     """Keep, when flows start or end, the rates the change provably cannot alter (exact); False recomputes
     every rate at every change (slower; for cross-checks)."""
+    ecmp_hash: str = "flow"
+    """How a flow picks among equal-cost next hops: ``flow`` hashes (flow id, node, seed); ``packet`` uses
+    the packet backend's switch hash (``RoceNode::SelectPort``, ``seed`` = its ``routing.ecmp_seed``) with
+    flows numbered in task order, which reproduces its paths when flows are released in task order
+    (e.g. flows that all start together); for cross-checks."""
     engine: str = "auto"
     """Event loop: ``native`` (C, compiled on first use with the system compiler), ``numpy`` (pure
     Python/numpy, same algorithm, slower), or ``auto`` (native when a compiler works, else numpy)."""
@@ -77,6 +82,8 @@ class AnalyticConfig:
         object.__setattr__(self, "kind_framing", MappingProxyType(dict(self.kind_framing)))
         if not isinstance(self.store_and_forward, bool):
             raise field_error("analytic.store_and_forward", self.store_and_forward, "must be true or false")
+        if self.ecmp_hash not in ("flow", "packet"):
+            raise field_error("analytic.ecmp_hash", self.ecmp_hash, "is not a hash", "use 'flow' or 'packet'")
         if self.engine not in ENGINES:
             raise field_error("analytic.engine", self.engine, "is not an engine", f"use one of {list(ENGINES)}")
         if not isinstance(self.incremental, bool):

@@ -38,6 +38,30 @@ def ecmp_hash(flow_id: np.ndarray, node: np.ndarray, seed: int) -> np.ndarray:
     return x
 
 
+def _mix64(x: np.ndarray) -> np.ndarray:
+    x = x ^ (x >> np.uint64(30))
+    x = x * _M1
+    x = x ^ (x >> np.uint64(27))
+    x = x * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+def packet_backend_hash(
+    flow_seq: np.ndarray, node: np.ndarray, src: np.ndarray, dst: np.ndarray, ecmp_seed: int = 0
+) -> np.ndarray:
+    """The per-flow ECMP hash of the packet backend's switches (``RoceNode::SelectPort``), vectorized.
+
+    ``flow_seq`` is the packet backend's flow number (flows are numbered as they are released), from which
+    it derives the UDP source port; ``node``, ``src``, ``dst`` are node indices; the UDP destination port
+    is RoCEv2's 4791. The next hop is ``hops[hash % len(hops)]`` over the next-hop list in routing-table order.
+    """
+    u = np.uint64
+    sport = u(49152) + ((((flow_seq.astype(u) * u(2654435761)) & u(0xFFFFFFFF)) >> u(18)) % u(16384))
+    h = _mix64((u(ecmp_seed) << u(32)) ^ node.astype(u))
+    h = _mix64(h ^ ((src.astype(u) << u(32)) | dst.astype(u)))
+    return _mix64(h ^ ((sport << u(16)) | u(4791)) ^ (u(17) << u(40)))
+
+
 @dataclass(frozen=True)
 class LinkArrays:
     """Per-resource arrays (length ``2 * n_links + 1``, the last entry is the padding resource)."""
@@ -148,6 +172,7 @@ def route_flows(
         routes = routing_tables(graph)
     dst = dst.astype(np.int64)
     cur = src.astype(np.int64)
+    flow_seq = np.arange(f, dtype=np.int64)  # release order if flows are released in id order
     alive = np.arange(f)
     step = 0
     while alive.size:
@@ -159,7 +184,11 @@ def route_flows(
                 f"no route from node {graph.nodes[int(c[k])].name!r} to host {graph.nodes[int(d[k])].name!r}; "
                 "check that the topology connects them"
             )
-        pick = (ecmp_hash(flow_id[alive], c, seed) % n_opt.astype(np.uint64)).astype(np.int64)
+        if config.ecmp_hash == "packet":
+            hv = packet_backend_hash(flow_seq[alive], c, src[alive], d, seed)
+        else:
+            hv = ecmp_hash(flow_id[alive], c, seed)
+        pick = (hv % n_opt.astype(np.uint64)).astype(np.int64)
         li = flat[base + pick]
         fwd = links.a[li] == c
         if step >= width:

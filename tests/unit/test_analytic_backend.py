@@ -254,3 +254,43 @@ def test_default_framing_matches_the_packet_backend_nic():
         assert cfg.framing_of(kind) == Framing(nic.segment_for(kind), nic.header_bytes), kind
     like = AnalyticConfig.like_nic(NicConfig(header_bytes=82, default_segment_bytes=1000), store_and_forward=False)
     assert like.framing_of("unknown") == Framing(1000, 82) and not like.store_and_forward
+
+
+def _mix64_int(x: int) -> int:
+    m = (1 << 64) - 1
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & m
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & m
+    return x ^ (x >> 31)
+
+
+def test_packet_hash_follows_the_switch_formula():
+    # RoceNode::SelectPort with RdmaNetwork's source port per flow id, in plain Python integers.
+    from hetero_ns3.analytic.routes import packet_backend_hash
+
+    seq, node, src, dst, seed = (
+        np.array([0, 7, 12345]),
+        np.array([9, 3, 40]),
+        np.array([1, 2, 3]),
+        np.array([5, 6, 7]),
+        11,
+    )
+    got = packet_backend_hash(seq, node, src, dst, seed)
+    for i in range(3):
+        sport = 49152 + (((int(seq[i]) * 2654435761) & 0xFFFFFFFF) >> 18) % 16384
+        h = _mix64_int(((seed << 32) ^ int(node[i])) & ((1 << 64) - 1))
+        h = _mix64_int(h ^ ((int(src[i]) << 32) | int(dst[i])))
+        h = _mix64_int(h ^ ((sport << 16) | 4791) ^ (17 << 40))
+        assert int(got[i]) == h
+
+
+def test_packet_hash_mode_routes_deterministically(cfg):
+    g = leaf_spine(2, 4, 8, RATE, DELAY)
+    plan = cross_leaf_plan(8, 10**5)
+    pc = AnalyticConfig(ecmp_hash="packet", engine=cfg.engine)
+    a = spine_loads(simulate_plan(g, plan, pc, seed=0), g)
+    np.testing.assert_array_equal(a, spine_loads(simulate_plan(g, plan, pc, seed=0), g))
+    assert a.sum() == 8 * 10**5
+    with pytest.raises(ScenarioError, match="ecmp_hash"):
+        AnalyticConfig(ecmp_hash="crc")
