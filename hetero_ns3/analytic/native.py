@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +80,12 @@ def load_kernel(required: bool = False) -> ctypes.CDLL | None:
     except (NativeBuildError, OSError) as err:
         if required:
             raise NativeBuildError(f"analytic kernel unavailable: {err}") from err
+        warnings.warn(
+            f"analytic backend: C kernel unavailable ({str(err).splitlines()[0]}); using the numpy engine, "
+            "which is 30-100x slower. Install a C compiler or set $CC.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return None
     fn = lib.flowsim_replay
     fn.restype = ctypes.c_int

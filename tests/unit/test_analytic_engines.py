@@ -56,3 +56,22 @@ def test_flows_with_release_times_agree():
     b = simulate_flows(g, df, AnalyticConfig(engine="native"))
     np.testing.assert_allclose(b.finish_s, a.finish_s, rtol=1e-9)
     np.testing.assert_array_equal(b.start_s, df.start_s)
+
+
+def test_auto_falls_back_to_numpy_with_a_warning(monkeypatch, tmp_path):
+    import hetero_ns3.analytic.native as native
+    from hetero_ns3.errors import NativeBuildError
+
+    monkeypatch.setattr(native, "_LIB", None)
+    monkeypatch.setattr(native, "_TRIED", False)
+    monkeypatch.setenv("HETERO_NS3_CACHE", str(tmp_path))
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    monkeypatch.setattr(native.shutil, "which", lambda _: None)
+    g = leaf_spine(2, 2, 2, 100e9, 1e-6)
+    plan = contended_plan(4, 20, 0)
+    with pytest.warns(RuntimeWarning, match="numpy engine"):
+        r = simulate_plan(g, plan, AnalyticConfig(engine="auto"))
+    assert r.stats.engine == "numpy"
+    monkeypatch.setattr(native, "_TRIED", False)
+    with pytest.raises(NativeBuildError, match="no C compiler"):
+        simulate_plan(g, plan, AnalyticConfig(engine="native"))
