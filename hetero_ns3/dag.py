@@ -23,6 +23,7 @@ e.g. ``n3.g5``).
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -114,17 +115,18 @@ class PlanBuilder:
         self._gpu_index = {g: i for i, g in enumerate(self.gpus)}
         if len(self._gpu_index) != len(self.gpus):
             raise PlanningError("PlanBuilder: GPU names must be unique")
-        self._kind: list[int] = []
-        self._gpu: list[int] = []
-        self._dst: list[int] = []
-        self._size: list[int] = []
-        self._dur: list[float] = []
-        self._stream: list[int] = []
-        self._prio: list[int] = []
-        self._label: list[int] = []
-        self._cat: list[int] = []
-        self._dep_ptr: list[int] = [0]
-        self._dep_idx: list[int] = []
+        # Typed arrays, not lists: a few bytes per task and no Python int objects (plans reach 10^7 tasks).
+        self._kind = array("b")
+        self._gpu = array("i")
+        self._dst = array("i")
+        self._size = array("q")
+        self._dur = array("d")
+        self._stream = array("h")
+        self._prio = array("b")
+        self._label = array("i")
+        self._cat = array("h")
+        self._dep_ptr = array("q", [0])
+        self._dep_idx = array("i")
         self._labels: dict[str, int] = {}
         self._cats: dict[str, int] = {}
         self._stream_tail: dict[tuple[int, int], int] = {}
@@ -226,18 +228,18 @@ class PlanBuilder:
     def build(self) -> ExecutionPlan:
         plan = ExecutionPlan(
             gpus=self.gpus,
-            kind=np.asarray(self._kind, dtype=np.int8),
-            gpu=np.asarray(self._gpu, dtype=np.int32),
-            dst=np.asarray(self._dst, dtype=np.int32),
-            size_bytes=np.asarray(self._size, dtype=np.int64),
-            duration_s=np.asarray(self._dur, dtype=np.float64),
-            stream=np.asarray(self._stream, dtype=np.int16),
-            priority=np.asarray(self._prio, dtype=np.int8),
-            dep_ptr=np.asarray(self._dep_ptr, dtype=np.int64),
-            dep_idx=np.asarray(self._dep_idx, dtype=np.int32),
-            label=np.asarray(self._label, dtype=np.int32),
+            kind=np.frombuffer(self._kind, dtype=np.int8).copy(),
+            gpu=np.frombuffer(self._gpu, dtype=np.int32).copy(),
+            dst=np.frombuffer(self._dst, dtype=np.int32).copy(),
+            size_bytes=np.frombuffer(self._size, dtype=np.int64).copy(),
+            duration_s=np.frombuffer(self._dur, dtype=np.float64).copy(),
+            stream=np.frombuffer(self._stream, dtype=np.int16).copy(),
+            priority=np.frombuffer(self._prio, dtype=np.int8).copy(),
+            dep_ptr=np.frombuffer(self._dep_ptr, dtype=np.int64).copy(),
+            dep_idx=np.frombuffer(self._dep_idx, dtype=np.int32).copy(),
+            label=np.frombuffer(self._label, dtype=np.int32).copy(),
             labels=tuple(self._labels),
-            category=np.asarray(self._cat, dtype=np.int16),
+            category=np.frombuffer(self._cat, dtype=np.int16).copy(),
             categories=tuple(self._cats),
         )
         plan.validate()

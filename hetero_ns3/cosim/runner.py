@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hetero_ns3.collectives import CollectiveEnv
+from hetero_ns3.collectives import CollectiveEnv, load_tuning
 from hetero_ns3.cosim.lower import Lowered, lower_workload
 from hetero_ns3.cosim.scenario_section import CollectivesSection, FaultsSection, RunSection
 from hetero_ns3.errors import ScenarioError, SimulationError
@@ -102,7 +102,13 @@ def lower_scenario(scenario: Any, graph: NetGraph, cluster: ClusterSpec) -> tupl
     faults = scenario.section("faults") or FaultsSection()
     colls = scenario.section("collectives") or CollectivesSection()
     wplan = plan_scenario(scenario)
-    env = CollectiveEnv.from_graph(graph)
+    tuning_path = colls.tuning
+    if tuning_path is not None and (scenario.base_dir / tuning_path).is_file():
+        tuning_path = str(scenario.base_dir / tuning_path)
+    tuning = load_tuning(tuning_path)
+    if colls.tuning_overrides():
+        tuning = dataclasses.replace(tuning, **colls.tuning_overrides())
+    env = CollectiveEnv.from_graph(graph, tuning)
     lowered = lower_workload(
         wplan.workload,
         env,

@@ -145,16 +145,39 @@ class DimCollectives:
 
 @dataclass(frozen=True)
 class CollectivesSection:
-    """Per-dimension collective overrides: ``[collectives.dp] algo = "ring"``."""
+    """Per-dimension collective overrides (``[collectives.dp] algo = "ring"``) and plan granularity.
+
+    ``tuning`` replaces ``collectives/tuning.toml``; the granularity fields override single values of
+    it. Fewer channels and slices give smaller plans (faster, less memory) at the cost of
+    chunk-level pipelining detail: use them for large clusters (see docs/cosim.md).
+    """
 
     tp: DimCollectives = DimCollectives()
     pp: DimCollectives = DimCollectives()
     dp: DimCollectives = DimCollectives()
     ep: DimCollectives = DimCollectives()
+    tuning: str | None = None
+    """Path of a tuning TOML (same format as collectives/tuning.toml)."""
+    max_channels: int | None = None
+    """Upper bound on channels per call."""
+    max_slices: int | None = None
+    """Upper bound on pipelining slices per channel and step."""
+    slice_bytes: int | None = dataclasses.field(default=None, metadata={"unit": "size"})
+    """Target slice size per channel and step."""
+    max_flows_per_call: int | None = None
+    """Fewer slices when a call would emit more flows than this."""
 
     def validate(self, where: str = "collectives") -> None:
         for dim in ("tp", "pp", "dp", "ep"):
             getattr(self, dim).validate(f"{where}.{dim}")
+        for name in ("max_channels", "max_slices", "slice_bytes", "max_flows_per_call"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise field_error(f"{where}.{name}", value, "must be >= 1")
+
+    def tuning_overrides(self) -> dict[str, int]:
+        names = ("max_channels", "max_slices", "slice_bytes", "max_flows_per_call")
+        return {n: int(getattr(self, n)) for n in names if getattr(self, n) is not None}
 
     def overrides(self) -> dict[str, CollectiveOverride]:
         out = {}
