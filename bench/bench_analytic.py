@@ -8,6 +8,12 @@ Synthetic DAGs on non-blocking leaf-spine fabrics (``hetero_ns3.topology.leaf_sp
 * ``perm``: 8 rounds; in each, every GPU sends 4 MiB to a random other GPU (a random derangement), then runs
   a 50 us kernel; a round starts on a GPU when its previous send, receive and kernel are done.
 
+* ``gpt`` (optional, ``--workload gpt``): one training iteration of ``--model`` (default gpt3-6.7b; TP 8,
+  PP 4, global batch 16, 1F1B) on DGX-H100-like nodes (8 GPUs on NVSwitch, 8 x 400G NICs) of a
+  non-blocking fat-tree (the ``h100-fattree`` preset with ``hosts / 8`` nodes; k = 8 up to 128 GPUs),
+  compiled by ``hetero_ns3.workload`` and lowered by ``hetero_ns3.cosim.lower_workload`` (NCCL-like
+  collectives from ``hetero_ns3.collectives``).
+
 Each size runs in its own process so the peak RSS is that size's. Baseline, same process and same DAG:
 ``hetero_ns3.dag.critical_path_s`` (a dependency replay with no network), so the ratio is the cost of the
 network model per task on top of a plain DAG walk.
@@ -83,13 +89,45 @@ def perm_plan(n: int, rounds: int = 8, size: int = 4 * 2**20, seed: int = 7) -> 
     return b.build()
 
 
-def run_one(n: int, workload: str, seed: int) -> dict:
+def gpt_case(n: int, model_name: str) -> tuple[NetGraph, ExecutionPlan]:
+    """One iteration of ``model_name`` on ``n`` H100s (n / 8 nodes) of the h100-fattree preset."""
+    import tomllib
+    from pathlib import Path
+
+    from hetero_ns3.collectives import CollectiveEnv
+    from hetero_ns3.cosim import lower_workload
+    from hetero_ns3.topology.build import build_graph
+    from hetero_ns3.topology.loader import parse_cluster
+    from hetero_ns3.workload.models import get_model
+    from hetero_ns3.workload.parallel import ParallelPlan
+    from hetero_ns3.workload.planner import build_plan
+
+    preset = Path(__file__).resolve().parents[1] / "topologies" / "h100-fattree.toml"
+    data = tomllib.loads(preset.read_text())
+    data["groups"][0]["count"] = n // 8
+    data["network"]["k"] = 8 if n <= 128 else 16 if n <= 1024 else 32
+    cluster = parse_cluster(data, "bench")
+    graph = build_graph(cluster)
+    tp, pp = 8, 4
+    par = ParallelPlan(
+        tp=tp, pp=pp, dp=n // (tp * pp), global_batch=16, micro_batch=1, schedule="1f1b",
+        sequence_parallel=True, recompute="selective", zero_stage=1,
+    )  # fmt: skip
+    work = build_plan(get_model(model_name), par, cluster.gpus()).workload
+    return graph, lower_workload(work, CollectiveEnv.from_graph(graph)).plan
+
+
+def run_one(n: int, workload: str, seed: int, model: str = "gpt3-6.7b") -> dict:
     t = time.perf_counter()
-    graph = fabric(n)
-    t_graph = time.perf_counter() - t
-    t = time.perf_counter()
-    plan = ring_plan(n) if workload == "ring" else perm_plan(n)
-    t_build = time.perf_counter() - t
+    if workload == "gpt":
+        graph, plan = gpt_case(n, model)
+        t_graph, t_build = 0.0, time.perf_counter() - t
+    else:
+        graph = fabric(n)
+        t_graph = time.perf_counter() - t
+        t = time.perf_counter()
+        plan = ring_plan(n) if workload == "ring" else perm_plan(n)
+        t_build = time.perf_counter() - t
     t = time.perf_counter()
     base = critical_path_s(plan, 0.0)
     t_base = time.perf_counter() - t
@@ -118,7 +156,9 @@ def run_one(n: int, workload: str, seed: int) -> dict:
         "no_network_makespan_s": base.makespan_s,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
-    if n <= 1024:  # the cost of the full routing_tables the packet backend may use, for comparison
+    if (
+        n <= 1024 and workload != "gpt"
+    ):  # the cost of the full routing_tables the packet backend may use, for comparison
         t = time.perf_counter()
         routing_tables(graph)
         out["routing_tables_s"] = time.perf_counter() - t
@@ -128,17 +168,19 @@ def run_one(n: int, workload: str, seed: int) -> dict:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--hosts", type=int, nargs="+", default=[128, 1024, 8192])
-    p.add_argument("--workload", nargs="+", default=["ring", "perm"], choices=["ring", "perm"])
+    p.add_argument("--workload", nargs="+", default=["ring", "perm"], choices=["ring", "perm", "gpt"])
+    p.add_argument("--model", default="gpt3-6.7b", help="model of the gpt workload (a catalog name)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--one", action="store_true", help="run one size in this process and print JSON")
     a = p.parse_args()
     if a.one:
-        print(json.dumps(run_one(a.hosts[0], a.workload[0], a.seed)))
+        print(json.dumps(run_one(a.hosts[0], a.workload[0], a.seed, a.model)))
         return 0
     rows = []
     for wl in a.workload:
         for n in a.hosts:
             cmd = [sys.executable, __file__, "--one", "--hosts", str(n), "--workload", wl, "--seed", str(a.seed)]
+            cmd += ["--model", a.model]
             r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
             rows.append(r)
             print(json.dumps(r), file=sys.stderr)
