@@ -61,7 +61,8 @@ class AnalyticResult:
     times: TaskTimes
     """Start and finish of every task (seconds)."""
     flows: pd.DataFrame
-    """One row per flow task: id, src, dst, size_bytes, start_s, finish_s, fct_s, label."""
+    """One row per flow task: id, task (= id, the packet backend's name), src, dst, size_bytes, start_s,
+    finish_s, fct_s, ideal_fct_s (alone in the network), category, label."""
     link_bytes: np.ndarray
     """float64 (n_links, 2): payload bytes carried per link, column 0 from ``a`` to ``b``, 1 from ``b`` to ``a``."""
     stats: AnalyticStats
@@ -80,6 +81,13 @@ def _host_nodes(graph: NetGraph, names: Sequence[str], what: str) -> np.ndarray:
             raise ScenarioError(f"{what}[{i}] ({name!r}) is a {graph.nodes[node].kind}; flows must end at hosts")
         out[i] = node
     return out
+
+
+def _ideal_fct(paths: FlowPaths, size: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """FCT of each flow alone in the network: size over its slowest link's goodput, plus path latency."""
+    if size.size == 0:
+        return np.zeros(0)
+    return size / capacity[paths.res].min(axis=1) + paths.latency_s
 
 
 def _link_bytes(paths: FlowPaths, size: np.ndarray, n_links: int) -> np.ndarray:
@@ -133,16 +141,20 @@ def simulate_plan(
     )
     names = np.asarray(plan.gpus, dtype=object)
     labels = np.asarray(plan.labels, dtype=object)
+    cats = np.asarray(plan.categories, dtype=object)
     start, finish = out.start_s[fl], out.finish_s[fl]
     flows = pd.DataFrame(
         {
             "id": fl,
+            "task": fl,
             "src": names[plan.gpu[fl]],
             "dst": names[plan.dst[fl]],
             "size_bytes": size,
             "start_s": start,
             "finish_s": finish,
             "fct_s": finish - start,
+            "ideal_fct_s": _ideal_fct(paths, size, links.capacity),
+            "category": cats[plan.category[fl]] if cats.size else np.full(fl.size, "", dtype=object),
             "label": labels[plan.label[fl]] if labels.size else np.full(fl.size, "", dtype=object),
         }
     )
@@ -175,7 +187,8 @@ def simulate_flows(
 ) -> pd.DataFrame:
     """Independent flows with start times: columns ``src``, ``dst`` (host names), ``size_bytes``, ``start_s``.
 
-    An optional ``label`` column is carried over. Returns the flows table (``id`` is the row position).
+    An optional ``label`` column is carried over. Returns id (row position), src, dst, size_bytes,
+    start_s, finish_s, fct_s, ideal_fct_s, label.
     """
     for col in ("src", "dst", "size_bytes", "start_s"):
         if col not in flows.columns:
@@ -221,6 +234,7 @@ def simulate_flows(
             "start_s": out.start_s,
             "finish_s": out.finish_s,
             "fct_s": out.finish_s - out.start_s,
+            "ideal_fct_s": _ideal_fct(paths, size, links.capacity),
             "label": label,
         }
     )

@@ -42,7 +42,18 @@ def test_single_flow_fct_is_size_over_goodput_plus_path_latency(cfg):
     expected = size / GOODPUT + latency(4)
     assert out.fct_s[0] == pytest.approx(expected, rel=1e-9)
     assert out.start_s[0] == 0.5e-3
-    assert list(out.columns) == ["id", "src", "dst", "size_bytes", "start_s", "finish_s", "fct_s", "label"]
+    assert list(out.columns) == [
+        "id",
+        "src",
+        "dst",
+        "size_bytes",
+        "start_s",
+        "finish_s",
+        "fct_s",
+        "ideal_fct_s",
+        "label",
+    ]
+    assert out.ideal_fct_s[0] == pytest.approx(expected, rel=1e-9)
 
 
 def test_small_flow_serializes_its_own_size_per_hop(cfg):
@@ -64,6 +75,7 @@ def test_two_flows_into_one_host_share_its_link_equally(cfg):
     size = 10**7
     out = simulate_flows(g, flows_df([("h0", "h2", size, 0.0), ("h1", "h2", size, 0.0)]), cfg)
     np.testing.assert_allclose(out.fct_s, 2 * size / GOODPUT + latency(2), rtol=1e-9)
+    np.testing.assert_allclose(out.ideal_fct_s, size / GOODPUT + latency(2), rtol=1e-9)
 
 
 def test_rates_are_recomputed_when_a_flow_finishes(cfg):
@@ -121,7 +133,9 @@ def test_dependency_chain_adds_up(cfg):
     assert r.times.finish_s[c3] == pytest.approx(1e-3 + fct[0] + 2e-3 + fct[1] + 0.5e-3, rel=1e-9)
     assert r.times.start_s[c2] == pytest.approx(r.times.finish_s[f1], rel=1e-15)
     np.testing.assert_allclose(r.flows.fct_s, fct, rtol=1e-9)
-    assert r.flows.id.tolist() == [f1, f2]
+    np.testing.assert_allclose(r.flows.ideal_fct_s, fct, rtol=1e-9)  # alone in the network
+    assert r.flows.id.tolist() == r.flows.task.tolist() == [f1, f2]
+    assert set(r.flows.columns) >= {"src", "dst", "size_bytes", "start_s", "finish_s", "category", "label"}
     # Link bytes: 1 MB from h0 to sw0 on link 0, 3 MB back on it; the mirror on link 1.
     np.testing.assert_allclose(r.link_bytes, [[1e6, 3e6], [3e6, 1e6]])
 
