@@ -169,6 +169,14 @@ static void complete_task(Dag *d, i64 i, double t) {
 }
 
 #define ALLOC(T, name, count) T *name = (T *)calloc((size_t)(count) + 1, sizeof(T)); if (!name) ok = 0;
+/* Grow a per-slot array from oc to nc entries (times m), zero-filling the new part; 0 on failure. */
+#define GROW(T, name, oc, nc, m)                                                           \
+    do {                                                                                 \
+        T *g_ = (T *)realloc(name, (size_t)((nc) * (m) + 1) * sizeof(T));                \
+        if (!g_) { rc = 3; goto out; }                                                   \
+        memset(g_ + (oc) * (m), 0, (size_t)(((nc) - (oc)) * (m)) * sizeof(T));           \
+        name = g_;                                                                       \
+    } while (0)
 
 /* stats: events, rate_updates, fill_rounds, max_active, reused, recomputed.
    Returns 0, 1 stuck tasks, 2 zero rate, 3 no memory. */
@@ -188,7 +196,8 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
     d.succ_idx = succ_idx;
     d.start = start;
     d.finish = finish;
-    i64 F = nflows + 1;
+    /* Slots grow on demand (doubling): they number the flows active at once, not all flows. */
+    i64 F = nflows + 1 < 1024 ? nflows + 1 : 1024;
     ALLOC(i64, indeg, n) ALLOC(i64, zero, n) ALLOC(i64, pending, n) ALLOC(i64, slot_of, n)
     /* Per slot (stable while a flow is active). */
     ALLOC(i64, task, F) ALLOC(double, rate, F) ALLOC(double, remu, F) ALLOC(double, tu, F)
@@ -234,6 +243,21 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
         if (d.err) { rc = d.err; goto out; }
         /* Activate flows that start now. */
         for (i64 k = 0; k < d.np; k++) {
+            if (nfree == 0) {
+                i64 nc = 2 * F;
+                GROW(i64, task, F, nc, 1); GROW(double, rate, F, nc, 1); GROW(double, remu, F, nc, 1);
+                GROW(double, tu, F, nc, 1); GROW(double, hkey, F, nc, 1); GROW(i64, hslot, F, nc, 1);
+                GROW(i64, hpos, F, nc, 1); GROW(char, isnew, F, nc, 1); GROW(i64, apos, F, nc, 1);
+                GROW(i64, fvis, F, nc, 1); GROW(double, low, F, nc, 1); GROW(int, ares, F, nc, W);
+                GROW(i64, mpos, F, nc, W); GROW(i64, freel, F, nc, 1); GROW(i64, alist, F, nc, 1);
+                GROW(i64, live, F, nc, 1); GROW(i64, newl, F, nc, 1);
+                for (i64 q = F; q < nc; q++) hpos[q] = -1;
+                for (i64 q = nc - 1; q >= F; q--) freel[nfree++] = q;
+                dh.k = hkey;
+                dh.s = hslot;
+                dh.p = hpos;
+                F = nc;
+            }
             i64 i = pending[k], j = freel[--nfree];
             task[j] = i;
             slot_of[i] = j;

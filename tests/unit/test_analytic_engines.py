@@ -75,3 +75,25 @@ def test_auto_falls_back_to_numpy_with_a_warning(monkeypatch, tmp_path):
     monkeypatch.setattr(native, "_TRIED", False)
     with pytest.raises(NativeBuildError, match="no C compiler"):
         simulate_plan(g, plan, AnalyticConfig(engine="native"))
+
+
+def test_many_concurrent_flows_grow_the_native_slots():
+    # More flows active at once than the C loop's initial 1024 slots.
+    rng = np.random.default_rng(9)
+    n = 1300
+    src = rng.integers(0, 40, n)
+    dst = (src + rng.integers(1, 40, n)) % 40
+    df = pd.DataFrame(
+        {
+            "src": [f"h{i}" for i in src],
+            "dst": [f"h{i}" for i in dst],
+            "size_bytes": rng.choice([10**5, 2 * 10**5, 4 * 10**5], n),
+            "start_s": np.where(rng.random(n) < 0.9, 0.0, 1e-5),
+        }
+    )
+    from hetero_ns3.topology import star
+
+    g = star(40, 100e9, 1e-6)
+    a = simulate_flows(g, df, AnalyticConfig(engine="numpy"))
+    b = simulate_flows(g, df, AnalyticConfig(engine="native"))
+    np.testing.assert_allclose(b.finish_s, a.finish_s, rtol=1e-9)
