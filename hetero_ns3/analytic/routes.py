@@ -94,7 +94,10 @@ def link_arrays(graph: NetGraph, config: AnalyticConfig) -> LinkArrays:
     rate = np.fromiter((ln.rate_bps for ln in graph.links), np.float64, n)
     delay = np.fromiter((ln.delay_s for ln in graph.links), np.float64, n)
     fr = [config.framing_of(ln.kind) for ln in graph.links]
-    payload = np.fromiter((f.payload_bytes for f in fr), np.float64, n)
+    # A link's own MTU (``GraphLink.mtu_bytes``, 0 = default) overrides its kind's payload, as in the packet backend.
+    payload = np.fromiter(
+        ((getattr(ln, "mtu_bytes", 0) or f.payload_bytes) for ln, f in zip(graph.links, fr, strict=True)), np.float64, n
+    )
     overhead = np.fromiter((f.overhead_bytes for f in fr), np.float64, n)
 
     def per_res(x: np.ndarray, pad: float) -> np.ndarray:

@@ -308,3 +308,12 @@ def test_packet_hash_mode_routes_deterministically(cfg):
     assert a.sum() == 8 * 10**5
     with pytest.raises(ScenarioError, match="ecmp_hash"):
         AnalyticConfig(ecmp_hash="crc")
+
+
+def test_link_mtu_overrides_the_kind_payload(cfg):
+    nodes = [GraphNode("h0", HOST), GraphNode("h1", HOST), GraphNode("s", SWITCH)]
+    links = [GraphLink("h0", "s", 8e9, 0.0, mtu_bytes=1000), GraphLink("h1", "s", 8e9, 0.0, mtu_bytes=1000)]
+    g = make_graph(nodes, links)
+    c = AnalyticConfig(framing=Framing(4096, 24), store_and_forward=False, engine=cfg.engine)
+    out = simulate_flows(g, flows_df([("h0", "h1", 10**6, 0.0)]), c)
+    assert out.fct_s[0] == pytest.approx(10**6 / (1e9 * 1000 / 1024), rel=1e-12)
