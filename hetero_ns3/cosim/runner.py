@@ -75,7 +75,7 @@ def gpu_slowdowns(faults: FaultsSection, cluster: ClusterSpec) -> dict[str, floa
     return out
 
 
-def _static_link_faults(graph: NetGraph, faults: FaultsSection) -> NetGraph:
+def apply_static_link_faults(graph: NetGraph, faults: FaultsSection) -> NetGraph:
     """The graph with links degraded from t=0 (used by the analytic backend, which has no time-varying rates)."""
     links = list(graph.links)
     for i, lf in enumerate(faults.links):
@@ -159,7 +159,10 @@ def run_scenario(
             from hetero_ns3.analytic import AnalyticConfig, simulate_plan
 
             res = simulate_plan(
-                _static_link_faults(graph, faults), plan, config=AnalyticConfig.like_nic(network.nic), seed=run.seed
+                apply_static_link_faults(graph, faults),
+                plan,
+                config=AnalyticConfig.like_nic(network.nic),
+                seed=run.seed,
             )
             times, flows_df = res.times, res.flows
             stats.update(events=int(getattr(res.stats, "events", 0)))

@@ -68,14 +68,3 @@ def test_errors_are_one_line(capsys, argv, needle):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert needle in err and len(err.strip().splitlines()) == 1
-
-
-def test_ns3_backend_unavailable_is_explicit(capsys):
-    try:
-        import hetero_ns3.network.replay  # noqa: F401
-
-        pytest.skip("the ns3 backend exists; covered by tests/ns3/test_collective_ns3.py")
-    except ImportError:
-        pass
-    assert main(["collective", "all_reduce", "-t", "star:2", "--sizes", "1MiB", "-b", "ns3"]) == 2
-    assert "ns3 backend is unavailable" in capsys.readouterr().err

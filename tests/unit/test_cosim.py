@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from hetero_ns3.analytic import simulate_plan
-from hetero_ns3.cosim.runner import load_run_cluster, lower_scenario, run_scenario
+from hetero_ns3.cosim.runner import apply_static_link_faults, load_run_cluster, lower_scenario, run_scenario
+from hetero_ns3.cosim.scenario_section import FaultsSection
 from hetero_ns3.dag import FLOW, critical_path_s
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.netgraph import make_graph
@@ -74,10 +75,12 @@ def test_infinitely_fast_network_gives_the_compute_critical_path():
 
 
 def _analytic_summary(sc):
+    """The breakdown of one iteration on the flow-level backend (faults applied), without a run directory."""
     cluster = load_run_cluster(sc)
     graph = build_graph(cluster)
     _, low = lower_scenario(sc, graph, cluster)
-    res = simulate_plan(graph, low.plan, seed=1)
+    faulty = apply_static_link_faults(graph, sc.section("faults") or FaultsSection())
+    res = simulate_plan(faulty, low.plan, seed=1)
     return summarize(low.plan, res.times, _meta(cluster))
 
 
@@ -119,11 +122,11 @@ def test_slowing_one_gpu_type_raises_straggler_wait_on_the_others():
     )
 
 
-def test_degraded_link_slows_the_iteration_on_the_analytic_backend(tmp_path):
+def test_degraded_link_slows_the_iteration_on_the_analytic_backend():
     par = {"tp": 8, "pp": 1, "global_batch": 4, "micro_batch": 1, "zero_stage": 0}
-    a = run_scenario(_scenario("two-node-h100.toml", par), tmp_path / "a", backend="analytic").summary
+    a = _analytic_summary(_scenario("two-node-h100.toml", par))
     faults = {"links": [{"a": "n0.nic0", "b": "rail0.0", "rate_factor": 0.25}]}
-    b = run_scenario(_scenario("two-node-h100.toml", par, faults=faults), tmp_path / "b", backend="analytic").summary
+    b = _analytic_summary(_scenario("two-node-h100.toml", par, faults=faults))
     assert b.iteration_time_s > a.iteration_time_s
     assert b.overall.exposed_inter_node_comm_s > a.overall.exposed_inter_node_comm_s
 
