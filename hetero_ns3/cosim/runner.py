@@ -181,6 +181,8 @@ def run_scenario(
             )
             rec.times, rec.flows_df = res.times, res.flows
             stats.update(events=res.events, simulated_s=res.sim_time_s, ns3_wall_s=res.wall_s)
+            if res.interrupted:
+                raise KeyboardInterrupt  # recording_run writes the partial times with status "interrupted"
             if not res.completed:
                 done = int((res.times.finish_s == res.times.finish_s).sum())
                 raise SimulationError(

@@ -52,6 +52,8 @@ class ReplayResult:
     """Per-port counters of the network (tx bytes, PFC, ECN, drops)."""
     completed: bool
     """Every task finished."""
+    interrupted: bool
+    """The run stopped on KeyboardInterrupt (Ctrl-C) between two slices; ``times`` are partial."""
     wall_s: float
     events: int
     sim_time_s: float
@@ -94,7 +96,8 @@ def run_plan(
     ``link_faults`` change link rates (or take links down) at given simulated times.
     ``progress`` is called about every ``progress_every_s`` wall seconds with the simulated time.
     A run that makes no progress for ``stall_limit_s`` simulated seconds stops and is reported as
-    incomplete (``completed=False``) rather than hanging.
+    incomplete (``completed=False``) rather than hanging. Ctrl-C (or a ``progress`` callback raising
+    KeyboardInterrupt) stops it between slices with ``interrupted=True`` and the partial times.
     """
     plan.validate()
     n = len(plan)
@@ -125,9 +128,12 @@ def run_plan(
             dep_idx = np.zeros(1, dtype=np.int32)  # a valid pointer for C++; never read
         replay.SetTasks(n, kind, gpu, dst, size, dur, prio, dep_ptr, dep_idx, gpu_nodes, len(gpu_nodes))
         ev0 = int(sim.Simulator.GetEventCount())
+        interrupted = False
         try:
             replay.Start()
             _drive(sim, replay, n, progress, progress_every_s, stall_limit_s)
+        except KeyboardInterrupt:
+            interrupted = True  # keep what finished; the caller decides what to do with it
         except SimulationError:
             raise
         except Exception as exc:  # pragma: no cover - C++ aborts surface here
@@ -143,7 +149,9 @@ def run_plan(
         replay.Dispose()
     start[start < 0] = np.nan
     finish[finish < 0] = np.nan
-    return ReplayResult(TaskTimes(start, finish), flows, ports, done == n, time.perf_counter() - t0, events, sim_time)
+    return ReplayResult(
+        TaskTimes(start, finish), flows, ports, done == n, interrupted, time.perf_counter() - t0, events, sim_time
+    )
 
 
 def _drive(sim: Any, replay: Any, n: int, progress: ProgressFn | None, every_s: float, stall_s: float) -> None:

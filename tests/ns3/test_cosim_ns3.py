@@ -65,3 +65,23 @@ def test_a_failing_run_leaves_its_partial_tables(native, tmp_path):
     assert (out / "tasks.csv").is_file() and (out / "scenario.resolved.json").is_file()
     tasks = (out / "tasks.csv").read_text().splitlines()
     assert len(tasks) > 10  # the plan's tasks, with start/finish where they ran
+
+
+def test_an_interrupted_run_keeps_the_tasks_that_finished(native, tmp_path):
+    calls = []
+
+    def ctrl_c(sim_s, done, total):  # what Ctrl-C does between two slices of simulated time
+        calls.append(done)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    out = tmp_path / "interrupted"
+    with pytest.raises(KeyboardInterrupt):
+        run_scenario(_scenario(DATA / "two-node-h100.toml"), out, backend="ns3", progress=ctrl_c)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    import pandas as pd
+
+    tasks = pd.read_csv(out / "tasks.csv")
+    finished = tasks.finish_s.notna().sum()
+    assert 0 < finished < len(tasks)  # some tasks ran, not all
