@@ -95,7 +95,7 @@ def lower_workload(
             succ.setdefault(dn, []).append(nd)
             indeg[nd] += 1
 
-    builder = PlanBuilder(sorted(set(gpu_of), key=gpu_of.index))
+    builder = PlanBuilder(list(dict.fromkeys(gpu_of)))  # rank order, each GPU once
     op_exit: dict[int, tuple[int, ...]] = {}
     choices: dict[str, int] = {}
     n_coll = 0
