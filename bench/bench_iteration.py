@@ -135,6 +135,7 @@ def run_case(case: str, args: argparse.Namespace) -> dict[str, Any]:
             lower_s=time.perf_counter() - t1,
             tasks=len(plan),
             flows=plan.n_flows,
+            flow_bytes=int(plan.size_bytes.sum()),
             rss_after_lower_mib=_rss_mib(),
         )
     _log(f"{case}: lowered {out['tasks']} tasks / {out['flows']} flows in {out['lower_s']:.1f} s")
@@ -165,51 +166,46 @@ def run_case(case: str, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-class _Timeout(Exception):
-    pass
-
-
 def _run_ns3(case: str, graph: Any, plan: Any, args: argparse.Namespace) -> dict[str, Any]:
     from hetero_ns3.network.config import NetworkConfig
     from hetero_ns3.network.replay import run_plan
 
-    last: dict[str, Any] = {"sim_s": 0.0, "done": 0, "total": len(plan)}
     t0 = time.perf_counter()
-    state = {"sim_start": None, "next_log": 0.0}
+    state: dict[str, Any] = {"sim_start": None, "next_log": 0.0, "timed_out": False}
 
     def progress(sim_s: float, done: int, total: int) -> None:
         now = time.perf_counter()
         if state["sim_start"] is None:
-            state["sim_start"] = now  # first slice: import and network setup are behind us
-        last.update(sim_s=sim_s, done=done, total=total, wall_s=now - t0)
+            state["sim_start"] = now  # first slice: ns-3 import and network setup are behind us
         if now >= state["next_log"]:
             state["next_log"] = now + args.log_every
             _log(f"{case}: wall {now - t0:7.0f} s  sim {sim_s * 1e3:9.3f} ms  tasks {done}/{total}")
         if now - state["sim_start"] > args.ns3_timeout:
-            raise _Timeout
+            state["timed_out"] = True
+            raise KeyboardInterrupt  # run_plan stops between slices and returns the partial result
 
-    try:
-        res = run_plan(graph, plan, NetworkConfig(), seed=1, progress=progress)
-    except _Timeout:
-        return {
-            "backend_s": None,
-            "completed": False,
-            "note": f"did not finish in {args.ns3_timeout:.0f} s: reached {last['sim_s'] * 1e3:.3f} ms simulated, "
-            f"{last['done']}/{last['total']} tasks",
-            "sim_reached_s": last["sim_s"],
-            "tasks_done": last["done"],
-            "run_plan_s": time.perf_counter() - t0,
-        }
+    res = run_plan(graph, plan, NetworkConfig(), seed=1, progress=progress)
     wall = time.perf_counter() - t0
-    return {
-        "backend_s": wall,
+    out: dict[str, Any] = {
+        "run_plan_s": wall,
         "ns3_wall_s": res.wall_s,
         "events": int(res.events),
         "events_per_s": res.events / res.wall_s if res.wall_s else None,
-        "iteration_s": float(np.nanmax(res.times.finish_s)),
         "sim_time_s": res.sim_time_s,
         "completed": bool(res.completed),
     }
+    done = int(np.count_nonzero(np.isfinite(res.times.finish_s)))
+    if res.completed:
+        out.update(backend_s=wall, iteration_s=float(np.nanmax(res.times.finish_s)))
+    elif state["timed_out"]:
+        out["note"] = (
+            f"did not finish in {args.ns3_timeout:.0f} s: reached {res.sim_time_s * 1e3:.1f} ms simulated, "
+            f"{done}/{len(plan)} tasks done"
+        )
+    else:
+        out["note"] = f"stalled at {res.sim_time_s * 1e3:.1f} ms simulated, {done}/{len(plan)} tasks done"
+    out["tasks_done"] = done
+    return out
 
 
 def _log(msg: str) -> None:
