@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hetero_ns3.collectives import CollectiveEnv, load_tuning
 from hetero_ns3.cosim.lower import Lowered, lower_workload
 from hetero_ns3.cosim.scenario_section import CollectivesSection, FaultsSection, RunSection
@@ -184,7 +186,7 @@ def run_scenario(
             if res.interrupted:
                 raise KeyboardInterrupt  # recording_run writes the partial times with status "interrupted"
             if not res.completed:
-                done = int((res.times.finish_s == res.times.finish_s).sum())
+                done = int(np.isfinite(res.times.finish_s).sum())
                 raise SimulationError(
                     f"the packet-level replay stalled: {done} of {len(plan)} tasks finished by "
                     f"{res.sim_time_s:.6f} s simulated (a link down with no alternative path?)"

@@ -24,7 +24,7 @@ from hetero_ns3.errors import ScenarioError, SimulationError, field_error
 from hetero_ns3.netgraph import NetGraph
 from hetero_ns3.network import ns3env
 from hetero_ns3.network.config import NetworkConfig
-from hetero_ns3.network.roce import _ports_frame, _to_numpy, open_network
+from hetero_ns3.network.roce import open_network, ports_frame, vector_to_numpy
 
 #: ``progress(sim_time_s, tasks_done, tasks_total)`` called between slices of simulated time.
 ProgressFn = Callable[[float, int, int], None]
@@ -140,11 +140,11 @@ def run_plan(
             raise SimulationError(f"packet-level replay failed: {exc}") from exc
         events = int(sim.Simulator.GetEventCount()) - ev0
         sim_time = float(sim.Simulator.Now().GetSeconds())
-        start = _to_numpy(replay.GetStartTimes(), np.float64)
-        finish = _to_numpy(replay.GetFinishTimes(), np.float64)
-        flow_of_task = _to_numpy(replay.GetFlowIds(), np.int64)
+        start = vector_to_numpy(replay.GetStartTimes(), np.float64)
+        finish = vector_to_numpy(replay.GetFinishTimes(), np.float64)
+        flow_of_task = vector_to_numpy(replay.GetFlowIds(), np.int64)
         flows = _flows_frame(graph, plan, net, flow_of_task, start)
-        ports = _ports_frame(graph, net)
+        ports = ports_frame(graph, net)
         done = int(replay.GetNCompleted())
         replay.Dispose()
     start[start < 0] = np.nan
@@ -184,9 +184,9 @@ def _flows_frame(
 ) -> pd.DataFrame:
     tasks = np.nonzero((plan.kind == FLOW) & (flow_of_task >= 0))[0]
     fid = flow_of_task[tasks]
-    finish_all = _to_numpy(net.GetFlowFinishTimes(), np.float64)
-    ideal_all = _to_numpy(net.GetFlowIdealFcts(), np.float64)
-    retx_all = _to_numpy(net.GetFlowRetransmits(), np.uint32).astype(np.int64)
+    finish_all = vector_to_numpy(net.GetFlowFinishTimes(), np.float64)
+    ideal_all = vector_to_numpy(net.GetFlowIdealFcts(), np.float64)
+    retx_all = vector_to_numpy(net.GetFlowRetransmits(), np.uint32).astype(np.int64)
     finish = finish_all[fid] if fid.size else np.zeros(0)
     finish = np.where(finish < 0, np.nan, finish)
     labels = np.asarray(plan.labels, dtype=object)

@@ -56,7 +56,7 @@ def _ns() -> Any:
     return ns
 
 
-def _to_numpy(vec: Any, dtype: Any) -> np.ndarray:
+def vector_to_numpy(vec: Any, dtype: Any) -> np.ndarray:
     n = int(vec.size())
     if n == 0:
         return np.empty(0, dtype=dtype)
@@ -239,13 +239,13 @@ def simulate_flows(
         events = int(ns.Simulator.GetEventCount()) - ev0
         sim_time = float(ns.Simulator.Now().GetSeconds())
         flows_df = _flows_frame(graph, arrays, net)
-        ports_df = _ports_frame(graph, net)
+        ports_df = ports_frame(graph, net)
         queues_df = pd.DataFrame(
             {
-                "time_s": _to_numpy(net.GetQueueSampleTimes(), np.float64),
-                "port": _to_numpy(net.GetQueueSamplePorts(), np.uint32),
-                "bytes": _to_numpy(net.GetQueueSampleBytes(), np.uint64),
-                "tx_bytes": _to_numpy(net.GetQueueSampleTxBytes(), np.uint64),
+                "time_s": vector_to_numpy(net.GetQueueSampleTimes(), np.float64),
+                "port": vector_to_numpy(net.GetQueueSamplePorts(), np.uint32),
+                "bytes": vector_to_numpy(net.GetQueueSampleBytes(), np.uint64),
+                "tx_bytes": vector_to_numpy(net.GetQueueSampleTxBytes(), np.uint64),
             }
         )
     except Exception as exc:  # pragma: no cover - C++ errors surface here
@@ -258,9 +258,9 @@ def simulate_flows(
 
 def _flows_frame(graph: NetGraph, arrays: FlowArrays, net: Any) -> pd.DataFrame:
     names = np.asarray([nd.name for nd in graph.nodes], dtype=object)
-    finish = _to_numpy(net.GetFlowFinishTimes(), np.float64)
-    ack = _to_numpy(net.GetFlowAckTimes(), np.float64)
-    ideal = _to_numpy(net.GetFlowIdealFcts(), np.float64)
+    finish = vector_to_numpy(net.GetFlowFinishTimes(), np.float64)
+    ack = vector_to_numpy(net.GetFlowAckTimes(), np.float64)
+    ideal = vector_to_numpy(net.GetFlowIdealFcts(), np.float64)
     finish[finish < 0] = np.nan
     ack[ack < 0] = np.nan
     ideal[ideal < 0] = np.nan
@@ -278,16 +278,16 @@ def _flows_frame(graph: NetGraph, arrays: FlowArrays, net: Any) -> pd.DataFrame:
             "ack_s": ack,
             "ideal_fct_s": ideal,
             "slowdown": fct / ideal,
-            "base_rtt_s": _to_numpy(net.GetFlowBaseRtts(), np.float64),
-            "retransmits": _to_numpy(net.GetFlowRetransmits(), np.uint32).astype(np.int64),
-            "first_switch_port": _to_numpy(net.GetFlowFirstHops(), np.uint32).astype(np.int64),
-            "cnps": _to_numpy(net.GetFlowCnps(), np.uint32).astype(np.int64),
-            "acks": _to_numpy(net.GetFlowAcks(), np.uint32).astype(np.int64),
+            "base_rtt_s": vector_to_numpy(net.GetFlowBaseRtts(), np.float64),
+            "retransmits": vector_to_numpy(net.GetFlowRetransmits(), np.uint32).astype(np.int64),
+            "first_switch_port": vector_to_numpy(net.GetFlowFirstHops(), np.uint32).astype(np.int64),
+            "cnps": vector_to_numpy(net.GetFlowCnps(), np.uint32).astype(np.int64),
+            "acks": vector_to_numpy(net.GetFlowAcks(), np.uint32).astype(np.int64),
         }
     )
 
 
-def _ports_frame(graph: NetGraph, net: Any) -> pd.DataFrame:
+def ports_frame(graph: NetGraph, net: Any) -> pd.DataFrame:
     m = len(graph.links)
     node = [None] * (2 * m)
     peer = [None] * (2 * m)
@@ -307,11 +307,11 @@ def _ports_frame(graph: NetGraph, net: Any) -> pd.DataFrame:
         "rate_bps": rate,
     }
     for c in PORT_COUNTERS:
-        cols[c] = _to_numpy(net.GetPortCounter(c), np.uint64).astype(np.int64)
-    cols["paused_s"] = _to_numpy(net.GetPortPausedSeconds(), np.float64)
+        cols[c] = vector_to_numpy(net.GetPortCounter(c), np.uint64).astype(np.int64)
+    cols["paused_s"] = vector_to_numpy(net.GetPortPausedSeconds(), np.float64)
     total = np.zeros(2 * m, dtype=np.int64)
     for r in DROP_REASONS:
-        v = _to_numpy(net.GetPortCounter(f"drops_{r}"), np.uint64).astype(np.int64)
+        v = vector_to_numpy(net.GetPortCounter(f"drops_{r}"), np.uint64).astype(np.int64)
         cols[f"drops_{r}"] = v
         total += v
     cols["drops_total"] = total
