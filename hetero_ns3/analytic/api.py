@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -83,22 +84,17 @@ def _host_nodes(graph: NetGraph, names: Sequence[str], what: str) -> np.ndarray:
     return out
 
 
-def _ideal_fct(paths: FlowPaths, size: np.ndarray, capacity: np.ndarray) -> np.ndarray:
-    """FCT of each flow alone in the network: size over its slowest link's goodput, plus path latency."""
-    if size.size == 0:
-        return np.zeros(0)
-    return size / capacity[paths.res].min(axis=1) + paths.latency_s
+def _link_bytes(paths: FlowPaths, n_links: int) -> np.ndarray:
+    return paths.res_bytes[: 2 * n_links].reshape(n_links, 2)
 
 
-def _link_bytes(paths: FlowPaths, size: np.ndarray, n_links: int) -> np.ndarray:
-    w = np.repeat(size.astype(np.float64), paths.res.shape[1])
-    carried = np.bincount(paths.res.ravel(), weights=w, minlength=2 * n_links + 1)
-    return carried[: 2 * n_links].reshape(n_links, 2)
+def _kernel(config: AnalyticConfig) -> ctypes.CDLL | None:
+    """The native kernel when ``config.engine`` asks for it and it builds, else None (numpy)."""
+    return None if config.engine == "numpy" else load_kernel(required=config.engine == "native")
 
 
-def _run(config: AnalyticConfig, *args, **kwargs) -> tuple[EngineResult, str]:
-    """Run the event loop chosen by ``config.engine``; returns the result and the engine used."""
-    lib = None if config.engine == "numpy" else load_kernel(required=config.engine == "native")
+def _run(lib: ctypes.CDLL | None, config: AnalyticConfig, *args, **kwargs) -> tuple[EngineResult, str]:
+    """Run the event loop: native with ``lib``, else numpy; returns the result and the engine used."""
     kwargs.update(tolerance_s=config.time_tolerance_s, incremental=config.incremental)
     if lib is not None:
         return replay_native(lib, *args, **kwargs), "native"
@@ -118,16 +114,19 @@ def simulate_plan(
     precomputed next-hop tables (:func:`hetero_ns3.netgraph.routing_tables`) to reuse across runs.
     """
     t0 = time.perf_counter()
+    lib = _kernel(config)
     gpu_node = _host_nodes(graph, plan.gpus, "plan.gpus")
     is_flow = plan.kind == FLOW
     fl = np.flatnonzero(is_flow)
     links = link_arrays(graph, config)
     size = plan.size_bytes[fl]
-    paths = route_flows(graph, links, gpu_node[plan.gpu[fl]], gpu_node[plan.dst[fl]], fl, size, config, seed, routes)
+    src, dst = gpu_node[plan.gpu[fl]], gpu_node[plan.dst[fl]]
+    paths = route_flows(graph, links, src, dst, fl, size, config, seed, routes, lib)
     t_route = time.perf_counter() - t0
     flow_row = np.full(len(plan), -1, np.int64)
     flow_row[fl] = np.arange(fl.size)
     out, engine = _run(
+        lib,
         config,
         is_flow,
         plan.duration_s,
@@ -153,7 +152,7 @@ def simulate_plan(
             "start_s": start,
             "finish_s": finish,
             "fct_s": finish - start,
-            "ideal_fct_s": _ideal_fct(paths, size, links.capacity),
+            "ideal_fct_s": paths.ideal_fct_s,
             "category": cats[plan.category[fl]] if cats.size else np.full(fl.size, "", dtype=object),
             "label": labels[plan.label[fl]] if labels.size else np.full(fl.size, "", dtype=object),
         }
@@ -173,9 +172,7 @@ def simulate_plan(
         time.perf_counter() - t0,
         engine,
     )
-    return AnalyticResult(
-        TaskTimes(out.start_s, out.finish_s), flows, _link_bytes(paths, size, len(graph.links)), stats
-    )
+    return AnalyticResult(TaskTimes(out.start_s, out.finish_s), flows, _link_bytes(paths, len(graph.links)), stats)
 
 
 def simulate_flows(
@@ -210,8 +207,10 @@ def simulate_flows(
     size = size.astype(np.int64)
     links = link_arrays(graph, config)
     ids = np.arange(n, dtype=np.int64)
-    paths = route_flows(graph, links, src, dst, ids, size, config, seed, routes)
+    lib = _kernel(config)
+    paths = route_flows(graph, links, src, dst, ids, size, config, seed, routes, lib)
     out, _ = _run(
+        lib,
         config,
         np.ones(n, bool),
         np.zeros(n),
@@ -234,7 +233,7 @@ def simulate_flows(
             "start_s": out.start_s,
             "finish_s": out.finish_s,
             "fct_s": out.finish_s - out.start_s,
-            "ideal_fct_s": _ideal_fct(paths, size, links.capacity),
+            "ideal_fct_s": paths.ideal_fct_s,
             "label": label,
         }
     )

@@ -490,4 +490,141 @@ out:
     free(mcap);
     return rc;
 }
+
+/* ---- Routing: per-flow ECMP walks over dense next-hop tables (routes.py documents the contract). ---- */
+
+typedef unsigned long long u64;
+
+static u64 mix64(u64 x) {
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ULL;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
+/* routes.ecmp_hash: seedw = seed * 0x94D049BB133111EB mod 2^64. */
+static u64 flow_hash(u64 fid, u64 node, u64 seedw) {
+    u64 x = fid * 0x9E3779B97F4A7C15ULL;
+    x ^= node + 0x632BE59BD9B4E019ULL;
+    x += seedw;
+    return mix64(x);
+}
+
+/* routes.packet_backend_hash: seedw = ecmp_seed. */
+static u64 packet_hash(u64 seq, u64 node, u64 src, u64 dst, u64 seedw) {
+    u64 sport = 49152ULL + ((((seq * 2654435761ULL) & 0xFFFFFFFFULL) >> 18) % 16384ULL);
+    u64 h = mix64((seedw << 32) ^ node);
+    h = mix64(h ^ ((src << 32) | dst));
+    return mix64(h ^ ((sport << 16) | 4791ULL) ^ (17ULL << 40));
+}
+
+/* Walk flow f from src[f] to dst[f]: at node u the next-hop links toward dst are
+   nh_link[nh_ptr[s * N + u] .. nh_ptr[s * N + u + 1]) with s = dslot[dst]; pick = hash % count.
+   res (F, W) gets resources 2 * link + (reverse direction), padded with pad; hops[f] the count.
+   Returns 0 with *need = the longest path; 1 no route (bad[0] node, bad[1] destination);
+   2 a walk longer than N hops (loop). Paths longer than W are counted in *need but not written:
+   the caller retries with W = *need. mode 0: flow hash of flow_id, 1: packet hash of the row. */
+int flowsim_route(i64 F, const i64 *src, const i64 *dst, const i64 *flow_id, i64 N, const i64 *dslot,
+                  const i64 *nh_ptr, const int *nh_link, const i64 *la, const i64 *lb, int mode, u64 seedw,
+                  i64 W, int pad, int *res, int *hops, i64 *need, i64 *bad) {
+    i64 longest = 0;
+    for (i64 f = 0; f < F; f++) {
+        i64 u = src[f], d = dst[f], s = dslot[d], h = 0;
+        int *row = res + f * W;
+        if (s < 0) { bad[0] = u; bad[1] = d; return 1; }
+        const i64 *tab = nh_ptr + s * N;
+        do {
+            i64 lo = tab[u], cnt = tab[u + 1] - lo;
+            if (cnt <= 0) { bad[0] = u; bad[1] = d; return 1; }
+            i64 pick = 0;
+            if (cnt > 1) {
+                u64 hv = mode ? packet_hash((u64)f, (u64)u, (u64)src[f], (u64)d, seedw)
+                              : flow_hash((u64)flow_id[f], (u64)u, seedw);
+                pick = (i64)(hv % (u64)cnt);
+            }
+            i64 li = nh_link[lo + pick];
+            int fwd = la[li] == u;
+            if (h < W) row[h] = (int)(2 * li + !fwd);
+            u = fwd ? lb[li] : la[li];
+            if (++h > N) { bad[0] = src[f]; bad[1] = d; return 2; }
+        } while (u != d);
+        for (i64 k = h; k < W; k++) row[k] = pad;
+        hops[f] = (int)h;
+        if (h > longest) longest = h;
+    }
+    *need = longest;
+    return 0;
+}
+
+/* Shrink res from (F, W) to (F, w) in place (w <= W). */
+void flowsim_narrow(i64 F, i64 W, i64 w, int *res) {
+    if (w == W) return;
+    for (i64 f = 0; f < F; f++) memmove(res + f * w, res + f * W, (size_t)w * sizeof(int));
+}
+
+/* Sum of x[0..n) in numpy's order for a contiguous row (np.sum(axis=1) of a C array): sequential below 8
+   terms, else 8 interleaved partial sums combined pairwise, then the tail; so results match the numpy code
+   bit for bit. n <= 128 (numpy splits longer rows recursively). */
+static double np_rowsum(const double *x, i64 n) {
+    if (n < 8) {
+        double r = -0.0;
+        for (i64 i = 0; i < n; i++) r += x[i];
+        return r;
+    }
+    double r[8];
+    for (int j = 0; j < 8; j++) r[j] = x[j];
+    i64 body = n - n % 8;
+    for (i64 i = 8; i < body; i += 8)
+        for (int j = 0; j < 8; j++) r[j] += x[i + j];
+    double s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (i64 i = body; i < n; i++) s += x[i];
+    return s;
+}
+
+/* Per flow: latency (propagation delays over the W entries of its row, plus with saf the store-and-forward
+   time of one packet of min(size, payload) + overhead bytes per later entry, summed apart and added),
+   ideal FCT (size / the slowest entry's capacity + latency); carried[r] += size over every entry of res
+   (pad included) in flow-major order, as np.bincount does. W <= 128. */
+void flowsim_path_stats(i64 F, i64 W, const int *res, const double *size, const double *delay,
+                        const double *payload, const double *overhead, const double *rate, const double *cap,
+                        int saf, double *lat, double *ideal, double *carried) {
+    double dl[128], sf[128];
+    for (i64 f = 0; f < F; f++) {
+        const int *p = res + f * W;
+        double m = INFINITY, sz = size[f];
+        for (i64 h = 0; h < W; h++) {
+            i64 r = p[h];
+            dl[h] = delay[r];
+            if (cap[r] < m) m = cap[r];
+            carried[r] += sz;
+        }
+        double total = np_rowsum(dl, W);
+        if (saf && W > 1) {
+            for (i64 h = 1; h < W; h++) {
+                i64 r = p[h];
+                double pkt = (sz < payload[r] ? sz : payload[r]) + overhead[r];
+                sf[h - 1] = pkt * 8.0 / rate[r];
+            }
+            total = total + np_rowsum(sf, W - 1);
+        }
+        lat[f] = total;
+        ideal[f] = sz / m + total;
+    }
+}
+
+/* Reverse a dependency CSR (engine.successors): successors of i in increasing task order. 3: no memory. */
+int flowsim_successors(i64 n, const i64 *dep_ptr, const int *dep_idx, i64 *succ_ptr, i64 *succ_idx) {
+    i64 *fill = (i64 *)malloc((size_t)(n + 1) * sizeof(i64));
+    if (!fill) return 3;
+    memset(succ_ptr, 0, (size_t)(n + 1) * sizeof(i64));
+    i64 m = dep_ptr[n];
+    for (i64 k = 0; k < m; k++) succ_ptr[dep_idx[k] + 1]++;
+    for (i64 i = 0; i < n; i++) succ_ptr[i + 1] += succ_ptr[i];
+    memcpy(fill, succ_ptr, (size_t)(n + 1) * sizeof(i64));
+    for (i64 i = 0; i < n; i++)
+        for (i64 k = dep_ptr[i]; k < dep_ptr[i + 1]; k++) succ_idx[fill[dep_idx[k]]++] = i;
+    free(fill);
+    return 0;
+}
 """

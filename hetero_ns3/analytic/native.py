@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hetero_ns3.analytic.engine import REUSE_RTOL, EngineResult, EngineStats, successors
+from hetero_ns3.analytic.engine import REUSE_RTOL, EngineResult, EngineStats
 from hetero_ns3.analytic.kernel_c import SOURCE
 from hetero_ns3.analytic.maxmin import LEVEL_RTOL
 from hetero_ns3.errors import NativeBuildError, SimulationError
@@ -29,6 +29,13 @@ _TRIED = False
 _P = ctypes.c_void_p
 _I = ctypes.c_longlong
 _D = ctypes.c_double
+_C = ctypes.c_int
+_U = ctypes.c_ulonglong
+
+
+def _declare(fn: ctypes._CFuncPtr, restype: type | None, argtypes: list[type]) -> None:
+    fn.restype = restype
+    fn.argtypes = argtypes
 
 
 def cache_dir() -> Path:
@@ -90,12 +97,28 @@ def load_kernel(required: bool = False) -> ctypes.CDLL | None:
     fn = lib.flowsim_replay
     fn.restype = ctypes.c_int
     fn.argtypes = [_I, _P, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P, _I, _P, _D, ctypes.c_int, _D, _D, _P, _P, _P, _P]
+    _declare(lib.flowsim_route, ctypes.c_int, [_I, _P, _P, _P, _I, _P, _P, _P, _P, _P, _C, _U, _I, _C, _P, _P, _P, _P])
+    _declare(lib.flowsim_narrow, None, [_I, _I, _I, _P])
+    _declare(lib.flowsim_path_stats, None, [_I, _I, _P, _P, _P, _P, _P, _P, _P, _C, _P, _P, _P])
+    _declare(lib.flowsim_successors, ctypes.c_int, [_I, _P, _P, _P, _P])
     _LIB = lib
     return lib
 
 
 def _ptr(a: np.ndarray | None) -> int | None:
     return None if a is None else a.ctypes.data
+
+
+def successors_native(lib: ctypes.CDLL, dep_ptr: np.ndarray, dep_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`hetero_ns3.analytic.engine.successors` by a counting sort in C (same arrays, linear time)."""
+    n = int(dep_ptr.shape[0]) - 1
+    ptr = np.ascontiguousarray(dep_ptr, np.int64)
+    idx = np.ascontiguousarray(dep_idx, np.int32)
+    succ_ptr = np.empty(n + 1, np.int64)
+    succ_idx = np.empty(idx.shape[0], np.int64)
+    if lib.flowsim_successors(n, _ptr(ptr), _ptr(idx), _ptr(succ_ptr), _ptr(succ_idx)):
+        raise MemoryError("the analytic kernel ran out of memory")
+    return succ_ptr, succ_idx
 
 
 def replay_native(
@@ -116,7 +139,7 @@ def replay_native(
     """Same contract as :func:`hetero_ns3.analytic.engine.replay`, run in C."""
     t0 = time.perf_counter()
     n = int(is_flow.shape[0])
-    succ_ptr, succ_idx = successors(dep_ptr, dep_idx, n)
+    succ_ptr, succ_idx = successors_native(lib, dep_ptr, dep_idx)
     arrs = {
         "is_flow": np.ascontiguousarray(is_flow, np.int8),
         "dur": np.ascontiguousarray(duration_s, np.float64),

@@ -11,6 +11,7 @@ hop by a deterministic hash of ``(flow id, node, seed)``, so a flow keeps one pa
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -24,6 +25,7 @@ from hetero_ns3.netgraph import NetGraph, routing_tables
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _GOLD = np.uint64(0x9E3779B97F4A7C15)
+_MASK = 0xFFFFFFFFFFFFFFFF
 
 
 def ecmp_hash(flow_id: np.ndarray, node: np.ndarray, seed: int) -> np.ndarray:
@@ -125,74 +127,82 @@ class FlowPaths:
     """int32 (F,): number of links on each path."""
     latency_s: np.ndarray
     """float64 (F,): propagation delays plus store-and-forward serialization of one packet per later hop."""
+    ideal_fct_s: np.ndarray
+    """float64 (F,): FCT alone in the network: size over the slowest hop's goodput, plus ``latency_s``."""
+    res_bytes: np.ndarray
+    """float64 (2 * n_links + 1,): payload bytes the flows carry over each resource (the last entry: padding)."""
 
 
-def _next_hops_at(
-    routes: Mapping[int, Sequence[Sequence[int]]], dst: np.ndarray, node: np.ndarray, n_nodes: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """ECMP sets toward ``dst[i]`` at ``node[i]``: (count, offset into flat, flat link indices).
+@dataclass(frozen=True)
+class NextHopTable:
+    """ECMP next hops of every destination host as flat arrays (CSR over destination slot x node).
 
-    Each distinct (destination, node) pair is looked up once.
+    Toward host ``d`` at node ``u``: ``link[ptr[k] : ptr[k + 1]]`` with ``k = slot[d] * n_nodes + u``,
+    in the order of :func:`hetero_ns3.netgraph.routing_tables`.
     """
-    uniq, inv = np.unique(dst * n_nodes + node, return_inverse=True)
-    lists = []
-    for key in uniq.tolist():
-        d, u = divmod(key, n_nodes)
-        table = routes.get(d) if hasattr(routes, "get") else routes[d]
-        lists.append(table[u] if table else ())
-    lens = np.fromiter(map(len, lists), np.int64, len(lists))
-    ptr = np.zeros(len(lists) + 1, np.int64)
-    np.cumsum(lens, out=ptr[1:])
-    flat = np.fromiter(chain.from_iterable(lists), np.int64, int(ptr[-1]))
-    return lens[inv], ptr[:-1][inv], flat
+
+    slot: np.ndarray
+    """int64 per node: the table slot of a destination host; -1 for nodes without a table."""
+    ptr: np.ndarray
+    """int64 (slots * n_nodes + 1,): offsets into ``link``."""
+    link: np.ndarray
+    """int32: link indices."""
+    n_nodes: int
 
 
-def route_flows(
-    graph: NetGraph,
-    links: LinkArrays,
-    src: np.ndarray,
-    dst: np.ndarray,
-    flow_id: np.ndarray,
-    size_bytes: np.ndarray,
-    config: AnalyticConfig,
-    seed: int = 0,
-    routes: Mapping[int, Sequence[Sequence[int]]] | None = None,
-) -> FlowPaths:
-    """Route flows ``src[i] -> dst[i]`` (node indices) along ECMP next hops.
+def next_hop_table(routes: Mapping[int, Sequence[Sequence[int]]], n_nodes: int) -> NextHopTable:
+    """Pack next-hop tables (``routes[dst][node] -> [link, ...]``, :func:`~hetero_ns3.netgraph.routing_tables`)."""
+    dests = list(routes)
+    empty: list[Sequence[int]] = [()] * n_nodes
+    rows = []
+    for d in dests:
+        row = routes[d] or empty
+        if len(row) != n_nodes:
+            raise SimulationError(f"next-hop table of node {d} has {len(row)} entries for {n_nodes} nodes")
+        rows.append(row)
+    slot = np.full(n_nodes, -1, np.int64)
+    slot[np.asarray(dests, np.int64)] = np.arange(len(dests))
+    cells = len(dests) * n_nodes
+    ptr = np.zeros(cells + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, chain.from_iterable(rows)), np.int64, cells), out=ptr[1:])
+    link = np.fromiter(chain.from_iterable(chain.from_iterable(rows)), np.int32, int(ptr[-1]))
+    return NextHopTable(slot, ptr, link, n_nodes)
 
-    ``routes`` maps a destination node index to its per-node next-hop link lists (the output of
-    :func:`hetero_ns3.netgraph.routing_tables`, computed here when absent, so that both backends route
-    alike). Raises SimulationError when a destination cannot be reached.
-    """
-    n_nodes = len(graph.nodes)
+
+def _no_route(graph: NetGraph, node: int, dst: int) -> SimulationError:
+    return SimulationError(
+        f"no route from node {graph.nodes[node].name!r} to host {graph.nodes[dst].name!r}; "
+        "check that the topology connects them"
+    )
+
+
+_LOOP = "routing loop in the next-hop tables; check the topology's routing"
+
+
+def _walk_numpy(
+    graph: NetGraph, table: NextHopTable, links: LinkArrays, src: np.ndarray, dst: np.ndarray, hash_of
+) -> tuple[np.ndarray, np.ndarray]:
+    """All flows one hop at a time (vectorized); ``hash_of(alive, node)`` gives the ECMP hashes."""
+    n_nodes = table.n_nodes
     f = int(src.shape[0])
     width = 4
     res = np.full((f, width), links.pad, np.int32)
     hops = np.zeros(f, np.int32)
-    if f == 0:
-        return FlowPaths(res, hops, np.zeros(0))
-    if routes is None:
-        routes = routing_tables(graph)
-    dst = dst.astype(np.int64)
-    cur = src.astype(np.int64)
-    flow_seq = np.arange(f, dtype=np.int64)  # release order if flows are released in id order
+    cur = src.copy()
+    base_key = np.where(table.slot[dst] >= 0, table.slot[dst] * n_nodes, -1)
     alive = np.arange(f)
     step = 0
     while alive.size:
         c, d = cur[alive], dst[alive]
-        n_opt, base, flat = _next_hops_at(routes, d, c, n_nodes)
+        key = base_key[alive]
+        safe = np.maximum(key, 0) + c
+        lo = table.ptr[safe]
+        n_opt = np.where(key >= 0, table.ptr[safe + 1] - lo, 0)
         if np.any(n_opt == 0):
             k = int(np.flatnonzero(n_opt == 0)[0])
-            raise SimulationError(
-                f"no route from node {graph.nodes[int(c[k])].name!r} to host {graph.nodes[int(d[k])].name!r}; "
-                "check that the topology connects them"
-            )
-        if config.ecmp_hash == "packet":
-            hv = packet_backend_hash(flow_seq[alive], c, src[alive], d, seed)
-        else:
-            hv = ecmp_hash(flow_id[alive], c, seed)
-        pick = (hv % n_opt.astype(np.uint64)).astype(np.int64)
-        li = flat[base + pick]
+            raise _no_route(graph, int(c[k]), int(d[k]))
+        pick = (hash_of(alive, c) % n_opt.astype(np.uint64)).astype(np.int64)
+        li = table.link[lo + pick].astype(np.int64)
         fwd = links.a[li] == c
         if step >= width:
             res = np.concatenate((res, np.full((f, width), links.pad, np.int32)), axis=1)
@@ -205,14 +215,121 @@ def route_flows(
         hops[alive[done]] = step
         alive = alive[~done]
         if step > n_nodes:
-            raise SimulationError("routing loop in the next-hop tables; check the topology's routing")
-    used = int(hops.max())
-    res = np.ascontiguousarray(res[:, :used])
+            raise SimulationError(_LOOP)
+    return np.ascontiguousarray(res[:, : int(hops.max())]), hops
+
+
+def _stats_numpy(
+    res: np.ndarray, size: np.ndarray, links: LinkArrays, store_and_forward: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Latency, ideal FCT and carried bytes per resource of routed flows (numpy)."""
     latency = links.delay_s[res].sum(axis=1)
-    if config.store_and_forward and used > 1:
+    if store_and_forward and res.shape[1] > 1:
         later = res[:, 1:]
-        pkt = (
-            np.minimum(size_bytes.astype(np.float64)[:, None], links.payload_bytes[later]) + links.overhead_bytes[later]
-        )
+        pkt = np.minimum(size.astype(np.float64)[:, None], links.payload_bytes[later]) + links.overhead_bytes[later]
         latency = latency + (pkt * 8.0 / links.rate_bps[later]).sum(axis=1)
-    return FlowPaths(res, hops, latency)
+    ideal = size / links.capacity[res].min(axis=1) + latency
+    w = np.repeat(size.astype(np.float64), res.shape[1])
+    carried = np.bincount(res.ravel(), weights=w, minlength=links.capacity.shape[0])
+    return latency, ideal, carried
+
+
+def _route_native(
+    lib: ctypes.CDLL,
+    graph: NetGraph,
+    table: NextHopTable,
+    links: LinkArrays,
+    src: np.ndarray,
+    dst: np.ndarray,
+    flow_id: np.ndarray,
+    mode: int,
+    seed_word: int,
+    size: np.ndarray,
+    store_and_forward: bool,
+) -> FlowPaths:
+    """:func:`route_flows` in C (``flowsim_route``, ``flowsim_path_stats``): the same paths and figures."""
+    f = int(src.shape[0])
+    fid = np.ascontiguousarray(flow_id, np.int64)
+    hops = np.empty(f, np.int32)
+    need = np.zeros(1, np.int64)
+    bad = np.zeros(2, np.int64)
+    width = 8
+    while True:
+        res = np.empty(f * width, np.int32)
+        rc = lib.flowsim_route(
+            f, src.ctypes.data, dst.ctypes.data, fid.ctypes.data, table.n_nodes, table.slot.ctypes.data,
+            table.ptr.ctypes.data, table.link.ctypes.data, links.a.ctypes.data, links.b.ctypes.data, mode,
+            seed_word, width, links.pad, res.ctypes.data, hops.ctypes.data, need.ctypes.data, bad.ctypes.data,
+        )  # fmt: skip
+        if rc == 1:
+            raise _no_route(graph, int(bad[0]), int(bad[1]))
+        if rc == 2:
+            raise SimulationError(_LOOP)
+        used = int(need[0])
+        if used <= width:
+            break
+        width = used
+    lib.flowsim_narrow(f, width, used, res.ctypes.data)
+    res = res[: f * used].reshape(f, used)
+    if used > 128:
+        latency, ideal, carried = _stats_numpy(res, size, links, store_and_forward)
+        return FlowPaths(res, hops, latency, ideal, carried)
+    sz = np.ascontiguousarray(size, np.float64)
+    latency, ideal = np.empty(f), np.empty(f)
+    carried = np.zeros(links.capacity.shape[0])
+    lib.flowsim_path_stats(
+        f, used, res.ctypes.data, sz.ctypes.data, links.delay_s.ctypes.data, links.payload_bytes.ctypes.data,
+        links.overhead_bytes.ctypes.data, links.rate_bps.ctypes.data, links.capacity.ctypes.data,
+        int(store_and_forward), latency.ctypes.data, ideal.ctypes.data, carried.ctypes.data,
+    )  # fmt: skip
+    return FlowPaths(res, hops, latency, ideal, carried)
+
+
+def route_flows(
+    graph: NetGraph,
+    links: LinkArrays,
+    src: np.ndarray,
+    dst: np.ndarray,
+    flow_id: np.ndarray,
+    size_bytes: np.ndarray,
+    config: AnalyticConfig,
+    seed: int = 0,
+    routes: Mapping[int, Sequence[Sequence[int]]] | None = None,
+    lib: ctypes.CDLL | None = None,
+) -> FlowPaths:
+    """Route flows ``src[i] -> dst[i]`` (node indices) along ECMP next hops.
+
+    ``routes`` maps a destination node index to its per-node next-hop link lists (the output of
+    :func:`hetero_ns3.netgraph.routing_tables`, computed here when absent, so that both backends route
+    alike). ``lib`` is the native kernel (:func:`hetero_ns3.analytic.native.load_kernel`): with it the walk
+    runs in C, else in numpy; both give the same paths and figures. Raises SimulationError when a
+    destination cannot be reached.
+    """
+    f = int(src.shape[0])
+    pad = links.pad
+    if f == 0:
+        z = np.zeros(0)
+        return FlowPaths(np.full((0, 4), pad, np.int32), np.zeros(0, np.int32), z, z, np.zeros(pad + 1))
+    if routes is None:
+        routes = routing_tables(graph)
+    table = next_hop_table(routes, len(graph.nodes))
+    src = np.ascontiguousarray(src, np.int64)
+    dst = np.ascontiguousarray(dst, np.int64)
+    packet = config.ecmp_hash == "packet"
+    if lib is not None:
+        word = seed & _MASK if packet else (seed * int(_M2)) & _MASK
+        return _route_native(
+            lib, graph, table, links, src, dst, flow_id, int(packet), word, size_bytes, config.store_and_forward
+        )
+    if packet:
+        seq = np.arange(f, dtype=np.int64)  # release order if flows are released in id order
+
+        def hash_of(alive: np.ndarray, node: np.ndarray) -> np.ndarray:
+            return packet_backend_hash(seq[alive], node, src[alive], dst[alive], seed)
+    else:
+
+        def hash_of(alive: np.ndarray, node: np.ndarray) -> np.ndarray:
+            return ecmp_hash(flow_id[alive], node, seed)
+
+    res, hops = _walk_numpy(graph, table, links, src, dst, hash_of)
+    return FlowPaths(res, hops, *_stats_numpy(res, size_bytes, links, config.store_and_forward))
