@@ -84,6 +84,17 @@ def _host_nodes(graph: NetGraph, names: Sequence[str], what: str) -> np.ndarray:
     return out
 
 
+def _strings(values: Sequence[str], codes: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """``values[codes]`` as pandas' string column type (``""`` everywhere when ``values`` is empty).
+
+    The few distinct strings are converted once and then gathered, instead of converting one object
+    per row as the DataFrame constructor does.
+    """
+    if not values:
+        values, codes = ("",), np.zeros(codes.shape[0], np.int64)
+    return pd.Series(list(values)).array.take(codes)
+
+
 def _link_bytes(paths: FlowPaths, n_links: int) -> np.ndarray:
     return paths.res_bytes[: 2 * n_links].reshape(n_links, 2)
 
@@ -123,8 +134,8 @@ def simulate_plan(
     src, dst = gpu_node[plan.gpu[fl]], gpu_node[plan.dst[fl]]
     paths = route_flows(graph, links, src, dst, fl, size, config, seed, routes, lib)
     t_route = time.perf_counter() - t0
-    flow_row = np.full(len(plan), -1, np.int64)
-    flow_row[fl] = np.arange(fl.size)
+    flow_row = np.full(len(plan), -1, np.int32)
+    flow_row[fl] = np.arange(fl.size, dtype=np.int32)
     out, engine = _run(
         lib,
         config,
@@ -138,25 +149,21 @@ def simulate_plan(
         paths.latency_s,
         links.capacity,
     )
-    names = np.asarray(plan.gpus, dtype=object)
-    labels = np.asarray(plan.labels, dtype=object)
-    cats = np.asarray(plan.categories, dtype=object)
     start, finish = out.start_s[fl], out.finish_s[fl]
-    flows = pd.DataFrame(
-        {
-            "id": fl,
-            "task": fl,
-            "src": names[plan.gpu[fl]],
-            "dst": names[plan.dst[fl]],
-            "size_bytes": size,
-            "start_s": start,
-            "finish_s": finish,
-            "fct_s": finish - start,
-            "ideal_fct_s": paths.ideal_fct_s,
-            "category": cats[plan.category[fl]] if cats.size else np.full(fl.size, "", dtype=object),
-            "label": labels[plan.label[fl]] if labels.size else np.full(fl.size, "", dtype=object),
-        }
-    )
+    columns = {
+        "id": fl,
+        "task": fl.copy(),
+        "src": _strings(plan.gpus, plan.gpu[fl]),
+        "dst": _strings(plan.gpus, plan.dst[fl]),
+        "size_bytes": size,
+        "start_s": start,
+        "finish_s": finish,
+        "fct_s": finish - start,
+        "ideal_fct_s": paths.ideal_fct_s,
+        "category": _strings(plan.categories, plan.category[fl]),
+        "label": _strings(plan.labels, plan.label[fl]),
+    }
+    flows = pd.DataFrame(columns, copy=False)  # fresh arrays: no copy, no consolidation
     s = out.stats
     stats = AnalyticStats(
         len(plan),

@@ -141,8 +141,10 @@ static void add_seed(i64 *seeds, i64 *ns, i64 *sstamp, i64 sid, i64 r) {
 typedef struct {
     const signed char *is_flow;
     const double *dur;
-    const i64 *succ_ptr, *succ_idx;
-    i64 *indeg, *zero, *pending;
+    const i64 *succ_ptr;
+    const int *succ_idx;
+    int *indeg;
+    i64 *zero, *pending;
     i64 nz, np;
     Heap heap;
     double *start, *finish;
@@ -181,7 +183,7 @@ static void complete_task(Dag *d, i64 i, double t) {
 /* stats: events, rate_updates, fill_rounds, max_active, reused, recomputed.
    Returns 0, 1 stuck tasks, 2 zero rate, 3 no memory. */
 int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const double *release, const i64 *dep_ptr,
-                   const i64 *succ_ptr, const i64 *succ_idx, const i64 *flow_row, const double *size, i64 nflows,
+                   const i64 *succ_ptr, const int *succ_idx, const int *flow_row, const i64 *size, i64 nflows,
                    i64 W, const int *res, const double *lat, i64 nres, const double *cap, double tol,
                    int incremental, double reuse_rtol, double level_rtol, double *start, double *finish,
                    double *drain, i64 *stats) {
@@ -198,7 +200,7 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
     d.finish = finish;
     /* Slots grow on demand (doubling): they number the flows active at once, not all flows. */
     i64 F = nflows + 1 < 1024 ? nflows + 1 : 1024;
-    ALLOC(i64, indeg, n) ALLOC(i64, zero, n) ALLOC(i64, pending, n) ALLOC(i64, slot_of, n)
+    ALLOC(int, indeg, n) ALLOC(i64, zero, n) ALLOC(i64, pending, n)
     /* Per slot (stable while a flow is active). */
     ALLOC(i64, task, F) ALLOC(double, rate, F) ALLOC(double, remu, F) ALLOC(double, tu, F)
     ALLOC(double, hkey, F) ALLOC(i64, hslot, F) ALLOC(i64, hpos, F)
@@ -221,7 +223,7 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
     i64 nfree = 0;
     for (i64 j = F - 1; j >= 0; j--) freel[nfree++] = j;
     for (i64 i = 0; i < n; i++) {
-        indeg[i] = dep_ptr[i + 1] - dep_ptr[i];
+        indeg[i] = (int)(dep_ptr[i + 1] - dep_ptr[i]);
         drain[i] = NAN;
         finish[i] = NAN;
         start[i] = 0.0;
@@ -260,15 +262,14 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
             }
             i64 i = pending[k], j = freel[--nfree];
             task[j] = i;
-            slot_of[i] = j;
             rate[j] = 0.0;
-            remu[j] = size[i];
+            remu[j] = (double)size[i];
             tu[j] = t;
             isnew[j] = 1;
             newl[nn++] = j;
             apos[j] = na;
             alist[na++] = j;
-            memcpy(ares + j * W, res + flow_row[i] * W, (size_t)W * sizeof(int));
+            memcpy(ares + (i64)j * W, res + (i64)flow_row[i] * W, (size_t)W * sizeof(int));
             const int *p = ares + j * W;
             for (i64 h = 0; h < W && p[h] != pad; h++) {
                 i64 r = p[h];
@@ -482,7 +483,7 @@ out:
         for (i64 r = 0; r < nres; r++) free(mem[r]);
     free(mem);
     free(d.heap.a);
-    free(indeg); free(zero); free(pending); free(slot_of); free(task); free(rate); free(remu); free(tu);
+    free(indeg); free(zero); free(pending); free(task); free(rate); free(remu); free(tu);
     free(hkey); free(hslot); free(hpos);
     free(isnew); free(apos); free(fvis); free(low); free(ares); free(mpos); free(freel); free(alist); free(live);
     free(newl); free(load); free(nrated); free(nnew); free(remcap); free(share); free(cnt); free(stamp); free(ismin);
@@ -614,7 +615,7 @@ void flowsim_path_stats(i64 F, i64 W, const int *res, const double *size, const 
 }
 
 /* Reverse a dependency CSR (engine.successors): successors of i in increasing task order. 3: no memory. */
-int flowsim_successors(i64 n, const i64 *dep_ptr, const int *dep_idx, i64 *succ_ptr, i64 *succ_idx) {
+int flowsim_successors(i64 n, const i64 *dep_ptr, const int *dep_idx, i64 *succ_ptr, int *succ_idx) {
     i64 *fill = (i64 *)malloc((size_t)(n + 1) * sizeof(i64));
     if (!fill) return 3;
     memset(succ_ptr, 0, (size_t)(n + 1) * sizeof(i64));
@@ -623,7 +624,7 @@ int flowsim_successors(i64 n, const i64 *dep_ptr, const int *dep_idx, i64 *succ_
     for (i64 i = 0; i < n; i++) succ_ptr[i + 1] += succ_ptr[i];
     memcpy(fill, succ_ptr, (size_t)(n + 1) * sizeof(i64));
     for (i64 i = 0; i < n; i++)
-        for (i64 k = dep_ptr[i]; k < dep_ptr[i + 1]; k++) succ_idx[fill[dep_idx[k]]++] = i;
+        for (i64 k = dep_ptr[i]; k < dep_ptr[i + 1]; k++) succ_idx[fill[dep_idx[k]]++] = (int)i;
     free(fill);
     return 0;
 }

@@ -110,12 +110,12 @@ def _ptr(a: np.ndarray | None) -> int | None:
 
 
 def successors_native(lib: ctypes.CDLL, dep_ptr: np.ndarray, dep_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`hetero_ns3.analytic.engine.successors` by a counting sort in C (same arrays, linear time)."""
+    """:func:`hetero_ns3.analytic.engine.successors` by a counting sort in C (linear time; int32 task ids)."""
     n = int(dep_ptr.shape[0]) - 1
     ptr = np.ascontiguousarray(dep_ptr, np.int64)
     idx = np.ascontiguousarray(dep_idx, np.int32)
     succ_ptr = np.empty(n + 1, np.int64)
-    succ_idx = np.empty(idx.shape[0], np.int64)
+    succ_idx = np.empty(idx.shape[0], np.int32)
     if lib.flowsim_successors(n, _ptr(ptr), _ptr(idx), _ptr(succ_ptr), _ptr(succ_idx)):
         raise MemoryError("the analytic kernel ran out of memory")
     return succ_ptr, succ_idx
@@ -139,16 +139,19 @@ def replay_native(
     """Same contract as :func:`hetero_ns3.analytic.engine.replay`, run in C."""
     t0 = time.perf_counter()
     n = int(is_flow.shape[0])
+    if n >= 2**31 - 1:
+        raise SimulationError(f"the plan has {n} tasks; the native event loop takes fewer than 2**31")
     succ_ptr, succ_idx = successors_native(lib, dep_ptr, dep_idx)
+    flags = np.ascontiguousarray(is_flow)
     arrs = {
-        "is_flow": np.ascontiguousarray(is_flow, np.int8),
+        "is_flow": flags.view(np.int8) if flags.dtype == np.bool_ else flags.astype(np.int8),
         "dur": np.ascontiguousarray(duration_s, np.float64),
         "release": None if release_s is None else np.ascontiguousarray(release_s, np.float64),
         "dep_ptr": np.ascontiguousarray(dep_ptr, np.int64),
         "succ_ptr": np.ascontiguousarray(succ_ptr, np.int64),
-        "succ_idx": np.ascontiguousarray(succ_idx, np.int64),
-        "flow_row": np.ascontiguousarray(flow_row, np.int64),
-        "size": np.ascontiguousarray(size_bytes, np.float64),
+        "succ_idx": succ_idx,
+        "flow_row": np.ascontiguousarray(flow_row, np.int32),
+        "size": np.ascontiguousarray(size_bytes, np.int64),
         "res": np.ascontiguousarray(path_res, np.int32),
         "lat": np.ascontiguousarray(latency_s, np.float64),
         "cap": np.ascontiguousarray(capacity, np.float64),
