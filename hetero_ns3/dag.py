@@ -24,8 +24,8 @@ e.g. ``n3.g5``).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -104,6 +104,75 @@ class ExecutionPlan:
             raise PlanningError("a compute task has a negative duration")
 
 
+@dataclass(frozen=True)
+class BlockTemplate:
+    """A recorded run of tasks that :meth:`PlanBuilder.replay` appends again, shifted to new task ids.
+
+    Made by :meth:`PlanBuilder.capture`. Every per-task field is stored as the bytes the builder
+    appends, except labels (``label_prefix + label_suffixes[label_local[i]]``, re-interned per
+    replay) and dependencies: *internal* ones (inside the block) are stored relative to the block's
+    first task; the *external* ones are re-resolved per replay, which is what makes a replay identical
+    to emitting the tasks again:
+
+    * an *entry* task (``specials[j][1]`` is its key) depends first on ``entry_deps[key]``;
+    * the first compute task of the block on each (gpu, stream) (``specials[j][2]`` is that key)
+      depends last on the builder's previous compute task on that stream, if any (the implicit
+      in-order stream dependency of :meth:`PlanBuilder.add_compute`).
+
+    Repeats are dropped as :meth:`PlanBuilder.add_compute` does (first occurrence kept).
+    """
+
+    n: int
+    """Tasks in the block."""
+    fixed: tuple[bytes, ...]
+    """kind, gpu, dst, size, duration, stream, priority, category: raw bytes of the builder's arrays."""
+    label_local: np.ndarray
+    """int32 per task: index into ``label_suffixes`` (numbered in order of first use)."""
+    label_suffixes: tuple[str, ...]
+    dep_rel: np.ndarray
+    """int32: internal dependencies in CSR order, relative to the block's first task."""
+    dep_count: np.ndarray
+    """int64 per task: internal dependencies of the task."""
+    dep_end: np.ndarray
+    """int64 per task: ``cumsum(dep_count)`` (the CSR ends when no external dependency is added)."""
+    specials: tuple[tuple[int, Hashable | None, tuple[int, int] | None, int, int], ...]
+    """(task, entry key or None, (gpu, stream) or None, start and end of its internal deps in ``dep_rel``)."""
+    tails: tuple[tuple[tuple[int, int], int], ...]
+    """((gpu, stream), task): the last compute task of the block on each stream it uses."""
+    special_keys: tuple[tuple[Hashable | None, tuple[int, int] | None], ...]
+    """(entry key, (gpu, stream)) of each of ``specials``."""
+    layouts: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """Memo of :func:`_layout` per shape of the external dependencies (filled by replays)."""
+
+
+def _layout(tpl: BlockTemplate, shape: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """CSR of a replay whose special tasks get ``shape[j] // 2`` entry deps and ``shape[j] % 2`` tail deps.
+
+    Returns (CSR ends relative to the block, int32 deps with internal ones relative to the block and
+    0 in external slots, positions of the external slots in the order replay lists their values).
+    """
+    count = tpl.dep_count.copy()
+    front = np.zeros(tpl.n, dtype=np.int64)
+    for (t, *_), k in zip(tpl.specials, shape, strict=True):
+        count[t] += k // 2 + k % 2
+        front[t] = k // 2
+    ends = np.cumsum(count)
+    starts = ends - count
+    first_int = np.repeat(starts + front, tpl.dep_count)
+    rank = np.arange(len(tpl.dep_rel)) - np.repeat(tpl.dep_end - tpl.dep_count, tpl.dep_count)
+    dep = np.zeros(int(ends[-1]) if tpl.n else 0, dtype=np.int32)
+    dep[first_int + rank] = tpl.dep_rel
+    ext: list[int] = []
+    for (t, _, _, _, _), k in zip(tpl.specials, shape, strict=True):
+        s0 = int(starts[t])
+        ext.extend(range(s0, s0 + k // 2))
+        if k % 2:
+            ext.append(int(ends[t]) - 1)
+    return ends, dep, np.asarray(ext, dtype=np.intp)
+
+
 class PlanBuilder:
     """Append tasks one by one; :meth:`build` freezes them into an :class:`ExecutionPlan`.
 
@@ -128,6 +197,7 @@ class PlanBuilder:
         self._dep_ptr = array("q", [0])
         self._dep_idx = array("i")
         self._labels: dict[str, int] = {}
+        self._label_texts: list[str] = []  # id -> text (the inverse of _labels)
         self._cats: dict[str, int] = {}
         self._stream_tail: dict[tuple[int, int], int] = {}
 
@@ -144,6 +214,13 @@ class PlanBuilder:
         idx = table.get(text)
         if idx is None:
             idx = table[text] = len(table)
+        return idx
+
+    def _intern_label(self, text: str) -> int:
+        idx = self._labels.get(text)
+        if idx is None:
+            idx = self._labels[text] = len(self._label_texts)
+            self._label_texts.append(text)
         return idx
 
     def _append(
@@ -172,7 +249,7 @@ class PlanBuilder:
         self._dur.append(dur)
         self._stream.append(stream)
         self._prio.append(prio)
-        self._label.append(self._intern(self._labels, label))
+        self._label.append(self._intern_label(label))
         self._cat.append(self._intern(self._cats, category))
         self._dep_idx.extend(dl)
         self._dep_ptr.append(len(self._dep_idx))
@@ -224,6 +301,141 @@ class PlanBuilder:
         """A zero-time task that completes when ``deps`` do (joins dependency fans). Uses no stream."""
         g = self.gpu_index(gpu) if isinstance(gpu, str) else int(gpu)
         return self._append(COMPUTE, g, -1, 0, 0.0, -1, 0, deps, label, category)
+
+    def stream_tails(self) -> dict[tuple[int, int], int]:
+        """A copy of the last compute task id per (gpu index, stream) (for :meth:`capture`)."""
+        return dict(self._stream_tail)
+
+    def capture(
+        self,
+        first: int,
+        tails_before: Mapping[tuple[int, int], int],
+        entry_of: Mapping[int, Hashable],
+        entry_deps: Mapping[Hashable, Sequence[int]],
+        label_prefix: str,
+    ) -> BlockTemplate | None:
+        """Record tasks ``first ..`` (the last ones added) as a :class:`BlockTemplate`.
+
+        ``tails_before`` is :meth:`stream_tails` taken before the block; ``entry_of[task]`` names the
+        block's entry tasks and ``entry_deps[key]`` the ids they were given. The block must have been
+        added through :meth:`add_compute` / :meth:`add_flow` / :meth:`add_barrier` with dependencies on
+        its own tasks only, except the entry tasks' ``entry_deps``. This is checked task by task
+        against the recorded arrays (and the stream state): None if any check fails or a label does not
+        start with ``label_prefix``, so a template is only ever made where a replay is exact.
+        """
+        end = len(self._kind)
+        n = end - first
+        if n <= 0:
+            return None
+        ptr = np.frombuffer(self._dep_ptr[first : end + 1], dtype=np.int64)
+        deps = np.frombuffer(self._dep_idx[int(ptr[0]) : int(ptr[-1])], dtype=np.int32)
+        ptr = ptr - ptr[0]
+        kind = np.frombuffer(self._kind[first:end], dtype=np.int8)
+        gpu = np.frombuffer(self._gpu[first:end], dtype=np.int32)
+        stream = np.frombuffer(self._stream[first:end], dtype=np.int16)
+        owner = np.repeat(np.arange(n), np.diff(ptr))
+        internal = deps >= first
+        # Stream users: compute tasks with a stream (barriers have stream -1 and no stream dependency).
+        on_stream = np.nonzero((kind == COMPUTE) & (stream >= 0))[0]
+        first_on: dict[tuple[int, int], int] = {}
+        last_on: dict[tuple[int, int], int] = {}
+        for t in on_stream.tolist():
+            key = (int(gpu[t]), int(stream[t]))
+            first_on.setdefault(key, t)
+            last_on[key] = t
+        specials: dict[int, list] = {t: [t, None, key, 0, 0] for key, t in first_on.items()}
+        for tid, key in entry_of.items():
+            specials.setdefault(tid - first, [tid - first, None, None, 0, 0])[1] = key
+        ext_owner = set(owner[~internal].tolist())
+        if not ext_owner <= specials.keys():
+            return None  # a dependency outside the block that neither rule explains
+        dep_count = np.bincount(owner[internal], minlength=n).astype(np.int64)
+        dep_end = np.cumsum(dep_count)
+        for t, sp in specials.items():
+            got = deps[ptr[t] : ptr[t + 1]].tolist()
+            pre = list(entry_deps.get(sp[1], ())) if sp[1] is not None else []
+            pre += [d for d in got if d >= first]
+            if sp[2] is not None and sp[2] in tails_before:
+                pre.append(tails_before[sp[2]])
+            if list(dict.fromkeys(pre)) != got:
+                return None
+            sp[3], sp[4] = int(dep_end[t] - dep_count[t]), int(dep_end[t])
+        tails = tuple((key, t) for key, t in last_on.items())
+        changed = {k: v - first for k, v in self._stream_tail.items() if v >= first}
+        if changed != dict(tails):
+            return None
+        label = np.frombuffer(self._label[first:end], dtype=np.int32)
+        _, where = np.unique(label, return_index=True)
+        used = label[np.sort(where)].tolist()
+        texts = [self._label_texts[i] for i in used]
+        if not all(t.startswith(label_prefix) for t in texts):
+            return None
+        local = {g: i for i, g in enumerate(used)}
+        fixed = tuple(
+            a[first:end].tobytes()
+            for a in (self._kind, self._gpu, self._dst, self._size, self._dur, self._stream, self._prio, self._cat)
+        )
+        return BlockTemplate(
+            n=n,
+            fixed=fixed,
+            label_local=np.asarray([local[i] for i in label.tolist()], dtype=np.int32),
+            label_suffixes=tuple(t[len(label_prefix) :] for t in texts),
+            dep_rel=(deps[internal] - first).astype(np.int32),
+            dep_count=dep_count,
+            dep_end=dep_end,
+            specials=tuple(tuple(specials[t]) for t in sorted(specials)),
+            tails=tails,
+            special_keys=tuple((specials[t][1], specials[t][2]) for t in sorted(specials)),
+        )
+
+    def replay(self, tpl: BlockTemplate, label_prefix: str, entry_deps: Mapping[Hashable, Sequence[int]]) -> int:
+        """Append ``tpl``'s tasks again (labels ``label_prefix + suffix``); returns the first new task id.
+
+        The result equals adding the recorded tasks one by one with the same calls, given
+        ``entry_deps`` for the entry tasks (see :class:`BlockTemplate`).
+        """
+        off = len(self._kind)
+        tails = self._stream_tail
+        vals: list[int] = []
+        shape: list[int] = []
+        for ekey, skey in tpl.special_keys:
+            front: Sequence[int] = ()
+            if ekey is not None:
+                front = entry_deps.get(ekey, ())
+                if len(front) > 1:
+                    front = list(dict.fromkeys(front))
+                vals.extend(front)
+            back = 0
+            if skey is not None:
+                prev = tails.get(skey)
+                if prev is not None and prev not in front:
+                    vals.append(prev)
+                    back = 1
+            shape.append(2 * len(front) + back)
+        if vals and (min(vals) < 0 or max(vals) >= off):
+            raise PlanningError(f"tasks from {off} on depend on unknown task ids {sorted(set(vals))}")
+        layout = tpl.layouts.get(tuple(shape))
+        if layout is None:
+            layout = tpl.layouts[tuple(shape)] = _layout(tpl, shape)
+        ends, base_dep, ext_pos = layout
+        dep = base_dep + np.int32(off)
+        if vals:
+            dep[ext_pos] = vals
+        n_labels = len(self._label_texts)
+        gids = [self._intern_label(label_prefix + s) for s in tpl.label_suffixes]
+        if len(self._label_texts) == n_labels + len(gids):  # all new: ids are n_labels, n_labels + 1, ...
+            label = tpl.label_local + np.int32(n_labels)
+        else:
+            label = np.asarray(gids, dtype=np.int32)[tpl.label_local]
+        arrays = (self._kind, self._gpu, self._dst, self._size, self._dur, self._stream, self._prio, self._cat)
+        for arr, raw in zip(arrays, tpl.fixed, strict=True):
+            arr.frombytes(raw)
+        self._label.frombytes(memoryview(label).cast("B"))
+        self._dep_ptr.frombytes(memoryview(ends + np.int64(self._dep_ptr[-1])).cast("B"))
+        self._dep_idx.frombytes(memoryview(dep).cast("B"))
+        for key, t in tpl.tails:
+            tails[key] = off + t
+        return off
 
     def build(self) -> ExecutionPlan:
         plan = ExecutionPlan(

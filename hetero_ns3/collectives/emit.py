@@ -101,6 +101,10 @@ class Emitter:
             self._tails.setdefault(gpu, []).append(tid)
         return tid
 
+    def entry_tasks(self) -> dict[str, int]:
+        """The entry task id of every GPU that has one so far."""
+        return dict(self._entry)
+
     def wire_bytes(self, src: str, dst: str, nbytes: int) -> int:
         kind = self.env.path(src, dst).kind
         return math.ceil(nbytes * self.proto_wire * self.tuning.links[kind].wire_overhead)

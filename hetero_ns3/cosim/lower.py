@@ -14,10 +14,12 @@ dependencies and emitted tasks.
 from __future__ import annotations
 
 import heapq
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
+from hetero_ns3.collectives.templates import CallTemplates
 from hetero_ns3.dag import COMM_STREAM, COMPUTE_STREAM, ExecutionPlan, PlanBuilder
 from hetero_ns3.errors import PlanningError
 from hetero_ns3.workload.artefact import Op, Workload
@@ -63,13 +65,20 @@ def lower_workload(
     slowdown: Mapping[str, float] | None = None,
     overrides: Mapping[str, CollectiveOverride] | None = None,
     priority: Mapping[str, int] | None = None,
+    reuse: bool | None = None,
 ) -> Lowered:
     """Expand ``workload`` into one :class:`ExecutionPlan` using the collective planner.
 
     ``slowdown[gpu]`` multiplies the compute durations of that GPU (1 = nominal). ``overrides[dim]``
     fixes the algorithm / protocol / channels of that dimension's collectives (``tp``, ``pp``,
     ``dp``, ``ep``). ``priority[dim]`` is the traffic class of that dimension's flows.
+
+    ``reuse`` replays repeated collective calls from templates (same plan, much faster; see
+    docs/collectives.md, "Lowering speed"); None: on unless the environment sets ``HETERO_NS3_PLAN_REUSE=0``.
     """
+    if reuse is None:
+        reuse = os.environ.get("HETERO_NS3_PLAN_REUSE", "1") != "0"
+    templates = CallTemplates() if reuse else None
     slowdown = slowdown or {}
     overrides = overrides or {}
     prio = {**DEFAULT_PRIORITY, **(priority or {})}
@@ -152,7 +161,13 @@ def lower_workload(
                         op_exit[m.id] = (tid,)
             else:
                 res = plan_collective(
-                    builder, call, env, entry, category=head.dim or "comm", priority=prio.get(head.dim, 0)
+                    builder,
+                    call,
+                    env,
+                    entry,
+                    category=head.dim or "comm",
+                    priority=prio.get(head.dim, 0),
+                    templates=templates,
                 )
                 n_coll += 1
                 key = f"{head.dim}:{call.op}:{res.algo}/{res.protocol}/{res.channels}"

@@ -1,0 +1,99 @@
+"""Template reuse for repeated collective calls: record one call's tasks, replay them for the next.
+
+A training iteration issues the same collective call (same op, group, size, overrides, category and
+priority) hundreds of times: the tensor-parallel all-gathers and reduce-scatters of every layer and
+microbatch, the pipeline sends of every microbatch. Their tasks differ only in task ids, labels (the
+call's name) and the dependencies that come from outside the call. :class:`CallTemplates` emits the
+first call of a shape normally, records the second as a :class:`~hetero_ns3.dag.BlockTemplate`
+(:meth:`~hetero_ns3.dag.PlanBuilder.capture`, which checks task by task that a replay is exact) and
+appends every later call with :meth:`~hetero_ns3.dag.PlanBuilder.replay` (array copies with a task-id
+offset). Shapes are keyed on the exact group (GPU names), so GPU indices never need remapping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from hetero_ns3.collectives.env import CollectiveEnv
+from hetero_ns3.collectives.planner import emit_collective
+from hetero_ns3.collectives.types import Choice, CollectiveCall, CollectiveResult
+from hetero_ns3.dag import BlockTemplate, PlanBuilder
+from hetero_ns3.errors import PlanningError
+
+_SEEN_ONCE = 1
+_NOT_REUSABLE = 2
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    block: BlockTemplate
+    choice: Choice
+    exits: tuple[tuple[str, tuple[int, ...]], ...]
+    """Per GPU, the exit task ids relative to the block's first task."""
+
+
+class CallTemplates:
+    """Per-shape templates of collective calls for one :class:`PlanBuilder` and one :class:`CollectiveEnv`.
+
+    Pass the same instance to every :func:`~hetero_ns3.collectives.plan_collective` call of a builder.
+    ``stats`` counts calls ``emitted``, ``recorded`` and ``replayed``.
+    """
+
+    def __init__(self) -> None:
+        self._shapes: dict[tuple, int | _Recorded] = {}
+        self._owner: tuple[PlanBuilder, CollectiveEnv] | None = None
+        self.stats = {"emitted": 0, "recorded": 0, "replayed": 0}
+
+    def plan(
+        self,
+        builder: PlanBuilder,
+        call: CollectiveCall,
+        env: CollectiveEnv,
+        entry_deps: Mapping[str, Sequence[int]] | None,
+        category: str,
+        priority: int,
+    ) -> CollectiveResult:
+        """Same contract as :func:`~hetero_ns3.collectives.plan_collective` (identical tasks)."""
+        if self._owner is None:
+            self._owner = (builder, env)
+        elif self._owner[0] is not builder or self._owner[1] is not env:
+            raise PlanningError("CallTemplates: one instance serves one PlanBuilder and one CollectiveEnv")
+        key = (call.op, call.group, call.size_bytes, call.algo, call.protocol, call.channels, call.root,
+               call.peer, call.pair_bytes, category, priority)  # fmt: skip
+        state = self._shapes.get(key)
+        deps = entry_deps or {}
+        if isinstance(state, _Recorded):
+            self.stats["replayed"] += 1
+            off = builder.replay(state.block, call.label, deps)
+            exits = {g: tuple(off + r for r in rel) for g, rel in state.exits}
+            return CollectiveResult(exits=exits, choice=state.choice, first_task=off, end_task=off + state.block.n)
+        if state is None or state == _NOT_REUSABLE:
+            if state is None:
+                self._shapes[key] = _SEEN_ONCE
+            self.stats["emitted"] += 1
+            return emit_collective(builder, call, env, entry_deps, category, priority)[0]
+        self.stats["recorded"] += 1
+        tails = builder.stream_tails()
+        res, em = emit_collective(builder, call, env, entry_deps, category, priority)
+        self._shapes[key] = self._record(builder, call, res, em.entry_tasks(), deps, tails)
+        return res
+
+    @staticmethod
+    def _record(
+        builder: PlanBuilder,
+        call: CollectiveCall,
+        res: CollectiveResult,
+        entries: Mapping[str, int],
+        entry_deps: Mapping[str, Sequence[int]],
+        tails: Mapping[tuple[int, int], int],
+    ) -> _Recorded | int:
+        first = res.first_task
+        exits = tuple((g, tuple(t - first for t in ids)) for g, ids in res.exits.items())
+        if any(not 0 <= r < res.end_task - first for _, rel in exits for r in rel):
+            return _NOT_REUSABLE
+        entry_of = {tid: g for g, tid in entries.items()}
+        block = builder.capture(first, tails, entry_of, entry_deps, call.label)
+        if block is None or block.n != res.end_task - first:
+            return _NOT_REUSABLE
+        return _Recorded(block, res.choice, exits)
