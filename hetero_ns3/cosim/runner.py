@@ -1,4 +1,4 @@
-"""Run a scenario end to end: plan, lower, replay on a backend, write the run directory.
+"""Run a scenario end to end: plan, lower, repeat per iteration, replay on a backend, write the run directory.
 
 ``run_scenario`` is what ``hetero-ns3 run`` calls. Stages are the pure functions of the other
 packages; this module only wires them and records what each produced, so that a failure or Ctrl-C
@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from hetero_ns3.collectives import CollectiveEnv, load_tuning
+from hetero_ns3.cosim.iterations import repeat_plan
 from hetero_ns3.cosim.lower import Lowered, lower_workload
 from hetero_ns3.cosim.scenario_section import CollectivesSection, FaultsSection, RunSection
 from hetero_ns3.errors import ScenarioError, SimulationError
@@ -38,7 +39,7 @@ class RunOutcome:
 
     paths: RunPaths
     summary: Any
-    """:class:`hetero_ns3.results.Summary` of the iteration."""
+    """:class:`hetero_ns3.results.Summary` of the run (per-iteration times and steady-state breakdown)."""
     backend: str
     stats: Mapping[str, Any]
 
@@ -128,7 +129,11 @@ def run_scenario(
     backend: str | None = None,
     progress: ProgressFn | None = None,
 ) -> RunOutcome:
-    """Simulate one training iteration of ``scenario`` and write the run directory ``out_dir``."""
+    """Simulate ``run.iterations`` training iterations of ``scenario`` and write the run directory ``out_dir``.
+
+    The workload is lowered once into the plan of one iteration, which is repeated
+    (:func:`~hetero_ns3.cosim.iterations.repeat_plan`) and replayed whole on the backend.
+    """
     run = scenario.section("run") or RunSection()
     backend = backend or run.backend
     if backend not in BACKENDS:
@@ -142,11 +147,14 @@ def run_scenario(
         cluster = load_run_cluster(scenario)
         graph = build_graph(cluster)
         wplan, lowered = lower_scenario(scenario, graph, cluster)
-        plan = lowered.plan
-        rec.plan = plan
+        repeated = repeat_plan(lowered.plan, run.iterations)
+        plan = repeated.plan
+        rec.plan, rec.iteration = plan, (repeated.iteration if run.iterations > 1 else None)
         rec.gpu_meta = {g.name: GpuMeta(g.gpu_type, g.node) for g in cluster.gpus()}
         stats.update(
             plan_s=time.perf_counter() - t0,
+            iterations=run.iterations,
+            tasks_per_iteration=repeated.tasks_per_iteration,
             tasks=len(plan),
             flows=plan.n_flows,
             collectives=lowered.n_collectives,
@@ -155,7 +163,13 @@ def run_scenario(
             model_flops=wplan.model_flops,
             peak_flops=wplan.peak_flops,
         )
-        log.info("plan: %d tasks, %d flows, %d collective calls", len(plan), plan.n_flows, lowered.n_collectives)
+        log.info(
+            "plan: %d tasks, %d flows, %d collective calls per iteration; %d iteration(s)",
+            len(lowered.plan),
+            lowered.plan.n_flows,
+            lowered.n_collectives,
+            run.iterations,
+        )
         t1 = time.perf_counter()
         if backend == "analytic":
             from hetero_ns3.analytic import AnalyticConfig, simulate_plan
@@ -193,7 +207,8 @@ def run_scenario(
                 )
             times, flows_df = res.times, res.flows
         stats["backend_wall_s"] = time.perf_counter() - t1
-        summary = summarize(plan, times, rec.gpu_meta)
+        summary = summarize(plan, times, rec.gpu_meta, rec.iteration)
+        # Model FLOPs of one iteration over the time of one (steady-state) iteration.
         mfu = wplan.model_flops / (summary.iteration_time_s * wplan.peak_flops) if summary.iteration_time_s else 0.0
         stats["mfu"] = mfu
         paths = rec.finish(times, flows_df, extra_summary={"run": stats})

@@ -63,8 +63,15 @@ class RunSection:
     """Seed of every random choice (ECMP hashing, ECN marking); same seed, same results."""
     stall_limit: float = dataclasses.field(default=60.0, metadata={"unit": "time"})
     """Packet level: stop (and report a failed run) after this much simulated time without progress."""
+    iterations: int = 1
+    """Training iterations to simulate back to back (>= 1). With N >= 2 the reported iteration time
+    and breakdown are the mean over iterations 2..N (steady state); see docs/cosim.md."""
 
     def validate(self, where: str = "run") -> None:
+        if self.iterations < 1:
+            raise field_error(
+                f"{where}.iterations", self.iterations, "must be an integer >= 1", "e.g. --set run.iterations=3"
+            )
         if not 1 <= self.seed < 2**32:
             raise field_error(f"{where}.seed", self.seed, "must be an integer in [1, 2**32)")
         if not self.stall_limit > 0:
@@ -194,6 +201,6 @@ class CollectivesSection:
 register_section(
     "network", NetworkConfig, loader=load_network_section, doc="congestion control, PFC, ECN, buffers, NIC"
 )
-register_section("run", RunSection, doc="backend (ns3 | analytic), seed, stall_limit")
+register_section("run", RunSection, doc="backend (ns3 | analytic), seed, stall_limit, iterations")
 register_section("faults", FaultsSection, doc="[[faults.gpus]] slowdowns and [[faults.links]] degraded links")
 register_section("collectives", CollectivesSection, doc="[collectives.tp|pp|dp|ep] algo / protocol / channels")

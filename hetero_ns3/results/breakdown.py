@@ -1,7 +1,8 @@
 """Where each GPU's iteration time goes: critical-path blame of every idle gap.
 
 For every GPU ``g`` the window ``[t0, t1]`` (first start to last finish of the whole plan, the
-iteration time ``T``) is split exactly into six terms:
+iteration time ``T``; for a run of several iterations, the steady-state iterations: see
+:func:`attribute`) is split exactly into six terms:
 
 * ``compute_s``: time during which at least one compute-class kernel runs on ``g`` (normally its
   compute stream 0; see :mod:`hetero_ns3.results.categories`);
@@ -241,8 +242,16 @@ class _Attributor:
         return ctx, None
 
 
-def attribute(plan: ExecutionPlan, times: TaskTimes, meta: Sequence[GpuMeta]) -> tuple[float, np.ndarray]:
-    """Iteration time and the per-GPU breakdown matrix ``(n_gpus, len(TERMS))`` in seconds."""
+def attribute(
+    plan: ExecutionPlan, times: TaskTimes, meta: Sequence[GpuMeta], window_start_s: float | None = None
+) -> tuple[float, np.ndarray]:
+    """Window length and the per-GPU breakdown matrix ``(n_gpus, len(TERMS))`` in seconds.
+
+    The window is ``[t0, t1]`` (first start to last finish), or ``[window_start_s, t1]`` if given
+    (a run of several iterations attributes its steady-state iterations only: kernels and gaps
+    before ``window_start_s`` are cut off; blame chains may still reach back before it to find
+    what a wait inside the window was for). Each GPU's terms sum to the window length.
+    """
     n = len(plan)
     n_gpus = len(plan.gpus)
     if len(meta) != n_gpus:
@@ -256,6 +265,10 @@ def attribute(plan: ExecutionPlan, times: TaskTimes, meta: Sequence[GpuMeta]) ->
         raise SimulationError("breakdown: some tasks have no finish time (NaN); a partial run has no breakdown")
     start, finish = times.start_s, times.finish_s
     t0, t1 = float(start.min()), float(finish.max())
+    if window_start_s is not None:
+        if not t0 <= window_start_s <= t1:
+            raise SimulationError(f"breakdown: window start {window_start_s} s is outside the run [{t0}, {t1}] s")
+        t0 = float(window_start_s)
     ids = np.arange(n, dtype=np.int64)
     cls = class_codes(plan.categories)[plan.category]
     work = (plan.kind == COMPUTE) & (cls == COMPUTE_CLASS) & (plan.stream >= 0) & (finish > start)
@@ -270,13 +283,15 @@ def attribute(plan: ExecutionPlan, times: TaskTimes, meta: Sequence[GpuMeta]) ->
     global_last = int(np.lexsort((ids, finish))[-1])
 
     att = _Attributor(plan, times, meta)
-    att.busy = [float((be - bs).sum()) for bs, be, _ in blocks]
+    att.busy = [float((be - np.maximum(bs, t0)).clip(min=0.0).sum()) for bs, be, _ in blocks]
     for g in range(n_gpus):
         acc = [0.0] * len(TERMS)
         b_start, b_end, b_task = blocks[g]
         acc[I_COMPUTE] = att.busy[g]
         a = t0
         for bs, be, k in zip(b_start.tolist(), b_end.tolist(), b_task.tolist(), strict=True):
+            if be <= a:  # a block wholly before the window
+                continue
             if bs > a:
                 att.walk(acc, g, att.pred[k], a, bs)
             a = be

@@ -1,4 +1,4 @@
-"""PNG plots of a run: breakdown bars per GPU type, and a timeline of the iteration.
+"""PNG plots of a run: breakdown bars per GPU type, and a timeline of the run (all its iterations).
 
 Uses matplotlib's Agg canvas directly (no pyplot, no display, no global backend switch).
 """
@@ -88,7 +88,8 @@ def plot_breakdown(summary: Summary, path: str | os.PathLike[str]) -> None:
         bottom += vals
     ax.set_xticks(x, [name for name, _ in rows])
     ax.set_ylabel("time per iteration (ms)")
-    ax.set_title(f"iteration {summary.iteration_time_s * 1e3:.3f} ms: breakdown per GPU type")
+    steady = f" (mean of iterations 2..{summary.iterations})" if summary.iterations > 1 else ""
+    ax.set_title(f"iteration {summary.iteration_time_s * 1e3:.3f} ms{steady}: breakdown per GPU type")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     _save(fig, path)
@@ -100,8 +101,12 @@ def plot_timeline(
     meta: Sequence[GpuMeta],
     path: str | os.PathLike[str],
     max_gpus: int = 32,
+    iteration_ends: Sequence[float] | np.ndarray | None = None,
 ) -> None:
     """Gantt chart of kernels: one row per GPU (first ``max_gpus``), colored by category.
+
+    A run of several iterations is drawn whole; ``iteration_ends`` (seconds: when each iteration's
+    last task finished) adds a dashed line at the end of every iteration but the last.
 
     Compute-category kernels whose label starts with a pass name (``fwd``, ``bwd``, ``opt``,
     ``recompute``, ...) get that name as their color key, so forward and backward passes differ. The
@@ -128,11 +133,15 @@ def plot_timeline(
         bars = list(zip((start[t] * scale).tolist(), ((finish[t] - start[t]) * scale).tolist(), strict=True))
         y, h = (g + 0.22, 0.18) if thin else (g - 0.4, 0.6)
         ax.broken_barh(bars, (y, h), facecolors=_key_color(keys[k], k), edgecolors="white", linewidth=0.4)
+    ends = [] if iteration_ends is None else [float(e) for e in iteration_ends]
+    for e in ends[:-1]:
+        ax.axvline(e * scale, color="black", linestyle="--", linewidth=0.8)
     ax.set_yticks(range(n_gpus), [f"{plan.gpus[g]} ({meta[g].gpu_type})" for g in range(n_gpus)], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("simulated time (ms)")
     more = f" (first {n_gpus} of {len(plan.gpus)} GPUs)" if len(plan.gpus) > n_gpus else ""
-    ax.set_title("timeline of one iteration" + more)
+    what = f"{len(ends)} iterations (dashed: iteration ends)" if len(ends) > 1 else "one iteration"
+    ax.set_title(f"timeline of {what}" + more)
     handles = [Patch(color=_key_color(keys[k], k), label=keys[k]) for k in sorted(used)]
     if handles:
         ax.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))

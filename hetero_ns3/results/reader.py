@@ -43,6 +43,13 @@ class RunData:
         return TaskTimes(t["start_s"].to_numpy(dtype=float), t["finish_s"].to_numpy(dtype=float))
 
     @property
+    def iteration(self) -> np.ndarray | None:
+        """Training iteration of each task, from ``tasks.csv`` (None if the table has no such column)."""
+        if self.tasks is None or "iteration" not in self.tasks.columns:
+            return None
+        return self.tasks.sort_values("id")["iteration"].to_numpy(dtype=np.int64)
+
+    @property
     def gpu_meta(self) -> dict[str, GpuMeta] | None:
         """GPU name -> GpuMeta, from ``summary.json``'s ``gpus`` table."""
         gpus = self.summary.get("gpus")
@@ -55,7 +62,7 @@ class RunData:
         times = self.times
         if self.plan is None or times is None:
             raise ScenarioError(f"{self.paths.root}: the run directory has no plan.npz or tasks.csv to summarize")
-        return summarize(self.plan, times, self.gpu_meta)
+        return summarize(self.plan, times, self.gpu_meta, self.iteration)
 
 
 def _json(path: Path) -> dict[str, Any] | None:

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from hetero_ns3.dag import ExecutionPlan, TaskTimes
@@ -41,6 +42,8 @@ class RunRecorder:
     times: TaskTimes | None = None
     """Latest (possibly partial, NaN for unfinished tasks) task times."""
     flows_df: pd.DataFrame | None = None
+    iteration: np.ndarray | None = None
+    """Training iteration of each task of ``plan`` (None: a one-iteration run)."""
     extra_summary: dict[str, Any] = field(default_factory=dict)
     paths: RunPaths | None = None
     """Set once the complete run directory is written."""
@@ -63,6 +66,7 @@ class RunRecorder:
             times=times,
             gpu_meta=self.gpu_meta,
             flows_df=self.flows_df,
+            iteration=self.iteration,
             extra_summary=self.extra_summary,
         )
         return self.paths
@@ -80,6 +84,7 @@ class RunRecorder:
             gpu_meta=self.gpu_meta,
             flows_df=self.flows_df,
             extra_summary=self.extra_summary,
+            iteration=self.iteration,
         )
 
 

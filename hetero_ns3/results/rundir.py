@@ -5,12 +5,12 @@ Layout (every file written atomically: temporary file in the same directory, the
     scenario.resolved.json   the scenario after defaults and --set overrides
     versions.json            package, Python, libraries, ns-3 wheel, git sha, seed
     plan.npz                 the ExecutionPlan arrays (numpy), reloadable with load_plan()
-    tasks.csv                one row per task (tables.tasks_frame)
+    tasks.csv                one row per task (tables.tasks_frame), with its training iteration
     flows.csv                one row per flow (tables.flows_frame)
     trace.json               Chrome trace / Perfetto
     plots/breakdown.png      breakdown bars per GPU type
-    plots/timeline.png       Gantt of the iteration
-    summary.json             status, reason, iteration time, breakdown, counts; written last
+    plots/timeline.png       Gantt of the run (all its iterations)
+    summary.json             status, reason, iteration time(s), breakdown, counts; written last
 
 A complete run has ``summary.json`` with ``status: "ok"``. A failed or interrupted run
 (:func:`write_partial`) has whatever could be written plus ``summary.json`` with ``status``
@@ -192,6 +192,7 @@ def write_run(
     times: TaskTimes,
     gpu_meta: Mapping[str, GpuMetaLike] | None,
     flows_df: pd.DataFrame | None = None,
+    iteration: np.ndarray | None = None,
     status: str = "ok",
     reason: str = "",
     extra_summary: Mapping[str, Any] | None = None,
@@ -205,17 +206,18 @@ def write_run(
     :func:`write_partial` then). Tables and JSON raise on I/O errors; a failing trace or plot is
     recorded under ``write_errors`` in ``summary.json`` instead. ``summary.json`` is written last.
     ``plots=False`` skips ``plots/`` (matplotlib costs about a second per run on first use).
+    ``iteration`` (one index per task) marks a run of several training iterations.
     """
     if status not in STATUSES:
         raise ValueError(f"status {status!r} is not one of {STATUSES}")
     paths = RunPaths.at(out_dir)
     meta = resolve_gpu_meta(plan.gpus, gpu_meta)
-    summary = summarize(plan, times, gpu_meta)
+    summary = summarize(plan, times, gpu_meta, iteration)
     _start_writing(paths)
     atomic.write_json(paths.scenario, dict(scenario_resolved))
     atomic.write_json(paths.versions, dict(versions))
     save_plan(paths.plan, plan)
-    _write_csv(paths.tasks, tasks_frame(plan, times, meta))
+    _write_csv(paths.tasks, tasks_frame(plan, times, meta, iteration))
     _write_csv(paths.flows, flows_frame(plan, times, meta, flows_df))
     files = ["scenario.resolved.json", "versions.json", "plan.npz", "tasks.csv", "flows.csv"]
     errors: dict[str, str] = {}
@@ -228,6 +230,8 @@ def write_run(
     if plots:
         from hetero_ns3.results.plots import plot_breakdown, plot_timeline  # matplotlib: ~0.5 s, only when plotting
 
+        summary_ends = np.cumsum(summary.iteration_times_s) + float(np.min(times.start_s)) if len(plan) else None
+
         if _try(
             errors,
             "plots/breakdown.png",
@@ -238,7 +242,8 @@ def write_run(
             errors,
             "plots/timeline.png",
             lambda: atomic.write_with(
-                paths.timeline_png, lambda t: plot_timeline(plan, times, meta, t, timeline_max_gpus)
+                paths.timeline_png,
+                lambda t: plot_timeline(plan, times, meta, t, timeline_max_gpus, iteration_ends=summary_ends),
             ),
         ):
             files.append("plots/timeline.png")
@@ -261,6 +266,7 @@ def write_partial(
     flows_df: pd.DataFrame | None = None,
     extra_summary: Mapping[str, Any] | None = None,
     trace_max_events: int = 1_000_000,
+    iteration: np.ndarray | None = None,
 ) -> RunPaths:
     """Write what an interrupted or failed run has, plus ``summary.json`` with the status and reason.
 
@@ -294,7 +300,7 @@ def write_partial(
         counts = plan_counts(plan, times, meta)
         if _try(errors, "plan.npz", lambda: save_plan(paths.plan, plan)):
             files.append("plan.npz")
-        if _try(errors, "tasks.csv", lambda: _write_csv(paths.tasks, tasks_frame(plan, times, meta))):
+        if _try(errors, "tasks.csv", lambda: _write_csv(paths.tasks, tasks_frame(plan, times, meta, iteration))):
             files.append("tasks.csv")
         if _try(errors, "flows.csv", lambda: _write_csv(paths.flows, flows_frame(plan, times, meta, flows_df))):
             files.append("flows.csv")
@@ -309,7 +315,7 @@ def write_partial(
                 files.append("trace.json")
             if np.isfinite(fin).all() and np.isfinite(np.asarray(times.start_s, dtype=float)).all():
                 try:
-                    summary = summarize(plan, times, gpu_meta)
+                    summary = summarize(plan, times, gpu_meta, iteration)
                 except Exception as err:  # noqa: BLE001
                     errors["breakdown"] = f"{type(err).__name__}: {err}"
     files.append("summary.json")

@@ -1,4 +1,14 @@
-"""The numbers of a run: iteration time and breakdown per GPU, per GPU type and overall."""
+"""The numbers of a run: iteration time and breakdown per GPU, per GPU type and overall.
+
+A run may simulate several training iterations (``run.iterations``; the plan then carries the
+iteration index of each task). Iteration ``k`` ends when its last task finishes (``end_k``); its
+time is ``end_k - end_{k-1}``, with ``end_{-1}`` the first start of the run (0 in practice).
+The iteration time reported for N >= 2 iterations is the mean over iterations 2..N, the steady
+state: the first one starts from an idle cluster (no overlap with a previous iteration's pipeline
+drain), so it is not representative of a long training run. The breakdown is attributed over the
+same steady-state window ``[end_0, end_{N-1}]`` and divided by ``N - 1``, so that its terms still
+sum to the iteration time.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from hetero_ns3.dag import FLOW, ExecutionPlan, TaskTimes
+from hetero_ns3.errors import SimulationError
 from hetero_ns3.results.breakdown import TERMS, Breakdown, attribute
 from hetero_ns3.results.meta import GpuMeta, GpuMetaLike, resolve_gpu_meta
 
@@ -18,7 +29,8 @@ class Summary:
     """What ``summary.json`` holds and the CLI prints. Times in seconds."""
 
     iteration_time_s: float
-    """Last finish minus first start over all tasks of the plan."""
+    """Time of one iteration: for one iteration, last finish minus first start over all tasks;
+    for N >= 2, the mean of ``iteration_times_s[1:]`` (steady state, see the module docstring)."""
     per_gpu: dict[str, Breakdown]
     per_gpu_type: dict[str, Breakdown]
     """Mean over the GPUs of each type."""
@@ -29,6 +41,14 @@ class Summary:
     gpu_types: dict[str, str]
     """GPU name -> GPU type."""
     counts: dict[str, Any] = field(default_factory=dict)
+    iteration_times_s: tuple[float, ...] = ()
+    """Time of each simulated iteration, ``end_k - end_{k-1}``; sums to ``makespan_s``."""
+    makespan_s: float = 0.0
+    """Last finish minus first start over all tasks of the run (all iterations)."""
+
+    @property
+    def iterations(self) -> int:
+        return max(1, len(self.iteration_times_s))
 
     def to_dict(self) -> dict[str, Any]:
         n_per_type: dict[str, int] = {}
@@ -36,7 +56,11 @@ class Summary:
             n_per_type[t] = n_per_type.get(t, 0) + 1
         return {
             "iteration_time_s": self.iteration_time_s,
+            "iterations": self.iterations,
+            "iteration_times_s": list(self.iteration_times_s) or [self.iteration_time_s],
+            "makespan_s": self.makespan_s,
             "breakdown": {
+                "per": "iteration (steady-state mean over iterations 2..N)" if self.iterations > 1 else "iteration",
                 "terms": list(TERMS),
                 "overall": self.overall.as_dict(),
                 "overall_max": self.overall_max.as_dict(),
@@ -86,10 +110,57 @@ def plan_counts(
     return out
 
 
-def summarize(plan: ExecutionPlan, times: TaskTimes, gpu_meta: Mapping[str, GpuMetaLike] | None) -> Summary:
-    """Iteration time and breakdown of a finished run (pure; raises SimulationError on NaN times)."""
+def iteration_ends_s(finish_s: np.ndarray, iteration: np.ndarray) -> np.ndarray:
+    """When each iteration's last task finishes (seconds), for iteration indices 0..max."""
+    iteration = np.asarray(iteration, dtype=np.int64)
+    if iteration.size == 0:
+        return np.zeros(0)
+    if iteration.min() < 0:
+        raise SimulationError("iteration indices must be >= 0")
+    ends = np.full(int(iteration.max()) + 1, -np.inf)
+    np.maximum.at(ends, iteration, np.asarray(finish_s, dtype=float))
+    if not np.isfinite(ends).all():
+        raise SimulationError("some iteration has no task (iteration indices must be 0..N-1)")
+    return ends
+
+
+def _check_iteration(plan: ExecutionPlan, iteration: np.ndarray | None) -> np.ndarray | None:
+    if iteration is None:
+        return None
+    iteration = np.asarray(iteration)
+    if iteration.shape != (len(plan),):
+        raise SimulationError(f"iteration index has shape {iteration.shape}, the plan has {len(plan)} tasks")
+    return iteration
+
+
+def summarize(
+    plan: ExecutionPlan,
+    times: TaskTimes,
+    gpu_meta: Mapping[str, GpuMetaLike] | None,
+    iteration: np.ndarray | None = None,
+) -> Summary:
+    """Iteration time and breakdown of a finished run (pure; raises SimulationError on NaN times).
+
+    ``iteration`` (one index per task, 0..N-1) marks a run of N iterations: the iteration time
+    and the breakdown are then per steady-state iteration (module docstring).
+    """
     meta = resolve_gpu_meta(plan.gpus, gpu_meta)
-    it, mat = attribute(plan, times, meta)
+    iteration = _check_iteration(plan, iteration)
+    n_iter, window, it_times, makespan = 1, None, (), 0.0
+    if len(plan) and iteration is not None:
+        if not np.isfinite(times.finish_s).all():
+            raise SimulationError("breakdown: some tasks have no finish time (NaN); a partial run has no breakdown")
+        t0 = float(np.min(times.start_s))
+        ends = iteration_ends_s(times.finish_s, iteration)
+        n_iter = ends.size
+        it_times = tuple(np.diff(np.r_[t0, ends]).tolist())
+        if n_iter > 1:
+            window = float(ends[0])
+    it, mat = attribute(plan, times, meta, window)
+    if n_iter > 1:
+        it, mat = it / (n_iter - 1), mat / (n_iter - 1)
+    if len(plan):
+        makespan = float(np.max(times.finish_s) - np.min(times.start_s))
     types = [m.gpu_type for m in meta]
     per_type: dict[str, Breakdown] = {}
     for t in dict.fromkeys(types):
@@ -104,6 +175,8 @@ def summarize(plan: ExecutionPlan, times: TaskTimes, gpu_meta: Mapping[str, GpuM
         overall_max=Breakdown.from_array(mat.max(axis=0) if len(mat) else zero),
         gpu_types=dict(zip(plan.gpus, types, strict=True)),
         counts=plan_counts(plan, times, meta),
+        iteration_times_s=it_times or (it,),
+        makespan_s=makespan,
     )
 
 
@@ -129,7 +202,17 @@ def _fmt_time(s: float) -> str:
 def format_summary(summary: Summary) -> str:
     """A plain-text table: iteration time, then each term per GPU type and overall (ms and %)."""
     it = summary.iteration_time_s
-    lines = [f"iteration time: {_fmt_time(it)}  ({summary.counts.get('gpus', len(summary.per_gpu))} GPUs)"]
+    n_gpus = summary.counts.get("gpus", len(summary.per_gpu))
+    if summary.iterations > 1:
+        each = ", ".join(_fmt_time(t) for t in summary.iteration_times_s[:8])
+        more = ", ..." if summary.iterations > 8 else ""
+        lines = [
+            f"iteration time: {_fmt_time(it)}  (mean of iterations 2..{summary.iterations}; {n_gpus} GPUs)",
+            f"{summary.iterations} iterations in {_fmt_time(summary.makespan_s)}: {each}{more}",
+            "breakdown per steady-state iteration:",
+        ]
+    else:
+        lines = [f"iteration time: {_fmt_time(it)}  ({n_gpus} GPUs)"]
     rows = [*summary.per_gpu_type.items(), ("overall (mean)", summary.overall)]
     width = max(len(r[0]) for r in rows)
     head = f"{'GPU type':<{width}}" + "".join(f"{_SHORT[t]:>20}" for t in TERMS)

@@ -45,10 +45,18 @@ def _times_or_nan(plan: ExecutionPlan, times: TaskTimes | None) -> tuple[np.ndar
     return np.asarray(times.start_s, dtype=float), np.asarray(times.finish_s, dtype=float)
 
 
-def tasks_frame(plan: ExecutionPlan, times: TaskTimes | None, meta: Sequence[GpuMeta]) -> pd.DataFrame:
-    """One row per task: id, gpu, gpu_type, node, stream, kind, category, class, label, start_s,
-    finish_s, duration_s (measured), planned_duration_s, and for flows src, dst, size_bytes."""
+def tasks_frame(
+    plan: ExecutionPlan, times: TaskTimes | None, meta: Sequence[GpuMeta], iteration: np.ndarray | None = None
+) -> pd.DataFrame:
+    """One row per task: id, iteration, gpu, gpu_type, node, stream, kind, category, class, label,
+    start_s, finish_s, duration_s (measured), planned_duration_s, and for flows src, dst, size_bytes.
+
+    ``iteration`` is the training iteration of each task (0-based; all 0 if None)."""
     start, finish = _times_or_nan(plan, times)
+    if iteration is None:
+        iteration = np.zeros(len(plan), dtype=np.int32)
+    elif np.shape(iteration) != (len(plan),):
+        raise SimulationError(f"iteration index has shape {np.shape(iteration)}, the plan has {len(plan)} tasks")
     names = np.asarray(plan.gpus, dtype=object)
     is_flow = plan.kind == FLOW
     types = np.asarray([m.gpu_type for m in meta], dtype=object)
@@ -57,6 +65,7 @@ def tasks_frame(plan: ExecutionPlan, times: TaskTimes | None, meta: Sequence[Gpu
     return pd.DataFrame(
         {
             "id": np.arange(len(plan)),
+            "iteration": np.asarray(iteration, dtype=np.int64),
             "gpu": names[plan.gpu] if len(plan) else [],
             "gpu_type": types[plan.gpu] if len(plan) else [],
             "node": nodes[plan.gpu] if len(plan) else [],

@@ -74,3 +74,27 @@ def test_a_failed_run_exits_2_and_leaves_a_partial_directory(tmp_path):
     assert res.returncode == 2 and "needs the ns3 backend" in res.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "failed" and "needs the ns3 backend" in summary["reason"]
+
+
+def test_several_iterations_are_reported_per_iteration(tmp_path):
+    out = tmp_path / "iters"
+    res = _cli(
+        "run", str(_scenario(tmp_path)), "--out", str(out), "--set", "run.iterations=3", "--no-progress", cwd=tmp_path
+    )
+    assert res.returncode == 0, res.stderr
+    assert "mean of iterations 2..3" in res.stdout and "3 iterations in" in res.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["iterations"] == 3 and len(summary["iteration_times_s"]) == 3
+    assert summary["run"]["iterations"] == 3
+    header = (out / "tasks.csv").read_text().splitlines()[0].split(",")
+    assert "iteration" in header
+
+
+def test_bad_iteration_counts_exit_2_with_one_line_naming_the_field(tmp_path):
+    sc = _scenario(tmp_path)
+    for bad in ("0", "-1", "x"):
+        res = _cli("run", str(sc), "--set", f"run.iterations={bad}", "--no-progress", cwd=tmp_path)
+        assert res.returncode == 2, (bad, res.stderr)
+        lines = [ln for ln in res.stderr.splitlines() if "error" in ln]
+        assert len(lines) == 1 and "run.iterations (" in lines[0] and bad in lines[0], (bad, res.stderr)
+        assert "Traceback" not in res.stderr

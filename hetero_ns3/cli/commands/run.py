@@ -1,4 +1,5 @@
-"""``hetero-ns3 run``: simulate one training iteration of a scenario and write a run directory."""
+"""``hetero-ns3 run``: simulate training iterations of a scenario (``run.iterations``, default 1) and write a
+run directory."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import time
 from pathlib import Path
 
 NAME = "run"
-HELP = "simulate one training iteration (packet level in ns-3, or flow level) and write a run directory"
+HELP = (
+    "simulate training iterations (run.iterations, default 1; packet level in ns-3, or flow level) "
+    "and write a run directory"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -54,8 +58,9 @@ def run(args: argparse.Namespace) -> int:
             progress.close()
     st = outcome.stats
     print(format_summary(outcome.summary))
+    per_it = f" ({st['iterations']} iterations x {st['tasks_per_iteration']})" if st["iterations"] > 1 else ""
     print(
-        f"tasks {st['tasks']}, flows {st['flows']}, collective calls {st['collectives']}; "
+        f"tasks {st['tasks']}{per_it}, flows {st['flows']}, collective calls {st['collectives']}; "
         f"compute-only iteration {st['compute_only_iteration_s'] * 1e3:.3f} ms; MFU {100 * st['mfu']:.1f}%; "
         f"planning {st['plan_s']:.1f} s, {outcome.backend} backend {st['backend_wall_s']:.1f} s"
     )
