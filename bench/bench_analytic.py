@@ -19,6 +19,12 @@ Each size runs in its own process so the peak RSS is that size's. Baseline, same
 network model per task on top of a plain DAG walk.
 
 Reproduce: ``.venv/bin/python bench/bench_analytic.py --hosts 128 1024 8192``
+
+Saved plans (``--saved PREFIX``): time :func:`simulate_plan` on a plan saved as ``PREFIX.meta.pkl`` (a pickle
+of ``{"graph", "gpus", "labels", "categories"}``) and ``PREFIX.plan.npz`` (the ExecutionPlan arrays), e.g. the
+GPT-3 175B iterations of ``bench_iteration.py`` dumped after lowering, with the packet backend's framing
+and seed 1 as ``bench_iteration.py`` runs it; prints one JSON line with the wall and CPU seconds of the
+call, its routing / event loop / rest split and the peak RSS.
 """
 
 from __future__ import annotations
@@ -165,6 +171,46 @@ def run_one(n: int, workload: str, seed: int, model: str = "gpt3-6.7b") -> dict:
     return out
 
 
+def load_saved(prefix: str) -> tuple[NetGraph, ExecutionPlan]:
+    """A plan saved as ``prefix.meta.pkl`` + ``prefix.plan.npz`` (see the module docstring)."""
+    import pickle
+
+    with open(prefix + ".meta.pkl", "rb") as fh:
+        meta = pickle.load(fh)
+    arrays = np.load(prefix + ".plan.npz")
+    plan = ExecutionPlan(
+        gpus=meta["gpus"], labels=meta["labels"], categories=meta["categories"], **{k: arrays[k] for k in arrays.files}
+    )
+    return meta["graph"], plan
+
+
+def run_saved(prefix: str) -> dict:
+    """Time one simulate_plan call on a saved plan (bench_iteration's configuration)."""
+    from hetero_ns3.analytic import AnalyticConfig
+    from hetero_ns3.network.config import NetworkConfig
+
+    graph, plan = load_saved(prefix)
+    cfg = AnalyticConfig.like_nic(NetworkConfig().nic)
+    t, c = time.perf_counter(), time.process_time()
+    res = simulate_plan(graph, plan, config=cfg, seed=1)
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
+    st = res.stats
+    return {
+        "plan": prefix,
+        "tasks": st.tasks,
+        "flows": st.flows,
+        "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
+        "routing_s": round(st.routing_s, 2),
+        "replay_s": round(st.replay_s, 2),
+        "rest_s": round(wall - st.routing_s - st.replay_s, 2),
+        "events": st.events,
+        "engine": st.engine,
+        "iteration_s": float(res.times.makespan_s),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    }
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--hosts", type=int, nargs="+", default=[128, 1024, 8192])
@@ -172,7 +218,11 @@ def main() -> int:
     p.add_argument("--model", default="gpt3-6.7b", help="model of the gpt workload (a catalog name)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--one", action="store_true", help="run one size in this process and print JSON")
+    p.add_argument("--saved", metavar="PREFIX", help="time simulate_plan on a saved plan instead (JSON line)")
     a = p.parse_args()
+    if a.saved:
+        print(json.dumps(run_saved(a.saved)))
+        return 0
     if a.one:
         print(json.dumps(run_one(a.hosts[0], a.workload[0], a.seed, a.model)))
         return 0

@@ -108,7 +108,7 @@ def _run(lib: ctypes.CDLL | None, config: AnalyticConfig, *args, **kwargs) -> tu
     """Run the event loop: native with ``lib``, else numpy; returns the result and the engine used."""
     kwargs.update(tolerance_s=config.time_tolerance_s, incremental=config.incremental)
     if lib is not None:
-        return replay_native(lib, *args, **kwargs), "native"
+        return replay_native(lib, *args, keep_drain=False, **kwargs), "native"
     return replay(*args, **kwargs), "numpy"
 
 

@@ -50,8 +50,8 @@ class EngineStats:
 class EngineResult:
     start_s: np.ndarray
     finish_s: np.ndarray
-    drain_s: np.ndarray
-    """Per task: when a flow's last byte left its bottleneck (NaN for compute tasks)."""
+    drain_s: np.ndarray | None
+    """Per task: when a flow's last byte left its bottleneck (NaN for compute tasks); None when not kept."""
     stats: EngineStats
 
 

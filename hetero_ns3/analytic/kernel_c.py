@@ -224,7 +224,7 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
     for (i64 j = F - 1; j >= 0; j--) freel[nfree++] = j;
     for (i64 i = 0; i < n; i++) {
         indeg[i] = (int)(dep_ptr[i + 1] - dep_ptr[i]);
-        drain[i] = NAN;
+        if (drain) drain[i] = NAN;
         finish[i] = NAN;
         start[i] = 0.0;
     }
@@ -431,7 +431,7 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
                 i64 j = dh.s[0];
                 ih_remove(&dh, j);
                 i64 i = task[j];
-                drain[i] = t;
+                if (drain) drain[i] = t;
                 if (rate[j] < removed_min) removed_min = rate[j];
                 const int *p = ares + j * W;
                 for (i64 h = 0; h < W && p[h] != pad; h++) {
@@ -524,20 +524,32 @@ static u64 packet_hash(u64 seq, u64 node, u64 src, u64 dst, u64 seedw) {
    nh_link[nh_ptr[s * N + u] .. nh_ptr[s * N + u + 1]) with s = dslot[dst]; pick = hash % count.
    res (F, W) gets resources 2 * link + (reverse direction), padded with pad; hops[f] the count.
    Returns 0 with *need = the longest path; 1 no route (bad[0] node, bad[1] destination);
-   2 a walk longer than N hops (loop). Paths longer than W are counted in *need but not written:
-   the caller retries with W = *need. mode 0: flow hash of flow_id, 1: packet hash of the row. */
-int flowsim_route(i64 F, const i64 *src, const i64 *dst, const i64 *flow_id, i64 N, const i64 *dslot,
+   2 a walk longer than N hops (loop); 3 no memory. Paths longer than W are counted in *need but not
+   written: the caller retries with W = *need. mode 0: flow hash of flow_id, 1: packet hash of the row.
+   Flows are walked grouped by destination (a counting sort), so that one destination's table stays in
+   cache; each flow's path depends on its own hash only, so the order changes nothing else. */
+int flowsim_route(i64 F, const i64 *src, const i64 *dst, const i64 *flow_id, i64 N, i64 S, const i64 *dslot,
                   const i64 *nh_ptr, const int *nh_link, const i64 *la, const i64 *lb, int mode, u64 seedw,
                   i64 W, int pad, int *res, int *hops, i64 *need, i64 *bad) {
     i64 longest = 0;
-    for (i64 f = 0; f < F; f++) {
+    for (i64 f = 0; f < F; f++)
+        if (dslot[dst[f]] < 0) { bad[0] = src[f]; bad[1] = dst[f]; return 1; }
+    i64 *start = (i64 *)calloc((size_t)S + 1, sizeof(i64));
+    int *order = (int *)malloc((size_t)(F > 0 ? F : 1) * sizeof(int));
+    if (!start || !order) { free(start); free(order); return 3; }
+    for (i64 f = 0; f < F; f++) start[dslot[dst[f]] + 1]++;
+    for (i64 k = 0; k < S; k++) start[k + 1] += start[k];
+    for (i64 f = 0; f < F; f++) order[start[dslot[dst[f]]]++] = (int)f;
+    free(start);
+    int rc = 0;
+    for (i64 q = 0; q < F; q++) {
+        i64 f = order[q];
         i64 u = src[f], d = dst[f], s = dslot[d], h = 0;
         int *row = res + f * W;
-        if (s < 0) { bad[0] = u; bad[1] = d; return 1; }
         const i64 *tab = nh_ptr + s * N;
         do {
             i64 lo = tab[u], cnt = tab[u + 1] - lo;
-            if (cnt <= 0) { bad[0] = u; bad[1] = d; return 1; }
+            if (cnt <= 0) { bad[0] = u; bad[1] = d; rc = 1; goto out; }
             i64 pick = 0;
             if (cnt > 1) {
                 u64 hv = mode ? packet_hash((u64)f, (u64)u, (u64)src[f], (u64)d, seedw)
@@ -548,14 +560,16 @@ int flowsim_route(i64 F, const i64 *src, const i64 *dst, const i64 *flow_id, i64
             int fwd = la[li] == u;
             if (h < W) row[h] = (int)(2 * li + !fwd);
             u = fwd ? lb[li] : la[li];
-            if (++h > N) { bad[0] = src[f]; bad[1] = d; return 2; }
+            if (++h > N) { bad[0] = src[f]; bad[1] = d; rc = 2; goto out; }
         } while (u != d);
         for (i64 k = h; k < W; k++) row[k] = pad;
         hops[f] = (int)h;
         if (h > longest) longest = h;
     }
     *need = longest;
-    return 0;
+out:
+    free(order);
+    return rc;
 }
 
 /* Shrink res from (F, W) to (F, w) in place (w <= W). */
@@ -614,18 +628,16 @@ void flowsim_path_stats(i64 F, i64 W, const int *res, const double *size, const 
     }
 }
 
-/* Reverse a dependency CSR (engine.successors): successors of i in increasing task order. 3: no memory. */
-int flowsim_successors(i64 n, const i64 *dep_ptr, const int *dep_idx, i64 *succ_ptr, int *succ_idx) {
-    i64 *fill = (i64 *)malloc((size_t)(n + 1) * sizeof(i64));
-    if (!fill) return 3;
+/* Reverse a dependency CSR (engine.successors): successors of i in increasing task order. The insertion
+   cursors live in succ_ptr itself (each ends at the next task's start), then shift back by one. */
+void flowsim_successors(i64 n, const i64 *dep_ptr, const int *dep_idx, i64 *succ_ptr, int *succ_idx) {
     memset(succ_ptr, 0, (size_t)(n + 1) * sizeof(i64));
     i64 m = dep_ptr[n];
     for (i64 k = 0; k < m; k++) succ_ptr[dep_idx[k] + 1]++;
     for (i64 i = 0; i < n; i++) succ_ptr[i + 1] += succ_ptr[i];
-    memcpy(fill, succ_ptr, (size_t)(n + 1) * sizeof(i64));
     for (i64 i = 0; i < n; i++)
-        for (i64 k = dep_ptr[i]; k < dep_ptr[i + 1]; k++) succ_idx[fill[dep_idx[k]]++] = (int)i;
-    free(fill);
-    return 0;
+        for (i64 k = dep_ptr[i]; k < dep_ptr[i + 1]; k++) succ_idx[succ_ptr[dep_idx[k]]++] = (int)i;
+    memmove(succ_ptr + 1, succ_ptr, (size_t)n * sizeof(i64));
+    succ_ptr[0] = 0;
 }
 """

@@ -97,10 +97,12 @@ def load_kernel(required: bool = False) -> ctypes.CDLL | None:
     fn = lib.flowsim_replay
     fn.restype = ctypes.c_int
     fn.argtypes = [_I, _P, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P, _I, _P, _D, ctypes.c_int, _D, _D, _P, _P, _P, _P]
-    _declare(lib.flowsim_route, ctypes.c_int, [_I, _P, _P, _P, _I, _P, _P, _P, _P, _P, _C, _U, _I, _C, _P, _P, _P, _P])
+    _declare(
+        lib.flowsim_route, ctypes.c_int, [_I, _P, _P, _P, _I, _I, _P, _P, _P, _P, _P, _C, _U, _I, _C, _P, _P, _P, _P]
+    )
     _declare(lib.flowsim_narrow, None, [_I, _I, _I, _P])
     _declare(lib.flowsim_path_stats, None, [_I, _I, _P, _P, _P, _P, _P, _P, _P, _C, _P, _P, _P])
-    _declare(lib.flowsim_successors, ctypes.c_int, [_I, _P, _P, _P, _P])
+    _declare(lib.flowsim_successors, None, [_I, _P, _P, _P, _P])
     _LIB = lib
     return lib
 
@@ -116,8 +118,7 @@ def successors_native(lib: ctypes.CDLL, dep_ptr: np.ndarray, dep_idx: np.ndarray
     idx = np.ascontiguousarray(dep_idx, np.int32)
     succ_ptr = np.empty(n + 1, np.int64)
     succ_idx = np.empty(idx.shape[0], np.int32)
-    if lib.flowsim_successors(n, _ptr(ptr), _ptr(idx), _ptr(succ_ptr), _ptr(succ_idx)):
-        raise MemoryError("the analytic kernel ran out of memory")
+    lib.flowsim_successors(n, _ptr(ptr), _ptr(idx), _ptr(succ_ptr), _ptr(succ_idx))
     return succ_ptr, succ_idx
 
 
@@ -135,8 +136,12 @@ def replay_native(
     release_s: np.ndarray | None = None,
     tolerance_s: float = 1e-12,
     incremental: bool = True,
+    keep_drain: bool = True,
 ) -> EngineResult:
-    """Same contract as :func:`hetero_ns3.analytic.engine.replay`, run in C."""
+    """Same contract as :func:`hetero_ns3.analytic.engine.replay`, run in C.
+
+    ``keep_drain=False`` skips the per-task drain times (``drain_s`` is then None), one array of n floats less.
+    """
     t0 = time.perf_counter()
     n = int(is_flow.shape[0])
     if n >= 2**31 - 1:
@@ -158,7 +163,7 @@ def replay_native(
     }
     start = np.empty(n)
     finish = np.empty(n)
-    drain = np.empty(n)
+    drain = np.empty(n) if keep_drain else None
     stats = np.zeros(8, np.int64)
     a = arrs
     rc = lib.flowsim_replay(

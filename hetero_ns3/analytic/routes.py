@@ -149,6 +149,11 @@ class NextHopTable:
     """int32: link indices."""
     n_nodes: int
 
+    @property
+    def slots(self) -> int:
+        """Number of destinations with a table."""
+        return (int(self.ptr.shape[0]) - 1) // max(self.n_nodes, 1)
+
 
 def next_hop_table(routes: Mapping[int, Sequence[Sequence[int]]], n_nodes: int) -> NextHopTable:
     """Pack next-hop tables (``routes[dst][node] -> [link, ...]``, :func:`~hetero_ns3.netgraph.routing_tables`)."""
@@ -257,7 +262,7 @@ def _route_native(
     while True:
         res = np.empty(f * width, np.int32)
         rc = lib.flowsim_route(
-            f, src.ctypes.data, dst.ctypes.data, fid.ctypes.data, table.n_nodes, table.slot.ctypes.data,
+            f, src.ctypes.data, dst.ctypes.data, fid.ctypes.data, table.n_nodes, table.slots, table.slot.ctypes.data,
             table.ptr.ctypes.data, table.link.ctypes.data, links.a.ctypes.data, links.b.ctypes.data, mode,
             seed_word, width, links.pad, res.ctypes.data, hops.ctypes.data, need.ctypes.data, bad.ctypes.data,
         )  # fmt: skip
@@ -265,6 +270,8 @@ def _route_native(
             raise _no_route(graph, int(bad[0]), int(bad[1]))
         if rc == 2:
             raise SimulationError(_LOOP)
+        if rc == 3:
+            raise MemoryError("the analytic kernel ran out of memory")
         used = int(need[0])
         if used <= width:
             break
