@@ -8,8 +8,15 @@
    scheduler and once with the same one, and the ratio is taken against the faster of the two.
 2. A 64-host random permutation on leafspine:8,4,8 (each host sends one flow to another host):
    wall time, events per second and peak RSS, per congestion control.
+3. (``--dp``) The pattern that dominates a training iteration at the packet level: the ZeRO-1
+   data-parallel phase on the ``h0`` preset shrunk to ``--dp-nodes`` DGX-like nodes. Node k's GPU i
+   streams ``--dp-mbytes`` to GPU i of node k+1 (ring over nodes, every rail busy in both
+   directions: GPU - PCIe switch - NIC - rail switch - NIC - PCIe switch - GPU, 4096-byte frames),
+   plus an NVLink case (every GPU of node 0 to every other GPU of node 0, 64 KiB segments).
+   Reports wall time, events, events/s, frames sent on all ports, PFC pauses, CNPs, ECN marks.
 
 Run:  .venv/bin/python bench/bench_roce.py [--mbytes 100] [--perm-mbytes 2]
+      .venv/bin/python bench/bench_roce.py --dp [--dp-nodes 2] [--dp-mbytes 100] [--cc dcqcn]
 """
 
 from __future__ import annotations
@@ -17,17 +24,20 @@ from __future__ import annotations
 import argparse
 import platform
 import resource
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from hetero_ns3.netgraph import GraphLink, GraphNode, make_graph
+from hetero_ns3.netgraph import GraphLink, GraphNode, NetGraph, make_graph
 from hetero_ns3.network import ns3env
 from hetero_ns3.network.config import CcConfig, NetworkConfig, NicConfig
 from hetero_ns3.network.roce import FAST_SCHEDULER, simulate_flows, use_fast_scheduler
 from hetero_ns3.topology import resolve_topology
 
+REPO = Path(__file__).resolve().parent.parent
 HOPS = 4
 RATE = "100Gbps"
 PAYLOAD = 1000
@@ -123,14 +133,105 @@ def bench_permutation(cc: str, mbytes: float, seed: int = 1) -> dict[str, float]
     }
 
 
+def _h0_slice(n_nodes: int) -> NetGraph:
+    """The ``h0`` preset with ``n_nodes`` nodes instead of 16 (same node type, rails and spines)."""
+    text = (REPO / "topologies" / "h0.toml").read_text()
+    text = text.replace("count = 16", f"count = {n_nodes}")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "h0_slice.toml"
+        path.write_text(text)
+        return resolve_topology(str(path))
+
+
+def _dp_flows(n_nodes: int, nbytes: int) -> pd.DataFrame:
+    """Ring over nodes on every rail: n{k}.g{i} -> n{k+1}.g{i}, all at t = 0."""
+    src = [f"n{k}.g{i}" for k in range(n_nodes) for i in range(8)]
+    dst = [f"n{(k + 1) % n_nodes}.g{i}" for k in range(n_nodes) for i in range(8)]
+    return pd.DataFrame({"src": src, "dst": dst, "size_bytes": [nbytes] * len(src), "start_s": [0.0] * len(src)})
+
+
+def _nvlink_flows(nbytes: int) -> pd.DataFrame:
+    """All-to-all among the 8 GPUs of node 0 (NVSwitch), all at t = 0."""
+    pairs = [(i, j) for i in range(8) for j in range(8) if i != j]
+    return pd.DataFrame(
+        {
+            "src": [f"n0.g{i}" for i, _ in pairs],
+            "dst": [f"n0.g{j}" for _, j in pairs],
+            "size_bytes": [nbytes] * len(pairs),
+            "start_s": [0.0] * len(pairs),
+        }
+    )
+
+
+def bench_pattern(graph: NetGraph, flows: pd.DataFrame, config: NetworkConfig) -> dict[str, float]:
+    """Run ``flows`` and summarize cost (wall, events, frames) and network activity."""
+    cpu0 = time.process_time()
+    res = simulate_flows(graph, flows, config)
+    cpu = time.process_time() - cpu0
+    ports = res.ports
+    return {
+        "wall_s": res.wall_s,
+        "cpu_s": cpu,
+        "events": res.events,
+        "events_per_s": res.events / res.wall_s,
+        "frames": int(ports["tx_packets"].sum()),
+        "data_gb": float(ports["tx_data_bytes"].sum()) / 1e9,
+        "sim_ms": float(res.flows["finish_s"].max()) * 1e3,
+        "sim_ms_per_wall_s": float(res.flows["finish_s"].max()) * 1e3 / res.wall_s,
+        "mean_fct_ms": float(res.flows["fct_s"].mean()) * 1e3,
+        "done": int(res.flows["finish_s"].notna().sum()),
+        "flows": len(res.flows),
+        "pfc_pauses": int(ports["pfc_pause_sent"].sum()),
+        "ecn_marks": int(ports["ecn_marks"].sum()),
+        "cnps": int(res.flows["cnps"].sum()),
+        "acks": int(res.flows["acks"].sum()),
+        "retransmits": int(res.flows["retransmits"].sum()),
+        "drops": int(ports["drops_total"].sum()),
+    }
+
+
+def _print_pattern(name: str, r: dict[str, float]) -> None:
+    print(
+        f"{name}: {r['done']}/{r['flows']} done, sim {r['sim_ms']:.3f} ms (mean FCT {r['mean_fct_ms']:.3f} ms), "
+        f"wall {r['wall_s']:.2f} s (CPU {r['cpu_s']:.2f} s), {r['events']:,} events, {r['events_per_s']:,.0f} events/s, "
+        f"{r['sim_ms_per_wall_s']:.3f} sim-ms/wall-s, frames {r['frames']:,} ({r['data_gb']:.2f} GB data-hops), "
+        f"ACKs {r['acks']:,}, PFC pauses {r['pfc_pauses']:,}, ECN marks {r['ecn_marks']:,}, CNPs {r['cnps']:,}, "
+        f"retransmits {r['retransmits']:,}, drops {r['drops']:,}"
+    )
+
+
+def run_dp(n_nodes: int, mbytes: float, cc: str, ack_interval: int | None) -> None:
+    """Section 3: the data-parallel (rail) pattern and an NVLink pattern on an h0 slice."""
+    graph = _h0_slice(n_nodes)
+    nic = NicConfig() if ack_interval is None else NicConfig(ack_interval=ack_interval)
+    cfg = NetworkConfig(cc=CcConfig(kind=cc), nic=nic)
+    nbytes = int(mbytes * 1e6)
+    bench_pattern(graph, _dp_flows(n_nodes, 1_000_000), cfg)  # warm-up (cppyy wrappers)
+    _print_pattern(
+        f"dp {n_nodes} nodes x 8 rails, {mbytes:g} MB/flow, cc {cc}",
+        bench_pattern(graph, _dp_flows(n_nodes, nbytes), cfg),
+    )
+    _print_pattern(
+        f"nvlink 56 flows in node 0, {mbytes:g} MB/flow, cc {cc}", bench_pattern(graph, _nvlink_flows(nbytes), cfg)
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mbytes", type=float, default=100.0, help="bytes of the long flow, MB (default 100)")
     ap.add_argument("--reps", type=int, default=3, help="paired repetitions of the 4-hop comparison (default 3)")
     ap.add_argument("--perm-mbytes", type=float, default=2.0, help="bytes per permutation flow, MB (default 2)")
+    ap.add_argument("--dp", action="store_true", help="run only section 3 (data-parallel pattern on an h0 slice)")
+    ap.add_argument("--dp-nodes", type=int, default=2, help="nodes of the h0 slice (default 2)")
+    ap.add_argument("--dp-mbytes", type=float, default=100.0, help="bytes per data-parallel flow, MB (default 100)")
+    ap.add_argument("--cc", default="dcqcn", help="congestion control of section 3 (default dcqcn)")
+    ap.add_argument("--ack-interval", type=int, default=None, help="nic.ack_interval of section 3 (default: config)")
     args = ap.parse_args()
     ns3env.import_ns()
     ns3env.load_module()
+    if args.dp:
+        run_dp(args.dp_nodes, args.dp_mbytes, args.cc, args.ack_interval)
+        return
     rss0 = _rss_mb()
     total = int(args.mbytes * 1e6)
     bench_ours(100_000)  # warm-up: cppyy wraps each C++ method on its first call

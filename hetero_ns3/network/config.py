@@ -201,6 +201,11 @@ class BufferConfig:
         _int_range("buffer.egress_static_threshold_bytes", self.egress_static_threshold_bytes, 0, 2**62)
 
 
+COALESCED_ACK_INTERVAL = 16
+"""Default DATA frames per ACK for congestion control without ACK-clocked feedback (``none``, ``dcqcn``):
+64 KiB of payload per ACK at the 4096-byte RoCE MTU. InfiniBand RC (and so RoCEv2) lets a responder
+coalesce acknowledgements, one cumulative ACK covering several request packets."""
+
 DEFAULT_SEGMENTS: Mapping[str, int] = MappingProxyType({"network": 4096, "nvlink": 65536, "pcie": 4096})
 
 
@@ -218,8 +223,11 @@ class NicConfig:
     """Wire bytes of ACK / NACK / CNP frames."""
     int_header_bytes: int = 42
     """Extra bytes per DATA frame when the strategy uses INT (HPCC)."""
-    ack_interval: int = 1
-    """One ACK per this many in-order DATA frames (coalescing)."""
+    ack_interval: int | None = None
+    """One ACK per this many in-order DATA frames (coalescing); the last frame of a flow and a frame that
+    fills the sender's window are acknowledged at once (BTH AckReq). None: 1 with HPCC (its rate control
+    needs per-packet INT feedback), :data:`COALESCED_ACK_INTERVAL` with ``none`` / ``dcqcn`` (rate control
+    by CNPs, not ACKs). See ``docs/roce.md``."""
     cnp_interval_s: float = 50e-6
     """At most one CNP per queue pair per interval, seconds (DCQCN paper: 50 us)."""
     nack_interval_s: float = 10e-6
@@ -241,11 +249,18 @@ class NicConfig:
         _int_range("nic.header_bytes", self.header_bytes, 0, 65535)
         _int_range("nic.ack_bytes", self.ack_bytes, 1, 65535)
         _int_range("nic.int_header_bytes", self.int_header_bytes, 0, 65535)
-        _int_range("nic.ack_interval", self.ack_interval, 1, 1 << 20)
+        if self.ack_interval is not None:
+            _int_range("nic.ack_interval", self.ack_interval, 1, 1 << 20)
         _non_negative("nic.cnp_interval_s", self.cnp_interval_s)
         _non_negative("nic.nack_interval_s", self.nack_interval_s)
         _positive("nic.retransmit_timeout_s", self.retransmit_timeout_s)
         _int_range("nic.ack_priority", self.ack_priority, 0, 7)
+
+    def ack_interval_for(self, cc_kind: str) -> int:
+        """DATA frames per ACK under congestion control ``cc_kind`` (resolves the ``None`` default)."""
+        if self.ack_interval is not None:
+            return self.ack_interval
+        return 1 if cc_kind == "hpcc" else COALESCED_ACK_INTERVAL
 
     def segment_for(self, link_kind: str) -> int:
         """Payload bytes per DATA frame on a link of ``link_kind``."""
@@ -292,7 +307,7 @@ class AttributeBinding:
     """One row of the mapping table: a config field and the ns-3 attribute it sets."""
 
     path: str
-    """Dotted field path in :class:`NetworkConfig` (a few are derived, see :func:`_value`)."""
+    """Dotted field path in :class:`NetworkConfig` (a few are derived, see :func:`_lookup`)."""
     type_id: str
     attribute: str
     kind: str
@@ -353,6 +368,8 @@ ATTRIBUTE_MAP: tuple[AttributeBinding, ...] = (
 
 
 def _lookup(config: NetworkConfig, path: str) -> Any:
+    if path == "nic.ack_interval":  # derived: the default depends on the congestion control
+        return config.nic.ack_interval_for(config.cc.kind)
     obj: Any = config
     for part in path.split("."):
         obj = getattr(obj, part)

@@ -8,7 +8,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hetero_ns3.network.config import ATTRIBUTE_MAP, CcConfig, EcnConfig, NetworkConfig, NicConfig, RoutingConfig
+from hetero_ns3.network.config import (
+    ATTRIBUTE_MAP,
+    COALESCED_ACK_INTERVAL,
+    CcConfig,
+    EcnConfig,
+    NetworkConfig,
+    NicConfig,
+    RoutingConfig,
+)
 from hetero_ns3.network.roce import open_network, simulate_flows
 from hetero_ns3.topology import resolve_topology
 
@@ -212,6 +220,82 @@ def test_cnp_rate_limit_and_ack_coalescing(native):
         assert (f["acks"] == math.ceil(frames / ack_every)).all()  # one per ack_every frames, plus the last
         runs[cnp_us] = int(f["cnps"].sum())
     assert runs[10] > 3 * runs[50]
+
+
+def test_default_ack_interval_coalesces_for_dcqcn_and_none_not_hpcc(native):
+    graph = resolve_topology("star:2", RATE, DELAY)
+    flows = pd.DataFrame({"src": ["h0"], "dst": ["h1"], "size_bytes": [1_000_000], "start_s": [0.0]})
+    frames = math.ceil(1_000_000 / 4096)
+    for kind, per_ack in (("none", COALESCED_ACK_INTERVAL), ("dcqcn", COALESCED_ACK_INTERVAL), ("hpcc", 1)):
+        res = simulate_flows(graph, flows, NetworkConfig(cc=CcConfig(kind=kind)))
+        assert int(res.flows["acks"][0]) == math.ceil(frames / per_ack), kind
+
+
+def _bidirectional_rails(n_pairs: int = 4, nbytes: int = 3_000_000) -> pd.DataFrame:
+    """Each host on leaf 0 exchanges nbytes with its peer on leaf 1 (both directions, like a DP ring)."""
+    src = [f"h{i}" for i in range(n_pairs)] + [f"h{i + n_pairs}" for i in range(n_pairs)]
+    dst = [f"h{i + n_pairs}" for i in range(n_pairs)] + [f"h{i}" for i in range(n_pairs)]
+    return pd.DataFrame({"src": src, "dst": dst, "size_bytes": [nbytes] * len(src), "start_s": [0.0] * len(src)})
+
+
+def _fcts_by_seed(graph, flows: pd.DataFrame, cfg: NetworkConfig, seeds: tuple[int, ...]) -> list[np.ndarray]:
+    out = []
+    for seed in seeds:
+        res = simulate_flows(graph, flows, cfg, seed=seed)
+        assert res.completed == len(flows)
+        assert int(res.flows["retransmits"].sum()) == 0
+        out.append(res.flows["fct_s"].to_numpy())
+    return out
+
+
+def test_coalesced_acks_keep_fcts_of_per_frame_acks_cc_none(native):
+    # 2 leaves x 1 spine: 4 flows each way share one uplink per direction (4:1); the ACKs ride the
+    # reverse path behind the other direction's data. Per-frame ACKs take 64 B of every 4158 B there.
+    graph = resolve_topology("leafspine:2,1,4", RATE, DELAY)
+    flows = _bidirectional_rails()
+    per_frame, coalesced = (
+        _fcts_by_seed(graph, flows, NetworkConfig(cc=CcConfig(kind="none"), nic=NicConfig(ack_interval=every)), (1,))[0]
+        for every in (1, None)
+    )
+    assert coalesced.max() == pytest.approx(per_frame.max(), rel=0.03)
+    assert coalesced.mean() == pytest.approx(per_frame.mean(), rel=0.03)
+
+
+def test_coalesced_acks_keep_fcts_of_per_frame_acks_dcqcn(native):
+    # Same pattern under DCQCN: ECN marks and CNPs make FCTs seed-dependent (random marking), so compare
+    # over seeds: the mean FCT within 6 %.
+    graph = resolve_topology("leafspine:2,1,4", RATE, DELAY)
+    flows = _bidirectional_rails()
+    seeds = (1, 2, 3)
+    per_frame, coalesced = (
+        _fcts_by_seed(graph, flows, NetworkConfig(cc=CcConfig(kind="dcqcn"), nic=NicConfig(ack_interval=every)), seeds)
+        for every in (1, None)
+    )
+    mean_pf = float(np.mean([f.mean() for f in per_frame]))
+    mean_co = float(np.mean([f.mean() for f in coalesced]))
+    assert mean_co == pytest.approx(mean_pf, rel=0.06)
+    # tail: never slower than the per-frame runs' worst seed, never faster than 4 flows at the uplink's
+    # line rate (measured: per-frame 1.25-1.35 ms, coalesced 1.05-1.17 ms over seeds 1-3; ideal 0.97 ms)
+    hi = max(f.max() for f in per_frame)
+    ideal = 4 * 3_000_000 * 8 * (4096 + 62) / 4096 / RATE
+    for f in coalesced:
+        assert ideal <= f.max() <= 1.05 * hi
+
+
+def test_ack_request_keeps_window_limited_sender_going(native):
+    # star at 100G / 1 us: the BDP window (~12 frames) is smaller than the default ACK interval (16), so
+    # without the AckReq bit on the frame that fills the window the sender would wait for the 1 ms RTO.
+    graph = resolve_topology("star:2", RATE, DELAY)
+    flows = pd.DataFrame({"src": ["h0"], "dst": ["h1"], "size_bytes": [2_000_000], "start_s": [0.0]})
+    fct = {}
+    for every in (1, None):
+        cfg = NetworkConfig(cc=CcConfig(kind="none"), nic=NicConfig(use_window=True, ack_interval=every))
+        res = simulate_flows(graph, flows, cfg)
+        assert res.completed == 1
+        assert int(res.flows["retransmits"][0]) == 0
+        fct[every] = float(res.flows["fct_s"][0])
+    assert fct[None] == pytest.approx(fct[1], rel=0.10)
+    assert fct[None] < 0.5e-3  # 2 MB at 100G is ~0.17 ms; one RTO stall alone would be 1 ms
 
 
 @pytest.mark.parametrize("tolerant", [False, True])

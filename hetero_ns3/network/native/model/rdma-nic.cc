@@ -29,7 +29,8 @@ RdmaNic::GetTypeId()
                           MakeTypeIdAccessor(&RdmaNic::m_ccTypeId),
                           MakeTypeIdChecker())
             .AddAttribute("AckInterval",
-                          "Send one ACK per this many in-order DATA frames (ACK coalescing)",
+                          "Send one ACK per this many in-order DATA frames (ACK coalescing); frames with "
+                          "AckReq set (last frame, window full) are acknowledged at once",
                           UintegerValue(1),
                           MakeUintegerAccessor(&RdmaNic::m_ackInterval),
                           MakeUintegerChecker<uint32_t>(1))
@@ -257,6 +258,7 @@ RdmaNic::PullData(uint32_t port, uint8_t pausedMask, Time* wake)
         p->payload = static_cast<uint32_t>(std::min<uint64_t>(qp->segment, qp->size - qp->sndNxt));
         p->size = DataFrameBytes(p->payload);
         qp->sndNxt += p->payload;
+        p->ackReq = NeedsAckRequest(*qp, p->seq);
         if (qp->rateBps < qp->lineRateBps * (1 - 1e-9))
         {
             qp->nextAvail = now + NanoSeconds(static_cast<int64_t>(p->size * 8.0 * 1e9 / qp->rateBps));
@@ -278,6 +280,28 @@ RdmaNic::PullData(uint32_t port, uint8_t pausedMask, Time* wake)
         *wake = earliest;
     }
     return nullptr;
+}
+
+bool
+RdmaNic::NeedsAckRequest(const RdmaQueuePair& qp, uint64_t seq) const
+{
+    // BTH AckReq: the last frame of the flow is always acknowledged at once.
+    if (qp.sndNxt >= qp.size)
+    {
+        return true;
+    }
+    if (qp.windowBytes == 0 || m_ackInterval <= 1)
+    {
+        return false;
+    }
+    // A window-limited sender asks for an ACK when the window has no room for another frame, and
+    // every quarter window, so that coalesced ACKs keep the window sliding instead of stop-and-wait.
+    if (qp.Inflight() + qp.segment > qp.windowBytes)
+    {
+        return true;
+    }
+    uint64_t quarter = std::max<uint64_t>(qp.windowBytes / 4, qp.segment);
+    return (qp.sndNxt - 1) / quarter != seq / quarter;
 }
 
 void
@@ -353,7 +377,7 @@ RdmaNic::OnData(Ptr<RocePacket> p, uint32_t port)
             rx.held.erase(rx.held.begin());
         }
         bool complete = rx.expected >= p->flowBytes;
-        if (++rx.sinceAck >= m_ackInterval || complete)
+        if (++rx.sinceAck >= m_ackInterval || complete || p->ackReq)
         {
             rx.sinceAck = 0;
             ++rx.acks;
@@ -372,7 +396,7 @@ RdmaNic::OnData(Ptr<RocePacket> p, uint32_t port)
     {
         uint64_t& end = rx.held[p->seq];
         end = std::max(end, p->seq + p->payload);
-        if (++rx.sinceAck >= m_ackInterval)
+        if (++rx.sinceAck >= m_ackInterval || p->ackReq)
         {
             rx.sinceAck = 0;
             SendControl(RocePacketType::ACK, *p, rx.expected, true);

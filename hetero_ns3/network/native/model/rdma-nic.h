@@ -26,7 +26,10 @@ namespace ns3
  * MTU) plus HeaderBytes (plus IntHeaderBytes when the strategy uses INT).
  *
  * Receiver: in-order DATA advances the expected byte; every AckInterval frames (and on the
- * last one) it returns a cumulative ACK carrying the frame's INT stack. Out-of-order DATA
+ * last one, and on any frame with the BTH AckReq bit) it returns a cumulative ACK carrying the
+ * frame's INT stack. The sender sets AckReq on a flow's last frame and, when window-limited,
+ * on the frame that fills the window and every quarter window, so that ACK coalescing neither
+ * stalls a window-limited sender nor turns its sliding window into stop-and-wait. Out-of-order DATA
  * triggers a NACK for the expected byte (at most once per NackInterval for the same byte)
  * and is discarded (go-back-N). An ECN-marked frame triggers a CNP, at most one per queue
  * pair per CnpInterval. A lost tail is recovered by the sender's RetransmitTimeout.
@@ -89,6 +92,8 @@ class RdmaNic : public RoceNode
     void OnData(Ptr<RocePacket> p, uint32_t port);
     void OnAckOrNack(const RocePacket& p, bool nack);
     void SendControl(RocePacketType type, const RocePacket& data, uint64_t seq, bool copyInt);
+    /** \return true when the DATA frame starting at \p seq (just counted in qp.sndNxt) sets AckReq. */
+    bool NeedsAckRequest(const RdmaQueuePair& qp, uint64_t seq) const;
     void Rto(RdmaQueuePair* qp);
     void FinishQp(RdmaQueuePair* qp);
 

@@ -3,6 +3,7 @@
 
 #include "ns3/simple-ref-count.h"
 
+#include <cstddef>
 #include <cstdint>
 
 namespace ns3
@@ -44,6 +45,7 @@ class RocePacket : public SimpleRefCount<RocePacket>
     uint8_t priority{0};                       //!< traffic class 0..7
     bool ecnCapable{true};                     //!< ECT set
     bool ce{false};                            //!< congestion experienced (ECN mark)
+    bool ackReq{false};                        //!< DATA: BTH AckReq bit, the responder ACKs this frame at once
     uint8_t nHops{0};                          //!< INT records in use
     uint8_t pfcClass{0};                       //!< PFC: class paused / resumed
     uint16_t pfcQuanta{0};                     //!< PFC: pause quanta (0 = resume)
@@ -59,7 +61,17 @@ class RocePacket : public SimpleRefCount<RocePacket>
     // switch bookkeeping (valid while the frame sits in a switch)
     uint32_t inPort{0};     //!< ingress port at the current switch
     bool inHeadroom{false}; //!< admitted into PFC headroom rather than the shared pool
-    IntHop hops[MAX_INT_HOPS]; //!< INT stack
+    IntHop hops[MAX_INT_HOPS]; //!< INT stack (only the first nHops records are meaningful)
+
+    /** User-provided so that `new RocePacket()` does not zero the INT stack (256 bytes) per frame. */
+    RocePacket()
+    {
+    }
+
+    /** Frames come from a free list: one allocation per frame alive at the peak, not per frame. */
+    static void* operator new(std::size_t bytes);
+    /** Return a frame's memory to the free list. */
+    static void operator delete(void* ptr, std::size_t bytes);
 };
 
 } // namespace ns3
