@@ -141,6 +141,10 @@ class BlockTemplate:
     """((gpu, stream), task): the last compute task of the block on each stream it uses."""
     special_keys: tuple[tuple[Hashable | None, tuple[int, int] | None], ...]
     """(entry key, (gpu, stream)) of each of ``specials``."""
+    tail_keys: tuple[tuple[int, int], ...]
+    """The (gpu, stream) of ``tails``."""
+    tail_rel: np.ndarray
+    """int64: the task of ``tails``, relative to the block."""
     layouts: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
         default_factory=dict, compare=False, repr=False
     )
@@ -237,11 +241,13 @@ class PlanBuilder:
         category: str,
     ) -> int:
         tid = len(self._kind)
-        dl = list(deps)
+        dl = deps if type(deps) is list else list(deps)  # never mutated below
         if len(dl) > 1:
             dl = list(dict.fromkeys(dl))  # drop repeats, keep order
-        if dl and (min(dl) < 0 or max(dl) >= tid):
-            raise PlanningError(f"task {tid} ({label}) depends on unknown task ids {sorted(dl)}")
+            if min(dl) < 0 or max(dl) >= tid:
+                raise PlanningError(f"task {tid} ({label}) depends on unknown task ids {sorted(dl)}")
+        elif dl and not 0 <= dl[0] < tid:
+            raise PlanningError(f"task {tid} ({label}) depends on unknown task ids {dl}")
         self._kind.append(kind)
         self._gpu.append(gpu)
         self._dst.append(dst)
@@ -249,10 +255,13 @@ class PlanBuilder:
         self._dur.append(dur)
         self._stream.append(stream)
         self._prio.append(prio)
-        self._label.append(self._intern_label(label))
-        self._cat.append(self._intern(self._cats, category))
-        self._dep_idx.extend(dl)
-        self._dep_ptr.append(len(self._dep_idx))
+        lab = self._labels.get(label)
+        self._label.append(self._intern_label(label) if lab is None else lab)
+        cat = self._cats.get(category)
+        self._cat.append(self._intern(self._cats, category) if cat is None else cat)
+        dep_idx = self._dep_idx
+        dep_idx.extend(dl)
+        self._dep_ptr.append(len(dep_idx))
         return tid
 
     def add_compute(
@@ -265,15 +274,17 @@ class PlanBuilder:
         category: str = "compute",
     ) -> int:
         """A kernel of ``duration_s`` seconds on ``gpu``'s ``stream`` (in-order after its predecessor)."""
-        g = self.gpu_index(gpu) if isinstance(gpu, str) else int(gpu)
+        g = gpu if type(gpu) is int else self.gpu_index(gpu) if isinstance(gpu, str) else int(gpu)
         if duration_s < 0:
             raise PlanningError(f"compute task {label!r} has negative duration {duration_s}")
         deps = list(deps)
-        prev = self._stream_tail.get((g, stream))
+        key = (g, stream)
+        tails = self._stream_tail
+        prev = tails.get(key)
         if prev is not None:
             deps.append(prev)
         tid = self._append(COMPUTE, g, -1, 0, float(duration_s), stream, 0, deps, label, category)
-        self._stream_tail[(g, stream)] = tid
+        tails[key] = tid
         return tid
 
     def add_flow(
@@ -386,6 +397,8 @@ class PlanBuilder:
             specials=tuple(tuple(specials[t]) for t in sorted(specials)),
             tails=tails,
             special_keys=tuple((specials[t][1], specials[t][2]) for t in sorted(specials)),
+            tail_keys=tuple(k for k, _ in tails),
+            tail_rel=np.asarray([t for _, t in tails], dtype=np.int64),
         )
 
     def replay(self, tpl: BlockTemplate, label_prefix: str, entry_deps: Mapping[Hashable, Sequence[int]]) -> int:
@@ -421,20 +434,21 @@ class PlanBuilder:
         dep = base_dep + np.int32(off)
         if vals:
             dep[ext_pos] = vals
+        texts = [label_prefix + s for s in tpl.label_suffixes]  # distinct, in order of first use
         n_labels = len(self._label_texts)
-        gids = [self._intern_label(label_prefix + s) for s in tpl.label_suffixes]
-        if len(self._label_texts) == n_labels + len(gids):  # all new: ids are n_labels, n_labels + 1, ...
+        if self._labels.keys().isdisjoint(texts):  # all new: ids n_labels, n_labels + 1, ... in this order
+            self._labels.update(zip(texts, range(n_labels, n_labels + len(texts)), strict=True))
+            self._label_texts.extend(texts)
             label = tpl.label_local + np.int32(n_labels)
         else:
-            label = np.asarray(gids, dtype=np.int32)[tpl.label_local]
+            label = np.asarray([self._intern_label(t) for t in texts], dtype=np.int32)[tpl.label_local]
         arrays = (self._kind, self._gpu, self._dst, self._size, self._dur, self._stream, self._prio, self._cat)
         for arr, raw in zip(arrays, tpl.fixed, strict=True):
             arr.frombytes(raw)
         self._label.frombytes(memoryview(label).cast("B"))
         self._dep_ptr.frombytes(memoryview(ends + np.int64(self._dep_ptr[-1])).cast("B"))
         self._dep_idx.frombytes(memoryview(dep).cast("B"))
-        for key, t in tpl.tails:
-            tails[key] = off + t
+        tails.update(zip(tpl.tail_keys, (tpl.tail_rel + off).tolist(), strict=True))
         return off
 
     def build(self) -> ExecutionPlan:

@@ -1,12 +1,13 @@
 """The collective planner's view of a topology: nodes, rails, per-pair paths, HBM bandwidth.
 
 Built once per network with :meth:`CollectiveEnv.from_graph`; per-pair path properties are computed
-lazily (one breadth-first search per source GPU, cached), so groups of thousands of GPUs only pay
-for the pairs their algorithms use.
+lazily from the next-hop tables of all hosts (:func:`~hetero_ns3.netgraph.routing_tables`, built on
+first use; searches shared per rail / leaf switch) and cached, so groups of thousands of GPUs only
+pay for the pairs their algorithms use.
 
 * **Node** of a GPU: ``n<node>.g<local>`` names (cluster topologies) share node ``n<node>``; any
   other host is a node of its own.
-* **Path** between two GPUs: among the routes of :func:`hetero_ns3.netgraph.shortest_path_next_hops`
+* **Path** between two GPUs: among the routes of :func:`hetero_ns3.netgraph.routing_tables`
   (least cost, ECMP, zone rules: the routes both backends use), the one with the highest bottleneck
   rate, then the lowest delay. Its ``kind`` is ``network`` if it crosses a network link, else
   ``pcie`` if it crosses a PCIe link, else ``nvlink``.
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 
 from hetero_ns3.collectives.tuning import Tuning, load_tuning
 from hetero_ns3.errors import HeteroNs3Error, PlanningError
-from hetero_ns3.netgraph import HOST, NetGraph, shortest_path_next_hops
+from hetero_ns3.netgraph import HOST, NetGraph, routing_tables, shortest_path_next_hops
 
 _GPU_NAME = re.compile(r"^(n\d+)\.g(\d+)$")
 NVLINK, PCIE, NETWORK = "nvlink", "pcie", "network"
@@ -59,6 +60,7 @@ class CollectiveEnv:
         self._adj = graph.adjacency()
         self._paths: dict[tuple[str, str], PairPath] = {}
         self._tables: dict[int, tuple[list[list[int]], dict[int, tuple[float, float, int, int] | None]]] = {}
+        self._all_tables: dict[int, list[list[int]]] | None = None
         self._nic_of: dict[str, str] = {}
         for n in graph.nodes:
             for h in getattr(n, "serves", ()):
@@ -121,7 +123,15 @@ class CollectiveEnv:
         """Next-hop table toward host ``dst`` (the routes both backends use) and a memo of best paths."""
         hit = self._tables.get(dst)
         if hit is None:
-            hit = self._tables[dst] = (shortest_path_next_hops(self.graph, dst), {dst: (float("inf"), 0.0, 0, 0)})
+            if self._all_tables is None:
+                # The tables of every host at once: they share searches where routes coincide (one
+                # network-wide search per rail switch), so this costs about as much as a few
+                # per-destination searches and is the same next-hop lists, in the same order.
+                self._all_tables = routing_tables(self.graph)
+            table = self._all_tables.get(dst)
+            if table is None:
+                table = shortest_path_next_hops(self.graph, dst)
+            hit = self._tables[dst] = (table, {dst: (float("inf"), 0.0, 0, 0)})
         return hit
 
     def _best(self, u: int, dst: int) -> tuple[float, float, int, int] | None:

@@ -4,7 +4,7 @@ A training iteration issues the same collective call (same op, group, size, over
 priority) hundreds of times: the tensor-parallel all-gathers and reduce-scatters of every layer and
 microbatch, the pipeline sends of every microbatch. Their tasks differ only in task ids, labels (the
 call's name) and the dependencies that come from outside the call. :class:`CallTemplates` emits the
-first call of a shape normally, records the second as a :class:`~hetero_ns3.dag.BlockTemplate`
+first call of a shape normally and records it as a :class:`~hetero_ns3.dag.BlockTemplate`
 (:meth:`~hetero_ns3.dag.PlanBuilder.capture`, which checks task by task that a replay is exact) and
 appends every later call with :meth:`~hetero_ns3.dag.PlanBuilder.replay` (array copies with a task-id
 offset). Shapes are keyed on the exact group (GPU names), so GPU indices never need remapping.
@@ -21,8 +21,7 @@ from hetero_ns3.collectives.types import Choice, CollectiveCall, CollectiveResul
 from hetero_ns3.dag import BlockTemplate, PlanBuilder
 from hetero_ns3.errors import PlanningError
 
-_SEEN_ONCE = 1
-_NOT_REUSABLE = 2
+_NOT_REUSABLE = 1
 
 
 @dataclass(frozen=True)
@@ -31,6 +30,8 @@ class _Recorded:
     choice: Choice
     exits: tuple[tuple[str, tuple[int, ...]], ...]
     """Per GPU, the exit task ids relative to the block's first task."""
+    single_exits: tuple[tuple[str, int], ...] | None
+    """``exits`` when every GPU has one exit task (the usual case), else None."""
 
 
 class CallTemplates:
@@ -41,7 +42,7 @@ class CallTemplates:
     """
 
     def __init__(self) -> None:
-        self._shapes: dict[tuple, int | _Recorded] = {}
+        self._shapes: dict[tuple, int | _Recorded] = {}  # _Recorded, or _NOT_REUSABLE
         self._owner: tuple[PlanBuilder, CollectiveEnv] | None = None
         self.stats = {"emitted": 0, "recorded": 0, "replayed": 0}
 
@@ -66,11 +67,12 @@ class CallTemplates:
         if isinstance(state, _Recorded):
             self.stats["replayed"] += 1
             off = builder.replay(state.block, call.label, deps)
-            exits = {g: tuple(off + r for r in rel) for g, rel in state.exits}
+            if state.single_exits is not None:
+                exits = {g: (off + r,) for g, r in state.single_exits}
+            else:
+                exits = {g: tuple(off + r for r in rel) for g, rel in state.exits}
             return CollectiveResult(exits=exits, choice=state.choice, first_task=off, end_task=off + state.block.n)
-        if state is None or state == _NOT_REUSABLE:
-            if state is None:
-                self._shapes[key] = _SEEN_ONCE
+        if state == _NOT_REUSABLE:
             self.stats["emitted"] += 1
             return emit_collective(builder, call, env, entry_deps, category, priority)[0]
         self.stats["recorded"] += 1
@@ -96,4 +98,5 @@ class CallTemplates:
         block = builder.capture(first, tails, entry_of, entry_deps, call.label)
         if block is None or block.n != res.end_task - first:
             return _NOT_REUSABLE
-        return _Recorded(block, res.choice, exits)
+        single = tuple((g, rel[0]) for g, rel in exits) if all(len(rel) == 1 for _, rel in exits) else None
+        return _Recorded(block, res.choice, exits, single)

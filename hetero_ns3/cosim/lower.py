@@ -58,6 +58,57 @@ def _p2p_call(members: tuple[Op, ...], gpu_of: list[str]) -> tuple[CollectiveCal
     return call, {src: [send], dst: [recv]}
 
 
+@dataclass(frozen=True)
+class _OpGraph:
+    """The workload as a graph of nodes: compute ops and collective instances (all members as one node).
+
+    A node's id is the smallest op id among its ops (unique, and the emission order key).
+    """
+
+    ops: dict[int, Op]
+    members: dict[int, list[Op]]
+    """Node id of an instance -> its member ops (workload order)."""
+    indeg: dict[int, int]
+    """Node id -> number of dependency edges into it (one per dependency of one of its ops)."""
+    succ: dict[int, list[int]]
+
+
+def _op_graph(workload: Workload) -> _OpGraph:
+    """Nodes and edges of ``workload`` (one pass over the ops, linear time)."""
+    ops: dict[int, Op] = {}
+    by_instance: dict[int, list[Op]] = {}
+    for rank_ops in workload.ops:
+        for op in rank_ops:
+            ops[op.id] = op
+            if op.instance >= 0:
+                by_instance.setdefault(op.instance, []).append(op)
+    node: dict[int, int] = {}
+    members: dict[int, list[Op]] = {}
+    for ms in by_instance.values():
+        nid = min(m.id for m in ms)
+        members[nid] = ms
+        for m in ms:
+            node[m.id] = nid
+    indeg: dict[int, int] = {}
+    succ: dict[int, list[int]] = {}
+    for op in ops.values():
+        nd = node.get(op.id, op.id)
+        k = indeg.get(nd, 0)
+        for d in op.deps:
+            dn = node.get(d, d)
+            if dn != nd:
+                if d not in ops:
+                    raise PlanningError(f"op {op.id} ({op.name}) depends on unknown op {d}")
+                lst = succ.get(dn)
+                if lst is None:
+                    succ[dn] = [nd]
+                else:
+                    lst.append(nd)
+                k += 1
+        indeg[nd] = k
+    return _OpGraph(ops, members, indeg, succ)
+
+
 def lower_workload(
     workload: Workload,
     env: CollectiveEnv,
@@ -83,56 +134,45 @@ def lower_workload(
     overrides = overrides or {}
     prio = {**DEFAULT_PRIORITY, **(priority or {})}
     gpu_of = [slot.gpu for slot in workload.ranks]
-    ops = workload.op_index()
-    instances = workload.instances()
-
-    # Graph nodes: ("o", op id) for compute ops, ("i", instance id) for collective instances.
-    def node_of(op: Op) -> tuple[str, int]:
-        return ("i", op.instance) if op.instance >= 0 else ("o", op.id)
-
-    indeg: dict[tuple[str, int], int] = {}
-    succ: dict[tuple[str, int], list[tuple[str, int]]] = {}
-    order_key: dict[tuple[str, int], int] = {}
-    for op in workload:
-        nd = node_of(op)
-        order_key[nd] = min(order_key.get(nd, op.id), op.id)
-        indeg.setdefault(nd, 0)
-        for d in op.deps:
-            dn = node_of(ops[d])
-            if dn == nd:
-                continue
-            succ.setdefault(dn, []).append(nd)
-            indeg[nd] += 1
+    graph = _op_graph(workload)
+    ops, members_of, indeg, succ = graph.ops, graph.members, graph.indeg, graph.succ
 
     builder = PlanBuilder(list(dict.fromkeys(gpu_of)))  # rank order, each GPU once
+    gidx_of = [builder.gpu_index(g) for g in gpu_of]
+    slow_of = [float(slowdown.get(g, 1.0)) for g in gpu_of]
     op_exit: dict[int, tuple[int, ...]] = {}
     choices: dict[str, int] = {}
     n_coll = 0
 
     def dep_tasks(op: Op) -> list[int]:
+        deps = op.deps
+        if len(deps) == 1:
+            return list(op_exit[deps[0]])
         out: list[int] = []
-        for d in op.deps:
+        for d in deps:
             out.extend(op_exit[d])
         return out
 
-    heap = [(order_key[nd], nd) for nd, k in indeg.items() if k == 0]
+    # Kahn's algorithm, smallest node id (= smallest op id of the node) first.
+    heap = [nd for nd, k in indeg.items() if k == 0]
     heapq.heapify(heap)
     emitted = 0
+    add_compute, add_barrier = builder.add_compute, builder.add_barrier
     while heap:
-        _, nd = heapq.heappop(heap)
+        nd = heapq.heappop(heap)
         emitted += 1
-        if nd[0] == "o":
-            op = ops[nd[1]]
-            gpu = gpu_of[op.rank]
-            stream = COMPUTE_STREAM if op.stream == "compute" else COMM_STREAM
-            dur = op.duration * float(slowdown.get(gpu, 1.0))
+        members = members_of.get(nd)
+        if members is None:
+            op = ops[nd]
+            g = gidx_of[op.rank]
             if op.kind == "compute":
-                tid = builder.add_compute(gpu, dur, dep_tasks(op), stream=stream, label=op.name, category="compute")
+                stream = COMPUTE_STREAM if op.stream == "compute" else COMM_STREAM
+                dur = op.duration * slow_of[op.rank]
+                tid = add_compute(g, dur, dep_tasks(op), stream=stream, label=op.name, category="compute")
             else:  # a comm op outside any instance: nothing to move
-                tid = builder.add_barrier(gpu, dep_tasks(op), label=op.name)
-            op_exit[op.id] = (tid,)
+                tid = add_barrier(g, dep_tasks(op), label=op.name)
+            op_exit[nd] = (tid,)
         else:
-            members = instances[nd[1]]
             head = members[0]
             if head.collective in ("send", "recv"):
                 call, by_gpu = _p2p_call(members, gpu_of)
@@ -172,14 +212,16 @@ def lower_workload(
                 n_coll += 1
                 key = f"{head.dim}:{call.op}:{res.algo}/{res.protocol}/{res.channels}"
                 choices[key] = choices.get(key, 0) + 1
+                exits_of = res.exits
                 for g, ms in by_gpu.items():
-                    exits = tuple(res.exits[g])
+                    exits = tuple(exits_of[g])
                     for m in ms:
                         op_exit[m.id] = exits
         for s in succ.get(nd, ()):
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                heapq.heappush(heap, (order_key[s], s))
+            k = indeg[s] - 1
+            indeg[s] = k
+            if k == 0:
+                heapq.heappush(heap, s)
     if emitted != len(indeg):
         raise PlanningError(f"workload has a dependency cycle: {len(indeg) - emitted} ops/instances never became ready")
     return Lowered(builder.build(), op_exit, choices, n_coll)
