@@ -26,6 +26,9 @@ typedef struct { Ev *a; i64 n, cap; } Heap;
 
 static int ev_less(Ev x, Ev y) { return x.t < y.t || (x.t == y.t && x.code < y.code); }
 
+/* Task events in a 4-ary min-heap on (time, code): half the levels of a binary heap, and the four
+   children of a node are adjacent in memory. (time, code) pairs are unique, so the pop order is the
+   same as any other exact priority queue's. */
 static int heap_push(Heap *h, double t, i64 code) {
     if (h->n == h->cap) {
         i64 nc = h->cap ? 2 * h->cap : 4096;
@@ -37,7 +40,7 @@ static int heap_push(Heap *h, double t, i64 code) {
     Ev e = {t, code};
     i64 i = h->n++;
     while (i > 0) {
-        i64 p = (i - 1) / 2;
+        i64 p = (i - 1) / 4;
         if (!ev_less(e, h->a[p])) break;
         h->a[i] = h->a[p];
         i = p;
@@ -52,12 +55,14 @@ static Ev heap_pop(Heap *h) {
     i64 i = 0, n = h->n;
     if (n == 0) return top;
     for (;;) {
-        i64 c = 2 * i + 1;
+        i64 c = 4 * i + 1;
         if (c >= n) break;
-        if (c + 1 < n && ev_less(h->a[c + 1], h->a[c])) c++;
-        if (!ev_less(h->a[c], last)) break;
-        h->a[i] = h->a[c];
-        i = c;
+        i64 end = c + 4 < n ? c + 4 : n, m = c;
+        for (i64 k = c + 1; k < end; k++)
+            if (ev_less(h->a[k], h->a[m])) m = k;
+        if (!ev_less(h->a[m], last)) break;
+        h->a[i] = h->a[m];
+        i = m;
     }
     h->a[i] = last;
     return top;
