@@ -282,6 +282,30 @@ RdmaNic::PullData(uint32_t port, uint8_t pausedMask, Time* wake)
     return nullptr;
 }
 
+Time
+RdmaNic::NextPullTime(uint32_t port, uint8_t pausedMask) const
+{
+    if (port >= m_active.size())
+    {
+        return Time::Max();
+    }
+    Time earliest = Time::Max();
+    for (const Ptr<RdmaQueuePair>& q : m_active[port])
+    {
+        const RdmaQueuePair* qp = PeekPointer(q);
+        if (qp->sndNxt >= qp->size || ((pausedMask >> (qp->priority & 7)) & 1u))
+        {
+            continue;
+        }
+        if (qp->windowBytes > 0 && qp->Inflight() >= qp->windowBytes)
+        {
+            continue;
+        }
+        earliest = std::min(earliest, qp->nextAvail);
+    }
+    return earliest;
+}
+
 bool
 RdmaNic::NeedsAckRequest(const RdmaQueuePair& qp, uint64_t seq) const
 {

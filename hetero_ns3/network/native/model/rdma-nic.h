@@ -69,6 +69,7 @@ class RdmaNic : public RoceNode
 
     void Receive(Ptr<RocePacket> p, uint32_t port) override;
     Ptr<RocePacket> PullData(uint32_t port, uint8_t pausedMask, Time* wake) override;
+    Time NextPullTime(uint32_t port, uint8_t pausedMask) const override;
     bool IsHost() const override;
 
   protected:

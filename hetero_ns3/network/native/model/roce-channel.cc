@@ -2,7 +2,10 @@
 
 #include "roce-net-device.h"
 
+#include "roce-pool.h"
+
 #include "ns3/abort.h"
+#include "ns3/event-impl.h"
 #include "ns3/node.h"
 #include "ns3/simulator.h"
 
@@ -37,15 +40,54 @@ RoceChannel::Attach(Ptr<RoceNetDevice> dev)
     m_nodeId[slot] = dev->GetNode() ? dev->GetNode()->GetId() : 0;
 }
 
+namespace
+{
+
+/**
+ * Arrival of a frame at the far end of a channel: the most frequent event of a run (one per
+ * frame-hop). A pooled EventImpl instead of MakeEvent's, which allocates twice (the event and a
+ * std::function holding the bound arguments).
+ */
+class RoceArrivalEvent : public EventImpl
+{
+  public:
+    RoceArrivalEvent(RoceNetDevice* dev, Ptr<RocePacket> p)
+        : m_dev(dev),
+          m_packet(std::move(p))
+    {
+    }
+
+    static void* operator new(std::size_t bytes)
+    {
+        return RoceFreeList<sizeof(RoceArrivalEvent)>::Allocate(bytes);
+    }
+
+    static void operator delete(void* ptr, std::size_t bytes)
+    {
+        RoceFreeList<sizeof(RoceArrivalEvent)>::Release(ptr, bytes);
+    }
+
+  protected:
+    void Notify() override
+    {
+        m_dev->Receive(std::move(m_packet));
+    }
+
+  private:
+    RoceNetDevice* m_dev;
+    Ptr<RocePacket> m_packet;
+};
+
+} // namespace
+
 void
 RoceChannel::Transmit(Ptr<RocePacket> p, const RoceNetDevice* src, Time txTime)
 {
     int dst = (PeekPointer(m_dev[0]) == src) ? 1 : 0;
+    // The simulator takes over the event's one reference.
     Simulator::ScheduleWithContext(m_nodeId[dst],
                                    txTime + m_delay,
-                                   &RoceNetDevice::Receive,
-                                   PeekPointer(m_dev[dst]),
-                                   p);
+                                   new RoceArrivalEvent(PeekPointer(m_dev[dst]), std::move(p)));
 }
 
 Ptr<RoceNetDevice>

@@ -2,9 +2,11 @@
 
 #include "roce-channel.h"
 #include "roce-node.h"
+#include "roce-pool.h"
 
 #include "ns3/abort.h"
 #include "ns3/enum.h"
+#include "ns3/event-impl.h"
 #include "ns3/node.h"
 #include "ns3/simulator.h"
 #include "ns3/string.h"
@@ -17,6 +19,47 @@ namespace ns3
 {
 
 NS_OBJECT_ENSURE_REGISTERED(RoceNetDevice);
+
+/**
+ * A port's own timer (transmit complete, pacing wake-up): a pooled EventImpl calling a member
+ * without arguments, instead of MakeEvent's two allocations (event and std::function).
+ */
+class RoceNetDevice::PortEvent : public EventImpl
+{
+  public:
+    PortEvent(RoceNetDevice* dev, void (RoceNetDevice::*fn)())
+        : m_dev(dev),
+          m_fn(fn)
+    {
+    }
+
+    static void* operator new(std::size_t bytes)
+    {
+        return RoceFreeList<sizeof(PortEvent)>::Allocate(bytes);
+    }
+
+    static void operator delete(void* ptr, std::size_t bytes)
+    {
+        RoceFreeList<sizeof(PortEvent)>::Release(ptr, bytes);
+    }
+
+  protected:
+    void Notify() override
+    {
+        (m_dev->*m_fn)();
+    }
+
+  private:
+    RoceNetDevice* m_dev;
+    void (RoceNetDevice::*m_fn)();
+};
+
+EventId
+RoceNetDevice::SchedulePortEvent(Time delay, void (RoceNetDevice::*fn)())
+{
+    // Ptr without an extra reference: the simulator's copy then holds the only one.
+    return Simulator::Schedule(delay, Ptr<EventImpl>(new PortEvent(this, fn), false));
+}
 
 const char*
 RoceDropReasonName(uint32_t reason)
@@ -319,7 +362,7 @@ RoceNetDevice::TryTransmit()
         // Serializing a frame: come back when it is done (one event, only when needed).
         if (!m_txEvent.IsPending())
         {
-            m_txEvent = Simulator::Schedule(m_busyUntil - now, &RoceNetDevice::TransmitComplete, this);
+            m_txEvent = SchedulePortEvent(m_busyUntil - now, &RoceNetDevice::TransmitComplete);
         }
         return;
     }
@@ -367,9 +410,25 @@ RoceNetDevice::TryTransmit()
     m_txBeginTrace(p->flowId, p->size);
     Time tx = TxTime(p->size);
     m_busyUntil = now + tx;
-    if (m_owner->IsHost() || m_totalQueueBytes > 0 || !m_ctrl.empty())
+    if (m_totalQueueBytes > 0 || !m_ctrl.empty())
     {
-        m_txEvent = Simulator::Schedule(tx, &RoceNetDevice::TransmitComplete, this);
+        m_txEvent = SchedulePortEvent(tx, &RoceNetDevice::TransmitComplete);
+    }
+    else if (m_owner->IsHost())
+    {
+        // Come back when the NIC can next send: at the end of this frame, or later when every
+        // queue pair is paced past it (one wake-up instead of a transmit-complete that finds
+        // nothing ready plus a wake-up), or never until a new flow, ACK, RESUME or timeout calls
+        // TryTransmit (a frame enqueued meanwhile schedules the transmit-complete itself).
+        Time next = m_owner->NextPullTime(m_localPort, PausedMask());
+        if (next <= m_busyUntil)
+        {
+            m_txEvent = SchedulePortEvent(tx, &RoceNetDevice::TransmitComplete);
+        }
+        else if (next != Time::Max())
+        {
+            ScheduleWake(next);
+        }
     }
     m_channel->Transmit(p, this, tx);
 }
@@ -397,7 +456,7 @@ RoceNetDevice::ScheduleWake(Time at)
     {
         delay = Time(0);
     }
-    m_wakeEvent = Simulator::Schedule(delay, &RoceNetDevice::Wake, this);
+    m_wakeEvent = SchedulePortEvent(delay, &RoceNetDevice::Wake);
 }
 
 void

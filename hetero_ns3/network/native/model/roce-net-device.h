@@ -146,6 +146,9 @@ class RoceNetDevice : public NetDevice
     void DoDispose() override;
 
   private:
+    class PortEvent;
+    /** Schedule member \p fn of this port after \p delay (pooled event). \return its id. */
+    EventId SchedulePortEvent(Time delay, void (RoceNetDevice::*fn)());
     int PickClass();
     void TransmitComplete();
     void Resume(uint8_t cls);

@@ -122,6 +122,12 @@ RoceNode::PullData(uint32_t, uint8_t, Time*)
     return nullptr;
 }
 
+Time
+RoceNode::NextPullTime(uint32_t, uint8_t) const
+{
+    return Time(0);
+}
+
 void
 RoceNode::NotifyDequeue(uint32_t, RocePacket&)
 {

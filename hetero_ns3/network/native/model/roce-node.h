@@ -61,6 +61,14 @@ class RoceNode : public Object
      * \return a data frame, or nullptr
      */
     virtual Ptr<RocePacket> PullData(uint32_t port, uint8_t pausedMask, Time* wake);
+    /**
+     * Earliest time at which PullData on \p port could return a frame without any other change
+     * (a new flow, an ACK, a RESUME, a timeout: each of those calls the port's TryTransmit).
+     * \param port local port
+     * \param pausedMask bit c set when class c is paused by PFC
+     * \return that time (at or before now: at once), or Time::Max() when nothing is pending
+     */
+    virtual Time NextPullTime(uint32_t port, uint8_t pausedMask) const;
     /** Frame \p p leaves the class queues of \p port and starts transmission. */
     virtual void NotifyDequeue(uint32_t port, RocePacket& p);
     /** \return true for hosts (RDMA NICs). */

@@ -1,6 +1,8 @@
 #ifndef HETERO_NS3_ROCE_PACKET_H
 #define HETERO_NS3_ROCE_PACKET_H
 
+#include "roce-pool.h"
+
 #include "ns3/simple-ref-count.h"
 
 #include <cstddef>
@@ -69,9 +71,16 @@ class RocePacket : public SimpleRefCount<RocePacket>
     }
 
     /** Frames come from a free list: one allocation per frame alive at the peak, not per frame. */
-    static void* operator new(std::size_t bytes);
+    static void* operator new(std::size_t bytes)
+    {
+        return RoceFreeList<sizeof(RocePacket)>::Allocate(bytes);
+    }
+
     /** Return a frame's memory to the free list. */
-    static void operator delete(void* ptr, std::size_t bytes);
+    static void operator delete(void* ptr, std::size_t bytes)
+    {
+        RoceFreeList<sizeof(RocePacket)>::Release(ptr, bytes);
+    }
 };
 
 } // namespace ns3
