@@ -451,21 +451,31 @@ class PlanBuilder:
         tails.update(zip(tpl.tail_keys, (tpl.tail_rel + off).tolist(), strict=True))
         return off
 
-    def build(self) -> ExecutionPlan:
+    def build(self, copy: bool = True) -> ExecutionPlan:
+        """Freeze the tasks into an :class:`ExecutionPlan` (validated).
+
+        ``copy=False`` hands the builder's buffers to the plan instead of copying them, which halves
+        the peak memory of large plans; the builder then must not be appended to (``BufferError``).
+        """
+
+        def arr(a: array, dtype: type) -> np.ndarray:
+            out = np.frombuffer(a, dtype=dtype)
+            return out.copy() if copy else out
+
         plan = ExecutionPlan(
             gpus=self.gpus,
-            kind=np.frombuffer(self._kind, dtype=np.int8).copy(),
-            gpu=np.frombuffer(self._gpu, dtype=np.int32).copy(),
-            dst=np.frombuffer(self._dst, dtype=np.int32).copy(),
-            size_bytes=np.frombuffer(self._size, dtype=np.int64).copy(),
-            duration_s=np.frombuffer(self._dur, dtype=np.float64).copy(),
-            stream=np.frombuffer(self._stream, dtype=np.int16).copy(),
-            priority=np.frombuffer(self._prio, dtype=np.int8).copy(),
-            dep_ptr=np.frombuffer(self._dep_ptr, dtype=np.int64).copy(),
-            dep_idx=np.frombuffer(self._dep_idx, dtype=np.int32).copy(),
-            label=np.frombuffer(self._label, dtype=np.int32).copy(),
-            labels=tuple(self._labels),
-            category=np.frombuffer(self._cat, dtype=np.int16).copy(),
+            kind=arr(self._kind, np.int8),
+            gpu=arr(self._gpu, np.int32),
+            dst=arr(self._dst, np.int32),
+            size_bytes=arr(self._size, np.int64),
+            duration_s=arr(self._dur, np.float64),
+            stream=arr(self._stream, np.int16),
+            priority=arr(self._prio, np.int8),
+            dep_ptr=arr(self._dep_ptr, np.int64),
+            dep_idx=arr(self._dep_idx, np.int32),
+            label=arr(self._label, np.int32),
+            labels=tuple(self._label_texts),
+            category=arr(self._cat, np.int16),
             categories=tuple(self._cats),
         )
         plan.validate()

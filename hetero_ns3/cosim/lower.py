@@ -224,4 +224,4 @@ def lower_workload(
                 heapq.heappush(heap, s)
     if emitted != len(indeg):
         raise PlanningError(f"workload has a dependency cycle: {len(indeg) - emitted} ops/instances never became ready")
-    return Lowered(builder.build(), op_exit, choices, n_coll)
+    return Lowered(builder.build(copy=False), op_exit, choices, n_coll)  # the builder is dropped here

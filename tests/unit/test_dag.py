@@ -41,3 +41,52 @@ def test_validate_catches_cycles_in_raw_arrays():
     object.__setattr__(plan, "dep_idx", np.asarray([1], dtype=np.int32))
     with pytest.raises(PlanningError, match="earlier"):
         plan.validate()
+
+
+def _two_task_builder():
+    b = PlanBuilder(["a", "b"])
+    c = b.add_compute("a", 1.0, label="c")
+    b.add_flow("a", "b", 10, deps=[c], label="f")
+    return b
+
+
+def test_build_without_copy_gives_the_same_plan_and_freezes_the_builder():
+    a, b = _two_task_builder().build(), _two_task_builder()
+    plan = b.build(copy=False)
+    for name in ("kind", "gpu", "dst", "size_bytes", "duration_s", "stream", "dep_ptr", "dep_idx", "label"):
+        assert np.array_equal(getattr(a, name), getattr(plan, name))
+    assert a.labels == plan.labels
+    with pytest.raises(BufferError):
+        b.add_compute("a", 1.0)
+
+
+def test_replay_appends_the_captured_block_with_new_ids_labels_and_stream_deps():
+    b = PlanBuilder(["a", "b"])
+    b.add_compute("b", 1.0)
+    pre = b.add_compute("a", 1.0, stream=1)
+    blocks = []
+    for name in ("x", "y"):
+        tails, first = b.stream_tails(), len(b)
+        e = b.add_compute("a", 0.5, deps=[0], stream=1, label=f"{name} entry")
+        f = b.add_flow("a", "b", 10, deps=[e], label=f"{name} send")
+        b.add_compute("b", 0.1, deps=[f], stream=2, label=f"{name} reduce")
+        blocks.append((first, tails))
+    first, tails = blocks[1]
+    tpl = b.capture(first, tails, {first: "a"}, {"a": [0]}, "y")
+    assert tpl is not None and tpl.label_suffixes == (" entry", " send", " reduce")
+    off = b.replay(tpl, "z", {"a": [pre, 0, 0]})
+    plan = b.build()
+    assert list(plan.deps(off)) == [pre, 0, first]  # entry deps (repeats dropped), then the stream's last task
+    assert list(plan.deps(off + 2)) == [off + 1, first + 2]  # internal dep, then stream 2's last task
+    assert plan.labels[plan.label[off + 1]] == "z send"
+
+
+def test_capture_refuses_blocks_a_replay_would_not_reproduce():
+    b = PlanBuilder(["a", "b"])
+    b.add_compute("a", 1.0)
+    tails, first = b.stream_tails(), len(b)
+    b.add_flow("a", "b", 10, deps=[0], label="y send")  # an outside dependency, not an entry's
+    assert b.capture(first, tails, {}, {}, "y") is None
+    tails, first = b.stream_tails(), len(b)
+    b.add_compute("a", 1.0, label="other label")
+    assert b.capture(first, tails, {}, {}, "y") is None  # label without the call's prefix
