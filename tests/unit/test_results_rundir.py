@@ -309,3 +309,46 @@ def test_timeline_color_keys_split_passes_of_compute_only():
     got = {(lab, names[k]) for lab, k in zip(labels, keys, strict=True)}
     assert ("fwd mb0", "fwd") in got and ("bwd mb0", "bwd") in got and ("opt step", "opt") in got
     assert ("reduce", "dp") in got  # a communication kernel keeps its category
+
+
+def test_runs_of_several_iterations_keep_the_iteration_of_each_task(tmp_path):
+    from hetero_ns3.cosim.iterations import repeat_plan
+    from hetero_ns3.results import load_run
+
+    rep = repeat_plan(small_plan(), 3)
+    full = critical_path_s(rep.plan, 0.3)
+    paths = write_run(
+        tmp_path / "ok",
+        scenario_resolved={},
+        versions={},
+        plan=rep.plan,
+        times=full,
+        gpu_meta=META,
+        iteration=rep.iteration,
+        plots=False,
+    )
+    summary = json.loads(paths.summary.read_text())
+    assert summary["iterations"] == 3 and sum(summary["iteration_times_s"]) == pytest.approx(summary["makespan_s"])
+    assert summary["iteration_time_s"] == pytest.approx(np.mean(summary["iteration_times_s"][1:]))
+    run = load_run(paths.root)
+    np.testing.assert_array_equal(run.iteration, rep.iteration)
+    again = run.resummarize()
+    assert again.iteration_time_s == pytest.approx(summary["iteration_time_s"], rel=1e-12)
+    assert again.overall.as_dict() == pytest.approx(summary["breakdown"]["overall"], rel=1e-12, abs=1e-12)
+    # Interrupted in the second iteration: the partial tables still say which iteration each task is.
+    cut = float(np.median(full.finish_s[rep.iteration == 1]))
+    times = TaskTimes(
+        np.where(full.start_s <= cut, full.start_s, np.nan), np.where(full.finish_s <= cut, full.finish_s, np.nan)
+    )
+    part = write_partial(
+        tmp_path / "cut",
+        "interrupted",
+        status="interrupted",
+        plan=rep.plan,
+        times=times,
+        gpu_meta=META,
+        iteration=rep.iteration,
+    )
+    tasks = pd.read_csv(part.tasks)
+    assert tasks["iteration"].tolist() == rep.iteration.tolist()
+    assert tasks.loc[tasks.iteration == 0, "finish_s"].notna().all() and tasks.finish_s.isna().any()
