@@ -58,9 +58,11 @@ def run(args: argparse.Namespace) -> int:
             progress.close()
     st = outcome.stats
     print(format_summary(outcome.summary))
-    per_it = f" ({st['iterations']} iterations x {st['tasks_per_iteration']})" if st["iterations"] > 1 else ""
+    several = st["iterations"] > 1
+    per_it = f" ({st['iterations']} iterations x {st['tasks_per_iteration']})" if several else ""
+    calls = f"{st['collectives']}" + (" per iteration" if several else "")
     print(
-        f"tasks {st['tasks']}{per_it}, flows {st['flows']}, collective calls {st['collectives']}; "
+        f"tasks {st['tasks']}{per_it}, flows {st['flows']}, collective calls {calls}; "
         f"compute-only iteration {st['compute_only_iteration_s'] * 1e3:.3f} ms; MFU {100 * st['mfu']:.1f}%; "
         f"planning {st['plan_s']:.1f} s, {outcome.backend} backend {st['backend_wall_s']:.1f} s"
     )
