@@ -139,29 +139,41 @@ class BlockTemplate:
     """(task, entry key or None, (gpu, stream) or None, start and end of its internal deps in ``dep_rel``)."""
     tails: tuple[tuple[tuple[int, int], int], ...]
     """((gpu, stream), task): the last compute task of the block on each stream it uses."""
-    special_keys: tuple[tuple[Hashable | None, tuple[int, int] | None], ...]
-    """(entry key, (gpu, stream)) of each of ``specials``."""
+    entry_keys: tuple[tuple[Hashable, tuple[int, int] | None], ...]
+    """(entry key, (gpu, stream) or None) of the ``specials`` that are entry tasks, in order."""
+    stream_keys: tuple[tuple[int, int], ...]
+    """(gpu, stream) of the other ``specials`` (first compute tasks of their stream), in order."""
     tail_keys: tuple[tuple[int, int], ...]
     """The (gpu, stream) of ``tails``."""
     tail_rel: np.ndarray
     """int64: the task of ``tails``, relative to the block."""
-    layouts: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
+    layouts: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
         default_factory=dict, compare=False, repr=False
     )
     """Memo of :func:`_layout` per shape of the external dependencies (filled by replays)."""
 
 
-def _layout(tpl: BlockTemplate, shape: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """CSR of a replay whose special tasks get ``shape[j] // 2`` entry deps and ``shape[j] % 2`` tail deps.
+def _layout(
+    tpl: BlockTemplate, entry_shape: Sequence[int], stream_mask: Sequence[bool] | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """CSR of a replay with the given external dependencies.
 
-    Returns (CSR ends relative to the block, int32 deps with internal ones relative to the block and
-    0 in external slots, positions of the external slots in the order replay lists their values).
+    ``entry_shape[i]`` of ``tpl.entry_keys[i]``'s task: twice its entry deps, plus 1 if it also gets
+    its stream's previous task; ``stream_mask[i]``: whether ``tpl.stream_keys[i]``'s task gets its
+    stream's previous task (None: all do). Returns (CSR ends relative to the block, int32 deps with
+    internal ones relative to the block and 0 in external slots, positions of the external slots in
+    the order :meth:`PlanBuilder.replay` lists their values: entry specials, then stream specials).
     """
     count = tpl.dep_count.copy()
     front = np.zeros(tpl.n, dtype=np.int64)
-    for (t, *_), k in zip(tpl.specials, shape, strict=True):
-        count[t] += k // 2 + k % 2
-        front[t] = k // 2
+    tasks_e = [sp[0] for sp in tpl.specials if sp[1] is not None]
+    tasks_s = [sp[0] for sp in tpl.specials if sp[1] is None]
+    backs_s = [1] * len(tasks_s) if stream_mask is None else [1 if m else 0 for m in stream_mask]
+    backs = [k % 2 for k in entry_shape] + backs_s
+    fronts = [k // 2 for k in entry_shape] + [0] * len(tasks_s)
+    for t, f, bk in zip(tasks_e + tasks_s, fronts, backs, strict=True):
+        count[t] += f + bk
+        front[t] = f
     ends = np.cumsum(count)
     starts = ends - count
     first_int = np.repeat(starts + front, tpl.dep_count)
@@ -169,10 +181,10 @@ def _layout(tpl: BlockTemplate, shape: Sequence[int]) -> tuple[np.ndarray, np.nd
     dep = np.zeros(int(ends[-1]) if tpl.n else 0, dtype=np.int32)
     dep[first_int + rank] = tpl.dep_rel
     ext: list[int] = []
-    for (t, _, _, _, _), k in zip(tpl.specials, shape, strict=True):
+    for t, f, bk in zip(tasks_e + tasks_s, fronts, backs, strict=True):
         s0 = int(starts[t])
-        ext.extend(range(s0, s0 + k // 2))
-        if k % 2:
+        ext.extend(range(s0, s0 + f))
+        if bk:
             ext.append(int(ends[t]) - 1)
     return ends, dep, np.asarray(ext, dtype=np.intp)
 
@@ -382,6 +394,7 @@ class PlanBuilder:
         if not all(t.startswith(label_prefix) for t in texts):
             return None
         local = {g: i for i, g in enumerate(used)}
+        ordered = [tuple(specials[t]) for t in sorted(specials)]
         fixed = tuple(
             a[first:end].tobytes()
             for a in (self._kind, self._gpu, self._dst, self._size, self._dur, self._stream, self._prio, self._cat)
@@ -394,9 +407,10 @@ class PlanBuilder:
             dep_rel=(deps[internal] - first).astype(np.int32),
             dep_count=dep_count,
             dep_end=dep_end,
-            specials=tuple(tuple(specials[t]) for t in sorted(specials)),
+            specials=tuple(ordered),
             tails=tails,
-            special_keys=tuple((specials[t][1], specials[t][2]) for t in sorted(specials)),
+            entry_keys=tuple((sp[1], sp[2]) for sp in ordered if sp[1] is not None),
+            stream_keys=tuple(sp[2] for sp in ordered if sp[1] is None),
             tail_keys=tuple(k for k, _ in tails),
             tail_rel=np.asarray([t for _, t in tails], dtype=np.int64),
         )
@@ -410,26 +424,32 @@ class PlanBuilder:
         off = len(self._kind)
         tails = self._stream_tail
         vals: list[int] = []
-        shape: list[int] = []
-        for ekey, skey in tpl.special_keys:
-            front: Sequence[int] = ()
-            if ekey is not None:
-                front = entry_deps.get(ekey, ())
-                if len(front) > 1:
-                    front = list(dict.fromkeys(front))
-                vals.extend(front)
+        entry_shape: list[int] = []
+        for ekey, skey in tpl.entry_keys:
+            front = entry_deps.get(ekey, ())
+            if len(front) > 1:
+                front = list(dict.fromkeys(front))
+            vals.extend(front)
             back = 0
             if skey is not None:
                 prev = tails.get(skey)
                 if prev is not None and prev not in front:
                     vals.append(prev)
                     back = 1
-            shape.append(2 * len(front) + back)
+            entry_shape.append(2 * len(front) + back)
+        prevs = list(map(tails.get, tpl.stream_keys))
+        stream_mask: tuple[bool, ...] | None = None  # None: every stream has a previous task
+        if None in prevs:
+            stream_mask = tuple([p is not None for p in prevs])
+            vals.extend([p for p in prevs if p is not None])
+        else:
+            vals.extend(prevs)
         if vals and (min(vals) < 0 or max(vals) >= off):
             raise PlanningError(f"tasks from {off} on depend on unknown task ids {sorted(set(vals))}")
-        layout = tpl.layouts.get(tuple(shape))
+        key = (tuple(entry_shape), stream_mask)
+        layout = tpl.layouts.get(key)
         if layout is None:
-            layout = tpl.layouts[tuple(shape)] = _layout(tpl, shape)
+            layout = tpl.layouts[key] = _layout(tpl, entry_shape, stream_mask)
         ends, base_dep, ext_pos = layout
         dep = base_dep + np.int32(off)
         if vals:
