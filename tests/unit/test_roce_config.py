@@ -66,6 +66,16 @@ def test_attribute_settings_cover_the_table_and_render_units():
     assert len({(b.type_id, b.attribute) for b in ATTRIBUTE_MAP}) == len(ATTRIBUTE_MAP)
 
 
+@pytest.mark.parametrize(
+    ("kind", "every", "rendered"),
+    [("hpcc", None, "1"), ("dcqcn", None, "16"), ("none", None, "16"), ("hpcc", 4, "4"), ("dcqcn", 1, "1")],
+)
+def test_ack_interval_default_depends_on_congestion_control(kind, every, rendered):
+    cfg = NetworkConfig(cc=CcConfig(kind=kind), nic=NicConfig(ack_interval=every))
+    assert dict(attribute_settings(cfg))["ns3::RdmaNic::AckInterval"] == rendered
+    assert cfg.nic.ack_interval_for(kind) == int(rendered)
+
+
 def test_segment_by_link_kind():
     nic = NicConfig()
     assert nic.segment_for("network") == 4096
