@@ -254,11 +254,18 @@ class PlanBuilder:
     ) -> int:
         tid = len(self._kind)
         dl = deps if type(deps) is list else list(deps)  # never mutated below
-        if len(dl) > 1:
+        n = len(dl)
+        if n == 2:  # the common case (one dependency + the stream's previous task): no dict needed
+            a, b = dl
+            if a == b:
+                dl = [a]
+            if not (0 <= a < tid and 0 <= b < tid):
+                raise PlanningError(f"task {tid} ({label}) depends on unknown task ids {sorted(dl)}")
+        elif n > 2:
             dl = list(dict.fromkeys(dl))  # drop repeats, keep order
             if min(dl) < 0 or max(dl) >= tid:
                 raise PlanningError(f"task {tid} ({label}) depends on unknown task ids {sorted(dl)}")
-        elif dl and not 0 <= dl[0] < tid:
+        elif n and not 0 <= dl[0] < tid:
             raise PlanningError(f"task {tid} ({label}) depends on unknown task ids {dl}")
         self._kind.append(kind)
         self._gpu.append(gpu)

@@ -158,8 +158,10 @@ def lower_workload(
     heapq.heapify(heap)
     emitted = 0
     add_compute, add_barrier = builder.add_compute, builder.add_barrier
+    heappop, heappush = heapq.heappop, heapq.heappush
+    no_succ: list[int] = []
     while heap:
-        nd = heapq.heappop(heap)
+        nd = heappop(heap)
         emitted += 1
         members = members_of.get(nd)
         if members is None:
@@ -217,11 +219,11 @@ def lower_workload(
                     exits = tuple(exits_of[g])
                     for m in ms:
                         op_exit[m.id] = exits
-        for s in succ.get(nd, ()):
+        for s in succ.get(nd, no_succ):
             k = indeg[s] - 1
             indeg[s] = k
             if k == 0:
-                heapq.heappush(heap, s)
+                heappush(heap, s)
     if emitted != len(indeg):
         raise PlanningError(f"workload has a dependency cycle: {len(indeg) - emitted} ops/instances never became ready")
     return Lowered(builder.build(copy=False), op_exit, choices, n_coll)  # the builder is dropped here
