@@ -28,6 +28,8 @@ import heapq
 from dataclasses import dataclass, field
 from typing import overload
 
+import numpy as np
+
 from hetero_ns3.errors import ScenarioError
 
 HOST = "host"
@@ -255,18 +257,20 @@ def shortest_path_next_hops(graph: NetGraph, dst: int) -> list[list[int]]:
     return _Router(graph).next_hops(dst)
 
 
-def routing_tables(graph: NetGraph) -> dict[int, list[list[int]]]:
-    """ECMP next-hop link sets toward every host: ``tables[dst][node] -> [link index, ...]``.
+#: One destination's table as a shared base row plus patches applied in order: ``(dst, base, [(node, hops)])``.
+TablePart = tuple[int, list[list[int]], list[tuple[int, list[int]]]]
+
+
+def _table_parts(graph: NetGraph) -> list[TablePart]:
+    """The tables of :func:`routing_tables`, each as a base row (shared between destinations) and patches.
 
     Searches are shared where routes provably coincide: hosts with a single link to the same switch
     share one search (their routes differ only at that switch and at themselves), and GPUs whose
     single NIC has a single network switch as neighbour share one search from that switch (a leaf
-    or rail switch) plus a small search inside their own server. A rail cluster thus costs one
-    network-wide search per rail switch, not per GPU. Inner lists are shared between destinations:
-    treat the result as read-only.
+    or rail switch) plus a small search inside their own server.
     """
     router = _Router(graph)
-    tables: dict[int, list[list[int]]] = {}
+    parts: list[TablePart] = []
     gateways: dict[int, list[int]] = {}
     for g, hosts in enumerate(router.served):
         for h in hosts:
@@ -291,29 +295,92 @@ def routing_tables(graph: NetGraph) -> dict[int, list[list[int]]]:
             key = (neigh[0][0], z, frozenset(gws))
             by_port.setdefault(key, []).append(d)
         else:
-            tables[d] = router.next_hops(d)
+            parts.append((d, router.next_hops(d), []))
     for (port, _, _), hosts in by_port.items():
         if len(hosts) == 1:
-            tables[hosts[0]] = router.next_hops(hosts[0])
+            parts.append((hosts[0], router.next_hops(hosts[0]), []))
             continue
         base = router.next_hops(hosts[0], port=port)
         for d in hosts:
-            t = list(base)
-            link = router.adj[d][0][1]
-            t[d] = []
-            t[port] = [link]
-            tables[d] = t
+            parts.append((d, base, [(d, []), (port, [router.adj[d][0][1]])]))
     for leaf, dests in by_leaf.items():
         # Outside the destination's server every route ends "-> leaf -> its NIC": search once from
         # the leaf with every server foreign, then patch in the server-local part per destination.
         base = router.search(leaf, leaf, -1)
         for d, links in dests:
             z = router.zone[d]
-            t = list(base)
-            for u in members[z]:
-                t[u] = []
-            for u, hop in router.search(d, d, z, members[z]).items():
-                t[u] = hop
-            t[leaf] = list(links)
-            tables[d] = t
+            patch: list[tuple[int, list[int]]] = [(u, []) for u in members[z]]
+            patch += list(router.search(d, d, z, members[z]).items())
+            patch.append((leaf, list(links)))
+            parts.append((d, base, patch))
+    return parts
+
+
+def routing_tables(graph: NetGraph) -> dict[int, list[list[int]]]:
+    """ECMP next-hop link sets toward every host: ``tables[dst][node] -> [link index, ...]``.
+
+    Searches are shared where routes provably coincide (see :func:`packed_routing_tables`): a rail
+    cluster costs one network-wide search per rail switch, not per GPU. Inner lists are shared between
+    destinations: treat the result as read-only.
+    """
+    tables: dict[int, list[list[int]]] = {}
+    for d, base, patch in _table_parts(graph):
+        t = list(base) if patch else base
+        for u, hops in patch:
+            t[u] = hops
+        tables[d] = t
     return {d: tables[d] for d in graph.host_indices()}
+
+
+@dataclass(frozen=True)
+class PackedTables:
+    """:func:`routing_tables` as flat arrays: toward host ``hosts[s]`` at node ``u`` the next hops are
+    ``links[off[s, u] : off[s, u] + count[s, u]]``, in the same order."""
+
+    hosts: np.ndarray
+    """int64 (S,): destination host node indices (graph order)."""
+    off: np.ndarray
+    """int64 (S, n_nodes): offsets into ``links``."""
+    count: np.ndarray
+    """int32 (S, n_nodes): number of next hops."""
+    links: np.ndarray
+    """int32: link indices (rows shared between destinations are stored once)."""
+
+
+def packed_routing_tables(graph: NetGraph) -> PackedTables:
+    """The tables of :func:`routing_tables` without building a Python list per destination and node.
+
+    Each shared base row is packed once; a destination's row is a copy of its base's offsets and counts
+    with its few patched nodes pointing at their own hops.
+    """
+    hosts = graph.host_indices()
+    slot = {d: s for s, d in enumerate(hosts)}
+    n = len(graph.nodes)
+    off = np.zeros((len(hosts), n), np.int64)
+    count = np.zeros((len(hosts), n), np.int32)
+    pool: list[np.ndarray] = []
+    size = 0
+    packed: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def put(hops: list[int] | np.ndarray) -> int:
+        nonlocal size
+        at = size
+        pool.append(np.asarray(hops, np.int32))
+        size += len(hops)
+        return at
+
+    for d, base, patch in _table_parts(graph):
+        key = id(base)
+        if key not in packed:
+            lens = np.fromiter(map(len, base), np.int64, n)
+            starts = np.zeros(n, np.int64)
+            np.cumsum(lens[:-1], out=starts[1:])
+            flat = np.fromiter((li for hops in base for li in hops), np.int32, int(lens.sum()))
+            packed[key] = (starts + put(flat), lens.astype(np.int32))
+        s = slot[d]
+        off[s], count[s] = packed[key]
+        for u, hops in patch:
+            off[s, u] = put(hops)
+            count[s, u] = len(hops)
+    links = np.concatenate(pool) if pool else np.zeros(0, np.int32)
+    return PackedTables(np.asarray(hosts, np.int64), off, count, links)

@@ -526,7 +526,7 @@ static u64 packet_hash(u64 seq, u64 node, u64 src, u64 dst, u64 seedw) {
 }
 
 /* Walk flow f from src[f] to dst[f]: at node u the next-hop links toward dst are
-   nh_link[nh_ptr[s * N + u] .. nh_ptr[s * N + u + 1]) with s = dslot[dst]; pick = hash % count.
+   nh_link[nh_off[k] .. nh_off[k] + nh_cnt[k]) with k = dslot[dst] * N + u; pick = hash % count.
    res (F, W) gets resources 2 * link + (reverse direction), padded with pad; hops[f] the count.
    Returns 0 with *need = the longest path; 1 no route (bad[0] node, bad[1] destination);
    2 a walk longer than N hops (loop); 3 no memory. Paths longer than W are counted in *need but not
@@ -534,7 +534,7 @@ static u64 packet_hash(u64 seq, u64 node, u64 src, u64 dst, u64 seedw) {
    Flows are walked grouped by destination (a counting sort), so that one destination's table stays in
    cache; each flow's path depends on its own hash only, so the order changes nothing else. */
 int flowsim_route(i64 F, const i64 *src, const i64 *dst, const i64 *flow_id, i64 N, i64 S, const i64 *dslot,
-                  const i64 *nh_ptr, const int *nh_link, const i64 *la, const i64 *lb, int mode, u64 seedw,
+                  const i64 *nh_off, const int *nh_cnt, const int *nh_link, const i64 *la, const i64 *lb, int mode, u64 seedw,
                   i64 W, int pad, int *res, int *hops, i64 *need, i64 *bad) {
     i64 longest = 0;
     for (i64 f = 0; f < F; f++)
@@ -551,9 +551,10 @@ int flowsim_route(i64 F, const i64 *src, const i64 *dst, const i64 *flow_id, i64
         i64 f = order[q];
         i64 u = src[f], d = dst[f], s = dslot[d], h = 0;
         int *row = res + f * W;
-        const i64 *tab = nh_ptr + s * N;
+        const i64 *toff = nh_off + s * N;
+        const int *tcnt = nh_cnt + s * N;
         do {
-            i64 lo = tab[u], cnt = tab[u + 1] - lo;
+            i64 lo = toff[u], cnt = tcnt[u];
             if (cnt <= 0) { bad[0] = u; bad[1] = d; rc = 1; goto out; }
             i64 pick = 0;
             if (cnt > 1) {

@@ -98,7 +98,9 @@ def load_kernel(required: bool = False) -> ctypes.CDLL | None:
     fn.restype = ctypes.c_int
     fn.argtypes = [_I, _P, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P, _I, _P, _D, ctypes.c_int, _D, _D, _P, _P, _P, _P]
     _declare(
-        lib.flowsim_route, ctypes.c_int, [_I, _P, _P, _P, _I, _I, _P, _P, _P, _P, _P, _C, _U, _I, _C, _P, _P, _P, _P]
+        lib.flowsim_route,
+        ctypes.c_int,
+        [_I, _P, _P, _P, _I, _I, _P, _P, _P, _P, _P, _P, _C, _U, _I, _C, _P, _P, _P, _P],
     )
     _declare(lib.flowsim_narrow, None, [_I, _I, _I, _P])
     _declare(lib.flowsim_path_stats, None, [_I, _I, _P, _P, _P, _P, _P, _P, _P, _C, _P, _P, _P])

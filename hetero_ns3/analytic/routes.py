@@ -20,7 +20,7 @@ import numpy as np
 
 from hetero_ns3.analytic.config import AnalyticConfig
 from hetero_ns3.errors import SimulationError
-from hetero_ns3.netgraph import NetGraph, routing_tables
+from hetero_ns3.netgraph import NetGraph, packed_routing_tables
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -135,16 +135,18 @@ class FlowPaths:
 
 @dataclass(frozen=True)
 class NextHopTable:
-    """ECMP next hops of every destination host as flat arrays (CSR over destination slot x node).
+    """ECMP next hops of every destination host as flat arrays (destination slot x node).
 
-    Toward host ``d`` at node ``u``: ``link[ptr[k] : ptr[k + 1]]`` with ``k = slot[d] * n_nodes + u``,
+    Toward host ``d`` at node ``u``: ``link[off[k] : off[k] + count[k]]`` with ``k = slot[d] * n_nodes + u``,
     in the order of :func:`hetero_ns3.netgraph.routing_tables`.
     """
 
     slot: np.ndarray
     """int64 per node: the table slot of a destination host; -1 for nodes without a table."""
-    ptr: np.ndarray
-    """int64 (slots * n_nodes + 1,): offsets into ``link``."""
+    off: np.ndarray
+    """int64 (slots * n_nodes,): offsets into ``link``."""
+    count: np.ndarray
+    """int32 (slots * n_nodes,): number of next hops."""
     link: np.ndarray
     """int32: link indices."""
     n_nodes: int
@@ -152,7 +154,7 @@ class NextHopTable:
     @property
     def slots(self) -> int:
         """Number of destinations with a table."""
-        return (int(self.ptr.shape[0]) - 1) // max(self.n_nodes, 1)
+        return int(self.off.shape[0]) // max(self.n_nodes, 1)
 
 
 def next_hop_table(routes: Mapping[int, Sequence[Sequence[int]]], n_nodes: int) -> NextHopTable:
@@ -168,10 +170,21 @@ def next_hop_table(routes: Mapping[int, Sequence[Sequence[int]]], n_nodes: int) 
     slot = np.full(n_nodes, -1, np.int64)
     slot[np.asarray(dests, np.int64)] = np.arange(len(dests))
     cells = len(dests) * n_nodes
-    ptr = np.zeros(cells + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, chain.from_iterable(rows)), np.int64, cells), out=ptr[1:])
-    link = np.fromiter(chain.from_iterable(chain.from_iterable(rows)), np.int32, int(ptr[-1]))
-    return NextHopTable(slot, ptr, link, n_nodes)
+    count = np.fromiter(map(len, chain.from_iterable(rows)), np.int32, cells)
+    off = np.zeros(cells, np.int64)
+    np.cumsum(count[:-1], out=off[1:])
+    link = np.fromiter(chain.from_iterable(chain.from_iterable(rows)), np.int32, int(count.sum(dtype=np.int64)))
+    return NextHopTable(slot, off, count, link, n_nodes)
+
+
+def graph_next_hop_table(graph: NetGraph) -> NextHopTable:
+    """The next-hop table of ``graph`` (:func:`~hetero_ns3.netgraph.packed_routing_tables`, same content as
+    :func:`next_hop_table` of :func:`~hetero_ns3.netgraph.routing_tables`, without the Python lists)."""
+    packed = packed_routing_tables(graph)
+    n_nodes = len(graph.nodes)
+    slot = np.full(n_nodes, -1, np.int64)
+    slot[packed.hosts] = np.arange(packed.hosts.shape[0])
+    return NextHopTable(slot, packed.off.ravel(), packed.count.ravel(), packed.links, n_nodes)
 
 
 def _no_route(graph: NetGraph, node: int, dst: int) -> SimulationError:
@@ -201,8 +214,8 @@ def _walk_numpy(
         c, d = cur[alive], dst[alive]
         key = base_key[alive]
         safe = np.maximum(key, 0) + c
-        lo = table.ptr[safe]
-        n_opt = np.where(key >= 0, table.ptr[safe + 1] - lo, 0)
+        lo = table.off[safe]
+        n_opt = np.where(key >= 0, table.count[safe], 0).astype(np.int64)
         if np.any(n_opt == 0):
             k = int(np.flatnonzero(n_opt == 0)[0])
             raise _no_route(graph, int(c[k]), int(d[k]))
@@ -263,7 +276,7 @@ def _route_native(
         res = np.empty(f * width, np.int32)
         rc = lib.flowsim_route(
             f, src.ctypes.data, dst.ctypes.data, fid.ctypes.data, table.n_nodes, table.slots, table.slot.ctypes.data,
-            table.ptr.ctypes.data, table.link.ctypes.data, links.a.ctypes.data, links.b.ctypes.data, mode,
+            table.off.ctypes.data, table.count.ctypes.data, table.link.ctypes.data, links.a.ctypes.data, links.b.ctypes.data, mode,
             seed_word, width, links.pad, res.ctypes.data, hops.ctypes.data, need.ctypes.data, bad.ctypes.data,
         )  # fmt: skip
         if rc == 1:
@@ -317,9 +330,7 @@ def route_flows(
     if f == 0:
         z = np.zeros(0)
         return FlowPaths(np.full((0, 4), pad, np.int32), np.zeros(0, np.int32), z, z, np.zeros(pad + 1))
-    if routes is None:
-        routes = routing_tables(graph)
-    table = next_hop_table(routes, len(graph.nodes))
+    table = graph_next_hop_table(graph) if routes is None else next_hop_table(routes, len(graph.nodes))
     src = np.ascontiguousarray(src, np.int64)
     dst = np.ascontiguousarray(dst, np.int64)
     packet = config.ecmp_hash == "packet"

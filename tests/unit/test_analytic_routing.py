@@ -14,6 +14,7 @@ from hetero_ns3.analytic.routes import (
     FlowPaths,
     LinkArrays,
     ecmp_hash,
+    graph_next_hop_table,
     link_arrays,
     next_hop_table,
     packet_backend_hash,
@@ -140,14 +141,15 @@ def test_ecmp_hash_spreads_flows_over_equal_cost_next_hops(engine):
     assert not np.array_equal(other.res, p.res)  # the seed changes the choice
 
 
-def test_packed_table_keeps_the_routing_order():
-    g = graph_of("h100-fattree")
+@pytest.mark.parametrize("name", ["leafspine", *PRESETS])
+def test_packed_tables_keep_the_routing_order(name):
+    g = graph_of(name)
     routes = routing_tables(g)
-    t = next_hop_table(routes, len(g.nodes))
-    for d in list(routes)[:: max(1, len(routes) // 7)]:
-        for u in range(len(g.nodes)):
-            k = t.slot[d] * t.n_nodes + u
-            assert t.link[t.ptr[k] : t.ptr[k + 1]].tolist() == list(routes[d][u])
+    for t in (next_hop_table(routes, len(g.nodes)), graph_next_hop_table(g)):
+        for d in routes:
+            for u in range(len(g.nodes)):
+                k = t.slot[d] * t.n_nodes + u
+                assert t.link[t.off[k] : t.off[k] + t.count[k]].tolist() == list(routes[d][u])
 
 
 @pytest.mark.parametrize("engine", engines())

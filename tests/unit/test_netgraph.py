@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from hetero_ns3.errors import ScenarioError
-from hetero_ns3.netgraph import HOST, SWITCH, GraphLink, GraphNode, make_graph, routing_tables, shortest_path_next_hops
+from hetero_ns3.netgraph import (
+    HOST,
+    SWITCH,
+    GraphLink,
+    GraphNode,
+    make_graph,
+    packed_routing_tables,
+    routing_tables,
+    shortest_path_next_hops,
+)
 
 
 def _g(nodes, links):
@@ -133,3 +142,19 @@ def test_shared_searches_equal_one_search_per_destination(name):
     router = _Router(g)
     for d in g.host_indices():
         assert [sorted(x) for x in fast[d]] == [sorted(x) for x in router.next_hops(d)]
+
+
+@pytest.mark.parametrize("preset", ["h100-fattree", "dgx-h100-rail", "mixed-2node"])
+def test_packed_routing_tables_hold_the_same_next_hops(preset):
+    from pathlib import Path
+
+    from hetero_ns3.topology import build_graph, load_cluster
+
+    g = build_graph(load_cluster(Path(__file__).resolve().parents[2] / "topologies" / f"{preset}.toml"))
+    tables = routing_tables(g)
+    packed = packed_routing_tables(g)
+    assert packed.hosts.tolist() == list(tables)
+    for s, d in enumerate(packed.hosts.tolist()):
+        for u in range(len(g.nodes)):
+            o, c = int(packed.off[s, u]), int(packed.count[s, u])
+            assert packed.links[o : o + c].tolist() == tables[d][u]
