@@ -84,15 +84,18 @@ def _host_nodes(graph: NetGraph, names: Sequence[str], what: str) -> np.ndarray:
     return out
 
 
-def _strings(values: Sequence[str], codes: np.ndarray) -> pd.api.extensions.ExtensionArray:
-    """``values[codes]`` as pandas' string column type (``""`` everywhere when ``values`` is empty).
+def _strings(values: Sequence[str], codes: np.ndarray) -> pd.Categorical:
+    """``values[codes]`` as a categorical column (``""`` everywhere when ``values`` is empty).
 
-    The few distinct strings are converted once and then gathered, instead of converting one object
-    per row as the DataFrame constructor does.
+    The categories are the distinct ``values`` in sorted order, so the column sorts, groups and prints
+    as the strings do; building it is an integer gather, instead of one object pointer per row.
     """
     if not values:
         values, codes = ("",), np.zeros(codes.shape[0], np.int64)
-    return pd.Series(list(values)).array.take(codes)
+    cats, inverse = np.unique(np.asarray(values, dtype=object), return_inverse=True)
+    small = np.int8 if cats.shape[0] <= 127 else np.int16 if cats.shape[0] <= 32767 else np.int32
+    dtype = pd.CategoricalDtype(pd.Index(list(cats), dtype="str"))
+    return pd.Categorical.from_codes(inverse.astype(small)[codes], dtype=dtype, validate=False)
 
 
 def _link_bytes(paths: FlowPaths, n_links: int) -> np.ndarray:
