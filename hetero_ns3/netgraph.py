@@ -24,7 +24,10 @@ Conventions
 
 from __future__ import annotations
 
+import gc
 import heapq
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import overload
 
@@ -178,6 +181,36 @@ class _Router:
             return False  # leave a zone only from the destination's own zone, through its gateway
         return zv == 0 or (zv != zd and self.gateway[v])
 
+    def _distances(self, start: int, dst: int, zd: int, members: list[int] | None) -> dict[int, float]:
+        """Least costs toward ``start`` (Dijkstra on the reversed edges that :meth:`_allowed` admits),
+        in the order nodes were first reached; with ``members``, only among those nodes."""
+        adj, cost, is_host, zone = self.adj, self.cost, self.is_host, self.zone
+        inf = float("inf")
+        inside = None if members is None else set(members)
+        dist: dict[int, float] = {start: 0.0}
+        heap = [(0.0, start)]
+        done: set[int] = set()
+        allowed = self._allowed
+        get, push, pop = dist.get, heapq.heappush, heapq.heappop
+        while heap:
+            d, u = pop(heap)
+            if u in done:
+                continue
+            done.add(u)
+            if u != start and is_host[u]:
+                continue  # hosts are leaves: they never relay
+            zu = zone[u]
+            for v, li in adj[u]:
+                nd = d + cost[li]
+                if (
+                    nd < get(v, inf) - _EPS
+                    and (inside is None or v in inside)
+                    and (not (zu or zone[v]) or allowed(u, v, dst, zd))  # network to network: always allowed
+                ):
+                    dist[v] = nd
+                    push(heap, (nd, v))
+        return dist
+
     @overload
     def search(self, start: int, dst: int, zd: int) -> list[list[int]]: ...
 
@@ -197,36 +230,20 @@ class _Router:
         """
         adj, cost, is_host = self.adj, self.cost, self.is_host
         zone, gateway, served = self.zone, self.gateway, self.served
-        inf = float("inf")
-        inside = None if members is None else set(members)
-        dist: dict[int, float] = {start: 0.0}
-        heap = [(0.0, start)]
-        done: set[int] = set()
-        allowed = self._allowed
-        while heap:
-            d, u = heapq.heappop(heap)
-            if u in done:
-                continue
-            done.add(u)
-            if u != start and is_host[u]:
-                continue  # hosts are leaves: they never relay
-            for v, li in adj[u]:
-                nd = d + cost[li]
-                if nd < dist.get(v, inf) - _EPS and (inside is None or v in inside) and allowed(u, v, dst, zd):
-                    dist[v] = nd
-                    heapq.heappush(heap, (nd, v))
+        dist = self._distances(start, dst, zd, members)
         hops: dict[int, list[int]] = {}
         for u, du in dist.items():
             if u == start:
                 continue
             out: list[int] = []
-            foreign_host = is_host[u] and zone[u] not in (0, zd)
+            zu = zone[u]
+            foreign_host = is_host[u] and zu not in (0, zd)
             for v, li in adj[u]:
                 dv = dist.get(v)
                 if dv is None or abs(dv + cost[li] - du) > _EPS or (is_host[v] and v != start):
                     continue
-                if not allowed(v, u, dst, zd):
-                    continue
+                if (zu or zone[v]) and not self._allowed(v, u, dst, zd):
+                    continue  # (between two network nodes every step is allowed)
                 if foreign_host and not (u in served[v] or any(u in served[w] for w, _ in adj[v] if gateway[w])):
                     continue  # a host leaves its zone through a gateway serving it
                 out.append(li)
@@ -259,6 +276,19 @@ def shortest_path_next_hops(graph: NetGraph, dst: int) -> list[list[int]]:
 
 #: One destination's table as a shared base row plus patches applied in order: ``(dst, base, [(node, hops)])``.
 TablePart = tuple[int, list[list[int]], list[tuple[int, list[int]]]]
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector: the searches allocate many small lists, dicts and tuples (no
+    cycles), and each allocation burst would otherwise trigger collections that walk every live object."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _table_parts(graph: NetGraph) -> list[TablePart]:
@@ -324,7 +354,9 @@ def routing_tables(graph: NetGraph) -> dict[int, list[list[int]]]:
     destinations: treat the result as read-only.
     """
     tables: dict[int, list[list[int]]] = {}
-    for d, base, patch in _table_parts(graph):
+    with _gc_paused():
+        parts = _table_parts(graph)
+    for d, base, patch in parts:
         t = list(base) if patch else base
         for u, hops in patch:
             t[u] = hops
@@ -369,7 +401,9 @@ def packed_routing_tables(graph: NetGraph) -> PackedTables:
         size += len(hops)
         return at
 
-    for d, base, patch in _table_parts(graph):
+    with _gc_paused():
+        parts = _table_parts(graph)
+    for d, base, patch in parts:
         key = id(base)
         if key not in packed:
             lens = np.fromiter(map(len, base), np.int64, n)
