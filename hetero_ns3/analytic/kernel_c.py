@@ -49,18 +49,42 @@ static int heap_push(Heap *h, double t, i64 code) {
     return 0;
 }
 
+/* The (time, code) order as one unsigned 128-bit key: event times are > 0 (starts are released at
+   times > 0, and later events add positive durations), and the bits of a positive double order as
+   its value; flipping the sign bit of the code orders it as a signed integer. So key(x) < key(y)
+   exactly when ev_less(x, y), and the children of a node are compared without branches. */
+#ifdef __SIZEOF_INT128__
+typedef unsigned __int128 EvKey;
+static EvKey ev_key(Ev e) {
+    unsigned long long b;
+    memcpy(&b, &e.t, sizeof b);
+    return ((EvKey)b << 64) | ((unsigned long long)e.code ^ 0x8000000000000000ULL);
+}
+#define KEY_LESS(x, y) ((x) < (y))
+#else /* no 128-bit integers: compare the pairs */
+typedef Ev EvKey;
+static EvKey ev_key(Ev e) { return e; }
+#define KEY_LESS(x, y) ev_less(x, y)
+#endif
+
 static Ev heap_pop(Heap *h) {
     Ev top = h->a[0];
     Ev last = h->a[--h->n];
     i64 i = 0, n = h->n;
     if (n == 0) return top;
+    const EvKey kl = ev_key(last);
     for (;;) {
         i64 c = 4 * i + 1;
         if (c >= n) break;
         i64 end = c + 4 < n ? c + 4 : n, m = c;
-        for (i64 k = c + 1; k < end; k++)
-            if (ev_less(h->a[k], h->a[m])) m = k;
-        if (!ev_less(h->a[m], last)) break;
+        EvKey km = ev_key(h->a[c]);
+        for (i64 k = c + 1; k < end; k++) {
+            EvKey kk = ev_key(h->a[k]);
+            int lt = KEY_LESS(kk, km);
+            m = lt ? k : m;
+            km = lt ? kk : km;
+        }
+        if (!KEY_LESS(km, kl)) break;
         h->a[i] = h->a[m];
         i = m;
     }
