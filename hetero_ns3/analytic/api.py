@@ -63,7 +63,8 @@ class AnalyticResult:
     """Start and finish of every task (seconds)."""
     flows: pd.DataFrame
     """One row per flow task: id, task (= id, the packet backend's name), src, dst, size_bytes, start_s,
-    finish_s, fct_s, ideal_fct_s (alone in the network), category, label."""
+    finish_s, fct_s, ideal_fct_s (alone in the network), category, label. The name columns (src, dst,
+    category, label) are categoricals whose categories are the distinct names in sorted order."""
     link_bytes: np.ndarray
     """float64 (n_links, 2): payload bytes carried per link, column 0 from ``a`` to ``b``, 1 from ``b`` to ``a``."""
     stats: AnalyticStats
