@@ -80,6 +80,31 @@ class ExecutionPlan:
     def n_flows(self) -> int:
         return int(np.count_nonzero(self.kind == FLOW))
 
+    def flow_connections(self) -> np.ndarray:
+        """int64 per task: the connection (queue pair) a flow travels on; -1 for compute tasks.
+
+        A connection is one (source GPU, destination GPU, category, channel) combination, the channel
+        read from the label's ``ch<c>`` word (0 without one). It stands for NCCL's persistent
+        connections: a communicator (approximated by the category: ``tp``, ``pp``, ``dp``, ``ep``) keeps
+        one queue pair per channel and peer for the whole run, so every message of it carries the same
+        RoCEv2 UDP source port and takes the same ECMP path. Ids are dense, numbered in order of first
+        appearance. Cost: one pass over the label table plus numpy over the tasks.
+        """
+        chan = np.array([_label_channel(text) for text in self.labels], dtype=np.int64)
+        flows = self.kind == FLOW
+        out = np.full(len(self), -1, dtype=np.int64)
+        if not flows.any():
+            return out
+        n_gpu = max(1, len(self.gpus))
+        key = self.gpu[flows].astype(np.int64) * n_gpu + self.dst[flows].astype(np.int64)
+        key = key * max(1, len(self.categories)) + self.category[flows].astype(np.int64)
+        key = key * (int(chan.max(initial=0)) + 1) + chan[self.label[flows]]
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        rank = np.empty(first.shape[0], dtype=np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(first.shape[0], dtype=np.int64)
+        out[flows] = rank[inverse.reshape(-1)]
+        return out
+
     def validate(self) -> None:
         """Check array shapes, index ranges and acyclicity (deps point to earlier tasks)."""
         n = len(self)
@@ -151,6 +176,14 @@ class BlockTemplate:
         default_factory=dict, compare=False, repr=False
     )
     """Memo of :func:`_layout` per shape of the external dependencies (filled by replays)."""
+
+
+def _label_channel(text: str) -> int:
+    """The ``c`` of a label's ``ch<c>`` word (collective labels, see collectives/emit.py); 0 if none."""
+    for word in text.split():
+        if word.startswith("ch") and word[2:].isdigit():
+            return int(word[2:])
+    return 0
 
 
 def _layout(

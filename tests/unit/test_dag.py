@@ -90,3 +90,18 @@ def test_capture_refuses_blocks_a_replay_would_not_reproduce():
     tails, first = b.stream_tails(), len(b)
     b.add_compute("a", 1.0, label="other label")
     assert b.capture(first, tails, {}, {}, "y") is None  # label without the call's prefix
+
+
+def test_flow_connections_group_by_pair_category_and_channel() -> None:
+    b = PlanBuilder(["a", "b", "c"])
+    f0 = b.add_flow("a", "b", 10, [], label="x ring/Simple ch0 send", category="tp")
+    f1 = b.add_flow("a", "b", 10, [f0], label="y ring/Simple ch1 send", category="tp")
+    c0 = b.add_compute("a", 1e-6, [f1], label="kernel")
+    f2 = b.add_flow("a", "b", 10, [c0], label="z ring/Simple ch0 send", category="tp")  # same as f0
+    f3 = b.add_flow("a", "b", 10, [], label="w ring/Simple ch0 send", category="dp")  # other communicator
+    f4 = b.add_flow("b", "a", 10, [], label="v ring/Simple ch0 send", category="tp")  # other direction
+    f5 = b.add_flow("a", "c", 10, [], label="p2p", category="pp")  # no channel word: channel 0
+    conn = b.build().flow_connections()
+    assert conn[c0] == -1
+    assert conn[f0] == conn[f2] == 0
+    assert [conn[f1], conn[f3], conn[f4], conn[f5]] == [1, 2, 3, 4]
