@@ -125,7 +125,9 @@ def simulate_plan(
 ) -> AnalyticResult:
     """Replay ``plan`` on ``graph`` with max-min fair flows (see docs/analytic.md).
 
-    ``plan.gpus`` name hosts of ``graph``. ``seed`` chooses the ECMP hash. ``routes`` (optional) are
+    ``plan.gpus`` name hosts of ``graph``. ``seed`` chooses the ECMP hash; with ``config.ecmp_key ==
+    "connection"`` all flows of one connection (:meth:`~hetero_ns3.dag.ExecutionPlan.flow_connections`)
+    take one path. ``routes`` (optional) are
     precomputed next-hop tables (:func:`hetero_ns3.netgraph.routing_tables`) to reuse across runs.
     """
     t0 = time.perf_counter()
@@ -136,7 +138,8 @@ def simulate_plan(
     links = link_arrays(graph, config)
     size = plan.size_bytes[fl]
     src, dst = gpu_node[plan.gpu[fl]], gpu_node[plan.dst[fl]]
-    paths = route_flows(graph, links, src, dst, fl, size, config, seed, routes, lib)
+    conn = plan.flow_connections()[fl] if config.ecmp_key == "connection" else None
+    paths = route_flows(graph, links, src, dst, fl, size, config, seed, routes, lib, conn)
     t_route = time.perf_counter() - t0
     flow_row = np.full(len(plan), -1, np.int32)
     flow_row[fl] = np.arange(fl.size, dtype=np.int32)
@@ -195,7 +198,7 @@ def simulate_flows(
 ) -> pd.DataFrame:
     """Independent flows with start times: columns ``src``, ``dst`` (host names), ``size_bytes``, ``start_s``.
 
-    An optional ``label`` column is carried over. Returns id (row position), src, dst, size_bytes,
+    An optional ``label`` column is carried over. Every row is its own connection (ECMP hashes its id). Returns id (row position), src, dst, size_bytes,
     start_s, finish_s, fct_s, ideal_fct_s, label.
     """
     for col in ("src", "dst", "size_bytes", "start_s"):

@@ -21,6 +21,8 @@ ETHERNET_PREAMBLE_IFG_BYTES = 8 + 12
 DEFAULT_KIND_FRAMING = {"nvlink": (65536, ROCEV2_HEADER_BYTES), "pcie": (4096, ROCEV2_HEADER_BYTES)}
 #: Event-loop implementations.
 ENGINES = ("auto", "native", "numpy")
+#: What identifies a flow to the ECMP hash (:attr:`AnalyticConfig.ecmp_key`).
+ECMP_KEYS = ("connection", "flow")
 
 
 @dataclass(frozen=True)
@@ -65,8 +67,16 @@ class AnalyticConfig:
     ecmp_hash: str = "flow"
     """How a flow picks among equal-cost next hops: ``flow`` hashes (flow id, node, seed); ``packet`` uses
     the packet backend's switch hash (``RoceNode::SelectPort``, ``seed`` = its ``routing.ecmp_seed``) with
-    flows numbered in task order, which reproduces its paths when flows are released in task order
-    (e.g. flows that all start together); for cross-checks."""
+    the UDP source port derived from the connection id (``ecmp_key = "connection"``) or from the flow's
+    number in task order (``"flow"``, which reproduces the packet backend's per-flow paths when flows are
+    released in task order, e.g. flows that all start together); for cross-checks."""
+    ecmp_key: str = "connection"
+    """What a flow's ECMP hash identifies: ``connection`` (default) hashes the flow's connection id
+    (:meth:`hetero_ns3.dag.ExecutionPlan.flow_connections`: one NCCL-like queue pair per source GPU,
+    destination GPU, category and channel) in place of its own id, so all messages of a connection take
+    one path, as their RoCEv2 UDP source port is the same; ``flow`` hashes every flow task on its own
+    (each message its own path; the behaviour before connections were modelled). Flows given without
+    connections (:func:`~hetero_ns3.analytic.simulate_flows`) are each their own connection."""
     engine: str = "auto"
     """Event loop: ``native`` (C, compiled on first use with the system compiler), ``numpy`` (pure
     Python/numpy, same algorithm, slower), or ``auto`` (native when a compiler works, else numpy)."""
@@ -84,6 +94,8 @@ class AnalyticConfig:
             raise field_error("analytic.store_and_forward", self.store_and_forward, "must be true or false")
         if self.ecmp_hash not in ("flow", "packet"):
             raise field_error("analytic.ecmp_hash", self.ecmp_hash, "is not a hash", "use 'flow' or 'packet'")
+        if self.ecmp_key not in ECMP_KEYS:
+            raise field_error("analytic.ecmp_key", self.ecmp_key, "is not an ECMP key", f"use one of {list(ECMP_KEYS)}")
         if self.engine not in ENGINES:
             raise field_error("analytic.engine", self.engine, "is not an engine", f"use one of {list(ENGINES)}")
         if not isinstance(self.incremental, bool):

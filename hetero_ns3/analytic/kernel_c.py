@@ -554,10 +554,11 @@ static u64 packet_hash(u64 seq, u64 node, u64 src, u64 dst, u64 seedw) {
    res (F, W) gets resources 2 * link + (reverse direction), padded with pad; hops[f] the count.
    Returns 0 with *need = the longest path; 1 no route (bad[0] node, bad[1] destination);
    2 a walk longer than N hops (loop); 3 no memory. Paths longer than W are counted in *need but not
-   written: the caller retries with W = *need. mode 0: flow hash of flow_id, 1: packet hash of the row.
+   written: the caller retries with W = *need. key[f]: the hash identity (flow or connection id); mode 0:
+   flow hash of key, 1: packet hash with key as the flow sequence number.
    Flows are walked grouped by destination (a counting sort), so that one destination's table stays in
    cache; each flow's path depends on its own hash only, so the order changes nothing else. */
-int flowsim_route(i64 F, const i64 *src, const i64 *dst, const i64 *flow_id, i64 N, i64 S, const i64 *dslot,
+int flowsim_route(i64 F, const i64 *src, const i64 *dst, const i64 *key, i64 N, i64 S, const i64 *dslot,
                   const i64 *nh_off, const int *nh_cnt, const int *nh_link, const i64 *la, const i64 *lb, int mode, u64 seedw,
                   i64 W, int pad, int *res, int *hops, i64 *need, i64 *bad) {
     i64 longest = 0;
@@ -582,8 +583,8 @@ int flowsim_route(i64 F, const i64 *src, const i64 *dst, const i64 *flow_id, i64
             if (cnt <= 0) { bad[0] = u; bad[1] = d; rc = 1; goto out; }
             i64 pick = 0;
             if (cnt > 1) {
-                u64 hv = mode ? packet_hash((u64)f, (u64)u, (u64)src[f], (u64)d, seedw)
-                              : flow_hash((u64)flow_id[f], (u64)u, seedw);
+                u64 hv = mode ? packet_hash((u64)key[f], (u64)u, (u64)src[f], (u64)d, seedw)
+                              : flow_hash((u64)key[f], (u64)u, seedw);
                 pick = (i64)(hv % (u64)cnt);
             }
             i64 li = nh_link[lo + pick];

@@ -5,8 +5,10 @@ A *resource* is one direction of one full-duplex link: ``2 * link`` carries traf
 capacity and zero delay, so that paths of different lengths fit in one rectangular array.
 
 Paths follow the ECMP next-hop sets of :mod:`hetero_ns3.netgraph`; at every node a flow picks one next
-hop by a deterministic hash of ``(flow id, node, seed)``, so a flow keeps one path for its life
-(per-flow ECMP, as a switch hashing the 5-tuple does), different flows spread, and a run is reproducible.
+hop by a deterministic hash of ``(key, node, seed)``, so a flow keeps one path for its life (per-flow
+ECMP, as a switch hashing the 5-tuple does), different keys spread, and a run is reproducible. The key
+is the flow's connection id (``AnalyticConfig.ecmp_key = "connection"``: all messages of one queue pair
+share its UDP source port, hence its path) or the flow's own id (``"flow"``).
 """
 
 from __future__ import annotations
@@ -252,22 +254,20 @@ def _stats_numpy(
     return latency, ideal, carried
 
 
-def _route_native(
+def _walk_native(
     lib: ctypes.CDLL,
     graph: NetGraph,
     table: NextHopTable,
     links: LinkArrays,
     src: np.ndarray,
     dst: np.ndarray,
-    flow_id: np.ndarray,
+    key: np.ndarray,
     mode: int,
     seed_word: int,
-    size: np.ndarray,
-    store_and_forward: bool,
-) -> FlowPaths:
-    """:func:`route_flows` in C (``flowsim_route``, ``flowsim_path_stats``): the same paths and figures."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_walk_numpy` in C (``flowsim_route``): the same paths, hashing ``key`` per row."""
     f = int(src.shape[0])
-    fid = np.ascontiguousarray(flow_id, np.int64)
+    fid = np.ascontiguousarray(key, np.int64)
     hops = np.empty(f, np.int32)
     need = np.zeros(1, np.int64)
     bad = np.zeros(2, np.int64)
@@ -290,10 +290,17 @@ def _route_native(
             break
         width = used
     lib.flowsim_narrow(f, width, used, res.ctypes.data)
-    res = res[: f * used].reshape(f, used)
+    return res[: f * used].reshape(f, used), hops
+
+
+def _stats_native(
+    lib: ctypes.CDLL, res: np.ndarray, size: np.ndarray, links: LinkArrays, store_and_forward: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_stats_numpy` in C (``flowsim_path_stats``), bit for bit; numpy for paths over 128 hops."""
+    f, used = res.shape
     if used > 128:
-        latency, ideal, carried = _stats_numpy(res, size, links, store_and_forward)
-        return FlowPaths(res, hops, latency, ideal, carried)
+        return _stats_numpy(res, size, links, store_and_forward)
+    res = np.ascontiguousarray(res, np.int32)
     sz = np.ascontiguousarray(size, np.float64)
     latency, ideal = np.empty(f), np.empty(f)
     carried = np.zeros(links.capacity.shape[0])
@@ -302,7 +309,47 @@ def _route_native(
         links.overhead_bytes.ctypes.data, links.rate_bps.ctypes.data, links.capacity.ctypes.data,
         int(store_and_forward), latency.ctypes.data, ideal.ctypes.data, carried.ctypes.data,
     )  # fmt: skip
-    return FlowPaths(res, hops, latency, ideal, carried)
+    return latency, ideal, carried
+
+
+def connection_rows(
+    connection: np.ndarray, src: np.ndarray, dst: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct connections of F flows: ``(ids, rep, rows)``.
+
+    ``ids`` are the distinct connection ids in increasing order, ``rep[k]`` one flow of connection
+    ``ids[k]``, ``rows[f]`` the position of flow ``f``'s connection in ``ids``. Dense ids (at most 4F)
+    take two scatters instead of a sort. Raises SimulationError when an id is negative or when flows of
+    one connection go between different hosts.
+    """
+    conn = np.ascontiguousarray(connection, np.int64)
+    f = int(src.shape[0])
+    if conn.shape != (f,):
+        raise SimulationError(f"connection ids have shape {conn.shape}, expected ({f},): one id per flow")
+    if f and int(conn.min()) < 0:
+        i = int(np.argmin(conn))
+        raise SimulationError(f"connection[{i}] ({int(conn[i])}) is negative; give every flow an id >= 0")
+    n_ids = int(conn.max()) + 1 if f else 0
+    if n_ids <= 4 * f:
+        any_flow = np.empty(n_ids, np.int64)
+        any_flow[conn] = np.arange(f, dtype=np.int64)
+        used = np.zeros(n_ids, bool)
+        used[conn] = True
+        ids = np.flatnonzero(used)
+        pos = np.empty(n_ids, np.int64)
+        pos[ids] = np.arange(ids.size, dtype=np.int64)
+        rep, rows = any_flow[ids], pos[conn]
+    else:
+        ids, rep, rows = np.unique(conn, return_index=True, return_inverse=True)
+        rows = rows.reshape(-1)
+    bad = (src[rep][rows] != src) | (dst[rep][rows] != dst)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise SimulationError(
+            f"flows {int(rep[rows[i]])} and {i} share connection {int(conn[i])} but not their hosts; "
+            "a connection links one source to one destination"
+        )
+    return ids, rep, rows
 
 
 def route_flows(
@@ -316,14 +363,17 @@ def route_flows(
     seed: int = 0,
     routes: Mapping[int, Sequence[Sequence[int]]] | None = None,
     lib: ctypes.CDLL | None = None,
+    connection: np.ndarray | None = None,
 ) -> FlowPaths:
     """Route flows ``src[i] -> dst[i]`` (node indices) along ECMP next hops.
 
     ``routes`` maps a destination node index to its per-node next-hop link lists (the output of
     :func:`hetero_ns3.netgraph.routing_tables`, computed here when absent, so that both backends route
     alike). ``lib`` is the native kernel (:func:`hetero_ns3.analytic.native.load_kernel`): with it the walk
-    runs in C, else in numpy; both give the same paths and figures. Raises SimulationError when a
-    destination cannot be reached.
+    runs in C, else in numpy; both give the same paths and figures. ``connection`` (int64 per flow,
+    optional) with ``config.ecmp_key == "connection"``: the hash identity of a flow is its connection id
+    instead of ``flow_id`` (``packet`` hash: instead of its position), each distinct connection is walked
+    once and its path given to all its flows. Raises SimulationError when a destination cannot be reached.
     """
     f = int(src.shape[0])
     pad = links.pad
@@ -334,20 +384,41 @@ def route_flows(
     src = np.ascontiguousarray(src, np.int64)
     dst = np.ascontiguousarray(dst, np.int64)
     packet = config.ecmp_hash == "packet"
+    if connection is not None and config.ecmp_key == "connection":
+        key, rep, rows = connection_rows(connection, src, dst)
+        res, hops = _walk(graph, table, links, src[rep], dst[rep], key, packet, seed, lib)
+        res, hops = res[rows], hops[rows]
+    else:
+        # packet: flows numbered by position (release order if flows are released in id order)
+        key = np.arange(f, dtype=np.int64) if packet else np.asarray(flow_id, np.int64)
+        res, hops = _walk(graph, table, links, src, dst, key, packet, seed, lib)
+    if lib is not None:
+        return FlowPaths(res, hops, *_stats_native(lib, res, size_bytes, links, config.store_and_forward))
+    return FlowPaths(res, hops, *_stats_numpy(res, size_bytes, links, config.store_and_forward))
+
+
+def _walk(
+    graph: NetGraph,
+    table: NextHopTable,
+    links: LinkArrays,
+    src: np.ndarray,
+    dst: np.ndarray,
+    key: np.ndarray,
+    packet: bool,
+    seed: int,
+    lib: ctypes.CDLL | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Paths (res, hops) of rows ``src -> dst`` hashing ``key`` (flow/connection id, or packet sequence)."""
     if lib is not None:
         word = seed & _MASK if packet else (seed * int(_M2)) & _MASK
-        return _route_native(
-            lib, graph, table, links, src, dst, flow_id, int(packet), word, size_bytes, config.store_and_forward
-        )
+        return _walk_native(lib, graph, table, links, src, dst, key, int(packet), word)
     if packet:
-        seq = np.arange(f, dtype=np.int64)  # release order if flows are released in id order
 
         def hash_of(alive: np.ndarray, node: np.ndarray) -> np.ndarray:
-            return packet_backend_hash(seq[alive], node, src[alive], dst[alive], seed)
+            return packet_backend_hash(key[alive], node, src[alive], dst[alive], seed)
     else:
 
         def hash_of(alive: np.ndarray, node: np.ndarray) -> np.ndarray:
-            return ecmp_hash(flow_id[alive], node, seed)
+            return ecmp_hash(key[alive], node, seed)
 
-    res, hops = _walk_numpy(graph, table, links, src, dst, hash_of)
-    return FlowPaths(res, hops, *_stats_numpy(res, size_bytes, links, config.store_and_forward))
+    return _walk_numpy(graph, table, links, src, dst, hash_of)
