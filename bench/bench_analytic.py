@@ -23,7 +23,7 @@ Reproduce: ``.venv/bin/python bench/bench_analytic.py --hosts 128 1024 8192``
 Saved plans (``--saved PREFIX``): time :func:`simulate_plan` on a plan saved as ``PREFIX.meta.pkl`` (a pickle
 of ``{"graph", "gpus", "labels", "categories"}``) and ``PREFIX.plan.npz`` (the ExecutionPlan arrays), e.g. the
 GPT-3 175B iterations of ``bench_iteration.py`` dumped after lowering, with the packet backend's framing
-and seed 1 as ``bench_iteration.py`` runs it; prints one JSON line with the wall and CPU seconds of the
+and seed 1 as ``bench_iteration.py`` runs it (``--ecmp-key flow`` for per-flow ECMP); prints one JSON line with the wall and CPU seconds of the
 call, its routing / event loop / rest split and the peak RSS.
 """
 
@@ -184,19 +184,20 @@ def load_saved(prefix: str) -> tuple[NetGraph, ExecutionPlan]:
     return meta["graph"], plan
 
 
-def run_saved(prefix: str) -> dict:
-    """Time one simulate_plan call on a saved plan (bench_iteration's configuration)."""
+def run_saved(prefix: str, ecmp_key: str = "connection") -> dict:
+    """Time one simulate_plan call on a saved plan (bench_iteration's configuration, ``ecmp_key`` as given)."""
     from hetero_ns3.analytic import AnalyticConfig
     from hetero_ns3.network.config import NetworkConfig
 
     graph, plan = load_saved(prefix)
-    cfg = AnalyticConfig.like_nic(NetworkConfig().nic)
+    cfg = AnalyticConfig.like_nic(NetworkConfig().nic, ecmp_key=ecmp_key)
     t, c = time.perf_counter(), time.process_time()
     res = simulate_plan(graph, plan, config=cfg, seed=1)
     wall, cpu = time.perf_counter() - t, time.process_time() - c
     st = res.stats
     return {
         "plan": prefix,
+        "ecmp_key": ecmp_key,
         "tasks": st.tasks,
         "flows": st.flows,
         "wall_s": round(wall, 2),
@@ -219,9 +220,12 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--one", action="store_true", help="run one size in this process and print JSON")
     p.add_argument("--saved", metavar="PREFIX", help="time simulate_plan on a saved plan instead (JSON line)")
+    p.add_argument(
+        "--ecmp-key", default="connection", choices=["connection", "flow"], help="AnalyticConfig.ecmp_key (--saved)"
+    )
     a = p.parse_args()
     if a.saved:
-        print(json.dumps(run_saved(a.saved)))
+        print(json.dumps(run_saved(a.saved, a.ecmp_key)))
         return 0
     if a.one:
         print(json.dumps(run_one(a.hosts[0], a.workload[0], a.seed, a.model)))

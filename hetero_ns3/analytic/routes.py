@@ -352,6 +352,17 @@ def connection_rows(
     return ids, rep, rows
 
 
+def gather_rows(a: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``a[rows]`` of a C-contiguous 2-D int32 array, each row moved as one item (int64 pairs when the
+    width is even, else a raw record): several times faster than a 2-D fancy index for millions of rows."""
+    a = np.ascontiguousarray(a, np.int32)
+    n, w = a.shape
+    if w == 0 or n == 0:
+        return a[rows]
+    item = a.view(np.int64) if w % 2 == 0 else a.view(np.dtype((np.void, 4 * w)))
+    return np.take(item, rows, axis=0).view(np.int32).reshape(rows.shape[0], w)
+
+
 def route_flows(
     graph: NetGraph,
     links: LinkArrays,
@@ -387,7 +398,7 @@ def route_flows(
     if connection is not None and config.ecmp_key == "connection":
         key, rep, rows = connection_rows(connection, src, dst)
         res, hops = _walk(graph, table, links, src[rep], dst[rep], key, packet, seed, lib)
-        res, hops = res[rows], hops[rows]
+        res, hops = gather_rows(res, rows), hops[rows]
     else:
         # packet: flows numbered by position (release order if flows are released in id order)
         key = np.arange(f, dtype=np.int64) if packet else np.asarray(flow_id, np.int64)

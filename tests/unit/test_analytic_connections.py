@@ -9,7 +9,7 @@ import pytest
 
 from hetero_ns3.analytic import AnalyticConfig, simulate_plan
 from hetero_ns3.analytic.native import load_kernel
-from hetero_ns3.analytic.routes import link_arrays, route_flows
+from hetero_ns3.analytic.routes import gather_rows, link_arrays, route_flows
 from hetero_ns3.dag import PlanBuilder
 from hetero_ns3.errors import ScenarioError, SimulationError
 from hetero_ns3.topology import leaf_spine
@@ -146,3 +146,10 @@ def test_connections_collide_where_flows_would_spread():
 def test_invalid_ecmp_key_is_named():
     with pytest.raises(ScenarioError, match=r"analytic.ecmp_key \('qp'\) is not an ECMP key; use one of"):
         AnalyticConfig(ecmp_key="qp")
+
+
+@pytest.mark.parametrize("width", [1, 3, 4, 7, 8])
+def test_gather_rows_is_a_row_index(width):
+    a = np.random.default_rng(width).integers(-5, 10**6, (37, width)).astype(np.int32)
+    rows = np.random.default_rng(1).integers(0, 37, 500)
+    np.testing.assert_array_equal(gather_rows(a, rows), a[rows])
