@@ -24,6 +24,9 @@ CC_KINDS: dict[str, str] = {"none": "ns3::RdmaCcNone", "dcqcn": "ns3::RdmaDcqcn"
 SCHEDULERS: dict[str, str] = {"strict": "Strict", "wrr": "Wrr"}
 """Port schedulers between traffic classes and their ns-3 enum names."""
 
+ECMP_KEYS: tuple[str, ...] = ("connection", "flow")
+"""What a plan replay's flow hashes by for ECMP (see :attr:`RoutingConfig.ecmp_key`)."""
+
 
 def _positive(path: str, value: float, fix: str = "") -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
@@ -275,6 +278,12 @@ class RoutingConfig:
     """Seed of the per-flow ECMP hash (mixed with each switch's id)."""
     packet_spray: bool = False
     """Per-packet spraying (hash includes the sequence number) instead of per-flow ECMP."""
+    ecmp_key: str = "connection"
+    """In plan replays (:func:`hetero_ns3.network.replay.run_plan`), what a flow's UDP source port (its
+    ECMP identity) is derived from: ``connection`` (NCCL-like persistent queue pair: every message of
+    one (source, destination, category, channel) connection takes the same path, see
+    ``ExecutionPlan.flow_connections``) or ``flow`` (each flow task its own port). Flow tables
+    (``simulate_flows``) always hash per flow. Spraying still re-hashes every packet."""
     scheduler: str = "strict"
     """Between traffic classes: ``strict`` priority (class 7 first) or ``wrr``."""
     wrr_weights: tuple[int, ...] = (1, 1, 1, 1, 1, 1, 1, 1)
@@ -282,6 +291,8 @@ class RoutingConfig:
 
     def __post_init__(self) -> None:
         _int_range("routing.ecmp_seed", self.ecmp_seed, 0, 2**32 - 1)
+        if self.ecmp_key not in ECMP_KEYS:
+            raise field_error("routing.ecmp_key", self.ecmp_key, "is unknown", f"use one of {list(ECMP_KEYS)}")
         if self.scheduler not in SCHEDULERS:
             raise field_error("routing.scheduler", self.scheduler, "is unknown", f"use one of {list(SCHEDULERS)}")
         if len(self.wrr_weights) != 8:

@@ -93,6 +93,8 @@ def run_plan(
 ) -> ReplayResult:
     """Replay ``plan`` on ``graph`` with the native RoCE network; return per-task times and flow records.
 
+    Flow tasks hash for ECMP per connection (``config.routing.ecmp_key``, default ``connection``):
+    the flows of one ``plan.flow_connections()`` id share a UDP source port and so a path.
     ``link_faults`` change link rates (or take links down) at given simulated times.
     ``progress`` is called about every ``progress_every_s`` wall seconds with the simulated time.
     A run that makes no progress for ``stall_limit_s`` simulated seconds stops and is reported as
@@ -127,6 +129,9 @@ def run_plan(
         if dep_idx.size == 0:
             dep_idx = np.zeros(1, dtype=np.int32)  # a valid pointer for C++; never read
         replay.SetTasks(n, kind, gpu, dst, size, dur, prio, dep_ptr, dep_idx, gpu_nodes, len(gpu_nodes))
+        if (config or NetworkConfig()).routing.ecmp_key == "connection" and n > 0:
+            connections = np.ascontiguousarray(plan.flow_connections(), dtype=np.int64)
+            replay.SetConnections(connections, n)
         ev0 = int(sim.Simulator.GetEventCount())
         interrupted = False
         try:

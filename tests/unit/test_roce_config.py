@@ -45,6 +45,7 @@ def _star(n: int = 3):
         (lambda: NicConfig(ack_interval=0), "nic.ack_interval"),
         (lambda: RoutingConfig(scheduler="fifo"), "routing.scheduler"),
         (lambda: RoutingConfig(wrr_weights=(1, 2)), "routing.wrr_weights"),
+        (lambda: RoutingConfig(ecmp_key="qp"), "routing.ecmp_key"),
     ],
 )
 def test_bad_config_names_the_field(build, path):

@@ -68,6 +68,7 @@ DagReplay::SetTasks(uint32_t n,
     m_start.assign(n, -1.0);
     m_finish.assign(n, -1.0);
     m_flowOfTask.assign(n, -1);
+    m_connection.clear();
     m_taskOfFlow.clear();
     m_completed = 0;
     m_flowsStarted = 0;
@@ -118,6 +119,24 @@ DagReplay::SetTasks(uint32_t n,
 }
 
 void
+DagReplay::SetConnections(const int64_t* connection, uint32_t n)
+{
+    NS_ABORT_MSG_IF(n != m_kind.size(),
+                    "DagReplay::SetConnections: " << n << " rows for a plan of " << m_kind.size() << " tasks");
+    m_connection.assign(n, 0);
+    for (uint32_t i = 0; i < n; ++i)
+    {
+        if (m_kind[i] != 1)
+        {
+            continue;
+        }
+        NS_ABORT_MSG_IF(connection[i] < 0 || connection[i] > int64_t(std::numeric_limits<uint32_t>::max()),
+                        "DagReplay: flow task " << i << " has connection id " << connection[i]);
+        m_connection[i] = static_cast<uint32_t>(connection[i]);
+    }
+}
+
+void
 DagReplay::Start()
 {
     NS_ABORT_MSG_IF(!m_network && std::count(m_kind.begin(), m_kind.end(), 1) > 0,
@@ -142,7 +161,13 @@ DagReplay::Release(uint32_t task)
     m_start[task] = Simulator::Now().GetSeconds();
     if (m_kind[task] == 1)
     {
-        uint32_t id = m_network->CreateFlow(m_srcNode[task], m_dstNode[task], m_bytes[task], m_priority[task]);
+        uint32_t id = m_connection.empty()
+                          ? m_network->CreateFlow(m_srcNode[task], m_dstNode[task], m_bytes[task], m_priority[task])
+                          : m_network->CreateFlow(m_srcNode[task],
+                                                  m_dstNode[task],
+                                                  m_bytes[task],
+                                                  m_priority[task],
+                                                  m_connection[task]);
         if (m_taskOfFlow.size() <= id)
         {
             m_taskOfFlow.resize(id + 1, kNoTask);

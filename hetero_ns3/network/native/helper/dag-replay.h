@@ -51,6 +51,14 @@ class DagReplay : public Object
                   const uint32_t* gpuNode,
                   uint32_t nGpus);
 
+    /**
+     * Give each task a connection id (\p n rows, call after SetTasks): a flow task's queue pair then
+     * takes its UDP source port (ECMP entropy) from its connection, so every flow of one connection
+     * follows one path. Flow tasks need ids in 0..2^32-1; compute tasks' entries are ignored.
+     * Without this call each flow hashes by its own RdmaNetwork flow id.
+     */
+    void SetConnections(const int64_t* connection, uint32_t n);
+
     /** Release every task without dependencies at the current simulation time. */
     void Start();
 
@@ -81,6 +89,7 @@ class DagReplay : public Object
     std::vector<uint32_t> m_succIdx;
     std::vector<double> m_start;
     std::vector<double> m_finish;
+    std::vector<uint32_t> m_connection; //!< ECMP key per task (empty: the flow id)
     std::vector<int64_t> m_flowOfTask;
     std::vector<uint32_t> m_taskOfFlow; //!< indexed by RdmaNetwork flow id
     uint32_t m_completed{0};

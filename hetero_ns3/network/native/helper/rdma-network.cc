@@ -269,8 +269,21 @@ RdmaNetwork::ComputeBaseRtt(uint32_t src,
     return Seconds(seconds);
 }
 
+uint16_t
+RdmaNetwork::SourcePortOf(uint32_t key)
+{
+    // Multiplicative hash of the key into the dynamic port range (mirrored by the analytic backend).
+    return static_cast<uint16_t>(49152 + (key * 2654435761u >> 18) % 16384);
+}
+
 uint32_t
 RdmaNetwork::CreateFlow(uint32_t src, uint32_t dst, uint64_t bytes, uint8_t priority)
+{
+    return CreateFlow(src, dst, bytes, priority, static_cast<uint32_t>(m_flows.size()));
+}
+
+uint32_t
+RdmaNetwork::CreateFlow(uint32_t src, uint32_t dst, uint64_t bytes, uint8_t priority, uint32_t ecmpKey)
 {
     NS_ABORT_MSG_IF(!m_built, "RdmaNetwork::CreateFlow before Build");
     NS_ABORT_MSG_IF(src >= m_nodes.size() || !m_nics[src], "RdmaNetwork::CreateFlow: source " << src << " is not a host");
@@ -283,6 +296,7 @@ RdmaNetwork::CreateFlow(uint32_t src, uint32_t dst, uint64_t bytes, uint8_t prio
     f.dst = dst;
     f.bytes = bytes;
     f.priority = priority;
+    f.ecmpKey = ecmpKey;
     m_flows.push_back(f);
     return m_flows.size() - 1;
 }
@@ -299,7 +313,7 @@ RdmaNetwork::StartFlow(uint32_t id)
     qp->flowId = id;
     qp->src = f.src;
     qp->dst = f.dst;
-    qp->sport = static_cast<uint16_t>(49152 + (id * 2654435761u >> 18) % 16384);
+    qp->sport = SourcePortOf(f.ecmpKey);
     qp->priority = f.priority;
     qp->size = f.bytes;
     uint32_t firstPort;

@@ -64,8 +64,19 @@ class RdmaNetwork : public Object
     /** Finish construction: size switch buffers, prepare NICs. Call once, before flows. */
     void Build();
 
-    /** Create a flow without starting it. \return its id (dense, from 0). */
+    /**
+     * Create a flow without starting it; its ECMP key (see the overload) is its own id.
+     * \return its id (dense, from 0).
+     */
     uint32_t CreateFlow(uint32_t src, uint32_t dst, uint64_t bytes, uint8_t priority);
+    /**
+     * Create a flow whose queue pair takes its UDP source port (ECMP entropy) from \p ecmpKey
+     * instead of its flow id: flows with one key (one persistent connection) hash alike.
+     * \return its id (dense, from 0).
+     */
+    uint32_t CreateFlow(uint32_t src, uint32_t dst, uint64_t bytes, uint8_t priority, uint32_t ecmpKey);
+    /** \return the RoCEv2 UDP source port (49152..65535) of a queue pair with ECMP key \p key. */
+    static uint16_t SourcePortOf(uint32_t key);
     /** Start flow \p id at the current simulation time. */
     void StartFlow(uint32_t id);
     /** Start flow \p id at absolute simulation time \p at. */
@@ -134,6 +145,7 @@ class RdmaNetwork : public Object
         uint32_t dst;
         uint64_t bytes;
         uint8_t priority;
+        uint32_t ecmpKey{0}; //!< hashed into the UDP source port
         double start{-1};
         double finish{-1};
         double ackDone{-1};
