@@ -398,14 +398,49 @@ def route_flows(
     if connection is not None and config.ecmp_key == "connection":
         key, rep, rows = connection_rows(connection, src, dst)
         res, hops = _walk(graph, table, links, src[rep], dst[rep], key, packet, seed, lib)
-        res, hops = gather_rows(res, rows), hops[rows]
-    else:
-        # packet: flows numbered by position (release order if flows are released in id order)
-        key = np.arange(f, dtype=np.int64) if packet else np.asarray(flow_id, np.int64)
-        res, hops = _walk(graph, table, links, src, dst, key, packet, seed, lib)
+        return _shared_paths(res, hops, rows, size_bytes, links, config.store_and_forward, lib)
+    # packet: flows numbered by position (release order if flows are released in id order)
+    key = np.arange(f, dtype=np.int64) if packet else np.asarray(flow_id, np.int64)
+    res, hops = _walk(graph, table, links, src, dst, key, packet, seed, lib)
+    return FlowPaths(res, hops, *_path_stats(lib, res, size_bytes, links, config.store_and_forward))
+
+
+def _path_stats(
+    lib: ctypes.CDLL | None, res: np.ndarray, size: np.ndarray, links: LinkArrays, store_and_forward: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if lib is not None:
-        return FlowPaths(res, hops, *_stats_native(lib, res, size_bytes, links, config.store_and_forward))
-    return FlowPaths(res, hops, *_stats_numpy(res, size_bytes, links, config.store_and_forward))
+        return _stats_native(lib, res, size, links, store_and_forward)
+    return _stats_numpy(res, size, links, store_and_forward)
+
+
+def _shared_paths(
+    res: np.ndarray,
+    hops: np.ndarray,
+    rows: np.ndarray,
+    size: np.ndarray,
+    links: LinkArrays,
+    store_and_forward: bool,
+    lib: ctypes.CDLL | None,
+) -> FlowPaths:
+    """Flows on the paths of their connections: ``res[rows[f]]``, with the figures of a per-flow computation.
+
+    Per connection: latency of a flow of at least one packet on every later hop, bottleneck goodput, and
+    bytes (summed over its flows, whole bytes: exact in float64). A flow shorter than a later hop's
+    payload (its store-and-forward packet is smaller) gets its own figures.
+    """
+    size = np.asarray(size)
+    lat_c, _, _ = _path_stats(lib, res, np.full(res.shape[0], np.inf), links, store_and_forward)
+    bottleneck = links.capacity[res].min(axis=1)
+    conn_bytes = np.bincount(rows, weights=size.astype(np.float64), minlength=res.shape[0])
+    carried = np.bincount(res.ravel(), weights=np.repeat(conn_bytes, res.shape[1]), minlength=links.pad + 1)
+    latency = lat_c[rows]
+    ideal = size / bottleneck[rows] + latency
+    if store_and_forward and res.shape[1] > 1:
+        small = np.flatnonzero(size < links.payload_bytes[res[:, 1:]].max(axis=1)[rows])
+        if small.size:
+            own = gather_rows(res, rows[small])
+            latency[small], ideal[small], _ = _path_stats(lib, own, size[small], links, store_and_forward)
+    return FlowPaths(gather_rows(res, rows), hops[rows], latency, ideal, carried)
 
 
 def _walk(

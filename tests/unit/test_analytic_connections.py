@@ -9,7 +9,7 @@ import pytest
 
 from hetero_ns3.analytic import AnalyticConfig, simulate_plan
 from hetero_ns3.analytic.native import load_kernel
-from hetero_ns3.analytic.routes import gather_rows, link_arrays, route_flows
+from hetero_ns3.analytic.routes import _stats_numpy, gather_rows, link_arrays, route_flows
 from hetero_ns3.dag import PlanBuilder
 from hetero_ns3.errors import ScenarioError, SimulationError
 from hetero_ns3.topology import leaf_spine
@@ -153,3 +153,25 @@ def test_gather_rows_is_a_row_index(width):
     a = np.random.default_rng(width).integers(-5, 10**6, (37, width)).astype(np.int32)
     rows = np.random.default_rng(1).integers(0, 37, 500)
     np.testing.assert_array_equal(gather_rows(a, rows), a[rows])
+
+
+@pytest.mark.parametrize("engine", engines())
+@pytest.mark.parametrize("saf", [True, False])
+def test_shared_paths_have_the_per_flow_figures(engine, saf):
+    """Latency, ideal FCT and link bytes of connection-routed flows are those of each flow on its path."""
+    g = leaf_spine(4, 4, 4, 100e9, 1e-6)
+    rng = np.random.default_rng(5)
+    hosts = np.array(g.host_indices())
+    pairs = rng.choice(hosts, (50, 2))
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    conn = rng.integers(0, pairs.shape[0], 3000)
+    size = rng.choice([1, 64, 4095, 4096, 70_000, 3 * 10**6], conn.shape[0]).astype(np.int64)
+    cfg = AnalyticConfig(store_and_forward=saf)
+    links = link_arrays(g, cfg)
+    lib = lib_of(engine)
+    fid = np.arange(conn.shape[0], dtype=np.int64)
+    p = route_flows(g, links, pairs[conn, 0], pairs[conn, 1], fid, size, cfg, 2, lib=lib, connection=conn)
+    lat, ideal, carried = _stats_numpy(p.res, size, links, saf)
+    np.testing.assert_array_equal(p.latency_s, lat)
+    np.testing.assert_array_equal(p.ideal_fct_s, ideal)
+    np.testing.assert_array_equal(p.res_bytes, carried)
