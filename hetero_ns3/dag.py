@@ -99,10 +99,15 @@ class ExecutionPlan:
         key = self.gpu[flows].astype(np.int64) * n_gpu + self.dst[flows].astype(np.int64)
         key = key * max(1, len(self.categories)) + self.category[flows].astype(np.int64)
         key = key * (int(chan.max(initial=0)) + 1) + chan[self.label[flows]]
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        rank = np.empty(first.shape[0], dtype=np.int64)
-        rank[np.argsort(first, kind="stable")] = np.arange(first.shape[0], dtype=np.int64)
-        out[flows] = rank[inverse.reshape(-1)]
+        # First occurrence per key by a scatter over the key range (no sort over all flows): numpy
+        # keeps the last write for repeated indices, so writing in reverse leaves the first position.
+        n = key.shape[0]
+        first = np.full(int(key.max()) + 1, n, dtype=np.int64)
+        first[key[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)
+        present = np.flatnonzero(first < n)
+        dense = np.full(first.shape[0], -1, dtype=np.int64)
+        dense[present[np.argsort(first[present], kind="stable")]] = np.arange(present.shape[0], dtype=np.int64)
+        out[flows] = dense[key]
         return out
 
     def validate(self) -> None:

@@ -177,7 +177,7 @@ def run_scenario(
             res = simulate_plan(
                 apply_static_link_faults(graph, faults),
                 plan,
-                config=AnalyticConfig.like_nic(network.nic),
+                config=AnalyticConfig.like_nic(network.nic, ecmp_key=network.routing.ecmp_key),
                 seed=run.seed,
             )
             times, flows_df = res.times, res.flows
