@@ -34,6 +34,10 @@ from hetero_ns3.errors import PlanningError
 COMPUTE = 0
 FLOW = 1
 
+#: What a flow task hashes by for ECMP in both backends: its connection
+#: (:meth:`ExecutionPlan.flow_connections`, NCCL's persistent queue pairs) or the flow task itself.
+ECMP_KEYS: tuple[str, ...] = ("connection", "flow")
+
 #: Conventional stream ids. Collectives may use further ids (>= COMM_STREAM) per channel.
 COMPUTE_STREAM = 0
 COMM_STREAM = 1

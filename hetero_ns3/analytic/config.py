@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from hetero_ns3.dag import ECMP_KEYS
 from hetero_ns3.errors import field_error
 
 #: RoCEv2 per-packet overhead in bytes: Ethernet header 14 + FCS 4 + IPv4 20 + UDP 8 + IB BTH 12 + ICRC 4.
@@ -21,8 +22,6 @@ ETHERNET_PREAMBLE_IFG_BYTES = 8 + 12
 DEFAULT_KIND_FRAMING = {"nvlink": (65536, ROCEV2_HEADER_BYTES), "pcie": (4096, ROCEV2_HEADER_BYTES)}
 #: Event-loop implementations.
 ENGINES = ("auto", "native", "numpy")
-#: What identifies a flow to the ECMP hash (:attr:`AnalyticConfig.ecmp_key`).
-ECMP_KEYS = ("connection", "flow")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from hetero_ns3.dag import ECMP_KEYS
 from hetero_ns3.errors import field_error
 
 CC_KINDS: dict[str, str] = {"none": "ns3::RdmaCcNone", "dcqcn": "ns3::RdmaDcqcn", "hpcc": "ns3::RdmaHpcc"}
@@ -23,9 +24,6 @@ CC_KINDS: dict[str, str] = {"none": "ns3::RdmaCcNone", "dcqcn": "ns3::RdmaDcqcn"
 
 SCHEDULERS: dict[str, str] = {"strict": "Strict", "wrr": "Wrr"}
 """Port schedulers between traffic classes and their ns-3 enum names."""
-
-ECMP_KEYS: tuple[str, ...] = ("connection", "flow")
-"""What a plan replay's flow hashes by for ECMP (see :attr:`RoutingConfig.ecmp_key`)."""
 
 
 def _positive(path: str, value: float, fix: str = "") -> None:
