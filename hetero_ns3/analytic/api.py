@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,8 +13,9 @@ import pandas as pd
 
 from hetero_ns3.analytic.config import AnalyticConfig
 from hetero_ns3.analytic.engine import EngineResult, replay
-from hetero_ns3.analytic.native import load_kernel, replay_native
-from hetero_ns3.analytic.routes import FlowPaths, link_arrays, route_flows
+from hetero_ns3.analytic.flows import PlanFlows, plan_flows
+from hetero_ns3.analytic.native import load_kernel, replay_native, successors_native
+from hetero_ns3.analytic.routes import FlowPaths, LinkArrays, link_arrays, route_connections, route_flows
 from hetero_ns3.dag import FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.netgraph import HOST, NetGraph
@@ -109,11 +111,40 @@ def _kernel(config: AnalyticConfig) -> ctypes.CDLL | None:
 
 
 def _run(lib: ctypes.CDLL | None, config: AnalyticConfig, *args, **kwargs) -> tuple[EngineResult, str]:
-    """Run the event loop: native with ``lib``, else numpy; returns the result and the engine used."""
+    """Run the event loop: native with ``lib``, else numpy; returns the result and the engine used.
+
+    ``path_row`` / ``successors`` keyword arguments go to the native loop only (numpy takes per-flow paths).
+    """
     kwargs.update(tolerance_s=config.time_tolerance_s, incremental=config.incremental)
     if lib is not None:
         return replay_native(lib, *args, keep_drain=False, **kwargs), "native"
+    kwargs.pop("successors", None)
+    kwargs.pop("path_row", None)
     return replay(*args, **kwargs), "numpy"
+
+
+def _route_plan(
+    graph: NetGraph,
+    plan: ExecutionPlan,
+    flows: PlanFlows,
+    size: np.ndarray,
+    links: LinkArrays,
+    config: AnalyticConfig,
+    seed: int,
+    routes: Routes | None,
+    lib: ctypes.CDLL | None,
+) -> FlowPaths:
+    """Paths of the plan's flows (``size``: their bytes): one walk per connection (``flows.connection``),
+    else one per flow."""
+    gpu_node = _host_nodes(graph, plan.gpus, "plan.gpus")
+    fl = flows.task
+    if flows.connection is None or flows.first is None:
+        src, dst = gpu_node[plan.gpu[fl]], gpu_node[plan.dst[fl]]
+        return route_flows(graph, links, src, dst, fl, size, config, seed, routes, lib)
+    lead = fl[flows.first]  # the first flow task of each connection
+    src, dst = gpu_node[plan.gpu[lead]], gpu_node[plan.dst[lead]]
+    key = np.arange(lead.shape[0], dtype=np.int64)  # connection ids are dense
+    return route_connections(graph, links, src, dst, key, flows.connection, size, config, seed, routes, lib)
 
 
 def simulate_plan(
@@ -129,32 +160,34 @@ def simulate_plan(
     "connection"`` all flows of one connection (:meth:`~hetero_ns3.dag.ExecutionPlan.flow_connections`)
     take one path. ``routes`` (optional) are
     precomputed next-hop tables (:func:`hetero_ns3.netgraph.routing_tables`) to reuse across runs.
+    With the native kernel, the reversal of the dependency lists runs on a second thread while the
+    flows are routed (both are C or numpy calls that release the GIL for most of their time).
     """
     t0 = time.perf_counter()
     lib = _kernel(config)
-    gpu_node = _host_nodes(graph, plan.gpus, "plan.gpus")
-    is_flow = plan.kind == FLOW
-    fl = np.flatnonzero(is_flow)
-    links = link_arrays(graph, config)
-    size = plan.size_bytes[fl]
-    src, dst = gpu_node[plan.gpu[fl]], gpu_node[plan.dst[fl]]
-    conn = plan.flow_connections()[fl] if config.ecmp_key == "connection" else None
-    paths = route_flows(graph, links, src, dst, fl, size, config, seed, routes, lib, conn)
-    t_route = time.perf_counter() - t0
-    flow_row = np.full(len(plan), -1, np.int32)
-    flow_row[fl] = np.arange(fl.size, dtype=np.int32)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        succ = None if lib is None else pool.submit(successors_native, lib, plan.dep_ptr, plan.dep_idx)
+        flows = plan_flows(plan, config.ecmp_key == "connection", lib)
+        links = link_arrays(graph, config)
+        size = plan.size_bytes[flows.task]
+        paths = _route_plan(graph, plan, flows, size, links, config, seed, routes, lib)
+        t_route = time.perf_counter() - t0
+        successors = None if succ is None else succ.result()
+    fl = flows.task
     out, engine = _run(
         lib,
         config,
-        is_flow,
+        None if lib is not None else plan.kind == FLOW,
         plan.duration_s,
         plan.dep_ptr,
         plan.dep_idx,
-        flow_row,
+        flows.row,
         plan.size_bytes,
-        paths.res,
+        paths.paths if lib is not None else paths.res,
         paths.latency_s,
         links.capacity,
+        path_row=paths.row,
+        successors=successors,
     )
     start, finish = out.start_s[fl], out.finish_s[fl]
     columns = {
@@ -170,7 +203,7 @@ def simulate_plan(
         "category": _strings(plan.categories, plan.category[fl]),
         "label": _strings(plan.labels, plan.label[fl]),
     }
-    flows = pd.DataFrame(columns, copy=False)  # fresh arrays: no copy, no consolidation
+    flows_df = pd.DataFrame(columns, copy=False)  # fresh arrays: no copy, no consolidation
     s = out.stats
     stats = AnalyticStats(
         len(plan),
@@ -186,7 +219,7 @@ def simulate_plan(
         time.perf_counter() - t0,
         engine,
     )
-    return AnalyticResult(TaskTimes(out.start_s, out.finish_s), flows, _link_bytes(paths, len(graph.links)), stats)
+    return AnalyticResult(TaskTimes(out.start_s, out.finish_s), flows_df, _link_bytes(paths, len(graph.links)), stats)
 
 
 def simulate_flows(

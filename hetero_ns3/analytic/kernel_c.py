@@ -15,7 +15,9 @@ What makes it fast (docs/analytic.md, "Performance"):
   all paths through it (local-minimum rule), so rounds are few.
 """
 
-SOURCE = r"""
+from hetero_ns3.analytic.kernel_paths_c import PATHS_SOURCE
+
+_REPLAY = r"""
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,21 +170,20 @@ static void add_seed(i64 *seeds, i64 *ns, i64 *sstamp, i64 sid, i64 r) {
 }
 
 typedef struct {
-    const signed char *is_flow;
+    const int *flow_row;
     const double *dur;
-    const i64 *succ_ptr;
+    const unsigned *succ_ptr;
     const int *succ_idx;
-    int *indeg;
     i64 *zero, *pending;
     i64 nz, np;
     Heap heap;
-    double *start, *finish;
+    double *start, *finish; /* start[i] < 0: minus the dependencies task i still waits for */
     int err;
 } Dag;
 
 static void begin_task(Dag *d, i64 i, double t) {
     d->start[i] = t;
-    if (d->is_flow[i]) {
+    if (d->flow_row[i] >= 0) {
         d->pending[d->np++] = i;
     } else if (d->dur[i] > 0.0) {
         if (heap_push(&d->heap, t + d->dur[i], i)) d->err = 3;
@@ -193,9 +194,9 @@ static void begin_task(Dag *d, i64 i, double t) {
 
 static void complete_task(Dag *d, i64 i, double t) {
     d->finish[i] = t;
-    for (i64 k = d->succ_ptr[i]; k < d->succ_ptr[i + 1]; k++) {
+    for (i64 k = d->succ_ptr[i], e = d->succ_ptr[i + 1]; k < e; k++) {
         i64 s = d->succ_idx[k];
-        if (--d->indeg[s] == 0) begin_task(d, s, t);
+        if ((d->start[s] += 1.0) == 0.0) begin_task(d, s, t);
     }
 }
 
@@ -209,11 +210,12 @@ static void complete_task(Dag *d, i64 i, double t) {
         name = g_;                                                                       \
     } while (0)
 
-/* stats: events, rate_updates, fill_rounds, max_active, reused, recomputed.
-   Returns 0, 1 stuck tasks, 2 zero rate, 3 no memory. */
-int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const double *release, const i64 *dep_ptr,
-                   const i64 *succ_ptr, const int *succ_idx, const int *flow_row, const i64 *size, i64 nflows,
-                   i64 W, const int *res, const double *lat, i64 nres, const double *cap, double tol,
+/* Task i is a flow when flow_row[i] >= 0. res (nflows, W): path rows; flow task i takes row path_row[flow_row[i]], or row flow_row[i] when path_row
+   is NULL (flows of one connection share a row). stats: events, rate_updates, fill_rounds, max_active,
+   reused, recomputed. Returns 0, 1 stuck tasks, 2 zero rate, 3 no memory. */
+int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *dep_ptr,
+                   const unsigned *succ_ptr, const int *succ_idx, const int *flow_row, const i64 *size, i64 nflows,
+                   i64 W, const int *res, const int *path_row, const double *lat, i64 nres, const double *cap, double tol,
                    int incremental, double reuse_rtol, double level_rtol, double *start, double *finish,
                    double *drain, i64 *stats) {
     const i64 pad = nres - 1;
@@ -221,7 +223,7 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
     int ok = 1, rc = 0;
     Dag d;
     memset(&d, 0, sizeof d);
-    d.is_flow = is_flow;
+    d.flow_row = flow_row;
     d.dur = dur;
     d.succ_ptr = succ_ptr;
     d.succ_idx = succ_idx;
@@ -229,7 +231,7 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
     d.finish = finish;
     /* Slots grow on demand (doubling): they number the flows active at once, not all flows. */
     i64 F = nflows + 1 < 1024 ? nflows + 1 : 1024;
-    ALLOC(int, indeg, n) ALLOC(i64, zero, n) ALLOC(i64, pending, n)
+    ALLOC(i64, zero, n) ALLOC(i64, pending, n)
     /* Per slot (stable while a flow is active). */
     ALLOC(i64, task, F) ALLOC(double, rate, F) ALLOC(double, remu, F) ALLOC(double, tu, F)
     ALLOC(double, hkey, F) ALLOC(i64, hslot, F) ALLOC(i64, hpos, F)
@@ -246,19 +248,17 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
     if (!mem || !ok) { rc = 3; goto out; }
     IHeap dh = {hkey, hslot, hpos, 0};
     for (i64 j = 0; j < F; j++) hpos[j] = -1;
-    d.indeg = indeg;
     d.zero = zero;
     d.pending = pending;
     i64 nfree = 0;
     for (i64 j = F - 1; j >= 0; j--) freel[nfree++] = j;
+    /* Until task i starts, start[i] counts its unfinished dependencies, negated (exact in a double): no
+       separate in-degree array, and a task's counter and start time share one cache line. */
+    for (i64 i = 0; i < n; i++) start[i] = (double)(dep_ptr[i] - dep_ptr[i + 1]);
+    if (drain)
+        for (i64 i = 0; i < n; i++) drain[i] = NAN;
     for (i64 i = 0; i < n; i++) {
-        indeg[i] = (int)(dep_ptr[i + 1] - dep_ptr[i]);
-        if (drain) drain[i] = NAN;
-        finish[i] = NAN;
-        start[i] = 0.0;
-    }
-    for (i64 i = 0; i < n; i++) {
-        if (indeg[i] != 0) continue;
+        if (start[i] != 0.0) continue;
         if (release && release[i] > 0.0) {
             if (heap_push(&d.heap, release[i], -1 - i)) { rc = 3; goto out; }
         } else {
@@ -298,7 +298,8 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
             newl[nn++] = j;
             apos[j] = na;
             alist[na++] = j;
-            memcpy(ares + (i64)j * W, res + (i64)flow_row[i] * W, (size_t)W * sizeof(int));
+            i64 row = path_row ? path_row[flow_row[i]] : flow_row[i];
+            memcpy(ares + (i64)j * W, res + row * W, (size_t)W * sizeof(int));
             const int *p = ares + j * W;
             for (i64 h = 0; h < W && p[h] != pad; h++) {
                 i64 r = p[h];
@@ -500,7 +501,10 @@ int flowsim_replay(i64 n, const signed char *is_flow, const double *dur, const d
         if (d.err) { rc = d.err; goto out; }
     }
     for (i64 i = 0; i < n; i++)
-        if (indeg[i] > 0) { rc = 1; break; }
+        if (start[i] < 0.0) { rc = 1; break; }
+    if (rc == 1) /* tasks that never started never finished */
+        for (i64 i = 0; i < n; i++)
+            if (start[i] < 0.0) finish[i] = NAN;
     stats[0] = events;
     stats[1] = updates;
     stats[2] = rounds;
@@ -512,7 +516,7 @@ out:
         for (i64 r = 0; r < nres; r++) free(mem[r]);
     free(mem);
     free(d.heap.a);
-    free(indeg); free(zero); free(pending); free(task); free(rate); free(remu); free(tu);
+    free(zero); free(pending); free(task); free(rate); free(remu); free(tu);
     free(hkey); free(hslot); free(hpos);
     free(isnew); free(apos); free(fvis); free(low); free(ares); free(mpos); free(freel); free(alist); free(live);
     free(newl); free(load); free(nrated); free(nnew); free(remcap); free(share); free(cnt); free(stamp); free(ismin);
@@ -520,155 +524,7 @@ out:
     free(mcap);
     return rc;
 }
-
-/* ---- Routing: per-flow ECMP walks over dense next-hop tables (routes.py documents the contract). ---- */
-
-typedef unsigned long long u64;
-
-static u64 mix64(u64 x) {
-    x ^= x >> 30;
-    x *= 0xBF58476D1CE4E5B9ULL;
-    x ^= x >> 27;
-    x *= 0x94D049BB133111EBULL;
-    return x ^ (x >> 31);
-}
-
-/* routes.ecmp_hash: seedw = seed * 0x94D049BB133111EB mod 2^64. */
-static u64 flow_hash(u64 fid, u64 node, u64 seedw) {
-    u64 x = fid * 0x9E3779B97F4A7C15ULL;
-    x ^= node + 0x632BE59BD9B4E019ULL;
-    x += seedw;
-    return mix64(x);
-}
-
-/* routes.packet_backend_hash: seedw = ecmp_seed. */
-static u64 packet_hash(u64 seq, u64 node, u64 src, u64 dst, u64 seedw) {
-    u64 sport = 49152ULL + ((((seq * 2654435761ULL) & 0xFFFFFFFFULL) >> 18) % 16384ULL);
-    u64 h = mix64((seedw << 32) ^ node);
-    h = mix64(h ^ ((src << 32) | dst));
-    return mix64(h ^ ((sport << 16) | 4791ULL) ^ (17ULL << 40));
-}
-
-/* Walk flow f from src[f] to dst[f]: at node u the next-hop links toward dst are
-   nh_link[nh_off[k] .. nh_off[k] + nh_cnt[k]) with k = dslot[dst] * N + u; pick = hash % count.
-   res (F, W) gets resources 2 * link + (reverse direction), padded with pad; hops[f] the count.
-   Returns 0 with *need = the longest path; 1 no route (bad[0] node, bad[1] destination);
-   2 a walk longer than N hops (loop); 3 no memory. Paths longer than W are counted in *need but not
-   written: the caller retries with W = *need. key[f]: the hash identity (flow or connection id); mode 0:
-   flow hash of key, 1: packet hash with key as the flow sequence number.
-   Flows are walked grouped by destination (a counting sort), so that one destination's table stays in
-   cache; each flow's path depends on its own hash only, so the order changes nothing else. */
-int flowsim_route(i64 F, const i64 *src, const i64 *dst, const i64 *key, i64 N, i64 S, const i64 *dslot,
-                  const i64 *nh_off, const int *nh_cnt, const int *nh_link, const i64 *la, const i64 *lb, int mode, u64 seedw,
-                  i64 W, int pad, int *res, int *hops, i64 *need, i64 *bad) {
-    i64 longest = 0;
-    for (i64 f = 0; f < F; f++)
-        if (dslot[dst[f]] < 0) { bad[0] = src[f]; bad[1] = dst[f]; return 1; }
-    i64 *start = (i64 *)calloc((size_t)S + 1, sizeof(i64));
-    int *order = (int *)malloc((size_t)(F > 0 ? F : 1) * sizeof(int));
-    if (!start || !order) { free(start); free(order); return 3; }
-    for (i64 f = 0; f < F; f++) start[dslot[dst[f]] + 1]++;
-    for (i64 k = 0; k < S; k++) start[k + 1] += start[k];
-    for (i64 f = 0; f < F; f++) order[start[dslot[dst[f]]]++] = (int)f;
-    free(start);
-    int rc = 0;
-    for (i64 q = 0; q < F; q++) {
-        i64 f = order[q];
-        i64 u = src[f], d = dst[f], s = dslot[d], h = 0;
-        int *row = res + f * W;
-        const i64 *toff = nh_off + s * N;
-        const int *tcnt = nh_cnt + s * N;
-        do {
-            i64 lo = toff[u], cnt = tcnt[u];
-            if (cnt <= 0) { bad[0] = u; bad[1] = d; rc = 1; goto out; }
-            i64 pick = 0;
-            if (cnt > 1) {
-                u64 hv = mode ? packet_hash((u64)key[f], (u64)u, (u64)src[f], (u64)d, seedw)
-                              : flow_hash((u64)key[f], (u64)u, seedw);
-                pick = (i64)(hv % (u64)cnt);
-            }
-            i64 li = nh_link[lo + pick];
-            int fwd = la[li] == u;
-            if (h < W) row[h] = (int)(2 * li + !fwd);
-            u = fwd ? lb[li] : la[li];
-            if (++h > N) { bad[0] = src[f]; bad[1] = d; rc = 2; goto out; }
-        } while (u != d);
-        for (i64 k = h; k < W; k++) row[k] = pad;
-        hops[f] = (int)h;
-        if (h > longest) longest = h;
-    }
-    *need = longest;
-out:
-    free(order);
-    return rc;
-}
-
-/* Shrink res from (F, W) to (F, w) in place (w <= W). */
-void flowsim_narrow(i64 F, i64 W, i64 w, int *res) {
-    if (w == W) return;
-    for (i64 f = 0; f < F; f++) memmove(res + f * w, res + f * W, (size_t)w * sizeof(int));
-}
-
-/* Sum of x[0..n) in numpy's order for a contiguous row (np.sum(axis=1) of a C array): sequential below 8
-   terms, else 8 interleaved partial sums combined pairwise, then the tail; so results match the numpy code
-   bit for bit. n <= 128 (numpy splits longer rows recursively). */
-static double np_rowsum(const double *x, i64 n) {
-    if (n < 8) {
-        double r = -0.0;
-        for (i64 i = 0; i < n; i++) r += x[i];
-        return r;
-    }
-    double r[8];
-    for (int j = 0; j < 8; j++) r[j] = x[j];
-    i64 body = n - n % 8;
-    for (i64 i = 8; i < body; i += 8)
-        for (int j = 0; j < 8; j++) r[j] += x[i + j];
-    double s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (i64 i = body; i < n; i++) s += x[i];
-    return s;
-}
-
-/* Per flow: latency (propagation delays over the W entries of its row, plus with saf the store-and-forward
-   time of one packet of min(size, payload) + overhead bytes per later entry, summed apart and added),
-   ideal FCT (size / the slowest entry's capacity + latency); carried[r] += size over every entry of res
-   (pad included) in flow-major order, as np.bincount does. W <= 128. */
-void flowsim_path_stats(i64 F, i64 W, const int *res, const double *size, const double *delay,
-                        const double *payload, const double *overhead, const double *rate, const double *cap,
-                        int saf, double *lat, double *ideal, double *carried) {
-    double dl[128], sf[128];
-    for (i64 f = 0; f < F; f++) {
-        const int *p = res + f * W;
-        double m = INFINITY, sz = size[f];
-        for (i64 h = 0; h < W; h++) {
-            i64 r = p[h];
-            dl[h] = delay[r];
-            if (cap[r] < m) m = cap[r];
-            carried[r] += sz;
-        }
-        double total = np_rowsum(dl, W);
-        if (saf && W > 1) {
-            for (i64 h = 1; h < W; h++) {
-                i64 r = p[h];
-                double pkt = (sz < payload[r] ? sz : payload[r]) + overhead[r];
-                sf[h - 1] = pkt * 8.0 / rate[r];
-            }
-            total = total + np_rowsum(sf, W - 1);
-        }
-        lat[f] = total;
-        ideal[f] = sz / m + total;
-    }
-}
-
-/* Reverse a dependency CSR (engine.successors): successors of i in increasing task order. The insertion
-   cursors live in succ_ptr itself (each ends at the next task's start), then shift back by one. */
-void flowsim_successors(i64 n, const i64 *dep_ptr, const int *dep_idx, i64 *succ_ptr, int *succ_idx) {
-    memset(succ_ptr, 0, (size_t)(n + 1) * sizeof(i64));
-    i64 m = dep_ptr[n];
-    for (i64 k = 0; k < m; k++) succ_ptr[dep_idx[k] + 1]++;
-    for (i64 i = 0; i < n; i++) succ_ptr[i + 1] += succ_ptr[i];
-    for (i64 i = 0; i < n; i++)
-        for (i64 k = dep_ptr[i]; k < dep_ptr[i + 1]; k++) succ_idx[succ_ptr[dep_idx[k]]++] = (int)i;
-    memmove(succ_ptr + 1, succ_ptr, (size_t)n * sizeof(i64));
-    succ_ptr[0] = 0;
-}
 """
+
+#: The whole kernel: the event loop above, then the path and plan helpers.
+SOURCE = _REPLAY + PATHS_SOURCE

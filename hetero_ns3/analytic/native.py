@@ -96,7 +96,7 @@ def load_kernel(required: bool = False) -> ctypes.CDLL | None:
         return None
     fn = lib.flowsim_replay
     fn.restype = ctypes.c_int
-    fn.argtypes = [_I, _P, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P, _I, _P, _D, ctypes.c_int, _D, _D, _P, _P, _P, _P]
+    fn.argtypes = [_I, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P, _P, _I, _P, _D, _C, _D, _D, _P, _P, _P, _P]
     _declare(
         lib.flowsim_route,
         ctypes.c_int,
@@ -105,6 +105,8 @@ def load_kernel(required: bool = False) -> ctypes.CDLL | None:
     _declare(lib.flowsim_narrow, None, [_I, _I, _I, _P])
     _declare(lib.flowsim_path_stats, None, [_I, _I, _P, _P, _P, _P, _P, _P, _P, _C, _P, _P, _P])
     _declare(lib.flowsim_successors, None, [_I, _P, _P, _P, _P])
+    _declare(lib.flowsim_count_flows, _I, [_I, _P, _C])
+    _declare(lib.flowsim_flows, _C, [_I, _P, _C, _P, _P, _P, _P, _P, _I, _I, _I, _P, _P, _P, _P, _P])
     _LIB = lib
     return lib
 
@@ -114,11 +116,14 @@ def _ptr(a: np.ndarray | None) -> int | None:
 
 
 def successors_native(lib: ctypes.CDLL, dep_ptr: np.ndarray, dep_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`hetero_ns3.analytic.engine.successors` by a counting sort in C (linear time; int32 task ids)."""
+    """:func:`hetero_ns3.analytic.engine.successors` by a counting sort in C (linear time; int32 task ids,
+    uint32 offsets: SimulationError with 2**32 dependencies or more)."""
     n = int(dep_ptr.shape[0]) - 1
     ptr = np.ascontiguousarray(dep_ptr, np.int64)
     idx = np.ascontiguousarray(dep_idx, np.int32)
-    succ_ptr = np.empty(n + 1, np.int64)
+    if idx.shape[0] >= 2**32:
+        raise SimulationError(f"the plan has {idx.shape[0]} dependencies; the native event loop takes fewer than 2**32")
+    succ_ptr = np.empty(n + 1, np.uint32)
     succ_idx = np.empty(idx.shape[0], np.int32)
     lib.flowsim_successors(n, _ptr(ptr), _ptr(idx), _ptr(succ_ptr), _ptr(succ_idx))
     return succ_ptr, succ_idx
@@ -126,7 +131,7 @@ def successors_native(lib: ctypes.CDLL, dep_ptr: np.ndarray, dep_idx: np.ndarray
 
 def replay_native(
     lib: ctypes.CDLL,
-    is_flow: np.ndarray,
+    is_flow: np.ndarray | None,
     duration_s: np.ndarray,
     dep_ptr: np.ndarray,
     dep_idx: np.ndarray,
@@ -139,27 +144,32 @@ def replay_native(
     tolerance_s: float = 1e-12,
     incremental: bool = True,
     keep_drain: bool = True,
+    path_row: np.ndarray | None = None,
+    successors: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> EngineResult:
     """Same contract as :func:`hetero_ns3.analytic.engine.replay`, run in C.
 
+    The kernel tells flows by ``flow_row >= 0``; ``is_flow`` (which must agree) only gives n and may be None.
     ``keep_drain=False`` skips the per-task drain times (``drain_s`` is then None), one array of n floats less.
+    ``path_row`` (int32 per flow row, optional): the row of ``path_res`` that flow row ``f`` takes (flows
+    sharing a path share a row); without it flow row ``f`` takes row ``f``. ``successors``: the output of
+    :func:`successors_native` for ``dep_ptr`` / ``dep_idx`` when already computed.
     """
     t0 = time.perf_counter()
-    n = int(is_flow.shape[0])
+    n = int(flow_row.shape[0] if is_flow is None else is_flow.shape[0])
     if n >= 2**31 - 1:
         raise SimulationError(f"the plan has {n} tasks; the native event loop takes fewer than 2**31")
-    succ_ptr, succ_idx = successors_native(lib, dep_ptr, dep_idx)
-    flags = np.ascontiguousarray(is_flow)
+    succ_ptr, succ_idx = successors_native(lib, dep_ptr, dep_idx) if successors is None else successors
     arrs = {
-        "is_flow": flags.view(np.int8) if flags.dtype == np.bool_ else flags.astype(np.int8),
         "dur": np.ascontiguousarray(duration_s, np.float64),
         "release": None if release_s is None else np.ascontiguousarray(release_s, np.float64),
         "dep_ptr": np.ascontiguousarray(dep_ptr, np.int64),
-        "succ_ptr": np.ascontiguousarray(succ_ptr, np.int64),
+        "succ_ptr": np.ascontiguousarray(succ_ptr, np.uint32),
         "succ_idx": succ_idx,
         "flow_row": np.ascontiguousarray(flow_row, np.int32),
         "size": np.ascontiguousarray(size_bytes, np.int64),
         "res": np.ascontiguousarray(path_res, np.int32),
+        "path_row": None if path_row is None else np.ascontiguousarray(path_row, np.int32),
         "lat": np.ascontiguousarray(latency_s, np.float64),
         "cap": np.ascontiguousarray(capacity, np.float64),
     }
@@ -169,9 +179,9 @@ def replay_native(
     stats = np.zeros(8, np.int64)
     a = arrs
     rc = lib.flowsim_replay(
-        n, _ptr(a["is_flow"]), _ptr(a["dur"]), _ptr(a["release"]), _ptr(a["dep_ptr"]), _ptr(a["succ_ptr"]),
+        n, _ptr(a["dur"]), _ptr(a["release"]), _ptr(a["dep_ptr"]), _ptr(a["succ_ptr"]),
         _ptr(a["succ_idx"]), _ptr(a["flow_row"]), _ptr(a["size"]), int(a["res"].shape[0]), int(a["res"].shape[1]),
-        _ptr(a["res"]), _ptr(a["lat"]), int(a["cap"].shape[0]), _ptr(a["cap"]), float(tolerance_s), int(incremental),
+        _ptr(a["res"]), _ptr(a["path_row"]), _ptr(a["lat"]), int(a["cap"].shape[0]), _ptr(a["cap"]), float(tolerance_s), int(incremental),
         REUSE_RTOL, LEVEL_RTOL, _ptr(start), _ptr(finish), _ptr(drain), _ptr(stats),
     )  # fmt: skip
     if rc == 1:

@@ -121,18 +121,31 @@ def link_arrays(graph: NetGraph, config: AnalyticConfig) -> LinkArrays:
 
 @dataclass(frozen=True)
 class FlowPaths:
-    """Paths of F flows: ``res[f, :hops[f]]`` are the resources in order, the rest is padding."""
+    """Paths of F flows over P distinct path rows: flow ``f`` takes row ``row[f]`` (row ``f`` when ``row`` is
+    None); ``paths[p, :path_hops[p]]`` are a row's resources in order, the rest is padding."""
 
-    res: np.ndarray
-    """int32 (F, H): resource ids, padded with the pad resource."""
-    hops: np.ndarray
-    """int32 (F,): number of links on each path."""
+    paths: np.ndarray
+    """int32 (P, H): resource ids, padded with the pad resource."""
+    path_hops: np.ndarray
+    """int32 (P,): number of links on each path row."""
     latency_s: np.ndarray
     """float64 (F,): propagation delays plus store-and-forward serialization of one packet per later hop."""
     ideal_fct_s: np.ndarray
     """float64 (F,): FCT alone in the network: size over the slowest hop's goodput, plus ``latency_s``."""
     res_bytes: np.ndarray
     """float64 (2 * n_links + 1,): payload bytes the flows carry over each resource (the last entry: padding)."""
+    row: np.ndarray | None = None
+    """int32 (F,): the path row of each flow (flows of one connection share one); None: row f for flow f."""
+
+    @property
+    def res(self) -> np.ndarray:
+        """int32 (F, H): the resources of each flow's path (a gathered copy when rows are shared)."""
+        return self.paths if self.row is None else gather_rows(self.paths, self.row)
+
+    @property
+    def hops(self) -> np.ndarray:
+        """int32 (F,): number of links on each flow's path."""
+        return self.path_hops if self.row is None else self.path_hops[self.row]
 
 
 @dataclass(frozen=True)
@@ -391,18 +404,46 @@ def route_flows(
     if f == 0:
         z = np.zeros(0)
         return FlowPaths(np.full((0, 4), pad, np.int32), np.zeros(0, np.int32), z, z, np.zeros(pad + 1))
-    table = graph_next_hop_table(graph) if routes is None else next_hop_table(routes, len(graph.nodes))
+    table = _table(graph, routes)
     src = np.ascontiguousarray(src, np.int64)
     dst = np.ascontiguousarray(dst, np.int64)
     packet = config.ecmp_hash == "packet"
     if connection is not None and config.ecmp_key == "connection":
         key, rep, rows = connection_rows(connection, src, dst)
-        res, hops = _walk(graph, table, links, src[rep], dst[rep], key, packet, seed, lib)
-        return _shared_paths(res, hops, rows, size_bytes, links, config.store_and_forward, lib)
+        return route_connections(graph, links, src[rep], dst[rep], key, rows, size_bytes, config, seed, table, lib)
     # packet: flows numbered by position (release order if flows are released in id order)
     key = np.arange(f, dtype=np.int64) if packet else np.asarray(flow_id, np.int64)
     res, hops = _walk(graph, table, links, src, dst, key, packet, seed, lib)
     return FlowPaths(res, hops, *_path_stats(lib, res, size_bytes, links, config.store_and_forward))
+
+
+def _table(graph: NetGraph, routes: Mapping[int, Sequence[Sequence[int]]] | NextHopTable | None) -> NextHopTable:
+    if isinstance(routes, NextHopTable):
+        return routes
+    return graph_next_hop_table(graph) if routes is None else next_hop_table(routes, len(graph.nodes))
+
+
+def route_connections(
+    graph: NetGraph,
+    links: LinkArrays,
+    src: np.ndarray,
+    dst: np.ndarray,
+    key: np.ndarray,
+    rows: np.ndarray,
+    size_bytes: np.ndarray,
+    config: AnalyticConfig,
+    seed: int = 0,
+    routes: Mapping[int, Sequence[Sequence[int]]] | NextHopTable | None = None,
+    lib: ctypes.CDLL | None = None,
+) -> FlowPaths:
+    """Route C connections ``src[c] -> dst[c]`` (node indices, hash identity ``key[c]``) once each, and
+    give flow ``f`` (``size_bytes[f]``) the path of connection ``rows[f]``: the shared form of
+    :func:`route_flows` (``FlowPaths.row`` is ``rows``), with the same figures per flow."""
+    src = np.ascontiguousarray(src, np.int64)
+    dst = np.ascontiguousarray(dst, np.int64)
+    packet = config.ecmp_hash == "packet"
+    res, hops = _walk(graph, _table(graph, routes), links, src, dst, key, packet, seed, lib)
+    return _shared_paths(res, hops, rows, size_bytes, links, config.store_and_forward, lib)
 
 
 def _path_stats(
@@ -434,13 +475,16 @@ def _shared_paths(
     conn_bytes = np.bincount(rows, weights=size.astype(np.float64), minlength=res.shape[0])
     carried = np.bincount(res.ravel(), weights=np.repeat(conn_bytes, res.shape[1]), minlength=links.pad + 1)
     latency = lat_c[rows]
-    ideal = size / bottleneck[rows] + latency
+    ideal = size / bottleneck[rows]
+    ideal += latency
     if store_and_forward and res.shape[1] > 1:
-        small = np.flatnonzero(size < links.payload_bytes[res[:, 1:]].max(axis=1)[rows])
+        limit = links.payload_bytes[res[:, 1:]].max(axis=1)  # per connection
+        maybe = np.flatnonzero(size < limit.max(initial=0.0))  # few flows: no per-flow float temporaries
+        small = maybe[size[maybe] < limit[rows[maybe]]]
         if small.size:
             own = gather_rows(res, rows[small])
             latency[small], ideal[small], _ = _path_stats(lib, own, size[small], links, store_and_forward)
-    return FlowPaths(gather_rows(res, rows), hops[rows], latency, ideal, carried)
+    return FlowPaths(res, hops, latency, ideal, carried, row=np.ascontiguousarray(rows, np.int32))
 
 
 def _walk(
