@@ -22,7 +22,8 @@ from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collectiv
 from hetero_ns3.collectives.templates import CallTemplates
 from hetero_ns3.dag import COMM_STREAM, COMPUTE_STREAM, ExecutionPlan, PlanBuilder
 from hetero_ns3.errors import PlanningError
-from hetero_ns3.workload.artefact import Op, Workload
+from hetero_ns3.workload.artefact import ProgramOp, Workload
+from hetero_ns3.workload.optable import OpTable, op_graph, op_table
 
 
 @dataclass(frozen=True)
@@ -50,63 +51,52 @@ class Lowered:
 DEFAULT_PRIORITY = {"tp": 3, "ep": 3, "pp": 3, "dp": 3}
 
 
-def _p2p_call(members: tuple[Op, ...], gpu_of: list[str]) -> tuple[CollectiveCall, dict[str, list[Op]]]:
-    send = next(m for m in members if m.collective == "send")
-    recv = next(m for m in members if m.collective == "recv")
-    src, dst = gpu_of[send.rank], gpu_of[recv.rank]
-    call = CollectiveCall("send_recv", (src, dst), int(send.bytes), peer=dst, name=send.name)
-    return call, {src: [send], dst: [recv]}
+def _group(p: ProgramOp, t: int) -> tuple[str, ...]:
+    """The group of tp member ``t``'s op of ``p`` (as :func:`~hetero_ns3.workload.artefact.expand_op`)."""
+    return p.groups[t] if len(p.groups) > 1 else p.groups[0]
 
 
-@dataclass(frozen=True)
-class _OpGraph:
-    """The workload as a graph of nodes: compute ops and collective instances (all members as one node).
+class _Lowering:
+    """State of one :func:`lower_workload` call: the op table, the builder and every op's exit tasks."""
 
-    A node's id is the smallest op id among its ops (unique, and the emission order key).
-    """
+    def __init__(self, table: OpTable, builder: PlanBuilder, gpu_of: list[str]) -> None:
+        self.table = table
+        self.builder = builder
+        self.gpu_of = gpu_of
+        self.rank = table.rank.tolist()
+        self.member = table.member.tolist()
+        self.dep_ptr = table.dep_ptr.tolist()
+        self.dep_pos = table.dep_pos.tolist()
+        self.exit_of: list[tuple[int, ...]] = [()] * len(table)
+        """Per position: task ids whose completion completes the op on its GPU."""
 
-    ops: dict[int, Op]
-    members: dict[int, list[Op]]
-    """Node id of an instance -> its member ops (workload order)."""
-    indeg: dict[int, int]
-    """Node id -> number of dependency edges into it (one per dependency of one of its ops)."""
-    succ: dict[int, list[int]]
+    def dep_tasks(self, i: int) -> list[int]:
+        """Exit tasks of the dependencies of the op at position ``i`` (``Op.deps`` order, repeats kept)."""
+        a, b = self.dep_ptr[i], self.dep_ptr[i + 1]
+        exit_of = self.exit_of
+        if b - a == 1:
+            return list(exit_of[self.dep_pos[a]])
+        out: list[int] = []
+        for d in self.dep_pos[a:b]:
+            out.extend(exit_of[d])
+        return out
 
-
-def _op_graph(workload: Workload) -> _OpGraph:
-    """Nodes and edges of ``workload`` (one pass over the ops, linear time)."""
-    ops: dict[int, Op] = {}
-    by_instance: dict[int, list[Op]] = {}
-    for rank_ops in workload.ops:
-        for op in rank_ops:
-            ops[op.id] = op
-            if op.instance >= 0:
-                by_instance.setdefault(op.instance, []).append(op)
-    node: dict[int, int] = {}
-    members: dict[int, list[Op]] = {}
-    for ms in by_instance.values():
-        nid = min(m.id for m in ms)
-        members[nid] = ms
-        for m in ms:
-            node[m.id] = nid
-    indeg: dict[int, int] = {}
-    succ: dict[int, list[int]] = {}
-    for op in ops.values():
-        nd = node.get(op.id, op.id)
-        k = indeg.get(nd, 0)
-        for d in op.deps:
-            dn = node.get(d, d)
-            if dn != nd:
-                if d not in ops:
-                    raise PlanningError(f"op {op.id} ({op.name}) depends on unknown op {d}")
-                lst = succ.get(dn)
-                if lst is None:
-                    succ[dn] = [nd]
-                else:
-                    lst.append(nd)
-                k += 1
-        indeg[nd] = k
-    return _OpGraph(ops, members, indeg, succ)
+    def call_of(self, members: list[int]) -> tuple[CollectiveCall, dict[str, list[int]]]:
+        """The collective call of an instance and its member positions per GPU (workload order)."""
+        prog_op, gpu_of, rank = self.table.prog_op, self.gpu_of, self.rank
+        head = prog_op[members[0]]
+        if head.collective in ("send", "recv"):
+            send = next(m for m in members if prog_op[m].collective == "send")
+            recv = next(m for m in members if prog_op[m].collective == "recv")
+            src, dst = gpu_of[rank[send]], gpu_of[rank[recv]]
+            p = prog_op[send]
+            call = CollectiveCall("send_recv", (src, dst), int(p.bytes), peer=dst, name=p.name)
+            return call, {src: [send], dst: [recv]}
+        by_gpu: dict[str, list[int]] = {}
+        for m in members:
+            by_gpu.setdefault(gpu_of[rank[m]], []).append(m)
+        group = _group(head, self.member[members[0]])
+        return CollectiveCall(head.collective, tuple(group), int(head.bytes), name=head.name), by_gpu
 
 
 def lower_workload(
@@ -134,55 +124,45 @@ def lower_workload(
     overrides = overrides or {}
     prio = {**DEFAULT_PRIORITY, **(priority or {})}
     gpu_of = [slot.gpu for slot in workload.ranks]
-    graph = _op_graph(workload)
-    ops, members_of, indeg, succ = graph.ops, graph.members, graph.indeg, graph.succ
+    table = op_table(workload)
+    graph = op_graph(table)
 
     builder = PlanBuilder(list(dict.fromkeys(gpu_of)))  # rank order, each GPU once
+    low = _Lowering(table, builder, gpu_of)
     gidx_of = [builder.gpu_index(g) for g in gpu_of]
     slow_of = [float(slowdown.get(g, 1.0)) for g in gpu_of]
-    op_exit: dict[int, tuple[int, ...]] = {}
     choices: dict[str, int] = {}
     n_coll = 0
 
-    def dep_tasks(op: Op) -> list[int]:
-        deps = op.deps
-        if len(deps) == 1:
-            return list(op_exit[deps[0]])
-        out: list[int] = []
-        for d in deps:
-            out.extend(op_exit[d])
-        return out
-
-    # Kahn's algorithm, smallest node id (= smallest op id of the node) first.
-    heap = [nd for nd, k in indeg.items() if k == 0]
+    prog_op, rank_of, exit_of, dep_tasks = table.prog_op, low.rank, low.exit_of, low.dep_tasks
+    mem_ptr, mem_pos = graph.mem_ptr.tolist(), graph.mem_pos.tolist()
+    is_instance = graph.is_instance.tolist()
+    indeg, succ_ptr, succ = graph.indeg.tolist(), graph.succ_ptr.tolist(), graph.succ.tolist()
+    # Kahn's algorithm, smallest node first (node order = order of the smallest op id of the node).
+    heap = [nd for nd, k in enumerate(indeg) if k == 0]
     heapq.heapify(heap)
     emitted = 0
     add_compute, add_barrier = builder.add_compute, builder.add_barrier
     heappop, heappush = heapq.heappop, heapq.heappush
-    no_succ: list[int] = []
     while heap:
         nd = heappop(heap)
         emitted += 1
-        members = members_of.get(nd)
-        if members is None:
-            op = ops[nd]
-            g = gidx_of[op.rank]
-            if op.kind == "compute":
-                stream = COMPUTE_STREAM if op.stream == "compute" else COMM_STREAM
-                dur = op.duration * slow_of[op.rank]
-                tid = add_compute(g, dur, dep_tasks(op), stream=stream, label=op.name, category="compute")
+        if not is_instance[nd]:
+            i = mem_pos[mem_ptr[nd]]
+            p = prog_op[i]
+            r = rank_of[i]
+            if p.kind == "compute":
+                stream = COMPUTE_STREAM if p.stream == "compute" else COMM_STREAM
+                tid = add_compute(
+                    gidx_of[r], p.duration * slow_of[r], dep_tasks(i), stream=stream, label=p.name, category="compute"
+                )
             else:  # a comm op outside any instance: nothing to move
-                tid = add_barrier(g, dep_tasks(op), label=op.name)
-            op_exit[nd] = (tid,)
+                tid = add_barrier(gidx_of[r], dep_tasks(i), label=p.name)
+            exit_of[i] = (tid,)
         else:
-            head = members[0]
-            if head.collective in ("send", "recv"):
-                call, by_gpu = _p2p_call(members, gpu_of)
-            else:
-                by_gpu = {}
-                for m in members:
-                    by_gpu.setdefault(gpu_of[m.rank], []).append(m)
-                call = CollectiveCall(head.collective, tuple(head.group), int(head.bytes), name=head.name)
+            members = mem_pos[mem_ptr[nd] : mem_ptr[nd + 1]]
+            head = prog_op[members[0]]
+            call, by_gpu = low.call_of(members)
             ov = overrides.get(head.dim)
             if ov is not None:
                 call = CollectiveCall(
@@ -200,7 +180,7 @@ def lower_workload(
                 for g, ms in by_gpu.items():
                     tid = builder.add_barrier(g, entry[g], label=head.name, category=head.dim or "comm")
                     for m in ms:
-                        op_exit[m.id] = (tid,)
+                        exit_of[m] = (tid,)
             else:
                 res = plan_collective(
                     builder,
@@ -218,12 +198,13 @@ def lower_workload(
                 for g, ms in by_gpu.items():
                     exits = tuple(exits_of[g])
                     for m in ms:
-                        op_exit[m.id] = exits
-        for s in succ.get(nd, no_succ):
+                        exit_of[m] = exits
+        for s in succ[succ_ptr[nd] : succ_ptr[nd + 1]]:
             k = indeg[s] - 1
             indeg[s] = k
             if k == 0:
                 heappush(heap, s)
     if emitted != len(indeg):
         raise PlanningError(f"workload has a dependency cycle: {len(indeg) - emitted} ops/instances never became ready")
+    op_exit = dict(zip(table.ids.tolist(), exit_of, strict=True))
     return Lowered(builder.build(copy=False), op_exit, choices, n_coll)  # the builder is dropped here
