@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gc
 import heapq
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -346,6 +347,25 @@ def _table_parts(graph: NetGraph) -> list[TablePart]:
     return parts
 
 
+#: :func:`_table_parts` per graph, for as long as the graph lives (keys compare by content).
+_PARTS: weakref.WeakKeyDictionary[NetGraph, list[TablePart]] = weakref.WeakKeyDictionary()
+
+
+def shared_table_parts(graph: NetGraph) -> list[TablePart]:
+    """:func:`_table_parts` of ``graph``, computed once per topology while the graph object lives.
+
+    The collective planner (:func:`routing_tables`) and the backends (:func:`packed_routing_tables`)
+    route on the same tables; sharing them saves the searches (about 1.5 s at 1024 GPUs) on the second
+    use. The parts are read-only by contract.
+    """
+    parts = _PARTS.get(graph)
+    if parts is None:
+        with _gc_paused():
+            parts = _table_parts(graph)
+        _PARTS[graph] = parts
+    return parts
+
+
 def routing_tables(graph: NetGraph) -> dict[int, list[list[int]]]:
     """ECMP next-hop link sets toward every host: ``tables[dst][node] -> [link index, ...]``.
 
@@ -354,8 +374,7 @@ def routing_tables(graph: NetGraph) -> dict[int, list[list[int]]]:
     destinations: treat the result as read-only.
     """
     tables: dict[int, list[list[int]]] = {}
-    with _gc_paused():
-        parts = _table_parts(graph)
+    parts = shared_table_parts(graph)
     for d, base, patch in parts:
         t = list(base) if patch else base
         for u, hops in patch:
@@ -401,8 +420,7 @@ def packed_routing_tables(graph: NetGraph) -> PackedTables:
         size += len(hops)
         return at
 
-    with _gc_paused():
-        parts = _table_parts(graph)
+    parts = shared_table_parts(graph)
     for d, base, patch in parts:
         key = id(base)
         if key not in packed:

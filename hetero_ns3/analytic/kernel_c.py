@@ -94,72 +94,64 @@ static Ev heap_pop(Heap *h) {
     return top;
 }
 
-/* Indexed min-heap of drain times: one entry per active slot, keyed (time, slot). */
-typedef struct { double *k; i64 *s; i64 *p; i64 n; } IHeap;
+/* Indexed min-heap of drain times: one entry per active slot, keyed (time, slot), 4-ary like the event
+   heap (half the levels of a binary heap for the ~10^3 active flows; the four children are adjacent).
+   p[slot] is the slot's position, -1 when absent. (time, slot) pairs are unique: the minimum, hence the
+   pop order, does not depend on the heap's shape. */
+typedef struct { double k; i64 s; } DEnt;
+typedef struct { DEnt *a; i64 *p; i64 n; } IHeap;
 
-static int ih_less(const IHeap *h, i64 a, i64 b) {
-    return h->k[a] < h->k[b] || (h->k[a] == h->k[b] && h->s[a] < h->s[b]);
-}
+static int de_less(DEnt x, DEnt y) { return x.k < y.k || (x.k == y.k && x.s < y.s); }
 
-static void ih_swap(IHeap *h, i64 a, i64 b) {
-    double tk = h->k[a];
-    i64 ts = h->s[a];
-    h->k[a] = h->k[b];
-    h->s[a] = h->s[b];
-    h->k[b] = tk;
-    h->s[b] = ts;
-    h->p[h->s[a]] = a;
-    h->p[h->s[b]] = b;
-}
-
-static void ih_up(IHeap *h, i64 i) {
+static void ih_up(IHeap *h, i64 i, DEnt e) {
     while (i > 0) {
-        i64 q = (i - 1) / 2;
-        if (!ih_less(h, i, q)) break;
-        ih_swap(h, i, q);
+        i64 q = (i - 1) / 4;
+        if (!de_less(e, h->a[q])) break;
+        h->a[i] = h->a[q];
+        h->p[h->a[i].s] = i;
         i = q;
     }
+    h->a[i] = e;
+    h->p[e.s] = i;
 }
 
-static void ih_down(IHeap *h, i64 i) {
+static void ih_down(IHeap *h, i64 i, DEnt e) {
+    const i64 n = h->n;
     for (;;) {
-        i64 c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && ih_less(h, c + 1, c)) c++;
-        if (!ih_less(h, c, i)) break;
-        ih_swap(h, i, c);
-        i = c;
+        i64 c = 4 * i + 1;
+        if (c >= n) break;
+        i64 end = c + 4 < n ? c + 4 : n, m = c;
+        for (i64 k = c + 1; k < end; k++)
+            if (de_less(h->a[k], h->a[m])) m = k;
+        if (!de_less(h->a[m], e)) break;
+        h->a[i] = h->a[m];
+        h->p[h->a[i].s] = i;
+        i = m;
     }
+    h->a[i] = e;
+    h->p[e.s] = i;
 }
 
 static void ih_set(IHeap *h, i64 slot, double key) {
     i64 i = h->p[slot];
+    DEnt e = {key, slot};
     if (i < 0) {
-        i = h->n++;
-        h->s[i] = slot;
-        h->p[slot] = i;
-        h->k[i] = key;
-        ih_up(h, i);
+        ih_up(h, h->n++, e);
         return;
     }
-    double old = h->k[i];
-    h->k[i] = key;
-    if (key < old) ih_up(h, i);
-    else ih_down(h, i);
+    if (key < h->a[i].k) ih_up(h, i, e);
+    else ih_down(h, i, e);
 }
 
 static void ih_remove(IHeap *h, i64 slot) {
     i64 i = h->p[slot];
     if (i < 0) return;
     i64 last = --h->n;
-    if (i != last) {
-        h->k[i] = h->k[last];
-        h->s[i] = h->s[last];
-        h->p[h->s[i]] = i;
-        ih_up(h, i);
-        ih_down(h, h->p[h->s[i]]);
-    }
     h->p[slot] = -1;
+    if (i == last) return;
+    DEnt e = h->a[last];
+    if (i > 0 && de_less(e, h->a[(i - 1) / 4])) ih_up(h, i, e);
+    else ih_down(h, i, e);
 }
 
 static void add_seed(i64 *seeds, i64 *ns, i64 *sstamp, i64 sid, i64 r) {
@@ -233,8 +225,8 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
     i64 F = nflows + 1 < 1024 ? nflows + 1 : 1024;
     ALLOC(i64, zero, n) ALLOC(i64, pending, n)
     /* Per slot (stable while a flow is active). */
-    ALLOC(i64, task, F) ALLOC(double, rate, F) ALLOC(double, remu, F) ALLOC(double, tu, F)
-    ALLOC(double, hkey, F) ALLOC(i64, hslot, F) ALLOC(i64, hpos, F)
+    ALLOC(i64, task, F) ALLOC(double, slat, F) ALLOC(double, rate, F) ALLOC(double, remu, F) ALLOC(double, tu, F)
+    ALLOC(DEnt, hent, F) ALLOC(i64, hpos, F)
     ALLOC(char, isnew, F) ALLOC(i64, apos, F) ALLOC(i64, fvis, F) ALLOC(double, low, F) ALLOC(int, ares, F * W)
     ALLOC(i64, mpos, F * W)
     ALLOC(i64, freel, F) ALLOC(i64, alist, F) ALLOC(i64, live, F) ALLOC(i64, newl, F)
@@ -246,7 +238,7 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
     ALLOC(i64, mcap, nres)
     i64 **mem = (i64 **)calloc((size_t)nres, sizeof(i64 *));
     if (!mem || !ok) { rc = 3; goto out; }
-    IHeap dh = {hkey, hslot, hpos, 0};
+    IHeap dh = {hent, hpos, 0};
     for (i64 j = 0; j < F; j++) hpos[j] = -1;
     d.zero = zero;
     d.pending = pending;
@@ -276,21 +268,21 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
         for (i64 k = 0; k < d.np; k++) {
             if (nfree == 0) {
                 i64 nc = 2 * F;
-                GROW(i64, task, F, nc, 1); GROW(double, rate, F, nc, 1); GROW(double, remu, F, nc, 1);
-                GROW(double, tu, F, nc, 1); GROW(double, hkey, F, nc, 1); GROW(i64, hslot, F, nc, 1);
+                GROW(i64, task, F, nc, 1); GROW(double, slat, F, nc, 1); GROW(double, rate, F, nc, 1); GROW(double, remu, F, nc, 1);
+                GROW(double, tu, F, nc, 1); GROW(DEnt, hent, F, nc, 1);
                 GROW(i64, hpos, F, nc, 1); GROW(char, isnew, F, nc, 1); GROW(i64, apos, F, nc, 1);
                 GROW(i64, fvis, F, nc, 1); GROW(double, low, F, nc, 1); GROW(int, ares, F, nc, W);
                 GROW(i64, mpos, F, nc, W); GROW(i64, freel, F, nc, 1); GROW(i64, alist, F, nc, 1);
                 GROW(i64, live, F, nc, 1); GROW(i64, newl, F, nc, 1);
                 for (i64 q = F; q < nc; q++) hpos[q] = -1;
                 for (i64 q = nc - 1; q >= F; q--) freel[nfree++] = q;
-                dh.k = hkey;
-                dh.s = hslot;
+                dh.a = hent;
                 dh.p = hpos;
                 F = nc;
             }
-            i64 i = pending[k], j = freel[--nfree];
+            i64 i = pending[k], j = freel[--nfree], f = flow_row[i];
             task[j] = i;
+            slat[j] = lat[f]; /* read now, while flow_row[i] is in cache */
             rate[j] = 0.0;
             remu[j] = (double)size[i];
             tu[j] = t;
@@ -298,7 +290,7 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
             newl[nn++] = j;
             apos[j] = na;
             alist[na++] = j;
-            i64 row = path_row ? path_row[flow_row[i]] : flow_row[i];
+            i64 row = path_row ? path_row[f] : f;
             memcpy(ares + (i64)j * W, res + row * W, (size_t)W * sizeof(int));
             const int *p = ares + j * W;
             for (i64 h = 0; h < W && p[h] != pad; h++) {
@@ -450,15 +442,15 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
         }
         dirty = 0;
         /* Next event: the earliest valid drain or the earliest task event. */
-        double td = dh.n ? dh.k[0] : inf;
+        double td = dh.n ? dh.a[0].k : inf;
         double th = d.heap.n ? d.heap.a[0].t : inf;
         if (td == inf && th == inf) break;
         events++;
         if (td <= th) {
             t = td;
             double lim = td + tol;
-            while (dh.n && dh.k[0] <= lim) {
-                i64 j = dh.s[0];
+            while (dh.n && dh.a[0].k <= lim) {
+                i64 j = dh.a[0].s;
                 ih_remove(&dh, j);
                 i64 i = task[j];
                 if (drain) drain[i] = t;
@@ -482,7 +474,7 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
                 apos[moved] = apos[j];
                 task[j] = -1;
                 freel[nfree++] = j;
-                double tf = t + lat[flow_row[i]];
+                double tf = t + slat[j];
                 if (tf > t) {
                     if (heap_push(&d.heap, tf, i)) { rc = 3; goto out; }
                 } else {
@@ -516,8 +508,8 @@ out:
         for (i64 r = 0; r < nres; r++) free(mem[r]);
     free(mem);
     free(d.heap.a);
-    free(zero); free(pending); free(task); free(rate); free(remu); free(tu);
-    free(hkey); free(hslot); free(hpos);
+    free(zero); free(pending); free(task); free(slat); free(rate); free(remu); free(tu);
+    free(hent); free(hpos);
     free(isnew); free(apos); free(fvis); free(low); free(ares); free(mpos); free(freel); free(alist); free(live);
     free(newl); free(load); free(nrated); free(nnew); free(remcap); free(share); free(cnt); free(stamp); free(ismin);
     free(notmin); free(rlist); free(tlist); free(seeds); free(sstamp); free(vstamp); free(queue); free(mlen);

@@ -158,3 +158,23 @@ def test_packed_routing_tables_hold_the_same_next_hops(preset):
         for u in range(len(g.nodes)):
             o, c = int(packed.off[s, u]), int(packed.count[s, u])
             assert packed.links[o : o + c].tolist() == tables[d][u]
+
+
+def test_table_searches_are_shared_per_topology_while_the_graph_lives():
+    """The planner's and the backends' tables come from one set of searches per topology (by content)."""
+    import gc
+
+    from hetero_ns3.netgraph import _PARTS, shared_table_parts
+    from hetero_ns3.topology import resolve_topology
+
+    gc.collect()
+    before = len(_PARTS)
+    g = resolve_topology("leafspine:3,2,4")
+    first = shared_table_parts(g)
+    assert shared_table_parts(g) is first
+    twin = resolve_topology("leafspine:3,2,4")  # another object with the same nodes and links
+    assert twin is not g and shared_table_parts(twin) is first
+    assert routing_tables(g) == routing_tables(twin)
+    del g, twin, first
+    gc.collect()
+    assert len(_PARTS) == before  # dropped with the graph
