@@ -144,7 +144,10 @@ def _route_plan(
     lead = fl[flows.first]  # the first flow task of each connection
     src, dst = gpu_node[plan.gpu[lead]], gpu_node[plan.dst[lead]]
     key = np.arange(lead.shape[0], dtype=np.int64)  # connection ids are dense
-    return route_connections(graph, links, src, dst, key, flows.connection, size, config, seed, routes, lib)
+    figures = lib is None  # the native loop computes latencies and ideal FCTs as flows start
+    return route_connections(
+        graph, links, src, dst, key, flows.connection, size, config, seed, routes, lib, figures=figures
+    )
 
 
 def simulate_plan(
@@ -174,6 +177,11 @@ def simulate_plan(
         t_route = time.perf_counter() - t0
         successors = None if succ is None else succ.result()
     fl = flows.task
+    native_figures = paths.latency_s is None
+    ideal = np.empty(fl.shape[0]) if native_figures else paths.ideal_fct_s
+    extra = (
+        {"links": links, "store_and_forward": config.store_and_forward, "ideal_out": ideal} if native_figures else {}
+    )
     out, engine = _run(
         lib,
         config,
@@ -188,6 +196,7 @@ def simulate_plan(
         links.capacity,
         path_row=paths.row,
         successors=successors,
+        **extra,
     )
     start, finish = out.start_s[fl], out.finish_s[fl]
     columns = {
@@ -199,7 +208,7 @@ def simulate_plan(
         "start_s": start,
         "finish_s": finish,
         "fct_s": finish - start,
-        "ideal_fct_s": paths.ideal_fct_s,
+        "ideal_fct_s": ideal,
         "category": _strings(plan.categories, plan.category[fl]),
         "label": _strings(plan.labels, plan.label[fl]),
     }

@@ -161,6 +161,50 @@ static void add_seed(i64 *seeds, i64 *ns, i64 *sstamp, i64 sid, i64 r) {
     }
 }
 
+/* Sum of x[0..n) in numpy's order for a contiguous row (np.sum(axis=1) of a C array): sequential below 8
+   terms, else 8 interleaved partial sums combined pairwise, then the tail; so results match the numpy code
+   bit for bit. n <= 128 (numpy splits longer rows recursively). */
+static double np_rowsum(const double *x, i64 n) {
+    if (n < 8) {
+        double r = -0.0;
+        for (i64 i = 0; i < n; i++) r += x[i];
+        return r;
+    }
+    double r[8];
+    for (int j = 0; j < 8; j++) r[j] = x[j];
+    i64 body = n - n % 8;
+    for (i64 i = 8; i < body; i += 8)
+        for (int j = 0; j < 8; j++) r[j] += x[i + j];
+    double s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (i64 i = body; i < n; i++) s += x[i];
+    return s;
+}
+
+/* Per-resource figures of the links (routes.LinkArrays) and the store-and-forward switch. */
+typedef struct { const double *delay, *payload, *overhead, *rate, *cap; int saf; } Hops;
+
+/* Latency of a flow of sz bytes on path row p (W entries, padding included): propagation delays summed
+   apart, plus with saf the serialization of one packet of min(sz, payload) + overhead bytes on every later
+   entry; ideal FCT: sz / the slowest entry's capacity + latency. The numpy order of routes._stats_numpy. */
+static void path_figures(const Hops *hp, const int *p, i64 W, double sz, double *lat, double *ideal) {
+    double dl[128], sf[128], m = INFINITY;
+    for (i64 h = 0; h < W; h++) {
+        dl[h] = hp->delay[p[h]];
+        if (hp->cap[p[h]] < m) m = hp->cap[p[h]];
+    }
+    double total = np_rowsum(dl, W);
+    if (hp->saf && W > 1) {
+        for (i64 h = 1; h < W; h++) {
+            i64 r = p[h];
+            double pkt = (sz < hp->payload[r] ? sz : hp->payload[r]) + hp->overhead[r];
+            sf[h - 1] = pkt * 8.0 / hp->rate[r];
+        }
+        total = total + np_rowsum(sf, W - 1);
+    }
+    *lat = total;
+    *ideal = sz / m + total;
+}
+
 typedef struct {
     const int *flow_row;
     const double *dur;
@@ -202,16 +246,21 @@ static void complete_task(Dag *d, i64 i, double t) {
         name = g_;                                                                       \
     } while (0)
 
-/* Task i is a flow when flow_row[i] >= 0. res (nflows, W): path rows; flow task i takes row path_row[flow_row[i]], or row flow_row[i] when path_row
-   is NULL (flows of one connection share a row). stats: events, rate_updates, fill_rounds, max_active,
+/* Task i is a flow when flow_row[i] >= 0. res (nflows, W): path rows; flow task i takes row
+   path_row[flow_row[i]], or row flow_row[i] when path_row is NULL (flows of one connection share a row).
+   lat: per flow row, the time from its last byte to its finish; when NULL, every flow's latency and ideal
+   FCT come from path_figures over its row (delay, payload, overhead, rate_bps per resource, saf) as it
+   starts, and ideal (if not NULL) gets the ideal FCTs. stats: events, rate_updates, fill_rounds, max_active,
    reused, recomputed. Returns 0, 1 stuck tasks, 2 zero rate, 3 no memory. */
 int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *dep_ptr,
                    const unsigned *succ_ptr, const int *succ_idx, const int *flow_row, const i64 *size, i64 nflows,
                    i64 W, const int *res, const int *path_row, const double *lat, i64 nres, const double *cap, double tol,
                    int incremental, double reuse_rtol, double level_rtol, double *start, double *finish,
-                   double *drain, i64 *stats) {
+                   double *drain, i64 *stats, const double *delay, const double *payload, const double *overhead,
+                   const double *rate_bps, int saf, double *ideal) {
     const i64 pad = nres - 1;
     const double inf = INFINITY;
+    const Hops hp = {delay, payload, overhead, rate_bps, cap, saf};
     int ok = 1, rc = 0;
     Dag d;
     memset(&d, 0, sizeof d);
@@ -282,7 +331,6 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
             }
             i64 i = pending[k], j = freel[--nfree], f = flow_row[i];
             task[j] = i;
-            slat[j] = lat[f]; /* read now, while flow_row[i] is in cache */
             rate[j] = 0.0;
             remu[j] = (double)size[i];
             tu[j] = t;
@@ -292,6 +340,13 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
             alist[na++] = j;
             i64 row = path_row ? path_row[f] : f;
             memcpy(ares + (i64)j * W, res + row * W, (size_t)W * sizeof(int));
+            if (lat) {
+                slat[j] = lat[f]; /* read now, while flow_row[i] is in cache */
+            } else {
+                double best;
+                path_figures(&hp, ares + (i64)j * W, W, (double)size[i], slat + j, &best);
+                if (ideal) ideal[f] = best;
+            }
             const int *p = ares + j * W;
             for (i64 h = 0; h < W && p[h] != pad; h++) {
                 i64 r = p[h];

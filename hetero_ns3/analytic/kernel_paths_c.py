@@ -100,53 +100,16 @@ void flowsim_narrow(i64 F, i64 W, i64 w, int *res) {
     for (i64 f = 0; f < F; f++) memmove(res + f * w, res + f * W, (size_t)w * sizeof(int));
 }
 
-/* Sum of x[0..n) in numpy's order for a contiguous row (np.sum(axis=1) of a C array): sequential below 8
-   terms, else 8 interleaved partial sums combined pairwise, then the tail; so results match the numpy code
-   bit for bit. n <= 128 (numpy splits longer rows recursively). */
-static double np_rowsum(const double *x, i64 n) {
-    if (n < 8) {
-        double r = -0.0;
-        for (i64 i = 0; i < n; i++) r += x[i];
-        return r;
-    }
-    double r[8];
-    for (int j = 0; j < 8; j++) r[j] = x[j];
-    i64 body = n - n % 8;
-    for (i64 i = 8; i < body; i += 8)
-        for (int j = 0; j < 8; j++) r[j] += x[i + j];
-    double s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (i64 i = body; i < n; i++) s += x[i];
-    return s;
-}
-
-/* Per flow: latency (propagation delays over the W entries of its row, plus with saf the store-and-forward
-   time of one packet of min(size, payload) + overhead bytes per later entry, summed apart and added),
-   ideal FCT (size / the slowest entry's capacity + latency); carried[r] += size over every entry of res
-   (pad included) in flow-major order, as np.bincount does. W <= 128. */
+/* Per flow: latency and ideal FCT (path_figures), and carried[r] += size over every entry of res (pad
+   included) in flow-major order, as np.bincount does. W <= 128. */
 void flowsim_path_stats(i64 F, i64 W, const int *res, const double *size, const double *delay,
                         const double *payload, const double *overhead, const double *rate, const double *cap,
                         int saf, double *lat, double *ideal, double *carried) {
-    double dl[128], sf[128];
+    Hops hp = {delay, payload, overhead, rate, cap, saf};
     for (i64 f = 0; f < F; f++) {
         const int *p = res + f * W;
-        double m = INFINITY, sz = size[f];
-        for (i64 h = 0; h < W; h++) {
-            i64 r = p[h];
-            dl[h] = delay[r];
-            if (cap[r] < m) m = cap[r];
-            carried[r] += sz;
-        }
-        double total = np_rowsum(dl, W);
-        if (saf && W > 1) {
-            for (i64 h = 1; h < W; h++) {
-                i64 r = p[h];
-                double pkt = (sz < payload[r] ? sz : payload[r]) + overhead[r];
-                sf[h - 1] = pkt * 8.0 / rate[r];
-            }
-            total = total + np_rowsum(sf, W - 1);
-        }
-        lat[f] = total;
-        ideal[f] = sz / m + total;
+        for (i64 h = 0; h < W; h++) carried[p[h]] += size[f];
+        path_figures(&hp, p, W, size[f], lat + f, ideal + f);
     }
 }
 

@@ -22,6 +22,7 @@ import numpy as np
 from hetero_ns3.analytic.engine import REUSE_RTOL, EngineResult, EngineStats
 from hetero_ns3.analytic.kernel_c import SOURCE
 from hetero_ns3.analytic.maxmin import LEVEL_RTOL
+from hetero_ns3.analytic.routes import LinkArrays
 from hetero_ns3.errors import NativeBuildError, SimulationError
 
 _LIB: ctypes.CDLL | None = None
@@ -97,6 +98,7 @@ def load_kernel(required: bool = False) -> ctypes.CDLL | None:
     fn = lib.flowsim_replay
     fn.restype = ctypes.c_int
     fn.argtypes = [_I, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P, _P, _I, _P, _D, _C, _D, _D, _P, _P, _P, _P]
+    fn.argtypes += [_P, _P, _P, _P, _C, _P]
     _declare(
         lib.flowsim_route,
         ctypes.c_int,
@@ -129,6 +131,21 @@ def successors_native(lib: ctypes.CDLL, dep_ptr: np.ndarray, dep_idx: np.ndarray
     return succ_ptr, succ_idx
 
 
+def _hop_figures(
+    latency_s: np.ndarray | None, links: LinkArrays | None, saf: bool, width: int, ideal_out: np.ndarray | None
+) -> tuple:
+    """The per-resource arrays and the store-and-forward flag of ``flowsim_replay`` (Nones when latencies
+    are given); the caller keeps the arrays alive during the call."""
+    if latency_s is not None:
+        return (None, None, None, None, 0)
+    if links is None or width > 128:
+        raise SimulationError("the native loop computes latencies for paths of up to 128 hops given the links")
+    if ideal_out is not None and (ideal_out.dtype != np.float64 or not ideal_out.flags.c_contiguous):
+        raise SimulationError("ideal_out must be a contiguous float64 array, one entry per flow row")
+    per_res = (links.delay_s, links.payload_bytes, links.overhead_bytes, links.rate_bps)
+    return (*(np.ascontiguousarray(a, np.float64) for a in per_res), int(saf))
+
+
 def replay_native(
     lib: ctypes.CDLL,
     is_flow: np.ndarray | None,
@@ -138,7 +155,7 @@ def replay_native(
     flow_row: np.ndarray,
     size_bytes: np.ndarray,
     path_res: np.ndarray,
-    latency_s: np.ndarray,
+    latency_s: np.ndarray | None,
     capacity: np.ndarray,
     release_s: np.ndarray | None = None,
     tolerance_s: float = 1e-12,
@@ -146,6 +163,9 @@ def replay_native(
     keep_drain: bool = True,
     path_row: np.ndarray | None = None,
     successors: tuple[np.ndarray, np.ndarray] | None = None,
+    links: LinkArrays | None = None,
+    store_and_forward: bool = True,
+    ideal_out: np.ndarray | None = None,
 ) -> EngineResult:
     """Same contract as :func:`hetero_ns3.analytic.engine.replay`, run in C.
 
@@ -153,7 +173,10 @@ def replay_native(
     ``keep_drain=False`` skips the per-task drain times (``drain_s`` is then None), one array of n floats less.
     ``path_row`` (int32 per flow row, optional): the row of ``path_res`` that flow row ``f`` takes (flows
     sharing a path share a row); without it flow row ``f`` takes row ``f``. ``successors``: the output of
-    :func:`successors_native` for ``dep_ptr`` / ``dep_idx`` when already computed.
+    :func:`successors_native` for ``dep_ptr`` / ``dep_idx`` when already computed. ``latency_s=None``: the
+    loop computes each flow's latency from its path as it starts (the figures of
+    :func:`hetero_ns3.analytic.routes.route_flows`, bit for bit, from ``links`` and ``store_and_forward``;
+    paths of at most 128 entries), and writes the ideal FCT of flow row ``f`` to ``ideal_out[f]`` if given.
     """
     t0 = time.perf_counter()
     n = int(flow_row.shape[0] if is_flow is None else is_flow.shape[0])
@@ -170,9 +193,10 @@ def replay_native(
         "size": np.ascontiguousarray(size_bytes, np.int64),
         "res": np.ascontiguousarray(path_res, np.int32),
         "path_row": None if path_row is None else np.ascontiguousarray(path_row, np.int32),
-        "lat": np.ascontiguousarray(latency_s, np.float64),
+        "lat": None if latency_s is None else np.ascontiguousarray(latency_s, np.float64),
         "cap": np.ascontiguousarray(capacity, np.float64),
     }
+    hops = _hop_figures(latency_s, links, store_and_forward, int(arrs["res"].shape[1]), ideal_out)
     start = np.empty(n)
     finish = np.empty(n)
     drain = np.empty(n) if keep_drain else None
@@ -182,7 +206,7 @@ def replay_native(
         n, _ptr(a["dur"]), _ptr(a["release"]), _ptr(a["dep_ptr"]), _ptr(a["succ_ptr"]),
         _ptr(a["succ_idx"]), _ptr(a["flow_row"]), _ptr(a["size"]), int(a["res"].shape[0]), int(a["res"].shape[1]),
         _ptr(a["res"]), _ptr(a["path_row"]), _ptr(a["lat"]), int(a["cap"].shape[0]), _ptr(a["cap"]), float(tolerance_s), int(incremental),
-        REUSE_RTOL, LEVEL_RTOL, _ptr(start), _ptr(finish), _ptr(drain), _ptr(stats),
+        REUSE_RTOL, LEVEL_RTOL, _ptr(start), _ptr(finish), _ptr(drain), _ptr(stats), *map(_ptr, hops[:4]), hops[4], _ptr(ideal_out),
     )  # fmt: skip
     if rc == 1:
         stuck = np.flatnonzero(np.isnan(finish))

@@ -128,10 +128,12 @@ class FlowPaths:
     """int32 (P, H): resource ids, padded with the pad resource."""
     path_hops: np.ndarray
     """int32 (P,): number of links on each path row."""
-    latency_s: np.ndarray
-    """float64 (F,): propagation delays plus store-and-forward serialization of one packet per later hop."""
-    ideal_fct_s: np.ndarray
-    """float64 (F,): FCT alone in the network: size over the slowest hop's goodput, plus ``latency_s``."""
+    latency_s: np.ndarray | None
+    """float64 (F,): propagation delays plus store-and-forward serialization of one packet per later hop
+    (None when not asked for: the native event loop computes them as flows start)."""
+    ideal_fct_s: np.ndarray | None
+    """float64 (F,): FCT alone in the network: size over the slowest hop's goodput, plus ``latency_s``
+    (None with ``latency_s``)."""
     res_bytes: np.ndarray
     """float64 (2 * n_links + 1,): payload bytes the flows carry over each resource (the last entry: padding)."""
     row: np.ndarray | None = None
@@ -435,15 +437,27 @@ def route_connections(
     seed: int = 0,
     routes: Mapping[int, Sequence[Sequence[int]]] | NextHopTable | None = None,
     lib: ctypes.CDLL | None = None,
+    figures: bool = True,
 ) -> FlowPaths:
     """Route C connections ``src[c] -> dst[c]`` (node indices, hash identity ``key[c]``) once each, and
     give flow ``f`` (``size_bytes[f]``) the path of connection ``rows[f]``: the shared form of
-    :func:`route_flows` (``FlowPaths.row`` is ``rows``), with the same figures per flow."""
+    :func:`route_flows` (``FlowPaths.row`` is ``rows``), with the same figures per flow (``figures=False``:
+    without per-flow latency and ideal FCT for paths of up to 128 entries, for the native loop, which
+    computes them itself)."""
     src = np.ascontiguousarray(src, np.int64)
     dst = np.ascontiguousarray(dst, np.int64)
     packet = config.ecmp_hash == "packet"
     res, hops = _walk(graph, _table(graph, routes), links, src, dst, key, packet, seed, lib)
+    if not figures and res.shape[1] <= 128:  # (the native loop's limit; longer paths get figures here)
+        rows = np.ascontiguousarray(rows, np.int32)
+        return FlowPaths(res, hops, None, None, _shared_bytes(res, rows, size_bytes, links), row=rows)
     return _shared_paths(res, hops, rows, size_bytes, links, config.store_and_forward, lib)
+
+
+def _shared_bytes(res: np.ndarray, rows: np.ndarray, size: np.ndarray, links: LinkArrays) -> np.ndarray:
+    """Payload bytes per resource of flows ``size`` on path rows ``res[rows]`` (whole bytes: exact in float64)."""
+    conn_bytes = np.bincount(rows, weights=size, minlength=res.shape[0])
+    return np.bincount(res.ravel(), weights=np.repeat(conn_bytes, res.shape[1]), minlength=links.pad + 1)
 
 
 def _path_stats(
@@ -472,8 +486,7 @@ def _shared_paths(
     size = np.asarray(size)
     lat_c, _, _ = _path_stats(lib, res, np.full(res.shape[0], np.inf), links, store_and_forward)
     bottleneck = links.capacity[res].min(axis=1)
-    conn_bytes = np.bincount(rows, weights=size.astype(np.float64), minlength=res.shape[0])
-    carried = np.bincount(res.ravel(), weights=np.repeat(conn_bytes, res.shape[1]), minlength=links.pad + 1)
+    carried = _shared_bytes(res, rows, size, links)
     latency = lat_c[rows]
     ideal = size / bottleneck[rows]
     ideal += latency

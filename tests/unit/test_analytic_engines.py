@@ -1,11 +1,13 @@
 """The C and numpy event loops, incremental or not, compute the same schedule."""
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from hetero_ns3.analytic import AnalyticConfig, simulate_flows, simulate_plan
-from hetero_ns3.dag import PlanBuilder
+from hetero_ns3.dag import FLOW, PlanBuilder
 from hetero_ns3.topology import leaf_spine
 
 
@@ -97,3 +99,19 @@ def test_many_concurrent_flows_grow_the_native_slots():
     a = simulate_flows(g, df, AnalyticConfig(engine="numpy"))
     b = simulate_flows(g, df, AnalyticConfig(engine="native"))
     np.testing.assert_allclose(b.finish_s, a.finish_s, rtol=1e-9)
+
+
+@pytest.mark.parametrize("saf", [True, False])
+def test_native_loop_latencies_equal_the_routed_figures(saf):
+    """The native loop computes flow latencies and ideal FCTs from the paths as flows start; they are the
+    numpy engine's (routes.py figures) bit for bit, on sizes below and above one packet."""
+    g = leaf_spine(4, 2, 4, 100e9, 1e-6)
+    plan = contended_plan(16, 400, 3)
+    sizes = np.resize(np.array([1, 900, 1000, 4096, 10**6], np.int64), len(plan))
+    plan = dataclasses.replace(plan, size_bytes=np.where(plan.kind == FLOW, sizes, plan.size_bytes))
+    cfg = {"store_and_forward": saf, "incremental": False}
+    a = simulate_plan(g, plan, AnalyticConfig(engine="numpy", **cfg), seed=2)
+    b = simulate_plan(g, plan, AnalyticConfig(engine="native", **cfg), seed=2)
+    np.testing.assert_array_equal(b.flows["ideal_fct_s"].to_numpy(), a.flows["ideal_fct_s"].to_numpy())
+    np.testing.assert_allclose(b.times.finish_s, a.times.finish_s, rtol=1e-9)
+    np.testing.assert_array_equal(b.link_bytes, a.link_bytes)
