@@ -80,13 +80,15 @@ def _program_columns(prog: Program) -> _ProgramColumns:
 
 
 def _positions_of(ids: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(position of each ``wanted`` id in ``ids``, whether it is there); ``ids`` must be unique."""
+    """(position of each ``wanted`` id in ``ids``, whether it is there); PlanningError if ``ids`` repeat."""
     order = np.argsort(ids, kind="stable")
     sorted_ids = ids[order]
-    at = np.searchsorted(sorted_ids, wanted)
-    at_c = np.minimum(at, max(len(ids) - 1, 0))
-    found = (at < len(ids)) & (sorted_ids[at_c] == wanted) if len(ids) else np.zeros(len(wanted), dtype=bool)
-    return (order[at_c] if len(ids) else np.zeros(len(wanted), dtype=np.int64)), found
+    if np.any(sorted_ids[1:] == sorted_ids[:-1]):
+        raise PlanningError("workload has duplicate op ids; give every op its own id")
+    if not len(ids):
+        return np.zeros(len(wanted), dtype=np.int64), np.zeros(len(wanted), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_ids, wanted), len(ids) - 1)
+    return order[at], sorted_ids[at] == wanted
 
 
 def op_table(workload: Workload) -> OpTable:
@@ -118,8 +120,6 @@ def op_table(workload: Workload) -> OpTable:
         ids, rank, member, instance, dep_count, dep_ids = (np.concatenate(col) for col in zip(*parts, strict=True))
     else:
         ids = rank = member = instance = dep_count = dep_ids = np.zeros(0, dtype=np.int64)
-    if len(np.unique(ids)) != len(ids):
-        raise PlanningError("workload has duplicate op ids; give every op its own id")
     dep_ptr = np.zeros(len(ids) + 1, dtype=np.int64)
     np.cumsum(dep_count, out=dep_ptr[1:])
     dep_pos, found = _positions_of(ids, dep_ids)
