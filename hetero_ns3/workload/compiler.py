@@ -280,8 +280,25 @@ def compile_workload(spec: CompileSpec, placement: Placement) -> Workload:
     orders = {v: params_in_grad_order(spec, v, tp, pp) for v in range(n_v)}
     buckets = {v: bucketize(orders[v], plan.bucket_params) for v in range(n_v)}
 
+    gpu_memo: dict[tuple[int, int, int], str] = {}
+    group_memo: dict[tuple[str, int, int], tuple[tuple[str, ...], ...]] = {}
+    group_of = {"dp": lambda t, s, _r: placement.dp_group(t, s), "edp": placement.edp_group, "ep": placement.ep_group}
+
     def gpu(t: int, stage: int, rep: int) -> str:
-        return placement.slot(t, stage, rep).gpu
+        """GPU name of rank (t, stage, rep) (memoized: the compiler asks for the same ranks many times)."""
+        key = (t, stage, rep)
+        name = gpu_memo.get(key)
+        if name is None:
+            name = gpu_memo[key] = placement.slot(t, stage, rep).gpu
+        return name
+
+    def member_groups(kind: str, stage: int, rep: int) -> tuple[tuple[str, ...], ...]:
+        """Per tp index, the GPU names of the ``dp``, ``edp`` or ``ep`` group of (stage, replica) (memoized)."""
+        key = (kind, stage, rep)
+        groups = group_memo.get(key)
+        if groups is None:
+            groups = group_memo[key] = tuple(tuple(s.gpu for s in group_of[kind](t, stage, rep)) for t in range(tp))
+        return groups
 
     def run(w: _ProgramBuilder, steps: list[L.Step], tag: str, phase: str, mb: int, chunk: int) -> None:
         for st in steps:
@@ -304,7 +321,7 @@ def compile_workload(spec: CompileSpec, placement: Placement) -> Workload:
                     chunk,
                 )
             else:  # ep: the same tp index in the replicas of this EP block
-                groups = tuple(tuple(s.gpu for s in placement.ep_group(t, w.stage, w.replica)) for t in range(tp))
+                groups = member_groups("ep", w.stage, w.replica)
                 inst = ids.instance(("ep", w.stage, w.replica // plan.ep, phase, mb, chunk, tag, st.name))
                 w.comm(f"{tag}.{st.name}", st.collective, st.bytes, groups, "ep", inst, st.mode, phase, mb, chunk)
 
@@ -337,10 +354,10 @@ def compile_workload(spec: CompileSpec, placement: Placement) -> Workload:
     ) -> None:
         for part, n in (("dense", bk.dense), ("expert", bk.expert)):
             if part == "dense":
-                groups = tuple(tuple(s.gpu for s in placement.dp_group(t, w.stage)) for t in range(tp))
+                groups = member_groups("dp", w.stage, w.replica)
                 key: tuple = ("dp", kind, part, w.stage, chunk, bk.index)
             else:
-                groups = tuple(tuple(s.gpu for s in placement.edp_group(t, w.stage, w.replica)) for t in range(tp))
+                groups = member_groups("edp", w.stage, w.replica)
                 key = ("dp", kind, part, w.stage, w.replica % plan.ep, chunk, bk.index)
             if n <= 0 or len(groups[0]) < 2:
                 continue
