@@ -111,15 +111,10 @@ def _kernel(config: AnalyticConfig) -> ctypes.CDLL | None:
 
 
 def _run(lib: ctypes.CDLL | None, config: AnalyticConfig, *args, **kwargs) -> tuple[EngineResult, str]:
-    """Run the event loop: native with ``lib``, else numpy; returns the result and the engine used.
-
-    ``path_row`` / ``successors`` keyword arguments go to the native loop only (numpy takes per-flow paths).
-    """
+    """Run the event loop: native with ``lib``, else numpy; returns the result and the engine used."""
     kwargs.update(tolerance_s=config.time_tolerance_s, incremental=config.incremental)
     if lib is not None:
         return replay_native(lib, *args, keep_drain=False, **kwargs), "native"
-    kwargs.pop("successors", None)
-    kwargs.pop("path_row", None)
     return replay(*args, **kwargs), "numpy"
 
 
@@ -150,6 +145,17 @@ def _route_plan(
     )
 
 
+def _name_columns(plan: ExecutionPlan, fl: np.ndarray) -> dict[str, object]:
+    """The flows table's columns that depend on the plan only (task, src, dst, category, label)."""
+    return {
+        "task": fl.copy(),
+        "src": _strings(plan.gpus, plan.gpu[fl]),
+        "dst": _strings(plan.gpus, plan.dst[fl]),
+        "category": _strings(plan.categories, plan.category[fl]),
+        "label": _strings(plan.labels, plan.label[fl]),
+    }
+
+
 def simulate_plan(
     graph: NetGraph,
     plan: ExecutionPlan,
@@ -163,8 +169,8 @@ def simulate_plan(
     "connection"`` all flows of one connection (:meth:`~hetero_ns3.dag.ExecutionPlan.flow_connections`)
     take one path. ``routes`` (optional) are
     precomputed next-hop tables (:func:`hetero_ns3.netgraph.routing_tables`) to reuse across runs.
-    With the native kernel, the reversal of the dependency lists runs on a second thread while the
-    flows are routed (both are C or numpy calls that release the GIL for most of their time).
+    A second thread reverses the dependency lists while the flows are routed, and builds the name
+    columns of the flows table while the event loop runs (C and numpy calls that release the GIL).
     """
     t0 = time.perf_counter()
     lib = _kernel(config)
@@ -176,43 +182,14 @@ def simulate_plan(
         paths = _route_plan(graph, plan, flows, size, links, config, seed, routes, lib)
         t_route = time.perf_counter() - t0
         successors = None if succ is None else succ.result()
+        names = pool.submit(_name_columns, plan, flows.task)
+        out, engine, times = _replay_plan(lib, config, plan, flows, paths, links, successors)
+        columns = names.result()
     fl = flows.task
-    native_figures = paths.latency_s is None
-    ideal = np.empty(fl.shape[0]) if native_figures else paths.ideal_fct_s
-    extra = (
-        {"links": links, "store_and_forward": config.store_and_forward, "ideal_out": ideal} if native_figures else {}
-    )
-    out, engine = _run(
-        lib,
-        config,
-        None if lib is not None else plan.kind == FLOW,
-        plan.duration_s,
-        plan.dep_ptr,
-        plan.dep_idx,
-        flows.row,
-        plan.size_bytes,
-        paths.paths if lib is not None else paths.res,
-        paths.latency_s,
-        links.capacity,
-        path_row=paths.row,
-        successors=successors,
-        **extra,
-    )
-    start, finish = out.start_s[fl], out.finish_s[fl]
-    columns = {
-        "id": fl,
-        "task": fl.copy(),
-        "src": _strings(plan.gpus, plan.gpu[fl]),
-        "dst": _strings(plan.gpus, plan.dst[fl]),
-        "size_bytes": size,
-        "start_s": start,
-        "finish_s": finish,
-        "fct_s": finish - start,
-        "ideal_fct_s": ideal,
-        "category": _strings(plan.categories, plan.category[fl]),
-        "label": _strings(plan.labels, plan.label[fl]),
-    }
-    flows_df = pd.DataFrame(columns, copy=False)  # fresh arrays: no copy, no consolidation
+    flow_start, flow_finish, ideal = times
+    columns.update(id=fl, size_bytes=size, start_s=flow_start, finish_s=flow_finish)
+    columns.update(fct_s=flow_finish - flow_start, ideal_fct_s=ideal)
+    flows_df = pd.DataFrame({k: columns[k] for k in _FLOW_TABLE}, copy=False)  # fresh arrays: no copy
     s = out.stats
     stats = AnalyticStats(
         len(plan),
@@ -229,6 +206,41 @@ def simulate_plan(
         engine,
     )
     return AnalyticResult(TaskTimes(out.start_s, out.finish_s), flows_df, _link_bytes(paths, len(graph.links)), stats)
+
+
+#: Columns of :attr:`AnalyticResult.flows`, in order.
+_FLOW_TABLE = (
+    "id", "task", "src", "dst", "size_bytes", "start_s", "finish_s", "fct_s", "ideal_fct_s", "category", "label",
+)  # fmt: skip
+
+
+def _replay_plan(
+    lib: ctypes.CDLL | None,
+    config: AnalyticConfig,
+    plan: ExecutionPlan,
+    flows: PlanFlows,
+    paths: FlowPaths,
+    links: LinkArrays,
+    successors: tuple[np.ndarray, np.ndarray] | None,
+) -> tuple[EngineResult, str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The event loop over the plan; also returns the start, finish and ideal FCT of every flow row."""
+    fl = flows.task
+    extra: dict[str, object] = {}
+    ideal = paths.ideal_fct_s
+    if lib is not None:
+        flow_times = (np.empty(fl.shape[0]), np.empty(fl.shape[0]))
+        extra.update(path_row=paths.row, successors=successors, flow_times_out=flow_times)
+        if ideal is None:  # the loop computes latencies and ideal FCTs
+            ideal = np.empty(fl.shape[0])
+            extra.update(links=links, store_and_forward=config.store_and_forward, ideal_out=ideal)
+    is_flow = None if lib is not None else plan.kind == FLOW
+    res = paths.paths if lib is not None else paths.res
+    args = (is_flow, plan.duration_s, plan.dep_ptr, plan.dep_idx, flows.row, plan.size_bytes, res)
+    out, engine = _run(lib, config, *args, paths.latency_s, links.capacity, **extra)
+    if lib is None:
+        flow_times = (out.start_s[fl], out.finish_s[fl])
+    assert ideal is not None
+    return out, engine, (*flow_times, ideal)
 
 
 def simulate_flows(

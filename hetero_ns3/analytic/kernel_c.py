@@ -250,14 +250,15 @@ static void complete_task(Dag *d, i64 i, double t) {
    path_row[flow_row[i]], or row flow_row[i] when path_row is NULL (flows of one connection share a row).
    lat: per flow row, the time from its last byte to its finish; when NULL, every flow's latency and ideal
    FCT come from path_figures over its row (delay, payload, overhead, rate_bps per resource, saf) as it
-   starts, and ideal (if not NULL) gets the ideal FCTs. stats: events, rate_updates, fill_rounds, max_active,
+   starts, and ideal (if not NULL) gets the ideal FCTs. flow_start / flow_finish (if not NULL) get the start
+   and finish of every flow row, as start / finish hold them per task. stats: events, rate_updates, fill_rounds, max_active,
    reused, recomputed. Returns 0, 1 stuck tasks, 2 zero rate, 3 no memory. */
 int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *dep_ptr,
                    const unsigned *succ_ptr, const int *succ_idx, const int *flow_row, const i64 *size, i64 nflows,
                    i64 W, const int *res, const int *path_row, const double *lat, i64 nres, const double *cap, double tol,
                    int incremental, double reuse_rtol, double level_rtol, double *start, double *finish,
                    double *drain, i64 *stats, const double *delay, const double *payload, const double *overhead,
-                   const double *rate_bps, int saf, double *ideal) {
+                   const double *rate_bps, int saf, double *ideal, double *flow_start, double *flow_finish) {
     const i64 pad = nres - 1;
     const double inf = INFINITY;
     const Hops hp = {delay, payload, overhead, rate_bps, cap, saf};
@@ -274,7 +275,7 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
     i64 F = nflows + 1 < 1024 ? nflows + 1 : 1024;
     ALLOC(i64, zero, n) ALLOC(i64, pending, n)
     /* Per slot (stable while a flow is active). */
-    ALLOC(i64, task, F) ALLOC(double, slat, F) ALLOC(double, rate, F) ALLOC(double, remu, F) ALLOC(double, tu, F)
+    ALLOC(i64, task, F) ALLOC(i64, sflow, F) ALLOC(double, slat, F) ALLOC(double, rate, F) ALLOC(double, remu, F) ALLOC(double, tu, F)
     ALLOC(DEnt, hent, F) ALLOC(i64, hpos, F)
     ALLOC(char, isnew, F) ALLOC(i64, apos, F) ALLOC(i64, fvis, F) ALLOC(double, low, F) ALLOC(int, ares, F * W)
     ALLOC(i64, mpos, F * W)
@@ -317,7 +318,7 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
         for (i64 k = 0; k < d.np; k++) {
             if (nfree == 0) {
                 i64 nc = 2 * F;
-                GROW(i64, task, F, nc, 1); GROW(double, slat, F, nc, 1); GROW(double, rate, F, nc, 1); GROW(double, remu, F, nc, 1);
+                GROW(i64, task, F, nc, 1); GROW(i64, sflow, F, nc, 1); GROW(double, slat, F, nc, 1); GROW(double, rate, F, nc, 1); GROW(double, remu, F, nc, 1);
                 GROW(double, tu, F, nc, 1); GROW(DEnt, hent, F, nc, 1);
                 GROW(i64, hpos, F, nc, 1); GROW(char, isnew, F, nc, 1); GROW(i64, apos, F, nc, 1);
                 GROW(i64, fvis, F, nc, 1); GROW(double, low, F, nc, 1); GROW(int, ares, F, nc, W);
@@ -331,6 +332,8 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
             }
             i64 i = pending[k], j = freel[--nfree], f = flow_row[i];
             task[j] = i;
+            sflow[j] = f;
+            if (flow_start) flow_start[f] = t;
             rate[j] = 0.0;
             remu[j] = (double)size[i];
             tu[j] = t;
@@ -529,7 +532,8 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
                 apos[moved] = apos[j];
                 task[j] = -1;
                 freel[nfree++] = j;
-                double tf = t + slat[j];
+                double tf = t + slat[j]; /* the task completes at tf exactly (heap or zero stack) */
+                if (flow_finish) flow_finish[sflow[j]] = tf;
                 if (tf > t) {
                     if (heap_push(&d.heap, tf, i)) { rc = 3; goto out; }
                 } else {
@@ -563,7 +567,7 @@ out:
         for (i64 r = 0; r < nres; r++) free(mem[r]);
     free(mem);
     free(d.heap.a);
-    free(zero); free(pending); free(task); free(slat); free(rate); free(remu); free(tu);
+    free(zero); free(pending); free(task); free(sflow); free(slat); free(rate); free(remu); free(tu);
     free(hent); free(hpos);
     free(isnew); free(apos); free(fvis); free(low); free(ares); free(mpos); free(freel); free(alist); free(live);
     free(newl); free(load); free(nrated); free(nnew); free(remcap); free(share); free(cnt); free(stamp); free(ismin);

@@ -98,7 +98,7 @@ def load_kernel(required: bool = False) -> ctypes.CDLL | None:
     fn = lib.flowsim_replay
     fn.restype = ctypes.c_int
     fn.argtypes = [_I, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P, _P, _I, _P, _D, _C, _D, _D, _P, _P, _P, _P]
-    fn.argtypes += [_P, _P, _P, _P, _C, _P]
+    fn.argtypes += [_P, _P, _P, _P, _C, _P, _P, _P]
     _declare(
         lib.flowsim_route,
         ctypes.c_int,
@@ -140,10 +140,17 @@ def _hop_figures(
         return (None, None, None, None, 0)
     if links is None or width > 128:
         raise SimulationError("the native loop computes latencies for paths of up to 128 hops given the links")
-    if ideal_out is not None and (ideal_out.dtype != np.float64 or not ideal_out.flags.c_contiguous):
-        raise SimulationError("ideal_out must be a contiguous float64 array, one entry per flow row")
+    if ideal_out is not None:
+        _checked((ideal_out,))
     per_res = (links.delay_s, links.payload_bytes, links.overhead_bytes, links.rate_bps)
     return (*(np.ascontiguousarray(a, np.float64) for a in per_res), int(saf))
+
+
+def _checked(out: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """Output arrays the kernel writes into: contiguous float64, else SimulationError."""
+    if any(a.dtype != np.float64 or not a.flags.c_contiguous for a in out):
+        raise SimulationError("native output arrays must be contiguous float64 arrays, one entry per flow row")
+    return out
 
 
 def replay_native(
@@ -166,6 +173,7 @@ def replay_native(
     links: LinkArrays | None = None,
     store_and_forward: bool = True,
     ideal_out: np.ndarray | None = None,
+    flow_times_out: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> EngineResult:
     """Same contract as :func:`hetero_ns3.analytic.engine.replay`, run in C.
 
@@ -177,6 +185,8 @@ def replay_native(
     loop computes each flow's latency from its path as it starts (the figures of
     :func:`hetero_ns3.analytic.routes.route_flows`, bit for bit, from ``links`` and ``store_and_forward``;
     paths of at most 128 entries), and writes the ideal FCT of flow row ``f`` to ``ideal_out[f]`` if given.
+    ``flow_times_out`` (two contiguous float64 arrays, one entry per flow row): filled with the start and
+    finish of each flow row (the per-task times of its task).
     """
     t0 = time.perf_counter()
     n = int(flow_row.shape[0] if is_flow is None else is_flow.shape[0])
@@ -197,6 +207,7 @@ def replay_native(
         "cap": np.ascontiguousarray(capacity, np.float64),
     }
     hops = _hop_figures(latency_s, links, store_and_forward, int(arrs["res"].shape[1]), ideal_out)
+    fl_times = (None, None) if flow_times_out is None else tuple(map(_ptr, _checked(flow_times_out)))
     start = np.empty(n)
     finish = np.empty(n)
     drain = np.empty(n) if keep_drain else None
@@ -206,7 +217,7 @@ def replay_native(
         n, _ptr(a["dur"]), _ptr(a["release"]), _ptr(a["dep_ptr"]), _ptr(a["succ_ptr"]),
         _ptr(a["succ_idx"]), _ptr(a["flow_row"]), _ptr(a["size"]), int(a["res"].shape[0]), int(a["res"].shape[1]),
         _ptr(a["res"]), _ptr(a["path_row"]), _ptr(a["lat"]), int(a["cap"].shape[0]), _ptr(a["cap"]), float(tolerance_s), int(incremental),
-        REUSE_RTOL, LEVEL_RTOL, _ptr(start), _ptr(finish), _ptr(drain), _ptr(stats), *map(_ptr, hops[:4]), hops[4], _ptr(ideal_out),
+        REUSE_RTOL, LEVEL_RTOL, _ptr(start), _ptr(finish), _ptr(drain), _ptr(stats), *map(_ptr, hops[:4]), hops[4], _ptr(ideal_out), *fl_times,
     )  # fmt: skip
     if rc == 1:
         stuck = np.flatnonzero(np.isnan(finish))

@@ -115,3 +115,9 @@ def test_native_loop_latencies_equal_the_routed_figures(saf):
     np.testing.assert_array_equal(b.flows["ideal_fct_s"].to_numpy(), a.flows["ideal_fct_s"].to_numpy())
     np.testing.assert_allclose(b.times.finish_s, a.times.finish_s, rtol=1e-9)
     np.testing.assert_array_equal(b.link_bytes, a.link_bytes)
+    ids = b.flows["id"].to_numpy()  # the loop's per-flow times are its per-task times
+    np.testing.assert_array_equal(b.flows["start_s"].to_numpy(), b.times.start_s[ids])
+    np.testing.assert_array_equal(b.flows["finish_s"].to_numpy(), b.times.finish_s[ids])
+    pd.testing.assert_frame_equal(
+        b.flows.drop(columns=["start_s", "finish_s", "fct_s"]), a.flows.drop(columns=["start_s", "finish_s", "fct_s"])
+    )
