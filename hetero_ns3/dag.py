@@ -179,8 +179,8 @@ class BlockTemplate:
     """(gpu, stream) of the other ``specials`` (first compute tasks of their stream), in order."""
     tail_keys: tuple[tuple[int, int], ...]
     """The (gpu, stream) of ``tails``."""
-    tail_rel: np.ndarray
-    """int64: the task of ``tails``, relative to the block."""
+    tail_rel: tuple[int, ...]
+    """The task of ``tails``, relative to the block."""
     layouts: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
         default_factory=dict, compare=False, repr=False
     )
@@ -461,7 +461,7 @@ class PlanBuilder:
             entry_keys=tuple((sp[1], sp[2]) for sp in ordered if sp[1] is not None),
             stream_keys=tuple(sp[2] for sp in ordered if sp[1] is None),
             tail_keys=tuple(k for k, _ in tails),
-            tail_rel=np.asarray([t for _, t in tails], dtype=np.int64),
+            tail_rel=tuple(t for _, t in tails),
         )
 
     def replay(self, tpl: BlockTemplate, label_prefix: str, entry_deps: Mapping[Hashable, Sequence[int]]) -> int:
@@ -500,7 +500,7 @@ class PlanBuilder:
         if layout is None:
             layout = tpl.layouts[key] = _layout(tpl, entry_shape, stream_mask)
         ends, base_dep, ext_pos = layout
-        dep = base_dep + np.int32(off)
+        dep = base_dep + off  # int32 (a Python int does not widen numpy's dtype)
         if vals:
             dep[ext_pos] = vals
         texts = [label_prefix + s for s in tpl.label_suffixes]  # distinct, in order of first use
@@ -508,16 +508,16 @@ class PlanBuilder:
         if self._labels.keys().isdisjoint(texts):  # all new: ids n_labels, n_labels + 1, ... in this order
             self._labels.update(zip(texts, range(n_labels, n_labels + len(texts)), strict=True))
             self._label_texts.extend(texts)
-            label = tpl.label_local + np.int32(n_labels)
+            label = tpl.label_local + n_labels
         else:
             label = np.asarray([self._intern_label(t) for t in texts], dtype=np.int32)[tpl.label_local]
         arrays = (self._kind, self._gpu, self._dst, self._size, self._dur, self._stream, self._prio, self._cat)
         for arr, raw in zip(arrays, tpl.fixed, strict=True):
             arr.frombytes(raw)
         self._label.frombytes(memoryview(label).cast("B"))
-        self._dep_ptr.frombytes(memoryview(ends + np.int64(self._dep_ptr[-1])).cast("B"))
+        self._dep_ptr.frombytes(memoryview(ends + self._dep_ptr[-1]).cast("B"))
         self._dep_idx.frombytes(memoryview(dep).cast("B"))
-        tails.update(zip(tpl.tail_keys, (tpl.tail_rel + off).tolist(), strict=True))
+        tails.update(zip(tpl.tail_keys, [r + off for r in tpl.tail_rel], strict=True))
         return off
 
     def build(self, copy: bool = True) -> ExecutionPlan:

@@ -12,6 +12,7 @@ offset). Shapes are keyed on the exact group (GPU names), so GPU indices never n
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -54,8 +55,14 @@ class CallTemplates:
         entry_deps: Mapping[str, Sequence[int]] | None,
         category: str,
         priority: int,
+        name: str | None = None,
     ) -> CollectiveResult:
-        """Same contract as :func:`~hetero_ns3.collectives.plan_collective` (identical tasks)."""
+        """Same contract as :func:`~hetero_ns3.collectives.plan_collective` (identical tasks).
+
+        ``name`` (not None) stands for ``call.name``: the caller may then pass one shared ``call`` for
+        every call of a shape and skip building (and validating) a named call per call. Identical to
+        passing ``dataclasses.replace(call, name=name)``.
+        """
         if self._owner is None:
             self._owner = (builder, env)
         elif self._owner[0] is not builder or self._owner[1] is not env:
@@ -66,12 +73,14 @@ class CallTemplates:
         deps = entry_deps or {}
         if isinstance(state, _Recorded):
             self.stats["replayed"] += 1
-            off = builder.replay(state.block, call.label, deps)
+            off = builder.replay(state.block, call.label if name is None else (name or call.op), deps)
             if state.single_exits is not None:
                 exits = {g: (off + r,) for g, r in state.single_exits}
             else:
                 exits = {g: tuple(off + r for r in rel) for g, rel in state.exits}
             return CollectiveResult(exits=exits, choice=state.choice, first_task=off, end_task=off + state.block.n)
+        if name is not None and name != call.name:
+            call = dataclasses.replace(call, name=name)
         if state == _NOT_REUSABLE:
             self.stats["emitted"] += 1
             return emit_collective(builder, call, env, entry_deps, category, priority)[0]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
 from hetero_ns3.collectives.templates import CallTemplates
@@ -69,6 +69,8 @@ class _Lowering:
         self.dep_pos = table.dep_pos.tolist()
         self.exit_of: list[tuple[int, ...]] = [()] * len(table)
         """Per position: task ids whose completion completes the op on its GPU."""
+        self.calls: dict[tuple, CollectiveCall] = {}
+        """(op, group, bytes, peer, dim) -> the unnamed call of that shape."""
 
     def dep_tasks(self, i: int) -> list[int]:
         """Exit tasks of the dependencies of the op at position ``i`` (``Op.deps`` order, repeats kept)."""
@@ -81,8 +83,13 @@ class _Lowering:
             out.extend(exit_of[d])
         return out
 
-    def call_of(self, members: list[int]) -> tuple[CollectiveCall, dict[str, list[int]]]:
-        """The collective call of an instance and its member positions per GPU (workload order)."""
+    def call_of(
+        self, members: list[int], overrides: Mapping[str, CollectiveOverride]
+    ) -> tuple[CollectiveCall, str, dict[str, list[int]]]:
+        """An instance's call (unnamed, shared by every call of its shape), its name, its members per GPU.
+
+        The call has the dimension's ``overrides`` applied; members are listed in workload order.
+        """
         prog_op, gpu_of, rank = self.table.prog_op, self.gpu_of, self.rank
         head = prog_op[members[0]]
         if head.collective in ("send", "recv"):
@@ -90,13 +97,23 @@ class _Lowering:
             recv = next(m for m in members if prog_op[m].collective == "recv")
             src, dst = gpu_of[rank[send]], gpu_of[rank[recv]]
             p = prog_op[send]
-            call = CollectiveCall("send_recv", (src, dst), int(p.bytes), peer=dst, name=p.name)
-            return call, {src: [send], dst: [recv]}
-        by_gpu: dict[str, list[int]] = {}
-        for m in members:
-            by_gpu.setdefault(gpu_of[rank[m]], []).append(m)
-        group = _group(head, self.member[members[0]])
-        return CollectiveCall(head.collective, tuple(group), int(head.bytes), name=head.name), by_gpu
+            key: tuple = ("send_recv", (src, dst), p.bytes, dst, head.dim)
+            name = p.name
+            by_gpu = {src: [send], dst: [recv]}
+        else:
+            by_gpu = {}
+            for m in members:
+                by_gpu.setdefault(gpu_of[rank[m]], []).append(m)
+            key = (head.collective, _group(head, self.member[members[0]]), head.bytes, None, head.dim)
+            name = head.name
+        call = self.calls.get(key)
+        if call is None:
+            op, group, size, peer, dim = key
+            ov = overrides.get(dim) or CollectiveOverride()
+            call = self.calls[key] = CollectiveCall(
+                op, tuple(group), int(size), algo=ov.algo, protocol=ov.protocol, channels=ov.channels, peer=peer
+            )
+        return call, name, by_gpu
 
 
 def lower_workload(
@@ -162,19 +179,7 @@ def lower_workload(
         else:
             members = mem_pos[mem_ptr[nd] : mem_ptr[nd + 1]]
             head = prog_op[members[0]]
-            call, by_gpu = low.call_of(members)
-            ov = overrides.get(head.dim)
-            if ov is not None:
-                call = CollectiveCall(
-                    call.op,
-                    call.group,
-                    call.size_bytes,
-                    algo=ov.algo,
-                    protocol=ov.protocol,
-                    channels=ov.channels,
-                    peer=call.peer,
-                    name=call.name,
-                )
+            call, name, by_gpu = low.call_of(members, overrides)
             entry = {g: [t for m in ms for t in dep_tasks(m)] for g, ms in by_gpu.items()}
             if call.size_bytes <= 0:
                 for g, ms in by_gpu.items():
@@ -182,15 +187,11 @@ def lower_workload(
                     for m in ms:
                         exit_of[m] = (tid,)
             else:
-                res = plan_collective(
-                    builder,
-                    call,
-                    env,
-                    entry,
-                    category=head.dim or "comm",
-                    priority=prio.get(head.dim, 0),
-                    templates=templates,
-                )
+                category, cls = head.dim or "comm", prio.get(head.dim, 0)
+                if templates is not None:  # as plan_collective(..., templates=templates), without a named call
+                    res = templates.plan(builder, call, env, entry, category, cls, name=name)
+                else:
+                    res = plan_collective(builder, replace(call, name=name), env, entry, category, cls)
                 n_coll += 1
                 key = f"{head.dim}:{call.op}:{res.algo}/{res.protocol}/{res.channels}"
                 choices[key] = choices.get(key, 0) + 1
