@@ -140,7 +140,7 @@ static void ih_set(IHeap *h, i64 slot, double key) {
         return;
     }
     if (key < h->a[i].k) ih_up(h, i, e);
-    else ih_down(h, i, e);
+    else if (key > h->a[i].k) ih_down(h, i, e); /* an unchanged key keeps its place */
 }
 
 static void ih_remove(IHeap *h, i64 slot) {
