@@ -23,6 +23,7 @@ from hetero_ns3.collectives.templates import CallTemplates
 from hetero_ns3.dag import COMM_STREAM, COMPUTE_STREAM, ExecutionPlan, PlanBuilder
 from hetero_ns3.errors import PlanningError
 from hetero_ns3.workload.artefact import ProgramOp, Workload
+from hetero_ns3.workload.gcpause import gc_paused
 from hetero_ns3.workload.optable import OpTable, op_graph, op_table
 
 
@@ -136,10 +137,21 @@ def lower_workload(
     """
     if reuse is None:
         reuse = os.environ.get("HETERO_NS3_PLAN_REUSE", "1") != "0"
+    with gc_paused():  # millions of small, acyclic objects: collections would find nothing to free
+        return _lower(workload, env, slowdown or {}, overrides or {}, priority or {}, reuse)
+
+
+def _lower(
+    workload: Workload,
+    env: CollectiveEnv,
+    slowdown: Mapping[str, float],
+    overrides: Mapping[str, CollectiveOverride],
+    priority: Mapping[str, int],
+    reuse: bool,
+) -> Lowered:
+    """:func:`lower_workload` with its defaults resolved."""
     templates = CallTemplates() if reuse else None
-    slowdown = slowdown or {}
-    overrides = overrides or {}
-    prio = {**DEFAULT_PRIORITY, **(priority or {})}
+    prio = {**DEFAULT_PRIORITY, **priority}
     gpu_of = [slot.gpu for slot in workload.ranks]
     table = op_table(workload)
     graph = op_graph(table)

@@ -21,6 +21,7 @@ from hetero_ns3.errors import PlanningError, ScenarioError
 from hetero_ns3.workload import layers as L
 from hetero_ns3.workload.artefact import Workload
 from hetero_ns3.workload.compiler import CompileSpec, StepPrograms, compile_workload, params_in_grad_order
+from hetero_ns3.workload.gcpause import gc_paused
 from hetero_ns3.workload.memory import GIB, MemoryEstimate, RankParams, layer_activation_bytes, state_bytes
 from hetero_ns3.workload.models import ModelSpec
 from hetero_ns3.workload.parallel import ParallelPlan, check_plan, resolve_dp
@@ -326,8 +327,9 @@ def build_plan(
     r = resolve(model, plan, gpus, compute, base_dir, gpu_of)
     if compute.check_memory:
         _check_memory(r.memory, r.plan)
-    wl = compile_workload(r.spec, r.placement)
-    timeline = replay(wl)
+    with gc_paused():  # many small acyclic objects (see gcpause.py)
+        wl = compile_workload(r.spec, r.placement)
+        timeline = replay(wl)
     lookup = r.spec.gpu_of
     peak = sum(lookup(s.gpu_type).peak_flops(compute.precision) for s in r.placement.slots)
     return Plan(
