@@ -183,7 +183,7 @@ def simulate_plan(
         t_route = time.perf_counter() - t0
         successors = None if succ is None else succ.result()
         names = pool.submit(_name_columns, plan, flows.task)
-        out, engine, times = _replay_plan(lib, config, plan, flows, paths, links, successors)
+        out, engine, times = _replay_plan(lib, config, plan, flows, size, paths, links, successors)
         columns = names.result()
     fl = flows.task
     flow_start, flow_finish, ideal = times
@@ -219,17 +219,18 @@ def _replay_plan(
     config: AnalyticConfig,
     plan: ExecutionPlan,
     flows: PlanFlows,
+    size: np.ndarray,
     paths: FlowPaths,
     links: LinkArrays,
     successors: tuple[np.ndarray, np.ndarray] | None,
 ) -> tuple[EngineResult, str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """The event loop over the plan; also returns the start, finish and ideal FCT of every flow row."""
+    """The event loop over the plan (``size``: bytes per flow row); also returns the start, finish and ideal FCT of every flow row."""
     fl = flows.task
     extra: dict[str, object] = {}
     ideal = paths.ideal_fct_s
     if lib is not None:
         flow_times = (np.empty(fl.shape[0]), np.empty(fl.shape[0]))
-        extra.update(path_row=paths.row, successors=successors, flow_times_out=flow_times)
+        extra.update(path_row=paths.row, successors=successors, flow_times_out=flow_times, flow_sizes=size)
         if ideal is None:  # the loop computes latencies and ideal FCTs
             ideal = np.empty(fl.shape[0])
             extra.update(links=links, store_and_forward=config.store_and_forward, ideal_out=ideal)

@@ -251,14 +251,16 @@ static void complete_task(Dag *d, i64 i, double t) {
    lat: per flow row, the time from its last byte to its finish; when NULL, every flow's latency and ideal
    FCT come from path_figures over its row (delay, payload, overhead, rate_bps per resource, saf) as it
    starts, and ideal (if not NULL) gets the ideal FCTs. flow_start / flow_finish (if not NULL) get the start
-   and finish of every flow row, as start / finish hold them per task. stats: events, rate_updates, fill_rounds, max_active,
+   and finish of every flow row, as start / finish hold them per task. size: bytes per task, or per flow
+   row with size_by_flow (denser: flows that start together are near in it). stats: events, rate_updates, fill_rounds, max_active,
    reused, recomputed. Returns 0, 1 stuck tasks, 2 zero rate, 3 no memory. */
 int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *dep_ptr,
                    const unsigned *succ_ptr, const int *succ_idx, const int *flow_row, const i64 *size, i64 nflows,
                    i64 W, const int *res, const int *path_row, const double *lat, i64 nres, const double *cap, double tol,
                    int incremental, double reuse_rtol, double level_rtol, double *start, double *finish,
                    double *drain, i64 *stats, const double *delay, const double *payload, const double *overhead,
-                   const double *rate_bps, int saf, double *ideal, double *flow_start, double *flow_finish) {
+                   const double *rate_bps, int saf, double *ideal, double *flow_start, double *flow_finish,
+                   int size_by_flow) {
     const i64 pad = nres - 1;
     const double inf = INFINITY;
     const Hops hp = {delay, payload, overhead, rate_bps, cap, saf};
@@ -335,7 +337,8 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
             sflow[j] = f;
             if (flow_start) flow_start[f] = t;
             rate[j] = 0.0;
-            remu[j] = (double)size[i];
+            const double bytes = (double)size[size_by_flow ? f : i];
+            remu[j] = bytes;
             tu[j] = t;
             isnew[j] = 1;
             newl[nn++] = j;
@@ -347,7 +350,7 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
                 slat[j] = lat[f]; /* read now, while flow_row[i] is in cache */
             } else {
                 double best;
-                path_figures(&hp, ares + (i64)j * W, W, (double)size[i], slat + j, &best);
+                path_figures(&hp, ares + (i64)j * W, W, bytes, slat + j, &best);
                 if (ideal) ideal[f] = best;
             }
             const int *p = ares + j * W;

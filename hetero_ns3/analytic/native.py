@@ -98,7 +98,7 @@ def load_kernel(required: bool = False) -> ctypes.CDLL | None:
     fn = lib.flowsim_replay
     fn.restype = ctypes.c_int
     fn.argtypes = [_I, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P, _P, _I, _P, _D, _C, _D, _D, _P, _P, _P, _P]
-    fn.argtypes += [_P, _P, _P, _P, _C, _P, _P, _P]
+    fn.argtypes += [_P, _P, _P, _P, _C, _P, _P, _P, _C]
     _declare(
         lib.flowsim_route,
         ctypes.c_int,
@@ -174,6 +174,7 @@ def replay_native(
     store_and_forward: bool = True,
     ideal_out: np.ndarray | None = None,
     flow_times_out: tuple[np.ndarray, np.ndarray] | None = None,
+    flow_sizes: np.ndarray | None = None,
 ) -> EngineResult:
     """Same contract as :func:`hetero_ns3.analytic.engine.replay`, run in C.
 
@@ -186,7 +187,8 @@ def replay_native(
     :func:`hetero_ns3.analytic.routes.route_flows`, bit for bit, from ``links`` and ``store_and_forward``;
     paths of at most 128 entries), and writes the ideal FCT of flow row ``f`` to ``ideal_out[f]`` if given.
     ``flow_times_out`` (two contiguous float64 arrays, one entry per flow row): filled with the start and
-    finish of each flow row (the per-task times of its task).
+    finish of each flow row (the per-task times of its task). ``flow_sizes`` (int64 per flow row, optional):
+    the flows' bytes, read instead of ``size_bytes`` (which is per task), for locality.
     """
     t0 = time.perf_counter()
     n = int(flow_row.shape[0] if is_flow is None else is_flow.shape[0])
@@ -200,7 +202,7 @@ def replay_native(
         "succ_ptr": np.ascontiguousarray(succ_ptr, np.uint32),
         "succ_idx": succ_idx,
         "flow_row": np.ascontiguousarray(flow_row, np.int32),
-        "size": np.ascontiguousarray(size_bytes, np.int64),
+        "size": np.ascontiguousarray(size_bytes if flow_sizes is None else flow_sizes, np.int64),
         "res": np.ascontiguousarray(path_res, np.int32),
         "path_row": None if path_row is None else np.ascontiguousarray(path_row, np.int32),
         "lat": None if latency_s is None else np.ascontiguousarray(latency_s, np.float64),
@@ -217,7 +219,7 @@ def replay_native(
         n, _ptr(a["dur"]), _ptr(a["release"]), _ptr(a["dep_ptr"]), _ptr(a["succ_ptr"]),
         _ptr(a["succ_idx"]), _ptr(a["flow_row"]), _ptr(a["size"]), int(a["res"].shape[0]), int(a["res"].shape[1]),
         _ptr(a["res"]), _ptr(a["path_row"]), _ptr(a["lat"]), int(a["cap"].shape[0]), _ptr(a["cap"]), float(tolerance_s), int(incremental),
-        REUSE_RTOL, LEVEL_RTOL, _ptr(start), _ptr(finish), _ptr(drain), _ptr(stats), *map(_ptr, hops[:4]), hops[4], _ptr(ideal_out), *fl_times,
+        REUSE_RTOL, LEVEL_RTOL, _ptr(start), _ptr(finish), _ptr(drain), _ptr(stats), *map(_ptr, hops[:4]), hops[4], _ptr(ideal_out), *fl_times, int(flow_sizes is not None),
     )  # fmt: skip
     if rc == 1:
         stuck = np.flatnonzero(np.isnan(finish))
