@@ -8,7 +8,8 @@ op then completes at the planner's exit task on its GPU. Pure Python, no ns-3.
 Ordering: ops and instances are emitted in a topological order of the op graph (instances count as
 one node whose dependencies are the union of their members'), so that every task depends only on
 tasks already emitted, as :class:`~hetero_ns3.dag.PlanBuilder` requires. Cost is linear in ops,
-dependencies and emitted tasks.
+dependencies and emitted tasks; the per-rank ops are read as columns of the worker programs
+(:mod:`hetero_ns3.workload.optable`), never built as :class:`~hetero_ns3.workload.artefact.Op` objects.
 """
 
 from __future__ import annotations
@@ -58,11 +59,10 @@ def _group(p: ProgramOp, t: int) -> tuple[str, ...]:
 
 
 class _Lowering:
-    """State of one :func:`lower_workload` call: the op table, the builder and every op's exit tasks."""
+    """State of one :func:`lower_workload` call: the op table as lists, every op's exit tasks, the calls."""
 
-    def __init__(self, table: OpTable, builder: PlanBuilder, gpu_of: list[str]) -> None:
+    def __init__(self, table: OpTable, gpu_of: list[str]) -> None:
         self.table = table
-        self.builder = builder
         self.gpu_of = gpu_of
         self.rank = table.rank.tolist()
         self.member = table.member.tolist()
@@ -157,7 +157,7 @@ def _lower(
     graph = op_graph(table)
 
     builder = PlanBuilder(list(dict.fromkeys(gpu_of)))  # rank order, each GPU once
-    low = _Lowering(table, builder, gpu_of)
+    low = _Lowering(table, gpu_of)
     gidx_of = [builder.gpu_index(g) for g in gpu_of]
     slow_of = [float(slowdown.get(g, 1.0)) for g in gpu_of]
     choices: dict[str, int] = {}
