@@ -23,6 +23,11 @@ _REPLAY = r"""
 #include <string.h>
 
 typedef long long i64;
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)0)
+#endif
 typedef struct { double t; i64 code; } Ev;
 typedef struct { Ev *a; i64 n, cap; } Heap;
 
@@ -207,6 +212,8 @@ static void path_figures(const Hops *hp, const int *p, i64 W, double sz, double 
 
 typedef struct {
     const int *flow_row;
+    const int *path_row; /* to prefetch a starting flow's entries (NULL: none) */
+    const i64 *fsize;
     const double *dur;
     const unsigned *succ_ptr;
     const int *succ_idx;
@@ -219,7 +226,11 @@ typedef struct {
 
 static void begin_task(Dag *d, i64 i, double t) {
     d->start[i] = t;
-    if (d->flow_row[i] >= 0) {
+    i64 f = d->flow_row[i];
+    if (f >= 0) {
+        /* the flow is activated after this event's completions: load its entries meanwhile */
+        if (d->path_row) PREFETCH(d->path_row + f);
+        if (d->fsize) PREFETCH(d->fsize + f);
         d->pending[d->np++] = i;
     } else if (d->dur[i] > 0.0) {
         if (heap_push(&d->heap, t + d->dur[i], i)) d->err = 3;
@@ -268,6 +279,8 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
     Dag d;
     memset(&d, 0, sizeof d);
     d.flow_row = flow_row;
+    d.path_row = path_row;
+    d.fsize = size_by_flow ? size : NULL;
     d.dur = dur;
     d.succ_ptr = succ_ptr;
     d.succ_idx = succ_idx;
