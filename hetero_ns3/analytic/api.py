@@ -175,7 +175,7 @@ def simulate_plan(
     t0 = time.perf_counter()
     lib = _kernel(config)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        succ = None if lib is None else pool.submit(successors_native, lib, plan.dep_ptr, plan.dep_idx)
+        succ = None if lib is None else pool.submit(successors_native, lib, plan.dep_ptr, plan.dep_idx, True)
         flows = plan_flows(plan, config.ecmp_key == "connection", lib)
         links = link_arrays(graph, config)
         size = plan.size_bytes[flows.task]
@@ -222,7 +222,7 @@ def _replay_plan(
     size: np.ndarray,
     paths: FlowPaths,
     links: LinkArrays,
-    successors: tuple[np.ndarray, np.ndarray] | None,
+    successors: tuple[np.ndarray, ...] | None,
 ) -> tuple[EngineResult, str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The event loop over the plan (``size``: bytes per flow row); also returns the start, finish and ideal FCT of every flow row."""
     fl = flows.task

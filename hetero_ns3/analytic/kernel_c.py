@@ -271,7 +271,7 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
                    int incremental, double reuse_rtol, double level_rtol, double *start, double *finish,
                    double *drain, i64 *stats, const double *delay, const double *payload, const double *overhead,
                    const double *rate_bps, int saf, double *ideal, double *flow_start, double *flow_finish,
-                   int size_by_flow) {
+                   int size_by_flow, int start_ready) {
     const i64 pad = nres - 1;
     const double inf = INFINITY;
     const Hops hp = {delay, payload, overhead, rate_bps, cap, saf};
@@ -311,7 +311,8 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
     for (i64 j = F - 1; j >= 0; j--) freel[nfree++] = j;
     /* Until task i starts, start[i] counts its unfinished dependencies, negated (exact in a double): no
        separate in-degree array, and a task's counter and start time share one cache line. */
-    for (i64 i = 0; i < n; i++) start[i] = (double)(dep_ptr[i] - dep_ptr[i + 1]);
+    if (!start_ready) /* else the caller filled it (flowsim_successors) */
+        for (i64 i = 0; i < n; i++) start[i] = (double)(dep_ptr[i] - dep_ptr[i + 1]);
     if (drain)
         for (i64 i = 0; i < n; i++) drain[i] = NAN;
     for (i64 i = 0; i < n; i++) {

@@ -115,8 +115,12 @@ void flowsim_path_stats(i64 F, i64 W, const int *res, const double *size, const 
 
 /* Reverse a dependency CSR (engine.successors): successors of i in increasing task order, offsets as
    unsigned 32-bit integers (the caller checks that the dependencies number fewer than 2**32). The
-   insertion cursors live in succ_ptr itself (each ends at the next task's start), then shift back by one. */
-void flowsim_successors(i64 n, const i64 *dep_ptr, const int *dep_idx, unsigned *succ_ptr, int *succ_idx) {
+   insertion cursors live in succ_ptr itself (each ends at the next task's start), then shift back by one.
+   start (if not NULL) gets the event loop's initial dependency counters (flowsim_replay, start_ready). */
+void flowsim_successors(i64 n, const i64 *dep_ptr, const int *dep_idx, unsigned *succ_ptr, int *succ_idx,
+                        double *start) {
+    if (start)
+        for (i64 i = 0; i < n; i++) start[i] = (double)(dep_ptr[i] - dep_ptr[i + 1]);
     memset(succ_ptr, 0, (size_t)(n + 1) * sizeof(unsigned));
     i64 m = dep_ptr[n];
     for (i64 k = 0; k < m; k++) succ_ptr[dep_idx[k] + 1]++;

@@ -98,7 +98,7 @@ def load_kernel(required: bool = False) -> ctypes.CDLL | None:
     fn = lib.flowsim_replay
     fn.restype = ctypes.c_int
     fn.argtypes = [_I, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P, _P, _I, _P, _D, _C, _D, _D, _P, _P, _P, _P]
-    fn.argtypes += [_P, _P, _P, _P, _C, _P, _P, _P, _C]
+    fn.argtypes += [_P, _P, _P, _P, _C, _P, _P, _P, _C, _C]
     _declare(
         lib.flowsim_route,
         ctypes.c_int,
@@ -106,7 +106,7 @@ def load_kernel(required: bool = False) -> ctypes.CDLL | None:
     )
     _declare(lib.flowsim_narrow, None, [_I, _I, _I, _P])
     _declare(lib.flowsim_path_stats, None, [_I, _I, _P, _P, _P, _P, _P, _P, _P, _C, _P, _P, _P])
-    _declare(lib.flowsim_successors, None, [_I, _P, _P, _P, _P])
+    _declare(lib.flowsim_successors, None, [_I, _P, _P, _P, _P, _P])
     _declare(lib.flowsim_count_flows, _I, [_I, _P, _C])
     _declare(lib.flowsim_flows, _C, [_I, _P, _C, _P, _P, _P, _P, _P, _I, _I, _I, _P, _P, _P, _P, _P])
     _LIB = lib
@@ -117,9 +117,13 @@ def _ptr(a: np.ndarray | None) -> int | None:
     return None if a is None else a.ctypes.data
 
 
-def successors_native(lib: ctypes.CDLL, dep_ptr: np.ndarray, dep_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def successors_native(
+    lib: ctypes.CDLL, dep_ptr: np.ndarray, dep_idx: np.ndarray, with_counters: bool = False
+) -> tuple[np.ndarray, ...]:
     """:func:`hetero_ns3.analytic.engine.successors` by a counting sort in C (linear time; int32 task ids,
-    uint32 offsets: SimulationError with 2**32 dependencies or more)."""
+    uint32 offsets: SimulationError with 2**32 dependencies or more). ``with_counters``: a third array,
+    the event loop's initial start array (minus each task's dependency count), which
+    :func:`replay_native` then uses as its start output instead of filling a new one."""
     n = int(dep_ptr.shape[0]) - 1
     ptr = np.ascontiguousarray(dep_ptr, np.int64)
     idx = np.ascontiguousarray(dep_idx, np.int32)
@@ -127,8 +131,9 @@ def successors_native(lib: ctypes.CDLL, dep_ptr: np.ndarray, dep_idx: np.ndarray
         raise SimulationError(f"the plan has {idx.shape[0]} dependencies; the native event loop takes fewer than 2**32")
     succ_ptr = np.empty(n + 1, np.uint32)
     succ_idx = np.empty(idx.shape[0], np.int32)
-    lib.flowsim_successors(n, _ptr(ptr), _ptr(idx), _ptr(succ_ptr), _ptr(succ_idx))
-    return succ_ptr, succ_idx
+    start = np.empty(n) if with_counters else None
+    lib.flowsim_successors(n, _ptr(ptr), _ptr(idx), _ptr(succ_ptr), _ptr(succ_idx), _ptr(start))
+    return (succ_ptr, succ_idx) if start is None else (succ_ptr, succ_idx, start)
 
 
 def _hop_figures(
@@ -169,7 +174,7 @@ def replay_native(
     incremental: bool = True,
     keep_drain: bool = True,
     path_row: np.ndarray | None = None,
-    successors: tuple[np.ndarray, np.ndarray] | None = None,
+    successors: tuple[np.ndarray, ...] | None = None,
     links: LinkArrays | None = None,
     store_and_forward: bool = True,
     ideal_out: np.ndarray | None = None,
@@ -182,7 +187,8 @@ def replay_native(
     ``keep_drain=False`` skips the per-task drain times (``drain_s`` is then None), one array of n floats less.
     ``path_row`` (int32 per flow row, optional): the row of ``path_res`` that flow row ``f`` takes (flows
     sharing a path share a row); without it flow row ``f`` takes row ``f``. ``successors``: the output of
-    :func:`successors_native` for ``dep_ptr`` / ``dep_idx`` when already computed. ``latency_s=None``: the
+    :func:`successors_native` for ``dep_ptr`` / ``dep_idx`` when already computed (with its counters, the
+    returned start times are written into that third array). ``latency_s=None``: the
     loop computes each flow's latency from its path as it starts (the figures of
     :func:`hetero_ns3.analytic.routes.route_flows`, bit for bit, from ``links`` and ``store_and_forward``;
     paths of at most 128 entries), and writes the ideal FCT of flow row ``f`` to ``ideal_out[f]`` if given.
@@ -194,7 +200,11 @@ def replay_native(
     n = int(flow_row.shape[0] if is_flow is None else is_flow.shape[0])
     if n >= 2**31 - 1:
         raise SimulationError(f"the plan has {n} tasks; the native event loop takes fewer than 2**31")
-    succ_ptr, succ_idx = successors_native(lib, dep_ptr, dep_idx) if successors is None else successors
+    prepared = successors_native(lib, dep_ptr, dep_idx) if successors is None else successors
+    succ_ptr, succ_idx = prepared[:2]
+    counters = prepared[2] if len(prepared) > 2 else None
+    if counters is not None and (counters.shape != (n,) or counters.dtype != np.float64):
+        raise SimulationError("successors[2] must be the float64 start counters of successors_native")
     arrs = {
         "dur": np.ascontiguousarray(duration_s, np.float64),
         "release": None if release_s is None else np.ascontiguousarray(release_s, np.float64),
@@ -210,7 +220,7 @@ def replay_native(
     }
     hops = _hop_figures(latency_s, links, store_and_forward, int(arrs["res"].shape[1]), ideal_out)
     fl_times = (None, None) if flow_times_out is None else tuple(map(_ptr, _checked(flow_times_out)))
-    start = np.empty(n)
+    start = np.empty(n) if counters is None else counters
     finish = np.empty(n)
     drain = np.empty(n) if keep_drain else None
     stats = np.zeros(8, np.int64)
@@ -219,7 +229,7 @@ def replay_native(
         n, _ptr(a["dur"]), _ptr(a["release"]), _ptr(a["dep_ptr"]), _ptr(a["succ_ptr"]),
         _ptr(a["succ_idx"]), _ptr(a["flow_row"]), _ptr(a["size"]), int(a["res"].shape[0]), int(a["res"].shape[1]),
         _ptr(a["res"]), _ptr(a["path_row"]), _ptr(a["lat"]), int(a["cap"].shape[0]), _ptr(a["cap"]), float(tolerance_s), int(incremental),
-        REUSE_RTOL, LEVEL_RTOL, _ptr(start), _ptr(finish), _ptr(drain), _ptr(stats), *map(_ptr, hops[:4]), hops[4], _ptr(ideal_out), *fl_times, int(flow_sizes is not None),
+        REUSE_RTOL, LEVEL_RTOL, _ptr(start), _ptr(finish), _ptr(drain), _ptr(stats), *map(_ptr, hops[:4]), hops[4], _ptr(ideal_out), *fl_times, int(flow_sizes is not None), int(counters is not None),
     )  # fmt: skip
     if rc == 1:
         stuck = np.flatnonzero(np.isnan(finish))

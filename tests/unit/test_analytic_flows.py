@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hetero_ns3.analytic.flows import plan_flows
-from hetero_ns3.analytic.native import load_kernel, replay_native
+from hetero_ns3.analytic.native import load_kernel, replay_native, successors_native
 from hetero_ns3.dag import FLOW, PlanBuilder
 from hetero_ns3.errors import SimulationError
 
@@ -50,13 +50,18 @@ def test_plan_flows_match_flow_connections(seed, engine):
 
 
 @native
-def test_native_replay_names_tasks_that_never_start():
-    """Task 1 waits for task 2, task 2 for task 1 (a cycle): the loop ends with both unstarted."""
+@pytest.mark.parametrize("counters", [False, True])
+def test_native_replay_names_tasks_that_never_start(counters):
+    """Task 1 waits for task 2, task 2 for task 1 (a cycle): the loop ends with both unstarted, whether it
+    sets up its dependency counters itself or takes them from successors_native."""
     n = 3
     dep_ptr = np.array([0, 0, 1, 2], np.int64)
     dep_idx = np.array([2, 1], np.int32)
     flow_row = np.full(n, -1, np.int32)
     args = (np.full(n, 1e-6), dep_ptr, dep_idx, flow_row, np.zeros(n, np.int64))
     paths = (np.zeros((0, 1), np.int32), np.zeros(0), np.array([np.inf]))
+    lib = load_kernel(required=True)
+    prepared = successors_native(lib, dep_ptr, dep_idx, with_counters=counters)
+    assert len(prepared) == (3 if counters else 2)
     with pytest.raises(SimulationError, match=r"2 tasks never became ready \(first: task 1\)"):
-        replay_native(load_kernel(required=True), None, *args, *paths)
+        replay_native(lib, None, *args, *paths, successors=prepared)
