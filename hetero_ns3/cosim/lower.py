@@ -164,7 +164,9 @@ def _lower(
     n_coll = 0
 
     prog_op, rank_of, exit_of, dep_tasks = table.prog_op, low.rank, low.exit_of, low.dep_tasks
+    dep_ptr, dep_pos = low.dep_ptr, low.dep_pos
     mem_ptr, mem_pos = graph.mem_ptr.tolist(), graph.mem_pos.tolist()
+    first_pos = graph.mem_pos[graph.mem_ptr[:-1]].tolist()  # the op of a single-op node
     is_instance = graph.is_instance.tolist()
     indeg, succ_ptr, succ = graph.indeg.tolist(), graph.succ_ptr.tolist(), graph.succ.tolist()
     # Kahn's algorithm, smallest node first (node order = order of the smallest op id of the node).
@@ -177,16 +179,17 @@ def _lower(
         nd = heappop(heap)
         emitted += 1
         if not is_instance[nd]:
-            i = mem_pos[mem_ptr[nd]]
+            i = first_pos[nd]
             p = prog_op[i]
             r = rank_of[i]
+            a = dep_ptr[i]
+            # One dependency (the usual case): its exit tuple as is (the builder copies what it is given).
+            deps = exit_of[dep_pos[a]] if dep_ptr[i + 1] - a == 1 else dep_tasks(i)
             if p.kind == "compute":
                 stream = COMPUTE_STREAM if p.stream == "compute" else COMM_STREAM
-                tid = add_compute(
-                    gidx_of[r], p.duration * slow_of[r], dep_tasks(i), stream=stream, label=p.name, category="compute"
-                )
+                tid = add_compute(gidx_of[r], p.duration * slow_of[r], deps, stream, p.name, "compute")
             else:  # a comm op outside any instance: nothing to move
-                tid = add_barrier(gidx_of[r], dep_tasks(i), label=p.name)
+                tid = add_barrier(gidx_of[r], deps, label=p.name)
             exit_of[i] = (tid,)
         else:
             members = mem_pos[mem_ptr[nd] : mem_ptr[nd + 1]]
