@@ -1,7 +1,7 @@
 """Build, load and call the C event loop (:mod:`hetero_ns3.analytic.kernel_c`) through ctypes.
 
-The shared library is compiled once per source hash with the system C compiler (``$CC``, else ``cc``,
-``gcc``, ``clang``) into ``$HETERO_NS3_CACHE`` or ``~/.cache/hetero_ns3/analytic`` and reused. When no
+The shared library is compiled once per hash of source and flags with the system C compiler (``$CC``, else
+``cc``, ``gcc``, ``clang``) into ``$HETERO_NS3_CACHE`` or ``~/.cache/hetero_ns3/analytic`` and reused. When no
 compiler works, :func:`load_kernel` returns None and callers fall back to the numpy engine.
 """
 
@@ -34,6 +34,11 @@ _C = ctypes.c_int
 _U = ctypes.c_ulonglong
 
 
+#: Compiler flags (part of the cache key). -O3 without fast-math: IEEE results as at -O2 (same bits), about
+#: 5 % less time in the event loop on the 1024-GPU plan (three paired runs).
+CFLAGS = ("-O3", "-std=c99", "-shared", "-fPIC")
+
+
 def _declare(fn: ctypes._CFuncPtr, restype: type | None, argtypes: list[type]) -> None:
     fn.restype = restype
     fn.argtypes = argtypes
@@ -55,7 +60,7 @@ def _compiler() -> str | None:
 
 def build_kernel() -> Path:
     """Compile the kernel if needed and return the path of the shared library (NativeBuildError on failure)."""
-    digest = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
+    digest = hashlib.sha256((SOURCE + " ".join(CFLAGS)).encode()).hexdigest()[:16]
     out = cache_dir() / f"flowsim-{digest}.so"
     if out.exists():
         return out
@@ -67,7 +72,7 @@ def build_kernel() -> Path:
         src = Path(tmp) / "flowsim.c"
         src.write_text(SOURCE)
         lib = Path(tmp) / "flowsim.so"
-        cmd = [cc, "-O2", "-std=c99", "-shared", "-fPIC", "-o", str(lib), str(src), "-lm"]
+        cmd = [cc, *CFLAGS, "-o", str(lib), str(src), "-lm"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise NativeBuildError(f"compiling the analytic kernel failed ({' '.join(cmd)})", proc.stderr)
