@@ -176,7 +176,7 @@ def simulate_plan(
     lib = _kernel(config)
     with ThreadPoolExecutor(max_workers=1) as pool:
         succ = None if lib is None else pool.submit(successors_native, lib, plan.dep_ptr, plan.dep_idx, True)
-        flows = plan_flows(plan, config.ecmp_key == "connection", lib)
+        flows = plan_flows(plan, config.ecmp_key == "connection", lib, codes=lib is not None)
         links = link_arrays(graph, config)
         size = plan.size_bytes[flows.task]
         paths = _route_plan(graph, plan, flows, size, links, config, seed, routes, lib)
@@ -231,6 +231,7 @@ def _replay_plan(
     if lib is not None:
         flow_times = (np.empty(fl.shape[0]), np.empty(fl.shape[0]))
         extra.update(path_row=paths.row, successors=successors, flow_times_out=flow_times, flow_sizes=size)
+        extra.update(task_code=flows.code)
         if ideal is None:  # the loop computes latencies and ideal FCTs
             ideal = np.empty(fl.shape[0])
             extra.update(links=links, store_and_forward=config.store_and_forward, ideal_out=ideal)

@@ -23,12 +23,15 @@ class PlanFlows:
 
     task: np.ndarray
     """int64 (F,): task id of each flow, increasing."""
-    row: np.ndarray
-    """int32 (n,): flow row of each task; -1 for compute tasks."""
+    row: np.ndarray | None
+    """int32 (n,): flow row of each task; -1 for compute tasks (None when ``code`` was made instead)."""
     connection: np.ndarray | None
     """int32 (F,): connection of each flow, dense, numbered in order of first appearance (None: not asked)."""
     first: np.ndarray | None
     """int64 (C,): the first flow row of each connection (None: not asked)."""
+    code: np.ndarray | None = None
+    """float64 (n,): the native loop's task codes, the task's duration for compute tasks and ``-(f + 1)``
+    for the task of flow row ``f`` (None: not asked)."""
 
 
 def label_channels(labels: tuple[str, ...]) -> np.ndarray:
@@ -36,11 +39,15 @@ def label_channels(labels: tuple[str, ...]) -> np.ndarray:
     return np.fromiter(map(_label_channel, labels), np.int32, len(labels)) if labels else np.zeros(1, np.int32)
 
 
-def plan_flows(plan: ExecutionPlan, connections: bool, lib: ctypes.CDLL | None = None) -> PlanFlows:
+def plan_flows(
+    plan: ExecutionPlan, connections: bool, lib: ctypes.CDLL | None = None, codes: bool = False
+) -> PlanFlows:
     """The flows of ``plan`` (:class:`PlanFlows`); with ``connections`` also their connections.
 
     ``lib`` is the native kernel (:func:`hetero_ns3.analytic.native.load_kernel`); without it numpy
-    computes the same arrays.
+    computes the same arrays. ``codes`` (native only): the loop's task codes instead of the flow rows
+    (a fresh array, which is also where the loop reads durations: it takes the plan's durations out of
+    the builder's buffers, which are not backed by huge pages).
     """
     if lib is None:
         return _plan_flows_numpy(plan, connections)
@@ -50,7 +57,9 @@ def plan_flows(plan: ExecutionPlan, connections: bool, lib: ctypes.CDLL | None =
     kind = np.ascontiguousarray(plan.kind, np.int8)
     f = int(lib.flowsim_count_flows(n, kind.ctypes.data, FLOW))
     task = np.empty(f, np.int64)
-    row = np.empty(n, np.int32)
+    row = None if codes else np.empty(n, np.int32)
+    code = np.empty(n) if codes else None
+    dur = np.ascontiguousarray(plan.duration_s, np.float64)
     conn = np.empty(f, np.int32) if connections else None
     first = np.empty(f, np.int64) if connections else None
     nconn = np.zeros(1, np.int64)
@@ -62,14 +71,15 @@ def plan_flows(plan: ExecutionPlan, connections: bool, lib: ctypes.CDLL | None =
     rc = lib.flowsim_flows(
         n, kind.ctypes.data, FLOW, gpu.ctypes.data, dst.ctypes.data, cat.ctypes.data, label.ctypes.data,
         chan.ctypes.data, max(1, len(plan.gpus)), max(1, len(plan.categories)), int(chan.max()) + 1,
-        task.ctypes.data, row.ctypes.data, None if conn is None else conn.ctypes.data,
-        None if first is None else first.ctypes.data, nconn.ctypes.data,
+        task.ctypes.data, None if row is None else row.ctypes.data, None if conn is None else conn.ctypes.data,
+        None if first is None else first.ctypes.data, nconn.ctypes.data, dur.ctypes.data,
+        None if code is None else code.ctypes.data,
     )  # fmt: skip
     if rc == 3:
         raise MemoryError("the analytic kernel ran out of memory")
     if first is not None:
         first = first[: int(nconn[0])].copy()
-    return PlanFlows(task, row, conn, first)
+    return PlanFlows(task, row, conn, first, code)
 
 
 def _plan_flows_numpy(plan: ExecutionPlan, connections: bool) -> PlanFlows:

@@ -210,11 +210,12 @@ static void path_figures(const Hops *hp, const int *p, i64 W, double sz, double 
     *ideal = sz / m + total;
 }
 
+/* code[i]: the duration of compute task i (>= 0), or -(f + 1) for the task of flow row f (exact in a
+   double): one array read per task tells flows, their rows and durations apart. */
 typedef struct {
-    const int *flow_row;
+    const double *code;
     const int *path_row; /* to prefetch a starting flow's entries (NULL: none) */
     const i64 *fsize;
-    const double *dur;
     const unsigned *succ_ptr;
     const int *succ_idx;
     i64 *zero, *pending;
@@ -226,14 +227,15 @@ typedef struct {
 
 static void begin_task(Dag *d, i64 i, double t) {
     d->start[i] = t;
-    i64 f = d->flow_row[i];
-    if (f >= 0) {
+    const double c = d->code[i];
+    if (c < 0.0) {
+        const i64 f = (i64)(-c) - 1;
         /* the flow is activated after this event's completions: load its entries meanwhile */
         if (d->path_row) PREFETCH(d->path_row + f);
         if (d->fsize) PREFETCH(d->fsize + f);
         d->pending[d->np++] = i;
-    } else if (d->dur[i] > 0.0) {
-        if (heap_push(&d->heap, t + d->dur[i], i)) d->err = 3;
+    } else if (c > 0.0) {
+        if (heap_push(&d->heap, t + c, i)) d->err = 3;
     } else {
         d->zero[d->nz++] = i;
     }
@@ -257,16 +259,16 @@ static void complete_task(Dag *d, i64 i, double t) {
         name = g_;                                                                       \
     } while (0)
 
-/* Task i is a flow when flow_row[i] >= 0. res (nflows, W): path rows; flow task i takes row
-   path_row[flow_row[i]], or row flow_row[i] when path_row is NULL (flows of one connection share a row).
+/* Tasks by code (see Dag). res (nflows, W): path rows; the task of flow row f takes row path_row[f], or
+   row f when path_row is NULL (flows of one connection share a row).
    lat: per flow row, the time from its last byte to its finish; when NULL, every flow's latency and ideal
    FCT come from path_figures over its row (delay, payload, overhead, rate_bps per resource, saf) as it
    starts, and ideal (if not NULL) gets the ideal FCTs. flow_start / flow_finish (if not NULL) get the start
    and finish of every flow row, as start / finish hold them per task. size: bytes per task, or per flow
    row with size_by_flow (denser: flows that start together are near in it). stats: events, rate_updates, fill_rounds, max_active,
    reused, recomputed. Returns 0, 1 stuck tasks, 2 zero rate, 3 no memory. */
-int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *dep_ptr,
-                   const unsigned *succ_ptr, const int *succ_idx, const int *flow_row, const i64 *size, i64 nflows,
+int flowsim_replay(i64 n, const double *code, const double *release, const i64 *dep_ptr,
+                   const unsigned *succ_ptr, const int *succ_idx, const i64 *size, i64 nflows,
                    i64 W, const int *res, const int *path_row, const double *lat, i64 nres, const double *cap, double tol,
                    int incremental, double reuse_rtol, double level_rtol, double *start, double *finish,
                    double *drain, i64 *stats, const double *delay, const double *payload, const double *overhead,
@@ -278,10 +280,9 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
     int ok = 1, rc = 0;
     Dag d;
     memset(&d, 0, sizeof d);
-    d.flow_row = flow_row;
+    d.code = code;
     d.path_row = path_row;
     d.fsize = size_by_flow ? size : NULL;
-    d.dur = dur;
     d.succ_ptr = succ_ptr;
     d.succ_idx = succ_idx;
     d.start = start;
@@ -346,7 +347,7 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
                 dh.p = hpos;
                 F = nc;
             }
-            i64 i = pending[k], j = freel[--nfree], f = flow_row[i];
+            i64 i = pending[k], j = freel[--nfree], f = (i64)(-code[i]) - 1;
             task[j] = i;
             sflow[j] = f;
             if (flow_start) flow_start[f] = t;
@@ -361,7 +362,7 @@ int flowsim_replay(i64 n, const double *dur, const double *release, const i64 *d
             i64 row = path_row ? path_row[f] : f;
             memcpy(ares + (i64)j * W, res + row * W, (size_t)W * sizeof(int));
             if (lat) {
-                slat[j] = lat[f]; /* read now, while flow_row[i] is in cache */
+                slat[j] = lat[f];
             } else {
                 double best;
                 path_figures(&hp, ares + (i64)j * W, W, bytes, slat + j, &best);

@@ -163,14 +163,15 @@ static int conn_grow(ConnTable *t) {
     return 0;
 }
 
-/* Flow tasks of a plan of n tasks, in task order: fl[f] the task of flow f, flow_row[i] = f for a flow
-   task and -1 for the others. With conn != NULL also the connection of every flow, as
+/* Flow tasks of a plan of n tasks, in task order: fl[f] the task of flow f, flow_row[i] (if not NULL) = f
+   for a flow task and -1 for the others, code[i] (if not NULL) the event loop's task code: dur[i] for a
+   compute task, -(f + 1) for the task of flow f. With conn != NULL also the connection of every flow, as
    ExecutionPlan.flow_connections numbers them (dense ids in order of first appearance of the key
    (gpu, dst, category, chan[label])), rep[c] the first flow of connection c and *nconn their number.
    Returns 0, or 3 when out of memory. */
 int flowsim_flows(i64 n, const signed char *kind, int flow_kind, const int *gpu, const int *dst,
                   const short *category, const int *label, const int *chan, i64 n_gpu, i64 n_cat, i64 n_chan,
-                  i64 *fl, int *flow_row, int *conn, i64 *rep, i64 *nconn) {
+                  i64 *fl, int *flow_row, int *conn, i64 *rep, i64 *nconn, const double *dur, double *code) {
     ConnTable t = {NULL, NULL, 1023, 0};
     if (conn) {
         t.key = (u64 *)calloc(1024, sizeof(u64));
@@ -179,9 +180,14 @@ int flowsim_flows(i64 n, const signed char *kind, int flow_kind, const int *gpu,
     }
     i64 f = 0, nc = 0;
     for (i64 i = 0; i < n; i++) {
-        if (kind[i] != flow_kind) { flow_row[i] = -1; continue; }
+        if (kind[i] != flow_kind) {
+            if (flow_row) flow_row[i] = -1;
+            if (code) code[i] = dur[i];
+            continue;
+        }
         fl[f] = i;
-        flow_row[i] = (int)f;
+        if (flow_row) flow_row[i] = (int)f;
+        if (code) code[i] = -(double)(f + 1);
         if (conn) {
             u64 key = (((u64)gpu[i] * (u64)n_gpu + (u64)dst[i]) * (u64)n_cat + (u64)category[i]) * (u64)n_chan
                       + (u64)chan[label[i]] + 1;

@@ -102,7 +102,7 @@ def load_kernel(required: bool = False) -> ctypes.CDLL | None:
         return None
     fn = lib.flowsim_replay
     fn.restype = ctypes.c_int
-    fn.argtypes = [_I, _P, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P, _P, _I, _P, _D, _C, _D, _D, _P, _P, _P, _P]
+    fn.argtypes = [_I, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P, _P, _I, _P, _D, _C, _D, _D, _P, _P, _P, _P]
     fn.argtypes += [_P, _P, _P, _P, _C, _P, _P, _P, _C, _C]
     _declare(
         lib.flowsim_route,
@@ -113,7 +113,7 @@ def load_kernel(required: bool = False) -> ctypes.CDLL | None:
     _declare(lib.flowsim_path_stats, None, [_I, _I, _P, _P, _P, _P, _P, _P, _P, _C, _P, _P, _P])
     _declare(lib.flowsim_successors, None, [_I, _P, _P, _P, _P, _P])
     _declare(lib.flowsim_count_flows, _I, [_I, _P, _C])
-    _declare(lib.flowsim_flows, _C, [_I, _P, _C, _P, _P, _P, _P, _P, _I, _I, _I, _P, _P, _P, _P, _P])
+    _declare(lib.flowsim_flows, _C, [_I, _P, _C, _P, _P, _P, _P, _P, _I, _I, _I, _P, _P, _P, _P, _P, _P, _P])
     _LIB = lib
     return lib
 
@@ -163,13 +163,20 @@ def _checked(out: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
     return out
 
 
+def _task_code(duration_s: np.ndarray, flow_row: np.ndarray | None) -> np.ndarray:
+    """The kernel's task codes: ``duration_s`` for compute tasks, ``-(flow row + 1)`` for flows."""
+    if flow_row is None:
+        raise SimulationError("replay_native needs flow_row or task_code")
+    return np.where(flow_row >= 0, -(flow_row.astype(np.float64) + 1.0), duration_s).astype(np.float64)
+
+
 def replay_native(
     lib: ctypes.CDLL,
     is_flow: np.ndarray | None,
     duration_s: np.ndarray,
     dep_ptr: np.ndarray,
     dep_idx: np.ndarray,
-    flow_row: np.ndarray,
+    flow_row: np.ndarray | None,
     size_bytes: np.ndarray,
     path_res: np.ndarray,
     latency_s: np.ndarray | None,
@@ -185,10 +192,14 @@ def replay_native(
     ideal_out: np.ndarray | None = None,
     flow_times_out: tuple[np.ndarray, np.ndarray] | None = None,
     flow_sizes: np.ndarray | None = None,
+    task_code: np.ndarray | None = None,
 ) -> EngineResult:
     """Same contract as :func:`hetero_ns3.analytic.engine.replay`, run in C.
 
-    The kernel tells flows by ``flow_row >= 0``; ``is_flow`` (which must agree) only gives n and may be None.
+    The kernel tells tasks apart by ``task_code`` (float64 per task: ``duration_s`` for a compute task,
+    ``-(f + 1)`` for the task of flow row ``f``; :func:`hetero_ns3.analytic.flows.plan_flows` makes it),
+    built here from ``flow_row`` (which may then be None) and ``duration_s`` when not given; ``is_flow``
+    (which must agree) is not used and may be None.
     ``keep_drain=False`` skips the per-task drain times (``drain_s`` is then None), one array of n floats less.
     ``path_row`` (int32 per flow row, optional): the row of ``path_res`` that flow row ``f`` takes (flows
     sharing a path share a row); without it flow row ``f`` takes row ``f``. ``successors``: the output of
@@ -202,7 +213,8 @@ def replay_native(
     the flows' bytes, read instead of ``size_bytes`` (which is per task), for locality.
     """
     t0 = time.perf_counter()
-    n = int(flow_row.shape[0] if is_flow is None else is_flow.shape[0])
+    code = _task_code(duration_s, flow_row) if task_code is None else np.ascontiguousarray(task_code, np.float64)
+    n = int(code.shape[0])
     if n >= 2**31 - 1:
         raise SimulationError(f"the plan has {n} tasks; the native event loop takes fewer than 2**31")
     prepared = successors_native(lib, dep_ptr, dep_idx) if successors is None else successors
@@ -211,12 +223,11 @@ def replay_native(
     if counters is not None and (counters.shape != (n,) or counters.dtype != np.float64):
         raise SimulationError("successors[2] must be the float64 start counters of successors_native")
     arrs = {
-        "dur": np.ascontiguousarray(duration_s, np.float64),
+        "code": code,
         "release": None if release_s is None else np.ascontiguousarray(release_s, np.float64),
         "dep_ptr": np.ascontiguousarray(dep_ptr, np.int64),
         "succ_ptr": np.ascontiguousarray(succ_ptr, np.uint32),
         "succ_idx": succ_idx,
-        "flow_row": np.ascontiguousarray(flow_row, np.int32),
         "size": np.ascontiguousarray(size_bytes if flow_sizes is None else flow_sizes, np.int64),
         "res": np.ascontiguousarray(path_res, np.int32),
         "path_row": None if path_row is None else np.ascontiguousarray(path_row, np.int32),
@@ -231,8 +242,8 @@ def replay_native(
     stats = np.zeros(8, np.int64)
     a = arrs
     rc = lib.flowsim_replay(
-        n, _ptr(a["dur"]), _ptr(a["release"]), _ptr(a["dep_ptr"]), _ptr(a["succ_ptr"]),
-        _ptr(a["succ_idx"]), _ptr(a["flow_row"]), _ptr(a["size"]), int(a["res"].shape[0]), int(a["res"].shape[1]),
+        n, _ptr(a["code"]), _ptr(a["release"]), _ptr(a["dep_ptr"]), _ptr(a["succ_ptr"]),
+        _ptr(a["succ_idx"]), _ptr(a["size"]), int(a["res"].shape[0]), int(a["res"].shape[1]),
         _ptr(a["res"]), _ptr(a["path_row"]), _ptr(a["lat"]), int(a["cap"].shape[0]), _ptr(a["cap"]), float(tolerance_s), int(incremental),
         REUSE_RTOL, LEVEL_RTOL, _ptr(start), _ptr(finish), _ptr(drain), _ptr(stats), *map(_ptr, hops[:4]), hops[4], _ptr(ideal_out), *fl_times, int(flow_sizes is not None), int(counters is not None),
     )  # fmt: skip

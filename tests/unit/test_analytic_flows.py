@@ -65,3 +65,16 @@ def test_native_replay_names_tasks_that_never_start(counters):
     assert len(prepared) == (3 if counters else 2)
     with pytest.raises(SimulationError, match=r"2 tasks never became ready \(first: task 1\)"):
         replay_native(lib, None, *args, *paths, successors=prepared)
+
+
+@native
+def test_task_codes_tell_flows_rows_and_durations_apart():
+    plan = random_plan(4)
+    lib = load_kernel(required=True)
+    ref = plan_flows(plan, True, lib)
+    coded = plan_flows(plan, True, lib, codes=True)
+    assert coded.row is None
+    np.testing.assert_array_equal(coded.connection, ref.connection)
+    want = np.where(ref.row >= 0, -(ref.row + 1.0), plan.duration_s)
+    np.testing.assert_array_equal(coded.code, want)
+    assert (coded.code[plan.kind != FLOW] >= 0).all()
