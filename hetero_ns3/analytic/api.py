@@ -15,6 +15,7 @@ from hetero_ns3.analytic.config import AnalyticConfig
 from hetero_ns3.analytic.engine import EngineResult, replay
 from hetero_ns3.analytic.flows import PlanFlows, plan_flows
 from hetero_ns3.analytic.native import load_kernel, replay_native, successors_native
+from hetero_ns3.analytic.prefault import populate
 from hetero_ns3.analytic.routes import FlowPaths, LinkArrays, link_arrays, route_connections, route_flows
 from hetero_ns3.dag import FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.errors import ScenarioError
@@ -145,8 +146,10 @@ def _route_plan(
     )
 
 
-def _name_columns(plan: ExecutionPlan, fl: np.ndarray) -> dict[str, object]:
-    """The flows table's columns that depend on the plan only (task, src, dst, category, label)."""
+def _name_columns(plan: ExecutionPlan, fl: np.ndarray, fresh: Sequence[np.ndarray] = ()) -> dict[str, object]:
+    """The flows table's columns that depend on the plan only (task, src, dst, category, label); also
+    faults in the pages of the ``fresh`` arrays (:func:`~hetero_ns3.analytic.prefault.populate`)."""
+    populate(fresh)
     return {
         "task": fl.copy(),
         "src": _strings(plan.gpus, plan.gpu[fl]),
@@ -182,13 +185,14 @@ def simulate_plan(
         paths = _route_plan(graph, plan, flows, size, links, config, seed, routes, lib)
         t_route = time.perf_counter() - t0
         successors = None if succ is None else succ.result()
-        names = pool.submit(_name_columns, plan, flows.task)
+        fct = np.empty(flows.task.shape[0])
+        names = pool.submit(_name_columns, plan, flows.task, (fct,))
         out, engine, times = _replay_plan(lib, config, plan, flows, size, paths, links, successors)
         columns = names.result()
     fl = flows.task
     flow_start, flow_finish, ideal = times
     columns.update(id=fl, size_bytes=size, start_s=flow_start, finish_s=flow_finish)
-    columns.update(fct_s=flow_finish - flow_start, ideal_fct_s=ideal)
+    columns.update(fct_s=np.subtract(flow_finish, flow_start, out=fct), ideal_fct_s=ideal)
     flows_df = pd.DataFrame({k: columns[k] for k in _FLOW_TABLE}, copy=False)  # fresh arrays: no copy
     s = out.stats
     stats = AnalyticStats(

@@ -22,6 +22,7 @@ import numpy as np
 from hetero_ns3.analytic.engine import REUSE_RTOL, EngineResult, EngineStats
 from hetero_ns3.analytic.kernel_c import SOURCE
 from hetero_ns3.analytic.maxmin import LEVEL_RTOL
+from hetero_ns3.analytic.prefault import populating
 from hetero_ns3.analytic.routes import LinkArrays
 from hetero_ns3.errors import NativeBuildError, SimulationError
 
@@ -241,12 +242,13 @@ def replay_native(
     drain = np.empty(n) if keep_drain else None
     stats = np.zeros(8, np.int64)
     a = arrs
-    rc = lib.flowsim_replay(
-        n, _ptr(a["code"]), _ptr(a["release"]), _ptr(a["dep_ptr"]), _ptr(a["succ_ptr"]),
-        _ptr(a["succ_idx"]), _ptr(a["size"]), int(a["res"].shape[0]), int(a["res"].shape[1]),
-        _ptr(a["res"]), _ptr(a["path_row"]), _ptr(a["lat"]), int(a["cap"].shape[0]), _ptr(a["cap"]), float(tolerance_s), int(incremental),
-        REUSE_RTOL, LEVEL_RTOL, _ptr(start), _ptr(finish), _ptr(drain), _ptr(stats), *map(_ptr, hops[:4]), hops[4], _ptr(ideal_out), *fl_times, int(flow_sizes is not None), int(counters is not None),
-    )  # fmt: skip
+    with populating([finish, drain, ideal_out, *(flow_times_out or ())]):  # faults on the other core
+        rc = lib.flowsim_replay(
+            n, _ptr(a["code"]), _ptr(a["release"]), _ptr(a["dep_ptr"]), _ptr(a["succ_ptr"]),
+            _ptr(a["succ_idx"]), _ptr(a["size"]), int(a["res"].shape[0]), int(a["res"].shape[1]),
+            _ptr(a["res"]), _ptr(a["path_row"]), _ptr(a["lat"]), int(a["cap"].shape[0]), _ptr(a["cap"]), float(tolerance_s), int(incremental),
+            REUSE_RTOL, LEVEL_RTOL, _ptr(start), _ptr(finish), _ptr(drain), _ptr(stats), *map(_ptr, hops[:4]), hops[4], _ptr(ideal_out), *fl_times, int(flow_sizes is not None), int(counters is not None),
+        )  # fmt: skip
     if rc == 1:
         stuck = np.flatnonzero(np.isnan(finish))
         raise SimulationError(f"{stuck.size} tasks never became ready (first: task {int(stuck[0])})")
