@@ -16,7 +16,15 @@ from hetero_ns3.analytic.engine import EngineResult, replay
 from hetero_ns3.analytic.flows import PlanFlows, plan_flows
 from hetero_ns3.analytic.native import load_kernel, replay_native, successors_native
 from hetero_ns3.analytic.prefault import populate
-from hetero_ns3.analytic.routes import FlowPaths, LinkArrays, link_arrays, route_connections, route_flows
+from hetero_ns3.analytic.routes import (
+    FlowPaths,
+    LinkArrays,
+    NextHopTable,
+    link_arrays,
+    resolve_next_hops,
+    route_connections,
+    route_flows,
+)
 from hetero_ns3.dag import FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.netgraph import HOST, NetGraph
@@ -127,7 +135,7 @@ def _route_plan(
     links: LinkArrays,
     config: AnalyticConfig,
     seed: int,
-    routes: Routes | None,
+    routes: NextHopTable,
     lib: ctypes.CDLL | None,
 ) -> FlowPaths:
     """Paths of the plan's flows (``size``: their bytes): one walk per connection (``flows.connection``),
@@ -172,17 +180,20 @@ def simulate_plan(
     "connection"`` all flows of one connection (:meth:`~hetero_ns3.dag.ExecutionPlan.flow_connections`)
     take one path. ``routes`` (optional) are
     precomputed next-hop tables (:func:`hetero_ns3.netgraph.routing_tables`) to reuse across runs.
-    A second thread reverses the dependency lists while the flows are routed, and builds the name
-    columns of the flows table while the event loop runs (C and numpy calls that release the GIL).
+    Two more threads reverse the dependency lists and number the flows (C passes, which release the
+    GIL) while the routing tables are searched (Python), and one builds the name columns of the flows
+    table while the event loop runs.
     """
     t0 = time.perf_counter()
     lib = _kernel(config)
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    with ThreadPoolExecutor(max_workers=2) as pool:
         succ = None if lib is None else pool.submit(successors_native, lib, plan.dep_ptr, plan.dep_idx, True)
-        flows = plan_flows(plan, config.ecmp_key == "connection", lib, codes=lib is not None)
+        flows_job = pool.submit(plan_flows, plan, config.ecmp_key == "connection", lib, codes=lib is not None)
+        table = resolve_next_hops(graph, routes)  # Python searches (GIL) while the two C passes run
+        flows = flows_job.result()
         links = link_arrays(graph, config)
         size = plan.size_bytes[flows.task]
-        paths = _route_plan(graph, plan, flows, size, links, config, seed, routes, lib)
+        paths = _route_plan(graph, plan, flows, size, links, config, seed, table, lib)
         t_route = time.perf_counter() - t0
         successors = None if succ is None else succ.result()
         fct = np.empty(flows.task.shape[0])

@@ -387,7 +387,7 @@ def route_flows(
     size_bytes: np.ndarray,
     config: AnalyticConfig,
     seed: int = 0,
-    routes: Mapping[int, Sequence[Sequence[int]]] | None = None,
+    routes: Mapping[int, Sequence[Sequence[int]]] | NextHopTable | None = None,
     lib: ctypes.CDLL | None = None,
     connection: np.ndarray | None = None,
 ) -> FlowPaths:
@@ -406,7 +406,7 @@ def route_flows(
     if f == 0:
         z = np.zeros(0)
         return FlowPaths(np.full((0, 4), pad, np.int32), np.zeros(0, np.int32), z, z, np.zeros(pad + 1))
-    table = _table(graph, routes)
+    table = resolve_next_hops(graph, routes)
     src = np.ascontiguousarray(src, np.int64)
     dst = np.ascontiguousarray(dst, np.int64)
     packet = config.ecmp_hash == "packet"
@@ -419,7 +419,10 @@ def route_flows(
     return FlowPaths(res, hops, *_path_stats(lib, res, size_bytes, links, config.store_and_forward))
 
 
-def _table(graph: NetGraph, routes: Mapping[int, Sequence[Sequence[int]]] | NextHopTable | None) -> NextHopTable:
+def resolve_next_hops(
+    graph: NetGraph, routes: Mapping[int, Sequence[Sequence[int]]] | NextHopTable | None
+) -> NextHopTable:
+    """The next-hop table to walk: ``routes`` packed (or as given when already a table), else the graph's."""
     if isinstance(routes, NextHopTable):
         return routes
     return graph_next_hop_table(graph) if routes is None else next_hop_table(routes, len(graph.nodes))
@@ -447,7 +450,7 @@ def route_connections(
     src = np.ascontiguousarray(src, np.int64)
     dst = np.ascontiguousarray(dst, np.int64)
     packet = config.ecmp_hash == "packet"
-    res, hops = _walk(graph, _table(graph, routes), links, src, dst, key, packet, seed, lib)
+    res, hops = _walk(graph, resolve_next_hops(graph, routes), links, src, dst, key, packet, seed, lib)
     if not figures and res.shape[1] <= 128:  # (the native loop's limit; longer paths get figures here)
         rows = np.ascontiguousarray(rows, np.int32)
         return FlowPaths(res, hops, None, None, _shared_bytes(res, rows, size_bytes, links), row=rows)
