@@ -86,6 +86,10 @@ int flowsim_replay(i64 n, const double *code, const double *release, const i64 *
     const i64 pad = nres - 1;
     const double inf = INFINITY;
     const Hops hp = {delay, payload, overhead, rate_bps, cap, saf};
+    /* A member of a resource's list is (slot << hb) | hop: its own entry of mpos, found without a scan. */
+    int hb = 0;
+    while (((i64)1 << hb) < W) hb++;
+    const i64 hmask = ((i64)1 << hb) - 1;
     int ok = 1, rc = 0;
     Dag d;
     memset(&d, 0, sizeof d);
@@ -188,7 +192,7 @@ int flowsim_replay(i64 n, const double *code, const double *release, const i64 *
                     mcap[r] = c2;
                 }
                 mpos[j * W + h] = mlen[r];
-                mem[r][mlen[r]++] = j;
+                mem[r][mlen[r]++] = (j << hb) | h;
             }
             dirty = 1;
         }
@@ -230,7 +234,7 @@ int flowsim_replay(i64 n, const double *code, const double *release, const i64 *
                     i64 r = queue[qh++];
                     const i64 *m = mem[r];
                     for (i64 k = 0; k < mlen[r]; k++) {
-                        i64 j = m[k];
+                        i64 j = m[k] >> hb;
                         if (fvis[j] == vid || (!isnew[j] && rate[j] < thr)) continue;
                         fvis[j] = vid;
                         live[nl++] = j;
@@ -345,11 +349,9 @@ int flowsim_replay(i64 n, const double *code, const double *release, const i64 *
                     i64 r = p[h];
                     add_seed(seeds, &ns, sstamp, sid, r);
                     i64 k = mpos[j * W + h], last = mem[r][--mlen[r]];
-                    if (last != j) {
+                    if (last != ((j << hb) | h)) { /* move the list's last member into the hole */
                         mem[r][k] = last;
-                        const int *pl = ares + last * W;
-                        for (i64 h2 = 0; h2 < W; h2++)
-                            if (pl[h2] == r) { mpos[last * W + h2] = k; break; }
+                        mpos[(last >> hb) * W + (last & hmask)] = k;
                     }
                     load[r] -= rate[j];
                     if (--nrated[r] == 0) load[r] = 0.0; /* no drift on idle resources */
