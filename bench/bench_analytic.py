@@ -39,8 +39,9 @@ import time
 import numpy as np
 
 from hetero_ns3.analytic import simulate_plan
-from hetero_ns3.dag import ExecutionPlan, PlanBuilder, critical_path_s
+from hetero_ns3.dag import ExecutionPlan, critical_path_s
 from hetero_ns3.netgraph import NetGraph, routing_tables
+from hetero_ns3.plan_builder import PlanBuilder
 from hetero_ns3.topology import leaf_spine
 
 FABRIC = {128: (8, 16, 16), 1024: (32, 32, 32), 8192: (128, 64, 64)}  # leaves, spines, hosts per leaf

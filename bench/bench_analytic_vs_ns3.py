@@ -23,8 +23,9 @@ import time
 import numpy as np
 
 from hetero_ns3.analytic import AnalyticConfig, simulate_plan
-from hetero_ns3.dag import ExecutionPlan, PlanBuilder
+from hetero_ns3.dag import ExecutionPlan
 from hetero_ns3.netgraph import NetGraph
+from hetero_ns3.plan_builder import PlanBuilder
 from hetero_ns3.topology import leaf_spine, star
 
 

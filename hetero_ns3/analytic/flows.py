@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetero_ns3.dag import FLOW, ExecutionPlan, _label_channel
+from hetero_ns3.dag import FLOW, ExecutionPlan, label_channel
 from hetero_ns3.errors import SimulationError
 
 
@@ -36,7 +36,7 @@ class PlanFlows:
 
 def label_channels(labels: tuple[str, ...]) -> np.ndarray:
     """int32 per label: its ``ch<c>`` channel (0 without one), as ``flow_connections`` reads it."""
-    return np.fromiter(map(_label_channel, labels), np.int32, len(labels)) if labels else np.zeros(1, np.int32)
+    return np.fromiter(map(label_channel, labels), np.int32, len(labels)) if labels else np.zeros(1, np.int32)
 
 
 def plan_flows(

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, busbw_factor, plan_collective
-from hetero_ns3.dag import PlanBuilder
+from hetero_ns3.plan_builder import PlanBuilder
 from hetero_ns3.topology import star
 
 pytestmark = pytest.mark.ns3

@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
-from hetero_ns3.dag import FLOW, PlanBuilder, critical_path_s
+from hetero_ns3.dag import FLOW, critical_path_s
+from hetero_ns3.plan_builder import PlanBuilder
 from hetero_ns3.topology import resolve_topology
 
 pytestmark = pytest.mark.ns3

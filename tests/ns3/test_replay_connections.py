@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from hetero_ns3.cosim.iterations import repeat_plan
-from hetero_ns3.dag import PlanBuilder
 from hetero_ns3.netgraph import GraphLink, GraphNode, make_graph
 from hetero_ns3.network.config import CcConfig, NetworkConfig, RoutingConfig
+from hetero_ns3.plan_builder import PlanBuilder
 from hetero_ns3.topology import resolve_topology
 
 pytestmark = pytest.mark.ns3

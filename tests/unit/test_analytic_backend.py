@@ -5,9 +5,10 @@ import pandas as pd
 import pytest
 
 from hetero_ns3.analytic import AnalyticConfig, Framing, simulate_flows, simulate_plan
-from hetero_ns3.dag import PlanBuilder, critical_path_s
+from hetero_ns3.dag import critical_path_s
 from hetero_ns3.errors import ScenarioError, SimulationError
 from hetero_ns3.netgraph import HOST, SWITCH, GraphLink, GraphNode, make_graph
+from hetero_ns3.plan_builder import PlanBuilder
 from hetero_ns3.topology import leaf_spine, star
 
 ENGINES = ["native", "numpy"]

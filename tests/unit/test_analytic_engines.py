@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from hetero_ns3.analytic import AnalyticConfig, simulate_flows, simulate_plan
-from hetero_ns3.dag import FLOW, PlanBuilder
+from hetero_ns3.dag import FLOW
+from hetero_ns3.plan_builder import PlanBuilder
 from hetero_ns3.topology import leaf_spine
 
 

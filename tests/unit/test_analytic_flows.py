@@ -9,8 +9,9 @@ import pytest
 
 from hetero_ns3.analytic.flows import plan_flows
 from hetero_ns3.analytic.native import load_kernel, replay_native, successors_native
-from hetero_ns3.dag import FLOW, PlanBuilder
+from hetero_ns3.dag import FLOW
 from hetero_ns3.errors import SimulationError
+from hetero_ns3.plan_builder import PlanBuilder
 
 native = pytest.mark.skipif(load_kernel() is None, reason="no C compiler for the analytic kernel")
 

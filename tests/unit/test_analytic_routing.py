@@ -20,9 +20,10 @@ from hetero_ns3.analytic.routes import (
     packet_backend_hash,
     route_flows,
 )
-from hetero_ns3.dag import ExecutionPlan, PlanBuilder
+from hetero_ns3.dag import ExecutionPlan
 from hetero_ns3.errors import SimulationError
 from hetero_ns3.netgraph import GraphLink, GraphNode, NetGraph, make_graph, routing_tables
+from hetero_ns3.plan_builder import PlanBuilder
 from hetero_ns3.topology import build_graph, leaf_spine, load_cluster
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"

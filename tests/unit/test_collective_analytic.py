@@ -8,7 +8,7 @@ import pytest
 from hetero_ns3.analytic import AnalyticConfig, simulate_plan
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, busbw_factor, estimate_plan, plan_collective
 from hetero_ns3.collectives.testbeds import rail_cluster
-from hetero_ns3.dag import PlanBuilder
+from hetero_ns3.plan_builder import PlanBuilder
 from hetero_ns3.topology import star
 
 CONFIG = AnalyticConfig()  # framing as the packet backend's NIC

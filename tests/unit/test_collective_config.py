@@ -9,8 +9,8 @@ import pytest
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, get_algorithm, load_tuning, plan_collective
 from hetero_ns3.collectives.schedules import schedule_from_dict
 from hetero_ns3.collectives.tuning import default_tuning_path, tuning_from_dict
-from hetero_ns3.dag import PlanBuilder
 from hetero_ns3.errors import PlanningError, ScenarioError
+from hetero_ns3.plan_builder import PlanBuilder
 from hetero_ns3.topology import star
 
 

@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
 
-from hetero_ns3.dag import FLOW, PlanBuilder, critical_path_s
+from hetero_ns3.dag import FLOW, critical_path_s
 from hetero_ns3.errors import PlanningError
+from hetero_ns3.plan_builder import PlanBuilder
 
 
 def test_streams_serialize_compute_and_flows_run_concurrently():

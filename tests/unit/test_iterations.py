@@ -15,8 +15,9 @@ import pytest
 from hetero_ns3.analytic import simulate_plan
 from hetero_ns3.cosim.iterations import boundary_deps, repeat_plan
 from hetero_ns3.cosim.runner import load_run_cluster, lower_scenario, run_scenario
-from hetero_ns3.dag import COMPUTE, FLOW, PlanBuilder, critical_path_s
+from hetero_ns3.dag import COMPUTE, FLOW, critical_path_s
 from hetero_ns3.errors import PlanningError, ScenarioError
+from hetero_ns3.plan_builder import PlanBuilder
 from hetero_ns3.results import GpuMeta, load_run, summarize
 from hetero_ns3.results.breakdown import TERMS
 from hetero_ns3.scenario.loader import load_scenario, scenario_from_dict

@@ -18,8 +18,9 @@ from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collectiv
 from hetero_ns3.collectives.templates import CallTemplates
 from hetero_ns3.collectives.testbeds import rail_cluster
 from hetero_ns3.cosim.runner import load_run_cluster, lower_scenario
-from hetero_ns3.dag import COMM_STREAM, ExecutionPlan, PlanBuilder
+from hetero_ns3.dag import COMM_STREAM, ExecutionPlan
 from hetero_ns3.errors import PlanningError
+from hetero_ns3.plan_builder import PlanBuilder
 from hetero_ns3.scenario.loader import load_scenario, scenario_from_dict
 from hetero_ns3.topology import build_graph
 

@@ -11,7 +11,7 @@ import pytest
 from hetero_ns3.analytic import simulate_plan
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
 from hetero_ns3.collectives.testbeds import rail_cluster
-from hetero_ns3.dag import PlanBuilder
+from hetero_ns3.plan_builder import PlanBuilder
 from hetero_ns3.results import GpuMeta, summarize, write_run
 
 

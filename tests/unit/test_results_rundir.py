@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hetero_ns3.dag import FLOW, PlanBuilder, TaskTimes, critical_path_s
+from hetero_ns3.dag import FLOW, TaskTimes, critical_path_s
+from hetero_ns3.plan_builder import PlanBuilder
 from hetero_ns3.results import (
     GpuMeta,
     atomic,

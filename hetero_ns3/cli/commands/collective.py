@@ -24,9 +24,10 @@ from hetero_ns3.collectives import (
     normalize_op,
     plan_collective,
 )
-from hetero_ns3.dag import ExecutionPlan, PlanBuilder
+from hetero_ns3.dag import ExecutionPlan
 from hetero_ns3.errors import ScenarioError, SimulationError, field_error
 from hetero_ns3.netgraph import NetGraph
+from hetero_ns3.plan_builder import PlanBuilder
 from hetero_ns3.units import parse_rate, parse_size, parse_time
 
 NAME = "collective"
