@@ -37,6 +37,9 @@ FLOW = 1
 #: (:meth:`ExecutionPlan.flow_connections`, NCCL's persistent queue pairs) or the flow task itself.
 ECMP_KEYS: tuple[str, ...] = ("connection", "flow")
 
+#: Tasks per block in :meth:`ExecutionPlan.validate`'s dependency check.
+_VALIDATE_BLOCK = 1 << 20
+
 #: Conventional stream ids. Collectives may use further ids (>= COMM_STREAM) per channel.
 COMPUTE_STREAM = 0
 COMM_STREAM = 1
@@ -121,11 +124,16 @@ class ExecutionPlan:
                 raise PlanningError(f"ExecutionPlan.{name} has shape {getattr(self, name).shape}, expected ({n},)")
         if self.dep_ptr.shape != (n + 1,) or self.dep_ptr[0] != 0 or self.dep_ptr[-1] != len(self.dep_idx):
             raise PlanningError("ExecutionPlan.dep_ptr is not a valid CSR index")
-        owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.dep_ptr))
-        bad = np.nonzero((self.dep_idx >= owner) | (self.dep_idx < 0))[0]
-        if bad.size:
-            i = int(owner[bad[0]])
-            raise PlanningError(f"task {i} depends on task {int(self.dep_idx[bad[0]])}: deps must be earlier tasks")
+        # In blocks of tasks, so that the temporaries stay small next to plans of 10^8 tasks.
+        for lo in range(0, n, _VALIDATE_BLOCK):
+            hi = min(n, lo + _VALIDATE_BLOCK)
+            ptr = self.dep_ptr[lo : hi + 1]
+            owner = np.repeat(np.arange(lo, hi, dtype=np.int64), np.diff(ptr))
+            dep = self.dep_idx[ptr[0] : ptr[-1]]
+            bad = np.flatnonzero((dep >= owner) | (dep < 0))
+            if bad.size:
+                i = int(owner[bad[0]])
+                raise PlanningError(f"task {i} depends on task {int(dep[bad[0]])}: deps must be earlier tasks")
         flows = self.kind == FLOW
         if np.any((self.gpu < 0) | (self.gpu >= len(self.gpus))):
             raise PlanningError("a task names a GPU index outside ExecutionPlan.gpus")

@@ -151,6 +151,21 @@ def _lower(
     reuse: bool,
 ) -> Lowered:
     """:func:`lower_workload` with its defaults resolved."""
+    builder, op_exit, choices, n_coll = _emit(workload, env, slowdown, overrides, priority, reuse)
+    # The emission's per-op lists and templates are freed by now, before the plan is frozen and
+    # validated (which needs temporaries of its own): a lower peak than building inside _emit.
+    return Lowered(builder.build(copy=False), op_exit, choices, n_coll)  # the builder is dropped here
+
+
+def _emit(
+    workload: Workload,
+    env: CollectiveEnv,
+    slowdown: Mapping[str, float],
+    overrides: Mapping[str, CollectiveOverride],
+    priority: Mapping[str, int],
+    reuse: bool,
+) -> tuple[PlanBuilder, dict[int, tuple[int, ...]], dict[str, int], int]:
+    """Emit every task into a builder; return it with each op's exit tasks, the algorithm choices and the call count."""
     templates = CallTemplates() if reuse else None
     prio = {**DEFAULT_PRIORITY, **priority}
     gpu_of = [slot.gpu for slot in workload.ranks]
@@ -223,5 +238,4 @@ def _lower(
                 heappush(heap, s)
     if emitted != len(indeg):
         raise PlanningError(f"workload has a dependency cycle: {len(indeg) - emitted} ops/instances never became ready")
-    op_exit = dict(zip(table.ids.tolist(), exit_of, strict=True))
-    return Lowered(builder.build(copy=False), op_exit, choices, n_coll)  # the builder is dropped here
+    return builder, dict(zip(table.ids.tolist(), exit_of, strict=True)), choices, n_coll

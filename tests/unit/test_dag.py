@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from hetero_ns3 import dag
 from hetero_ns3.dag import FLOW, critical_path_s
 from hetero_ns3.errors import PlanningError
 from hetero_ns3.plan_builder import PlanBuilder
@@ -41,6 +42,25 @@ def test_validate_catches_cycles_in_raw_arrays():
     plan = b.build()
     object.__setattr__(plan, "dep_idx", np.asarray([1], dtype=np.int32))
     with pytest.raises(PlanningError, match="earlier"):
+        plan.validate()
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 1 << 20])
+def test_validate_names_the_first_bad_dependency_whatever_the_block_size(monkeypatch, block):
+    monkeypatch.setattr(dag, "_VALIDATE_BLOCK", block)
+    b = PlanBuilder(["a", "b"])
+    ids = [b.add_compute("a" if i % 2 else "b", 1.0) for i in range(7)]
+    b.add_flow("a", "b", 10, deps=ids[:3])
+    plan = b.build()
+    plan.validate()  # a valid plan passes in any block size
+    idx = plan.dep_idx.copy()
+    idx[plan.dep_ptr[5]] = 6  # task 5 depends on the later task 6
+    idx[plan.dep_ptr[7] + 1] = -1  # and the flow on task -1
+    object.__setattr__(plan, "dep_idx", idx)
+    with pytest.raises(PlanningError, match=r"^task 5 depends on task 6: deps must be earlier tasks$"):
+        plan.validate()
+    idx[plan.dep_ptr[5]] = 3
+    with pytest.raises(PlanningError, match=r"^task 7 depends on task -1: "):
         plan.validate()
 
 
