@@ -139,22 +139,10 @@ def lower_workload(
     if reuse is None:
         reuse = os.environ.get("HETERO_NS3_PLAN_REUSE", "1") != "0"
     with gc_paused():  # millions of small, acyclic objects: collections would find nothing to free
-        return _lower(workload, env, slowdown or {}, overrides or {}, priority or {}, reuse)
-
-
-def _lower(
-    workload: Workload,
-    env: CollectiveEnv,
-    slowdown: Mapping[str, float],
-    overrides: Mapping[str, CollectiveOverride],
-    priority: Mapping[str, int],
-    reuse: bool,
-) -> Lowered:
-    """:func:`lower_workload` with its defaults resolved."""
-    builder, op_exit, choices, n_coll = _emit(workload, env, slowdown, overrides, priority, reuse)
-    # The emission's per-op lists and templates are freed by now, before the plan is frozen and
-    # validated (which needs temporaries of its own): a lower peak than building inside _emit.
-    return Lowered(builder.build(copy=False), op_exit, choices, n_coll)  # the builder is dropped here
+        builder, op_exit, choices, n_coll = _emit(workload, env, slowdown or {}, overrides or {}, priority or {}, reuse)
+        # The emission's per-op lists and templates are freed by now, before the plan is frozen and
+        # validated (which needs temporaries of its own): a lower peak than building inside _emit.
+        return Lowered(builder.build(copy=False), op_exit, choices, n_coll)  # the builder is dropped here
 
 
 def _emit(
@@ -165,7 +153,8 @@ def _emit(
     priority: Mapping[str, int],
     reuse: bool,
 ) -> tuple[PlanBuilder, dict[int, tuple[int, ...]], dict[str, int], int]:
-    """Emit every task into a builder; return it with each op's exit tasks, the algorithm choices and the call count."""
+    """Emit every task into a builder (:func:`lower_workload`'s defaults resolved); return it with each
+    op's exit tasks, the algorithm choices and the call count."""
     templates = CallTemplates() if reuse else None
     prio = {**DEFAULT_PRIORITY, **priority}
     gpu_of = [slot.gpu for slot in workload.ranks]
