@@ -6,7 +6,9 @@ compute tasks are scheduled delays, flow tasks are RDMA queue pairs of ``ns3::Rd
 the simulated intra-node fabric and network. No Python runs per packet, per flow or per task.
 
 Python regains control only between slices of simulated time (to report progress), and reads the
-per-task start/finish times and per-flow records back as arrays at the end.
+per-task start/finish times and per-flow records back as arrays at the end. The calls go through
+the module's C ABI (:mod:`hetero_ns3.network.capi`; no ``import ns``), or through cppyy with
+``engine="cppyy"`` (same results bit for bit).
 """
 
 from __future__ import annotations
@@ -22,9 +24,8 @@ import pandas as pd
 from hetero_ns3.dag import FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.errors import ScenarioError, SimulationError, field_error
 from hetero_ns3.netgraph import NetGraph
-from hetero_ns3.network import ns3env
 from hetero_ns3.network.config import NetworkConfig
-from hetero_ns3.network.roce import open_network, ports_frame, vector_to_numpy
+from hetero_ns3.network.roce import network_session, ports_frame
 
 #: ``progress(sim_time_s, tasks_done, tasks_total)`` called between slices of simulated time.
 ProgressFn = Callable[[float, int, int], None]
@@ -59,13 +60,6 @@ class ReplayResult:
     sim_time_s: float
 
 
-def _replay_class() -> Any:
-    ns3env.load_module()
-    cp = ns3env.cppyy()
-    cp.include("dag-replay.h")
-    return cp.gbl.ns3
-
-
 def _link_index(graph: NetGraph, a: str, b: str) -> int:
     for li, lk in enumerate(graph.links):
         if {lk.a, lk.b} == {a, b}:
@@ -90,6 +84,7 @@ def run_plan(
     progress: ProgressFn | None = None,
     progress_every_s: float = 0.5,
     stall_limit_s: float = 60.0,
+    engine: str = "capi",
 ) -> ReplayResult:
     """Replay ``plan`` on ``graph`` with the native RoCE network; return per-task times and flow records.
 
@@ -100,58 +95,60 @@ def run_plan(
     A run that makes no progress for ``stall_limit_s`` simulated seconds stops and is reported as
     incomplete (``completed=False``) rather than hanging. Ctrl-C (or a ``progress`` callback raising
     KeyboardInterrupt) stops it between slices with ``interrupted=True`` and the partial times.
+    ``engine``: ``capi`` (the C ABI, no ns-3 import) or ``cppyy``; both give the same results.
     """
     plan.validate()
     n = len(plan)
     gpu_nodes = _gpu_nodes(graph, plan)
-    ns = _replay_class()
     t0 = time.perf_counter()
-    with open_network(graph, config, seed) as (sim, net):
+    with network_session(graph, config, seed, engine) as (eng, net):
         for i, f in enumerate(link_faults):
             if not 0.0 <= f.rate_factor <= 1.0:
                 raise field_error(f"faults.links[{i}].rate_factor", f.rate_factor, "must be in [0, 1]; 0 = link down")
             li = _link_index(graph, f.a, f.b)
-            at = sim.Seconds(float(f.at_s))
             if f.rate_factor == 0.0:
-                net.SetLinkUp(li, False, at)
+                net.set_link_up(li, False, float(f.at_s))
             else:
-                net.SetLinkRate(li, graph.links[li].rate_bps * f.rate_factor, at)
-        replay = ns.CreateObject[ns.DagReplay]()
-        replay.SetNetwork(net)
-        kind = np.ascontiguousarray(plan.kind, dtype=np.uint8)
-        gpu = np.ascontiguousarray(plan.gpu, dtype=np.int32)
-        dst = np.ascontiguousarray(plan.dst, dtype=np.int32)
-        size = np.ascontiguousarray(plan.size_bytes, dtype=np.int64)
-        dur = np.ascontiguousarray(plan.duration_s, dtype=np.float64)
-        prio = np.ascontiguousarray(plan.priority, dtype=np.uint8)
-        dep_ptr = np.ascontiguousarray(plan.dep_ptr, dtype=np.int64)
+                net.set_link_rate(li, graph.links[li].rate_bps * f.rate_factor, float(f.at_s))
+        replay = eng.replay(net)
         dep_idx = np.ascontiguousarray(plan.dep_idx, dtype=np.int32)
         if dep_idx.size == 0:
             dep_idx = np.zeros(1, dtype=np.int32)  # a valid pointer for C++; never read
-        replay.SetTasks(n, kind, gpu, dst, size, dur, prio, dep_ptr, dep_idx, gpu_nodes, len(gpu_nodes))
-        if (config or NetworkConfig()).routing.ecmp_key == "connection" and n > 0:
-            connections = np.ascontiguousarray(plan.flow_connections(), dtype=np.int64)
-            replay.SetConnections(connections, n)
-        ev0 = int(sim.Simulator.GetEventCount())
-        interrupted = False
+        arrays = (
+            np.ascontiguousarray(plan.kind, dtype=np.uint8),
+            np.ascontiguousarray(plan.gpu, dtype=np.int32),
+            np.ascontiguousarray(plan.dst, dtype=np.int32),
+            np.ascontiguousarray(plan.size_bytes, dtype=np.int64),
+            np.ascontiguousarray(plan.duration_s, dtype=np.float64),
+            np.ascontiguousarray(plan.priority, dtype=np.uint8),
+            np.ascontiguousarray(plan.dep_ptr, dtype=np.int64),
+            dep_idx,
+        )
         try:
-            replay.Start()
-            _drive(sim, replay, n, progress, progress_every_s, stall_limit_s)
-        except KeyboardInterrupt:
-            interrupted = True  # keep what finished; the caller decides what to do with it
-        except SimulationError:
-            raise
-        except Exception as exc:  # pragma: no cover - C++ aborts surface here
-            raise SimulationError(f"packet-level replay failed: {exc}") from exc
-        events = int(sim.Simulator.GetEventCount()) - ev0
-        sim_time = float(sim.Simulator.Now().GetSeconds())
-        start = vector_to_numpy(replay.GetStartTimes(), np.float64)
-        finish = vector_to_numpy(replay.GetFinishTimes(), np.float64)
-        flow_of_task = vector_to_numpy(replay.GetFlowIds(), np.int64)
-        flows = _flows_frame(graph, plan, net, flow_of_task, start)
-        ports = ports_frame(graph, net)
-        done = int(replay.GetNCompleted())
-        replay.Dispose()
+            replay.set_tasks(n, arrays, gpu_nodes)
+            if (config or NetworkConfig()).routing.ecmp_key == "connection" and n > 0:
+                replay.set_connections(np.ascontiguousarray(plan.flow_connections(), dtype=np.int64))
+            ev0 = eng.event_count()
+            interrupted = False
+            try:
+                replay.start()
+                _drive(eng, replay, n, progress, progress_every_s, stall_limit_s)
+            except KeyboardInterrupt:
+                interrupted = True  # keep what finished; the caller decides what to do with it
+            except SimulationError:
+                raise
+            except Exception as exc:  # pragma: no cover - C++ aborts surface here
+                raise SimulationError(f"packet-level replay failed: {exc}") from exc
+            events = eng.event_count() - ev0
+            sim_time = eng.now_s()
+            start = replay.read("start")
+            finish = replay.read("finish")
+            flow_of_task = replay.read("flow_ids")
+            flows = _flows_frame(graph, plan, net, flow_of_task, start)
+            ports = ports_frame(graph, net)
+            done = replay.completed()
+        finally:
+            replay.free()
     start[start < 0] = np.nan
     finish[finish < 0] = np.nan
     return ReplayResult(
@@ -159,16 +156,15 @@ def run_plan(
     )
 
 
-def _drive(sim: Any, replay: Any, n: int, progress: ProgressFn | None, every_s: float, stall_s: float) -> None:
+def _drive(eng: Any, replay: Any, n: int, progress: ProgressFn | None, every_s: float, stall_s: float) -> None:
     """Run the simulator in slices of simulated time until every task is done or nothing is left."""
     step = 1e-4  # simulated seconds per slice; adapted so a slice takes about ``every_s`` wall seconds
     last_done, last_change = -1, 0.0
     while True:
         w0 = time.perf_counter()
-        sim.Simulator.Stop(sim.Seconds(step))
-        sim.Simulator.Run()
-        done = int(replay.GetNCompleted())
-        now = float(sim.Simulator.Now().GetSeconds())
+        eng.run_for(step)
+        done = replay.completed()
+        now = eng.now_s()
         # (Simulator::IsFinished() is true after every Stop, so it cannot tell an empty queue.)
         if done >= n:
             break
@@ -181,7 +177,7 @@ def _drive(sim: Any, replay: Any, n: int, progress: ProgressFn | None, every_s: 
         wall = time.perf_counter() - w0
         step = min(step * 4, max(step / 4, step * every_s / max(wall, 1e-6)))
     if progress is not None:
-        progress(float(sim.Simulator.Now().GetSeconds()), int(replay.GetNCompleted()), n)
+        progress(eng.now_s(), replay.completed(), n)
 
 
 def _flows_frame(
@@ -189,9 +185,9 @@ def _flows_frame(
 ) -> pd.DataFrame:
     tasks = np.nonzero((plan.kind == FLOW) & (flow_of_task >= 0))[0]
     fid = flow_of_task[tasks]
-    finish_all = vector_to_numpy(net.GetFlowFinishTimes(), np.float64)
-    ideal_all = vector_to_numpy(net.GetFlowIdealFcts(), np.float64)
-    retx_all = vector_to_numpy(net.GetFlowRetransmits(), np.uint32).astype(np.int64)
+    finish_all = net.read("flow_finish")
+    ideal_all = net.read("flow_ideal")
+    retx_all = net.read("flow_retransmits").astype(np.int64)
     finish = finish_all[fid] if fid.size else np.zeros(0)
     finish = np.where(finish < 0, np.nan, finish)
     labels = np.asarray(plan.labels, dtype=object)

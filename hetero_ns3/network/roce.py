@@ -5,6 +5,10 @@ forwarding tables and the flows over as numpy arrays, runs the simulator once, r
 as arrays and turns them into DataFrames. Each run ends with ``Simulator::Destroy()``, so runs can
 follow one another in one process.
 
+Runs go through the module's C ABI (:mod:`hetero_ns3.network.capi`, ctypes: no ``import ns``).
+``engine="cppyy"`` runs the same calls through cppyy instead (same results bit for bit), and
+:func:`build_network` / :func:`open_network` hand out the cppyy object for interactive use.
+
 Typical use::
 
     from hetero_ns3.network.roce import simulate_flows
@@ -24,7 +28,6 @@ import pandas as pd
 
 from hetero_ns3.errors import ScenarioError, SimulationError, field_error
 from hetero_ns3.netgraph import HOST, NetGraph, routing_tables
-from hetero_ns3.network import ns3env
 from hetero_ns3.network.config import NetworkConfig, attribute_settings
 from hetero_ns3.network.flows_io import FlowArrays, flow_arrays
 from hetero_ns3.network.results import DROP_REASONS, PORT_COUNTERS, FlowResults
@@ -50,17 +53,28 @@ def egress_port(graph: NetGraph, src: str, dst: str) -> int:
     raise ScenarioError(f"no link between {src!r} and {dst!r}")
 
 
-def _ns() -> Any:
-    ns = ns3env.import_ns()
-    ns3env.load_module()
-    return ns
+ENGINES: tuple[str, ...] = ("capi", "cppyy")
+"""Ways into the native module: its C ABI through ctypes (the run path) or cppyy (interactive)."""
+
+
+def make_engine(engine: str = "capi") -> Any:
+    """A :class:`~hetero_ns3.network.capi.CapiEngine` or :class:`~hetero_ns3.network.cppyy_engine.CppyyEngine`."""
+    if engine == "capi":
+        from hetero_ns3.network.capi import CapiEngine  # noqa: PLC0415
+
+        return CapiEngine()
+    if engine == "cppyy":
+        from hetero_ns3.network.cppyy_engine import CppyyEngine  # noqa: PLC0415 (imports ns-3: ~12 s)
+
+        return CppyyEngine()
+    raise field_error("engine", engine, "is not a way into the native module", f"use one of {list(ENGINES)}")
 
 
 def vector_to_numpy(vec: Any, dtype: Any) -> np.ndarray:
-    n = int(vec.size())
-    if n == 0:
-        return np.empty(0, dtype=dtype)
-    return np.frombuffer(vec.data(), dtype=dtype, count=n).copy()
+    """Copy a cppyy ``std::vector`` into a numpy array (for interactive use of :func:`open_network`)."""
+    from hetero_ns3.network.cppyy_engine import vector_to_numpy as convert  # noqa: PLC0415
+
+    return convert(vec, dtype)
 
 
 def _route_arrays(graph: NetGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -86,21 +100,23 @@ id), measured 1.3-1.5x faster on RoCE workloads. Simulator::Destroy resets it, s
 
 
 def use_fast_scheduler(ns: Any) -> None:
-    """Switch the current simulator to :data:`FAST_SCHEDULER` (results are unchanged)."""
+    """Switch the current simulator (cppyy namespace ``ns``) to :data:`FAST_SCHEDULER` (results are unchanged)."""
     factory = ns.ObjectFactory()
     factory.SetTypeId(FAST_SCHEDULER)
     ns.Simulator.SetScheduler(factory)
 
 
-def apply_config(config: NetworkConfig, seed: int) -> None:
-    """Set the ns-3 RNG seed and every mapped attribute default (``Config::SetDefault``)."""
+def apply_config(config: NetworkConfig, seed: int, engine: Any = None) -> None:
+    """Set the ns-3 RNG seed and every mapped attribute default (``Config::SetDefault``).
+
+    ``engine``: from :func:`make_engine` (default: the C ABI).
+    """
     if isinstance(seed, bool) or not isinstance(seed, int) or not 1 <= seed < 2**32:
         raise field_error("seed", seed, "must be an integer in [1, 2**32)")
-    ns = _ns()
-    ns.RngSeedManager.SetSeed(seed)
-    ns.RngSeedManager.SetRun(1)
+    engine = engine or make_engine()
+    engine.set_seed(seed, 1)
     for name, value in attribute_settings(config):
-        ns.Config.SetDefault(name, ns.StringValue(value))
+        engine.set_default(name, value)
 
 
 def check_buffers(graph: NetGraph, config: NetworkConfig) -> None:
@@ -132,45 +148,65 @@ def check_buffers(graph: NetGraph, config: NetworkConfig) -> None:
             )
 
 
-def build_network(graph: NetGraph, config: NetworkConfig | None = None, seed: int = 1) -> Any:
-    """Create and ``Build()`` an ``ns3::RdmaNetwork`` for ``graph`` (no flows yet).
+def make_network(engine: Any, graph: NetGraph, config: NetworkConfig | None = None, seed: int = 1) -> Any:
+    """Configure the simulator and build an ``ns3::RdmaNetwork`` for ``graph`` through ``engine`` (no flows yet).
 
     Node ids are graph node indices; link l has ports 2l (end a) and 2l+1 (end b). The caller owns
-    the returned object: add flows, run, read, then ``ns.Simulator.Destroy()`` and ``net.Dispose()``.
+    the returned network: add flows, run, read, then ``engine.destroy()`` and ``net.free()``.
     """
     config = config or NetworkConfig()
     check_buffers(graph, config)
-    apply_config(config, seed)
-    ns = _ns()
-    use_fast_scheduler(ns)
-    net = ns.CreateObject[ns.RdmaNetwork]()
-    n = len(graph.nodes)
+    apply_config(config, seed, engine)
+    engine.set_scheduler(FAST_SCHEDULER)
+    net = engine.network()
     kinds = np.asarray([1 if nd.kind == HOST else 0 for nd in graph.nodes], dtype=np.uint8)
     buffers = np.asarray([nd.buffer_bytes or config.buffer.switch_buffer_bytes for nd in graph.nodes], dtype=np.uint64)
-    net.AddNodes(kinds, buffers, n)
+    net.add_nodes(kinds, buffers)
     idx = {nd.name: i for i, nd in enumerate(graph.nodes)}
-    m = len(graph.links)
-    a = np.asarray([idx[lk.a] for lk in graph.links], dtype=np.uint32)
-    b = np.asarray([idx[lk.b] for lk in graph.links], dtype=np.uint32)
-    rate = np.asarray([lk.rate_bps for lk in graph.links], dtype=np.float64)
-    delay = np.asarray([lk.delay_s for lk in graph.links], dtype=np.float64)
-    seg = np.asarray(
-        [getattr(lk, "mtu_bytes", 0) or config.nic.segment_for(lk.kind) for lk in graph.links], dtype=np.uint32
-    )
-    if m:
-        net.AddLinks(a, b, rate, delay, seg, m)
+    if graph.links:
+        a = np.asarray([idx[lk.a] for lk in graph.links], dtype=np.uint32)
+        b = np.asarray([idx[lk.b] for lk in graph.links], dtype=np.uint32)
+        rate = np.asarray([lk.rate_bps for lk in graph.links], dtype=np.float64)
+        delay = np.asarray([lk.delay_s for lk in graph.links], dtype=np.float64)
+        seg = np.asarray(
+            [getattr(lk, "mtu_bytes", 0) or config.nic.segment_for(lk.kind) for lk in graph.links], dtype=np.uint32
+        )
+        net.add_links(a, b, rate, delay, seg)
     rn, rd, rl = _route_arrays(graph)
     if len(rn):
-        net.AddRoutes(rn, rd, rl, len(rn))
-    net.Build()
+        net.add_routes(rn, rd, rl)
+    net.build()
     return net
 
 
 @contextlib.contextmanager
-def open_network(graph: NetGraph, config: NetworkConfig | None = None, seed: int = 1) -> Iterator[tuple[Any, Any]]:
-    """Context manager around :func:`build_network`: yields ``(ns, net)``; destroys the simulator after.
+def network_session(
+    graph: NetGraph, config: NetworkConfig | None = None, seed: int = 1, engine: str = "capi"
+) -> Iterator[tuple[Any, Any]]:
+    """Yields ``(engine, net)`` from :func:`make_network`; destroys the simulator and frees the network after."""
+    eng = make_engine(engine)
+    net = make_network(eng, graph, config, seed)
+    try:
+        yield eng, net
+    finally:
+        eng.destroy()
+        net.free()
 
-    For callers that drive ``ns3::RdmaNetwork`` themselves (fault injection, C++ callbacks, DAG replay)::
+
+def build_network(graph: NetGraph, config: NetworkConfig | None = None, seed: int = 1) -> Any:
+    """Create and ``Build()`` an ``ns3::RdmaNetwork`` for ``graph`` through cppyy; return the cppyy object.
+
+    For interactive use of the C++ API (imports ns-3). The caller owns the object: add flows, run,
+    read, then ``ns.Simulator.Destroy()`` and ``net.Dispose()``.
+    """
+    return make_network(make_engine("cppyy"), graph, config, seed).raw
+
+
+@contextlib.contextmanager
+def open_network(graph: NetGraph, config: NetworkConfig | None = None, seed: int = 1) -> Iterator[tuple[Any, Any]]:
+    """Context manager around :func:`build_network`: yields the cppyy ``(ns, net)``; destroys the simulator after.
+
+    For interactive use of ``ns3::RdmaNetwork`` from Python (C++ callbacks, single objects)::
 
         with open_network(graph, cfg) as (ns, net):
             fid = net.CreateFlow(0, 1, 10**6, 3)
@@ -178,13 +214,8 @@ def open_network(graph: NetGraph, config: NetworkConfig | None = None, seed: int
             net.Run(ns.Seconds(0.0))
             finish = net.GetFlowFinishTimes()
     """
-    ns = _ns()
-    net = build_network(graph, config, seed)
-    try:
-        yield ns, net
-    finally:
-        ns.Simulator.Destroy()
-        net.Dispose()
+    with network_session(graph, config, seed, engine="cppyy") as (eng, net):
+        yield eng.ns, net.raw
 
 
 def _check_routes(graph: NetGraph, arrays: FlowArrays) -> None:
@@ -205,6 +236,8 @@ def simulate_flows(
     stop_time_s: float | None = None,
     sample_ports: Sequence[int] = (),
     sample_interval_s: float = 1e-6,
+    *,
+    engine: str = "capi",
 ) -> FlowResults:
     """Simulate ``flows`` on ``graph`` with the native RoCE module and return DataFrames.
 
@@ -212,6 +245,7 @@ def simulate_flows(
     ``stop_time_s``: stop the simulation at this time (None: when every flow is done).
     ``sample_ports``: port ids (see :func:`port_id`) whose queue bytes are sampled every
     ``sample_interval_s`` while flows are unfinished. Same seed and inputs give the same results.
+    ``engine``: ``capi`` (the C ABI, no ns-3 import) or ``cppyy``; both give the same results.
     """
     config = config or NetworkConfig()
     arrays = flows if isinstance(flows, FlowArrays) else flow_arrays(graph, flows)
@@ -224,43 +258,43 @@ def simulate_flows(
             raise field_error(f"sample_ports[{i}]", p, f"is not a port id (0..{n_ports - 1})")
     if sample_ports and not sample_interval_s > 0:
         raise field_error("sample_interval_s", sample_interval_s, "must be > 0 seconds")
-    ns = _ns()
+    eng = make_engine(engine)
     t0 = time.perf_counter()
-    net = build_network(graph, config, seed)
+    net = make_network(eng, graph, config, seed)
     try:
-        n = len(arrays)
-        if n:
-            net.AddFlows(arrays.src, arrays.dst, arrays.size_bytes, arrays.priority, arrays.start_s, n)
+        if len(arrays):
+            net.add_flows(arrays.src, arrays.dst, arrays.size_bytes, arrays.priority, arrays.start_s)
         if sample_ports:
-            ports = np.asarray(sample_ports, dtype=np.uint32)
-            net.SampleQueues(ports, len(ports), ns.Seconds(float(sample_interval_s)), ns.Seconds(0.0))
-        ev0 = int(ns.Simulator.GetEventCount())
-        net.Run(ns.Seconds(float(stop_time_s or 0.0)))
-        events = int(ns.Simulator.GetEventCount()) - ev0
-        sim_time = float(ns.Simulator.Now().GetSeconds())
+            net.sample_queues(np.asarray(sample_ports, dtype=np.uint32), float(sample_interval_s), 0.0)
+        ev0 = eng.event_count()
+        net.run(float(stop_time_s or 0.0))
+        events = eng.event_count() - ev0
+        sim_time = eng.now_s()
         flows_df = _flows_frame(graph, arrays, net)
         ports_df = ports_frame(graph, net)
         queues_df = pd.DataFrame(
             {
-                "time_s": vector_to_numpy(net.GetQueueSampleTimes(), np.float64),
-                "port": vector_to_numpy(net.GetQueueSamplePorts(), np.uint32),
-                "bytes": vector_to_numpy(net.GetQueueSampleBytes(), np.uint64),
-                "tx_bytes": vector_to_numpy(net.GetQueueSampleTxBytes(), np.uint64),
+                "time_s": net.read("sample_time"),
+                "port": net.read("sample_port"),
+                "bytes": net.read("sample_bytes"),
+                "tx_bytes": net.read("sample_tx_bytes"),
             }
         )
+    except SimulationError:
+        raise
     except Exception as exc:  # pragma: no cover - C++ errors surface here
         raise SimulationError(f"native RoCE simulation failed: {exc}") from exc
     finally:
-        ns.Simulator.Destroy()
-        net.Dispose()
+        eng.destroy()
+        net.free()
     return FlowResults(flows_df, ports_df, queues_df, time.perf_counter() - t0, events, sim_time, seed)
 
 
 def _flows_frame(graph: NetGraph, arrays: FlowArrays, net: Any) -> pd.DataFrame:
     names = np.asarray([nd.name for nd in graph.nodes], dtype=object)
-    finish = vector_to_numpy(net.GetFlowFinishTimes(), np.float64)
-    ack = vector_to_numpy(net.GetFlowAckTimes(), np.float64)
-    ideal = vector_to_numpy(net.GetFlowIdealFcts(), np.float64)
+    finish = net.read("flow_finish")
+    ack = net.read("flow_ack")
+    ideal = net.read("flow_ideal")
     finish[finish < 0] = np.nan
     ack[ack < 0] = np.nan
     ideal[ideal < 0] = np.nan
@@ -278,11 +312,11 @@ def _flows_frame(graph: NetGraph, arrays: FlowArrays, net: Any) -> pd.DataFrame:
             "ack_s": ack,
             "ideal_fct_s": ideal,
             "slowdown": fct / ideal,
-            "base_rtt_s": vector_to_numpy(net.GetFlowBaseRtts(), np.float64),
-            "retransmits": vector_to_numpy(net.GetFlowRetransmits(), np.uint32).astype(np.int64),
-            "first_switch_port": vector_to_numpy(net.GetFlowFirstHops(), np.uint32).astype(np.int64),
-            "cnps": vector_to_numpy(net.GetFlowCnps(), np.uint32).astype(np.int64),
-            "acks": vector_to_numpy(net.GetFlowAcks(), np.uint32).astype(np.int64),
+            "base_rtt_s": net.read("flow_base_rtt"),
+            "retransmits": net.read("flow_retransmits").astype(np.int64),
+            "first_switch_port": net.read("flow_first_hops").astype(np.int64),
+            "cnps": net.read("flow_cnps").astype(np.int64),
+            "acks": net.read("flow_acks").astype(np.int64),
         }
     )
 
@@ -307,11 +341,11 @@ def ports_frame(graph: NetGraph, net: Any) -> pd.DataFrame:
         "rate_bps": rate,
     }
     for c in PORT_COUNTERS:
-        cols[c] = vector_to_numpy(net.GetPortCounter(c), np.uint64).astype(np.int64)
-    cols["paused_s"] = vector_to_numpy(net.GetPortPausedSeconds(), np.float64)
+        cols[c] = net.read(f"port:{c}").astype(np.int64)
+    cols["paused_s"] = net.read("port_paused")
     total = np.zeros(2 * m, dtype=np.int64)
     for r in DROP_REASONS:
-        v = vector_to_numpy(net.GetPortCounter(f"drops_{r}"), np.uint64).astype(np.int64)
+        v = net.read(f"port:drops_{r}").astype(np.int64)
         cols[f"drops_{r}"] = v
         total += v
     cols["drops_total"] = total

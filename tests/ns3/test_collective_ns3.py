@@ -13,7 +13,7 @@ pytestmark = pytest.mark.ns3
 replay = pytest.importorskip("hetero_ns3.network.replay", reason="ns-3 DAG replay not available yet")
 
 
-def test_ring_all_reduce_packet_level(native):
+def test_ring_all_reduce_packet_level(capi):
     from hetero_ns3.network.config import NetworkConfig
 
     g = star(4, 10e9, 1e-6)

@@ -27,7 +27,7 @@ def _deps_respected(plan, times) -> float:
     return float(np.max(times.finish_s[plan.dep_idx] - times.start_s[owner]))
 
 
-def test_compute_flow_compute_chain_matches_standalone_flow(native, star4):
+def test_compute_flow_compute_chain_matches_standalone_flow(capi, star4):
     from hetero_ns3.network.replay import run_plan
     from hetero_ns3.network.roce import simulate_flows
 
@@ -49,7 +49,7 @@ def test_compute_flow_compute_chain_matches_standalone_flow(native, star4):
     assert list(res.flows.columns[:4]) == ["task", "src", "dst", "size_bytes"]
 
 
-def test_pure_compute_plan_equals_critical_path(native, star4):
+def test_pure_compute_plan_equals_critical_path(capi, star4):
     from hetero_ns3.network.replay import run_plan
 
     b = PlanBuilder(HOSTS)
@@ -66,7 +66,7 @@ def test_pure_compute_plan_equals_critical_path(native, star4):
     np.testing.assert_allclose(res.times.finish_s, ref.finish_s, rtol=0, atol=0.5e-9 * len(plan))
 
 
-def test_ring_all_reduce_respects_chunk_dependencies_and_agrees_with_analytic(native, star4):
+def test_ring_all_reduce_respects_chunk_dependencies_and_agrees_with_analytic(capi, star4):
     from hetero_ns3.analytic import simulate_plan
     from hetero_ns3.network.replay import run_plan
 
@@ -84,7 +84,7 @@ def test_ring_all_reduce_respects_chunk_dependencies_and_agrees_with_analytic(na
     assert res.times.makespan_s == pytest.approx(analytic, rel=0.05)
 
 
-def test_link_at_half_rate_doubles_transfer_time(native, star4):
+def test_link_at_half_rate_doubles_transfer_time(capi, star4):
     from hetero_ns3.network.replay import LinkFault, run_plan
 
     def one_flow(faults):
@@ -99,7 +99,7 @@ def test_link_at_half_rate_doubles_transfer_time(native, star4):
     assert slow / base == pytest.approx(2.0, rel=0.03)
 
 
-def test_plan_with_flows_reports_every_flow_once(native, star4):
+def test_plan_with_flows_reports_every_flow_once(capi, star4):
     from hetero_ns3.network.replay import run_plan
 
     b = PlanBuilder(HOSTS)

@@ -41,7 +41,7 @@ def _spines_used(ports) -> set[str]:
     return set(up["peer"])
 
 
-def test_one_connection_keeps_one_path_while_per_flow_hashing_spreads(native, leafspine):
+def test_one_connection_keeps_one_path_while_per_flow_hashing_spreads(capi, leafspine):
     from hetero_ns3.network.replay import run_plan
 
     plan = _sequential_plan(6)
@@ -56,7 +56,7 @@ def test_one_connection_keeps_one_path_while_per_flow_hashing_spreads(native, le
     assert len(_spines_used(by_flow.ports)) > 1  # today's per-flow ports: the messages spread
 
 
-def test_default_is_connection_and_flow_mode_matches_the_plain_flow_api(native, leafspine):
+def test_default_is_connection_and_flow_mode_matches_the_plain_flow_api(capi, leafspine):
     from hetero_ns3.network.replay import run_plan
 
     plan = _sequential_plan(3)
@@ -100,13 +100,13 @@ def _fcts_per_iteration(graph, ecmp_key: str, iterations: int) -> np.ndarray:
     return np.stack([fct[it == k] for k in range(iterations)])
 
 
-def test_iterations_repeat_exactly_when_hashing_per_connection(native, uneven_spines):
+def test_iterations_repeat_exactly_when_hashing_per_connection(capi, uneven_spines):
     fct = _fcts_per_iteration(uneven_spines, "connection", 4)
     for k in range(1, 4):
         np.testing.assert_allclose(fct[k], fct[0], rtol=1e-9)
 
 
-def test_per_flow_hashing_changes_paths_between_iterations(native, uneven_spines):
+def test_per_flow_hashing_changes_paths_between_iterations(capi, uneven_spines):
     # The witness that the test above can fail: the same plan hashed per flow task sends later
     # iterations' messages over other spines (other delays), hence other FCTs.
     fct = _fcts_per_iteration(uneven_spines, "flow", 4)
