@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hetero_ns3.dag import FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.errors import ScenarioError, SimulationError, field_error
-from hetero_ns3.netgraph import NetGraph
-from hetero_ns3.network import ns3env
 from hetero_ns3.network.config import NetworkConfig
-from hetero_ns3.network.roce import open_network, ports_frame, vector_to_numpy
+from hetero_ns3.network.ns3 import ns3env
+from hetero_ns3.network.ns3.roce import open_network, ports_frame, vector_to_numpy
+from hetero_ns3.plan.dag import FLOW, ExecutionPlan, TaskTimes
+from hetero_ns3.topology.graph import NetGraph
 
 #: ``progress(sim_time_s, tasks_done, tasks_total)`` called between slices of simulated time.
 ProgressFn = Callable[[float, int, int], None]

@@ -7,7 +7,7 @@ follow one another in one process.
 
 Typical use::
 
-    from hetero_ns3.network.roce import simulate_flows
+    from hetero_ns3.network.ns3.roce import simulate_flows
     res = simulate_flows(graph, flows_df, NetworkConfig(cc=CcConfig(kind="hpcc")), seed=1)
     res.flows, res.ports, res.queues
 """
@@ -23,11 +23,12 @@ import numpy as np
 import pandas as pd
 
 from hetero_ns3.errors import ScenarioError, SimulationError, field_error
-from hetero_ns3.netgraph import HOST, NetGraph, routing_tables
-from hetero_ns3.network import ns3env
 from hetero_ns3.network.config import NetworkConfig, attribute_settings
 from hetero_ns3.network.flows_io import FlowArrays, flow_arrays
-from hetero_ns3.network.results import DROP_REASONS, PORT_COUNTERS, FlowResults
+from hetero_ns3.network.ns3 import ns3env
+from hetero_ns3.network.ns3.results import DROP_REASONS, PORT_COUNTERS, FlowResults
+from hetero_ns3.topology.graph import HOST, NetGraph
+from hetero_ns3.topology.routing import routing_tables
 
 
 def port_id(graph: NetGraph, link: int, node: str) -> int:
