@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 _FIRST_EVENT = """
 import json, resource, sys, time
 import pandas as pd
-from hetero_ns3.network.roce import make_engine, make_network
+from hetero_ns3.network.ns3.roce import make_engine, make_network
 from hetero_ns3.topology import resolve_topology
 eng = make_engine(sys.argv[1])
 graph = resolve_topology("star:2", 100e9, 1e-6)
@@ -50,7 +50,7 @@ print(json.dumps({"t_first_event": t, "rss_bytes": rss}))
 _COLLECTIVE = """
 import functools, sys
 if sys.argv[1] == "cppyy":
-    from hetero_ns3.network import replay
+    from hetero_ns3.network.ns3 import replay
     replay.run_plan = functools.partial(replay.run_plan, engine="cppyy")
 from hetero_ns3.cli.main import main
 sys.exit(main(["collective", "all_reduce", "--topology", "star:2", "--gpus", "2", "--sizes", "1KiB",

@@ -17,7 +17,7 @@ import pytest
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
 from hetero_ns3.network.config import ATTRIBUTE_MAP, BufferConfig, CcConfig, NetworkConfig, NicConfig, PfcConfig
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.topology import resolve_topology
 
 pytestmark = pytest.mark.ns3
@@ -37,7 +37,7 @@ def _same_frames(a: pd.DataFrame, b: pd.DataFrame) -> None:
 
 
 def test_every_mapped_attribute_exists_through_the_c_abi(capi):
-    from hetero_ns3.network.capi import CapiEngine
+    from hetero_ns3.network.ns3.capi import CapiEngine
 
     eng = CapiEngine()
     for b in ATTRIBUTE_MAP:
@@ -48,7 +48,7 @@ def test_every_mapped_attribute_exists_through_the_c_abi(capi):
 
 def test_a_rejected_attribute_value_is_an_error_not_an_abort(capi):
     from hetero_ns3.errors import SimulationError
-    from hetero_ns3.network.capi import CapiEngine
+    from hetero_ns3.network.ns3.capi import CapiEngine
 
     with pytest.raises(SimulationError, match="NoSuchAttribute"):
         CapiEngine().set_default("ns3::RoceSwitch::NoSuchAttribute", "1")
@@ -78,7 +78,7 @@ FLOW_CASES = {
 
 @pytest.mark.parametrize("case", list(FLOW_CASES))
 def test_flows_same_bits_through_c_abi_and_cppyy(native, case):
-    from hetero_ns3.network.roce import egress_port, simulate_flows
+    from hetero_ns3.network.ns3.roce import egress_port, simulate_flows
 
     topology, flows, cfg = FLOW_CASES[case]
     graph = resolve_topology(topology, RATE, DELAY)
@@ -98,7 +98,7 @@ def test_flows_same_bits_through_c_abi_and_cppyy(native, case):
 
 
 def test_replay_same_bits_through_c_abi_and_cppyy_with_faults(native):
-    from hetero_ns3.network.replay import LinkFault, run_plan
+    from hetero_ns3.network.ns3.replay import LinkFault, run_plan
 
     graph = resolve_topology("star:4", RATE, DELAY)
     hosts = ["h0", "h1", "h2", "h3"]
@@ -121,8 +121,8 @@ def test_replay_same_bits_through_c_abi_and_cppyy_with_faults(native):
 @pytest.mark.slow
 def test_demo_same_bits_through_c_abi_and_cppyy(native, tmp_path, monkeypatch):
     """``scenarios/demo.toml`` through the ns3 backend, both ways: same task times, flows and ports."""
-    from hetero_ns3.cosim.runner import run_scenario
-    from hetero_ns3.network import replay
+    from hetero_ns3.pipeline import run_scenario
+    from hetero_ns3.network.ns3 import replay
     from hetero_ns3.scenario.loader import load_scenario
 
     original = replay.run_plan
@@ -149,9 +149,9 @@ def test_demo_same_bits_through_c_abi_and_cppyy(native, tmp_path, monkeypatch):
 _NO_NS = """
 import json, sys
 import pandas as pd
-from hetero_ns3.network.replay import run_plan
-from hetero_ns3.network.roce import simulate_flows
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.network.ns3.replay import run_plan
+from hetero_ns3.network.ns3.roce import simulate_flows
+from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.topology import resolve_topology
 g = resolve_topology("star:2", 100e9, 1e-6)
 f = simulate_flows(g, pd.DataFrame({"src": ["h0"], "dst": ["h1"], "size_bytes": [10**5], "start_s": [0.0]}))

@@ -2,7 +2,7 @@
 
 ``CallTemplates`` (hetero_ns3/collectives/templates.py) replays repeated collective calls from a
 recorded block of tasks. These tests compare plans built with and without it: every field of the
-:class:`~hetero_ns3.dag.ExecutionPlan` (dtypes too), labels, categories and the dependency CSR.
+:class:`~hetero_ns3.plan.dag.ExecutionPlan` (dtypes too), labels, categories and the dependency CSR.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import pytest
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
 from hetero_ns3.collectives.templates import CallTemplates
 from hetero_ns3.collectives.testbeds import rail_cluster
-from hetero_ns3.cosim.runner import load_run_cluster, lower_scenario
-from hetero_ns3.dag import COMM_STREAM, ExecutionPlan
 from hetero_ns3.errors import PlanningError
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.pipeline import load_run_cluster, lower_scenario
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import COMM_STREAM, ExecutionPlan
 from hetero_ns3.scenario.loader import load_scenario, scenario_from_dict
 from hetero_ns3.topology import build_graph
 

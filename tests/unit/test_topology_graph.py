@@ -1,20 +1,12 @@
-"""netgraph: validation, least-cost ECMP next hops, zone rules."""
+"""topology.graph and topology.routing: validation, least-cost ECMP next hops, zone rules."""
 
 from __future__ import annotations
 
 import pytest
 
 from hetero_ns3.errors import ScenarioError
-from hetero_ns3.netgraph import (
-    HOST,
-    SWITCH,
-    GraphLink,
-    GraphNode,
-    make_graph,
-    packed_routing_tables,
-    routing_tables,
-    shortest_path_next_hops,
-)
+from hetero_ns3.topology.graph import HOST, SWITCH, GraphLink, GraphNode, make_graph
+from hetero_ns3.topology.routing import packed_routing_tables, routing_tables, shortest_path_next_hops
 
 
 def _g(nodes, links):
@@ -134,8 +126,8 @@ def test_serves_must_name_hosts_of_the_zone():
 @pytest.mark.parametrize("name", ["h4", "a100-fattree", "leafspine:3,2,4"])
 def test_shared_searches_equal_one_search_per_destination(name):
     """routing_tables shares searches (per port, per leaf); the result must equal plain per-host searches."""
-    from hetero_ns3.netgraph import _Router
     from hetero_ns3.topology import resolve_topology
+    from hetero_ns3.topology.routing import _Router
 
     g = resolve_topology(name)
     fast = routing_tables(g)
@@ -164,8 +156,8 @@ def test_table_searches_are_shared_per_topology_while_the_graph_lives():
     """The planner's and the backends' tables come from one set of searches per topology (by content)."""
     import gc
 
-    from hetero_ns3.netgraph import _PARTS, shared_table_parts
     from hetero_ns3.topology import resolve_topology
+    from hetero_ns3.topology.routing import _PARTS, shared_table_parts
 
     gc.collect()
     before = len(_PARTS)

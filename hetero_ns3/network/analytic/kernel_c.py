@@ -1,8 +1,8 @@
-"""C source of the native event loop (same model as :mod:`hetero_ns3.analytic.engine`).
+"""C source of the native event loop (same model as :mod:`hetero_ns3.network.analytic.engine`).
 
 Kept as a Python string so that it ships with the package without package-data rules; compiled on
-first use by :mod:`hetero_ns3.analytic.native`. Plain C99, no ns-3, no Python API: it works on the
-arrays that :func:`hetero_ns3.analytic.engine.replay` takes and fills the same outputs.
+first use by :mod:`hetero_ns3.network.analytic.native`. Plain C99, no ns-3, no Python API: it works on the
+arrays that :func:`hetero_ns3.network.analytic.engine.replay` takes and fills the same outputs.
 
 What makes it fast (docs/analytic.md, "Performance"):
 
@@ -15,8 +15,8 @@ What makes it fast (docs/analytic.md, "Performance"):
   all paths through it (local-minimum rule), so rounds are few.
 """
 
-from hetero_ns3.analytic.kernel_common_c import COMMON_SOURCE
-from hetero_ns3.analytic.kernel_paths_c import PATHS_SOURCE
+from hetero_ns3.network.analytic.kernel_common_c import COMMON_SOURCE
+from hetero_ns3.network.analytic.kernel_paths_c import PATHS_SOURCE
 
 _REPLAY = r"""
 /* code[i]: the duration of compute task i (>= 0), or -(f + 1) for the task of flow row f (exact in a

@@ -1,4 +1,4 @@
-"""Building an :class:`~hetero_ns3.dag.ExecutionPlan` task by task, and replaying recorded blocks.
+"""Building an :class:`~hetero_ns3.plan.dag.ExecutionPlan` task by task, and replaying recorded blocks.
 
 :class:`PlanBuilder` appends compute, flow and barrier tasks to typed arrays (a few bytes per task,
 no Python object per task) and adds each compute task's implicit in-order dependency on the previous
@@ -7,7 +7,7 @@ task of its (gpu, stream). :meth:`PlanBuilder.capture` records a run of tasks as
 resolved external dependencies, which is how repeated collective calls are lowered cheaply
 (``collectives/templates.py``). :meth:`PlanBuilder.build` freezes the arrays into the plan.
 
-Units: seconds, bytes (as in :mod:`hetero_ns3.dag`).
+Units: seconds, bytes (as in :mod:`hetero_ns3.plan.dag`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hetero_ns3.dag import COMPUTE, COMPUTE_STREAM, FLOW, ExecutionPlan
 from hetero_ns3.errors import PlanningError
+from hetero_ns3.plan.dag import COMPUTE, COMPUTE_STREAM, FLOW, ExecutionPlan
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ Semantics (both backends implement exactly this):
 
 * A task starts when all its dependencies have finished (``deps``).
 * A **compute** task occupies its GPU's ``stream`` for ``duration_s`` seconds. Streams are in-order
-  queues like CUDA streams: the builder (:class:`~hetero_ns3.plan_builder.PlanBuilder`) adds, for
+  queues like CUDA streams: the builder (:class:`~hetero_ns3.plan.builder.PlanBuilder`) adds, for
   every compute task, an implicit dependency on the previous compute task issued to the same (gpu,
   stream). So the replay needs only ``deps``.
 * A **flow** task moves ``size_bytes`` from GPU ``gpu`` to GPU ``dst`` through the network (an RDMA

@@ -1,4 +1,4 @@
-"""Build, load and call the C event loop (:mod:`hetero_ns3.analytic.kernel_c`) through ctypes.
+"""Build, load and call the C event loop (:mod:`hetero_ns3.network.analytic.kernel_c`) through ctypes.
 
 The shared library is compiled once per hash of source and flags with the system C compiler (``$CC``, else
 ``cc``, ``gcc``, ``clang``) into ``$HETERO_NS3_CACHE`` or ``~/.cache/hetero_ns3/analytic`` and reused. When no
@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from hetero_ns3.analytic.engine import REUSE_RTOL, EngineResult, EngineStats
-from hetero_ns3.analytic.kernel_c import SOURCE
-from hetero_ns3.analytic.maxmin import LEVEL_RTOL
-from hetero_ns3.analytic.prefault import populating
-from hetero_ns3.analytic.routes import LinkArrays
 from hetero_ns3.errors import NativeBuildError, SimulationError
+from hetero_ns3.network.analytic.engine import REUSE_RTOL, EngineResult, EngineStats
+from hetero_ns3.network.analytic.kernel_c import SOURCE
+from hetero_ns3.network.analytic.maxmin import LEVEL_RTOL
+from hetero_ns3.network.analytic.prefault import populating
+from hetero_ns3.network.analytic.routes import LinkArrays
 
 _LIB: ctypes.CDLL | None = None
 _TRIED = False
@@ -126,7 +126,7 @@ def _ptr(a: np.ndarray | None) -> int | None:
 def successors_native(
     lib: ctypes.CDLL, dep_ptr: np.ndarray, dep_idx: np.ndarray, with_counters: bool = False
 ) -> tuple[np.ndarray, ...]:
-    """:func:`hetero_ns3.analytic.engine.successors` by a counting sort in C (linear time; int32 task ids,
+    """:func:`hetero_ns3.network.analytic.engine.successors` by a counting sort in C (linear time; int32 task ids,
     uint32 offsets: SimulationError with 2**32 dependencies or more). ``with_counters``: a third array,
     the event loop's initial start array (minus each task's dependency count), which
     :func:`replay_native` then uses as its start output instead of filling a new one."""
@@ -195,10 +195,10 @@ def replay_native(
     flow_sizes: np.ndarray | None = None,
     task_code: np.ndarray | None = None,
 ) -> EngineResult:
-    """Same contract as :func:`hetero_ns3.analytic.engine.replay`, run in C.
+    """Same contract as :func:`hetero_ns3.network.analytic.engine.replay`, run in C.
 
     The kernel tells tasks apart by ``task_code`` (float64 per task: ``duration_s`` for a compute task,
-    ``-(f + 1)`` for the task of flow row ``f``; :func:`hetero_ns3.analytic.flows.plan_flows` makes it),
+    ``-(f + 1)`` for the task of flow row ``f``; :func:`hetero_ns3.network.analytic.flows.plan_flows` makes it),
     built here from ``flow_row`` (which may then be None) and ``duration_s`` when not given; ``is_flow``
     (which must agree) is not used and may be None.
     ``keep_drain=False`` skips the per-task drain times (``drain_s`` is then None), one array of n floats less.
@@ -207,7 +207,7 @@ def replay_native(
     :func:`successors_native` for ``dep_ptr`` / ``dep_idx`` when already computed (with its counters, the
     returned start times are written into that third array). ``latency_s=None``: the
     loop computes each flow's latency from its path as it starts (the figures of
-    :func:`hetero_ns3.analytic.routes.route_flows`, bit for bit, from ``links`` and ``store_and_forward``;
+    :func:`hetero_ns3.network.analytic.routes.route_flows`, bit for bit, from ``links`` and ``store_and_forward``;
     paths of at most 128 entries), and writes the ideal FCT of flow row ``f`` to ``ideal_out[f]`` if given.
     ``flow_times_out`` (two contiguous float64 arrays, one entry per flow row): filled with the start and
     finish of each flow row (the per-task times of its task). ``flow_sizes`` (int64 per flow row, optional):

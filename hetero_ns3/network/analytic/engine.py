@@ -3,7 +3,7 @@
 Time advances from event to event. An event is a compute task (or a flow's last byte after its path
 latency) completing, a task being released at a given time, or one or more flows draining their last
 byte. Between events the set of active flows and their rates are constant, so remaining bytes fall
-linearly; rates are recomputed (:func:`~hetero_ns3.analytic.maxmin.maxmin_rates`) only when the set of
+linearly; rates are recomputed (:func:`~hetero_ns3.network.analytic.maxmin.maxmin_rates`) only when the set of
 active flows changes, once per event time however many flows start or end at it.
 
 DAG bookkeeping (dependency counters, successors) runs in plain Python lists, which are faster than
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetero_ns3.analytic.maxmin import maxmin_rates, unchanged_level
 from hetero_ns3.errors import SimulationError
+from hetero_ns3.network.analytic.maxmin import maxmin_rates, unchanged_level
 
 #: Staying flows whose old rate is below the unchanged level by this relative margin keep their rate.
 REUSE_RTOL = 1e-9

@@ -1,4 +1,4 @@
-"""C source shared by the kernel's parts (:mod:`hetero_ns3.analytic.kernel_c` puts it first).
+"""C source shared by the kernel's parts (:mod:`hetero_ns3.network.analytic.kernel_c` puts it first).
 
 Types, the two priority queues of the event loop (task events; drain times of active flows) and the
 path figures (latency and ideal FCT of a flow on a path row, in numpy's summation order), which the

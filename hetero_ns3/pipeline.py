@@ -1,8 +1,11 @@
-"""Run a scenario end to end: plan, lower, repeat per iteration, replay on a backend, write the run directory.
+"""The spine: a scenario through every stage to a run directory. Nothing else composes the stages.
 
-``run_scenario`` is what ``hetero-ns3 run`` calls. Stages are the pure functions of the other
-packages; this module only wires them and records what each produced, so that a failure or Ctrl-C
-still leaves a partial run directory (``summary.json`` with the status and reason).
+    load (scenario/) -> compile workload + compute (workload/, compute/) -> lower to an ExecutionPlan and
+    repeat per iteration (plan/, collectives/) -> backend.run (network/) -> summary, tables, trace (results/)
+
+``run_scenario`` is what ``hetero-ns3 run`` (and the benchmarks and sweeps) call. Each stage is a pure
+function of its package; this module only wires them and records what each produced, so that a failure
+or Ctrl-C still leaves a partial run directory (``summary.json`` with the status and reason).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,19 +21,20 @@ from typing import Any
 import numpy as np
 
 from hetero_ns3.collectives import CollectiveEnv, load_tuning
-from hetero_ns3.cosim.iterations import repeat_plan
-from hetero_ns3.cosim.lower import Lowered, lower_workload
-from hetero_ns3.cosim.scenario_section import CollectivesSection, FaultsSection, RunSection
 from hetero_ns3.errors import ScenarioError, SimulationError
-from hetero_ns3.netgraph import NetGraph, make_graph
-from hetero_ns3.network.config import NetworkConfig
+from hetero_ns3.network.backend import ProgressFn, get_backend
+from hetero_ns3.plan.iterations import repeat_plan
+from hetero_ns3.plan.lower import Lowered, lower_workload
 from hetero_ns3.results import GpuMeta, RunPaths, recording_run, summarize, versions_info
+from hetero_ns3.scenario.faults import FaultsSection
+from hetero_ns3.scenario.loader import Scenario
 from hetero_ns3.topology import ClusterSpec, build_graph, load_cluster
+from hetero_ns3.topology.graph import NetGraph
+from hetero_ns3.workload.planner import Plan, plan_scenario
 
 log = logging.getLogger(__name__)
 
 BACKENDS = ("ns3", "analytic")
-ProgressFn = Callable[[float, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -44,9 +48,9 @@ class RunOutcome:
     stats: Mapping[str, Any]
 
 
-def load_run_cluster(scenario: Any) -> ClusterSpec:
+def load_run_cluster(scenario: Scenario) -> ClusterSpec:
     """The scenario's cluster as a topology (``[cluster] topology = ...`` is required to simulate)."""
-    cluster = scenario.section("cluster")
+    cluster = scenario.cluster
     if cluster is None or cluster.topology is None:
         raise ScenarioError(
             "cluster.topology is required to simulate the network (inline [[cluster.groups]] only plan compute); "
@@ -78,32 +82,10 @@ def gpu_slowdowns(faults: FaultsSection, cluster: ClusterSpec) -> dict[str, floa
     return out
 
 
-def apply_static_link_faults(graph: NetGraph, faults: FaultsSection) -> NetGraph:
-    """The graph with links degraded from t=0 (used by the analytic backend, which has no time-varying rates)."""
-    links = list(graph.links)
-    for i, lf in enumerate(faults.links):
-        if lf.at > 0:
-            raise ScenarioError(
-                f"faults.links[{i}].at ({lf.at} s) > 0 needs the ns3 backend (the analytic backend has fixed link "
-                "rates); use --backend ns3 or at = 0"
-            )
-        if lf.rate_factor == 0:
-            raise ScenarioError(
-                f"faults.links[{i}].rate_factor (0) takes the link down: only the ns3 backend simulates that"
-            )
-        j = next((k for k, lk in enumerate(links) if {lk.a, lk.b} == {lf.a, lf.b}), None)
-        if j is None:
-            raise ScenarioError(f"faults.links[{i}]: no link between {lf.a!r} and {lf.b!r}; name two adjacent nodes")
-        links[j] = dataclasses.replace(links[j], rate_bps=links[j].rate_bps * lf.rate_factor)
-    return make_graph(graph.nodes, links)
-
-
-def lower_scenario(scenario: Any, graph: NetGraph, cluster: ClusterSpec) -> tuple[Any, Lowered]:
+def lower_scenario(scenario: Scenario, graph: NetGraph, cluster: ClusterSpec) -> tuple[Plan, Lowered]:
     """Plan the workload and lower it into one execution plan."""
-    from hetero_ns3.workload.planner import plan_scenario
-
-    faults = scenario.section("faults") or FaultsSection()
-    colls = scenario.section("collectives") or CollectivesSection()
+    faults = scenario.faults
+    colls = scenario.collectives
     wplan = plan_scenario(scenario)
     tuning_path = colls.tuning
     if tuning_path is not None and (scenario.base_dir / tuning_path).is_file():
@@ -123,7 +105,7 @@ def lower_scenario(scenario: Any, graph: NetGraph, cluster: ClusterSpec) -> tupl
 
 
 def run_scenario(
-    scenario: Any,
+    scenario: Scenario,
     out_dir: str | Path,
     *,
     backend: str | None = None,
@@ -132,14 +114,13 @@ def run_scenario(
     """Simulate ``run.iterations`` training iterations of ``scenario`` and write the run directory ``out_dir``.
 
     The workload is lowered once into the plan of one iteration, which is repeated
-    (:func:`~hetero_ns3.cosim.iterations.repeat_plan`) and replayed whole on the backend.
+    (:func:`~hetero_ns3.plan.iterations.repeat_plan`) and replayed whole on the backend.
     """
-    run = scenario.section("run") or RunSection()
+    run = scenario.run
     backend = backend or run.backend
-    if backend not in BACKENDS:
-        raise ScenarioError(f"run.backend ({backend!r}) is not a backend; use one of {list(BACKENDS)}")
-    network: NetworkConfig = scenario.section("network") or NetworkConfig()
-    faults: FaultsSection = scenario.section("faults") or FaultsSection()
+    engine = get_backend(backend)
+    network = scenario.network
+    faults: FaultsSection = scenario.faults
     stats: dict[str, Any] = {"backend": backend, "seed": run.seed}
     resolved = scenario.resolved()
     with recording_run(out_dir, scenario_resolved=resolved, versions=versions_info(run.seed)) as rec:
@@ -171,41 +152,20 @@ def run_scenario(
             run.iterations,
         )
         t1 = time.perf_counter()
-        if backend == "analytic":
-            from hetero_ns3.analytic import AnalyticConfig, simulate_plan
-
-            res = simulate_plan(
-                apply_static_link_faults(graph, faults),
-                plan,
-                config=AnalyticConfig.like_nic(network.nic, ecmp_key=network.routing.ecmp_key),
-                seed=run.seed,
+        res = engine.run(
+            plan, graph, network, seed=run.seed, faults=faults, progress=progress, stall_limit_s=run.stall_limit
+        )
+        rec.times, rec.flows_df = res.times, res.flows
+        stats.update(res.stats)
+        if res.interrupted:
+            raise KeyboardInterrupt  # recording_run writes the partial times with status "interrupted"
+        if not res.completed:
+            done = int(np.isfinite(res.times.finish_s).sum())
+            raise SimulationError(
+                f"the {backend} replay stalled: {done} of {len(plan)} tasks finished by "
+                f"{res.sim_time_s:.6f} s simulated (a link down with no alternative path?)"
             )
-            times, flows_df = res.times, res.flows
-            stats.update(events=int(getattr(res.stats, "events", 0)))
-        else:
-            from hetero_ns3.network.replay import LinkFault, run_plan
-
-            link_faults = [LinkFault(f.a, f.b, f.at, f.rate_factor) for f in faults.links]
-            res = run_plan(
-                graph,
-                plan,
-                network,
-                run.seed,
-                link_faults=link_faults,
-                progress=progress,
-                stall_limit_s=run.stall_limit,
-            )
-            rec.times, rec.flows_df = res.times, res.flows
-            stats.update(events=res.events, simulated_s=res.sim_time_s, ns3_wall_s=res.wall_s)
-            if res.interrupted:
-                raise KeyboardInterrupt  # recording_run writes the partial times with status "interrupted"
-            if not res.completed:
-                done = int(np.isfinite(res.times.finish_s).sum())
-                raise SimulationError(
-                    f"the packet-level replay stalled: {done} of {len(plan)} tasks finished by "
-                    f"{res.sim_time_s:.6f} s simulated (a link down with no alternative path?)"
-                )
-            times, flows_df = res.times, res.flows
+        times, flows_df = res.times, res.flows
         stats["backend_wall_s"] = time.perf_counter() - t1
         summary = summarize(plan, times, rec.gpu_meta, rec.iteration)
         # Model FLOPs of one iteration over the time of one (steady-state) iteration.

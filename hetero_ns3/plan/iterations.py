@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetero_ns3.dag import ExecutionPlan
 from hetero_ns3.errors import PlanningError
+from hetero_ns3.plan.dag import ExecutionPlan
 
 _INT32_MAX = np.iinfo(np.int32).max
 

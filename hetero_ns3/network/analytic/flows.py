@@ -1,7 +1,7 @@
 """The flow tasks of an execution plan and the connections they travel on, as the analytic backend needs them.
 
 One pass over the tasks gives each flow its row (flows are numbered in task order), and, for per-connection
-ECMP, its connection: the dense ids of :meth:`hetero_ns3.dag.ExecutionPlan.flow_connections` (restricted to
+ECMP, its connection: the dense ids of :meth:`hetero_ns3.plan.dag.ExecutionPlan.flow_connections` (restricted to
 flows) with the first flow of each. The native kernel does it in one C pass with a hash table (no array
 over the key range); without it, numpy does the same from ``flow_connections``.
 """
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetero_ns3.dag import FLOW, ExecutionPlan, label_channel
 from hetero_ns3.errors import SimulationError
+from hetero_ns3.plan.dag import FLOW, ExecutionPlan, label_channel
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def plan_flows(
 ) -> PlanFlows:
     """The flows of ``plan`` (:class:`PlanFlows`); with ``connections`` also their connections.
 
-    ``lib`` is the native kernel (:func:`hetero_ns3.analytic.native.load_kernel`); without it numpy
+    ``lib`` is the native kernel (:func:`hetero_ns3.network.analytic.native.load_kernel`); without it numpy
     computes the same arrays. ``codes`` (native only): the loop's task codes instead of the flow rows
     (a fresh array, which is also where the loop reads durations: it takes the plan's durations out of
     the builder's buffers, which are not backed by huge pages).

@@ -1,8 +1,8 @@
-"""C source of the kernel's path and plan helpers (appended to :mod:`hetero_ns3.analytic.kernel_c`).
+"""C source of the kernel's path and plan helpers (appended to :mod:`hetero_ns3.network.analytic.kernel_c`).
 
 Routing walks (``flowsim_route``), path figures (``flowsim_path_stats``), the dependency reversal
 (``flowsim_successors``) and the flow table of a plan (``flowsim_flows``): the per-flow passes before the
-event loop. Plain C99 like the event loop; :mod:`hetero_ns3.analytic.native` compiles both as one library.
+event loop. Plain C99 like the event loop; :mod:`hetero_ns3.network.analytic.native` compiles both as one library.
 """
 
 PATHS_SOURCE = r"""

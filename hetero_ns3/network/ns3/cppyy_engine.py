@@ -1,10 +1,10 @@
 """The native module through cppyy (``from ns import ns``): the interactive path, not the run path.
 
-:class:`CppyyEngine` has the interface of :class:`hetero_ns3.network.capi.CapiEngine` but calls
+:class:`CppyyEngine` has the interface of :class:`hetero_ns3.network.ns3.capi.CapiEngine` but calls
 the C++ classes through cppyy, so a run can go either way with the same Python code in between
 (the tests compare the two bit for bit). Importing ns-3 this way costs ~12 s and ~700 MB; the
-simulation front ends (:func:`~hetero_ns3.network.roce.simulate_flows`,
-:func:`~hetero_ns3.network.replay.run_plan`) use it only when asked (``engine="cppyy"``).
+simulation front ends (:func:`~hetero_ns3.network.ns3.roce.simulate_flows`,
+:func:`~hetero_ns3.network.ns3.replay.run_plan`) use it only when asked (``engine="cppyy"``).
 ``raw`` of a network or replay is the cppyy object, for interactive use of its C++ methods.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from hetero_ns3.network import ns3env
-from hetero_ns3.network.capi import NETWORK_ARRAYS, REPLAY_ARRAYS
+from hetero_ns3.network.ns3 import ns3env
+from hetero_ns3.network.ns3.capi import NETWORK_ARRAYS, REPLAY_ARRAYS
 
 
 def vector_to_numpy(vec: Any, dtype: Any) -> np.ndarray:

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hetero_ns3.analytic.config import AnalyticConfig
-from hetero_ns3.analytic.engine import EngineResult, replay
-from hetero_ns3.analytic.flows import PlanFlows, plan_flows
-from hetero_ns3.analytic.native import load_kernel, replay_native, successors_native
-from hetero_ns3.analytic.prefault import populate
-from hetero_ns3.analytic.routes import (
+from hetero_ns3.errors import ScenarioError
+from hetero_ns3.network.analytic.config import AnalyticConfig
+from hetero_ns3.network.analytic.engine import EngineResult, replay
+from hetero_ns3.network.analytic.flows import PlanFlows, plan_flows
+from hetero_ns3.network.analytic.native import load_kernel, replay_native, successors_native
+from hetero_ns3.network.analytic.prefault import populate
+from hetero_ns3.network.analytic.routes import (
     FlowPaths,
     LinkArrays,
     NextHopTable,
@@ -25,9 +26,8 @@ from hetero_ns3.analytic.routes import (
     route_connections,
     route_flows,
 )
-from hetero_ns3.dag import FLOW, ExecutionPlan, TaskTimes
-from hetero_ns3.errors import ScenarioError
-from hetero_ns3.netgraph import HOST, NetGraph
+from hetero_ns3.plan.dag import FLOW, ExecutionPlan, TaskTimes
+from hetero_ns3.topology.graph import HOST, NetGraph
 
 FLOW_COLUMNS = ("id", "src", "dst", "size_bytes", "start_s", "finish_s", "fct_s", "label")
 Routes = Mapping[int, Sequence[Sequence[int]]]
@@ -156,7 +156,7 @@ def _route_plan(
 
 def _name_columns(plan: ExecutionPlan, fl: np.ndarray, fresh: Sequence[np.ndarray] = ()) -> dict[str, object]:
     """The flows table's columns that depend on the plan only (task, src, dst, category, label); also
-    faults in the pages of the ``fresh`` arrays (:func:`~hetero_ns3.analytic.prefault.populate`)."""
+    faults in the pages of the ``fresh`` arrays (:func:`~hetero_ns3.network.analytic.prefault.populate`)."""
     populate(fresh)
     return {
         "task": fl.copy(),
@@ -177,9 +177,9 @@ def simulate_plan(
     """Replay ``plan`` on ``graph`` with max-min fair flows (see docs/analytic.md).
 
     ``plan.gpus`` name hosts of ``graph``. ``seed`` chooses the ECMP hash; with ``config.ecmp_key ==
-    "connection"`` all flows of one connection (:meth:`~hetero_ns3.dag.ExecutionPlan.flow_connections`)
+    "connection"`` all flows of one connection (:meth:`~hetero_ns3.plan.dag.ExecutionPlan.flow_connections`)
     take one path. ``routes`` (optional) are
-    precomputed next-hop tables (:func:`hetero_ns3.netgraph.routing_tables`) to reuse across runs.
+    precomputed next-hop tables (:func:`hetero_ns3.topology.routing.routing_tables`) to reuse across runs.
     Two more threads reverse the dependency lists and number the flows (C passes, which release the
     GIL) while the routing tables are searched (Python), and one builds the name columns of the flows
     table while the event loop runs.

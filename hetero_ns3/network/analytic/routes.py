@@ -4,7 +4,7 @@ A *resource* is one direction of one full-duplex link: ``2 * link`` carries traf
 ``link.b``, ``2 * link + 1`` from ``b`` to ``a``. Resource ``2 * n_links`` is a padding entry with infinite
 capacity and zero delay, so that paths of different lengths fit in one rectangular array.
 
-Paths follow the ECMP next-hop sets of :mod:`hetero_ns3.netgraph`; at every node a flow picks one next
+Paths follow the ECMP next-hop sets of :mod:`hetero_ns3.topology.graph`; at every node a flow picks one next
 hop by a deterministic hash of ``(key, node, seed)``, so a flow keeps one path for its life (per-flow
 ECMP, as a switch hashing the 5-tuple does), different keys spread, and a run is reproducible. The key
 is the flow's connection id (``AnalyticConfig.ecmp_key = "connection"``: all messages of one queue pair
@@ -20,9 +20,10 @@ from itertools import chain
 
 import numpy as np
 
-from hetero_ns3.analytic.config import AnalyticConfig
 from hetero_ns3.errors import SimulationError
-from hetero_ns3.netgraph import NetGraph, packed_routing_tables
+from hetero_ns3.network.analytic.config import AnalyticConfig
+from hetero_ns3.topology.graph import NetGraph
+from hetero_ns3.topology.routing import packed_routing_tables
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -155,7 +156,7 @@ class NextHopTable:
     """ECMP next hops of every destination host as flat arrays (destination slot x node).
 
     Toward host ``d`` at node ``u``: ``link[off[k] : off[k] + count[k]]`` with ``k = slot[d] * n_nodes + u``,
-    in the order of :func:`hetero_ns3.netgraph.routing_tables`.
+    in the order of :func:`hetero_ns3.topology.routing.routing_tables`.
     """
 
     slot: np.ndarray
@@ -175,7 +176,7 @@ class NextHopTable:
 
 
 def next_hop_table(routes: Mapping[int, Sequence[Sequence[int]]], n_nodes: int) -> NextHopTable:
-    """Pack next-hop tables (``routes[dst][node] -> [link, ...]``, :func:`~hetero_ns3.netgraph.routing_tables`)."""
+    """Pack next-hop tables (``routes[dst][node] -> [link, ...]``, :func:`~hetero_ns3.topology.routing.routing_tables`)."""
     dests = list(routes)
     empty: list[Sequence[int]] = [()] * n_nodes
     rows = []
@@ -195,8 +196,8 @@ def next_hop_table(routes: Mapping[int, Sequence[Sequence[int]]], n_nodes: int) 
 
 
 def graph_next_hop_table(graph: NetGraph) -> NextHopTable:
-    """The next-hop table of ``graph`` (:func:`~hetero_ns3.netgraph.packed_routing_tables`, same content as
-    :func:`next_hop_table` of :func:`~hetero_ns3.netgraph.routing_tables`, without the Python lists)."""
+    """The next-hop table of ``graph`` (:func:`~hetero_ns3.topology.routing.packed_routing_tables`, same content as
+    :func:`next_hop_table` of :func:`~hetero_ns3.topology.routing.routing_tables`, without the Python lists)."""
     packed = packed_routing_tables(graph)
     n_nodes = len(graph.nodes)
     slot = np.full(n_nodes, -1, np.int64)
@@ -394,8 +395,8 @@ def route_flows(
     """Route flows ``src[i] -> dst[i]`` (node indices) along ECMP next hops.
 
     ``routes`` maps a destination node index to its per-node next-hop link lists (the output of
-    :func:`hetero_ns3.netgraph.routing_tables`, computed here when absent, so that both backends route
-    alike). ``lib`` is the native kernel (:func:`hetero_ns3.analytic.native.load_kernel`): with it the walk
+    :func:`hetero_ns3.topology.routing.routing_tables`, computed here when absent, so that both backends route
+    alike). ``lib`` is the native kernel (:func:`hetero_ns3.network.analytic.native.load_kernel`): with it the walk
     runs in C, else in numpy; both give the same paths and figures. ``connection`` (int64 per flow,
     optional) with ``config.ecmp_key == "connection"``: the hash identity of a flow is its connection id
     instead of ``flow_id`` (``packet`` hash: instead of its position), each distinct connection is walked

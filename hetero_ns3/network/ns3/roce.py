@@ -5,13 +5,13 @@ forwarding tables and the flows over as numpy arrays, runs the simulator once, r
 as arrays and turns them into DataFrames. Each run ends with ``Simulator::Destroy()``, so runs can
 follow one another in one process.
 
-Runs go through the module's C ABI (:mod:`hetero_ns3.network.capi`, ctypes: no ``import ns``).
+Runs go through the module's C ABI (:mod:`hetero_ns3.network.ns3.capi`, ctypes: no ``import ns``).
 ``engine="cppyy"`` runs the same calls through cppyy instead (same results bit for bit), and
 :func:`build_network` / :func:`open_network` hand out the cppyy object for interactive use.
 
 Typical use::
 
-    from hetero_ns3.network.roce import simulate_flows
+    from hetero_ns3.network.ns3.roce import simulate_flows
     res = simulate_flows(graph, flows_df, NetworkConfig(cc=CcConfig(kind="hpcc")), seed=1)
     res.flows, res.ports, res.queues
 """
@@ -27,10 +27,11 @@ import numpy as np
 import pandas as pd
 
 from hetero_ns3.errors import ScenarioError, SimulationError, field_error
-from hetero_ns3.netgraph import HOST, NetGraph, routing_tables
+from hetero_ns3.topology.graph import HOST, NetGraph
+from hetero_ns3.topology.routing import routing_tables
 from hetero_ns3.network.config import NetworkConfig, attribute_settings
 from hetero_ns3.network.flows_io import FlowArrays, flow_arrays
-from hetero_ns3.network.results import DROP_REASONS, PORT_COUNTERS, FlowResults
+from hetero_ns3.network.ns3.results import DROP_REASONS, PORT_COUNTERS, FlowResults
 
 
 def port_id(graph: NetGraph, link: int, node: str) -> int:
@@ -58,13 +59,13 @@ ENGINES: tuple[str, ...] = ("capi", "cppyy")
 
 
 def make_engine(engine: str = "capi") -> Any:
-    """A :class:`~hetero_ns3.network.capi.CapiEngine` or :class:`~hetero_ns3.network.cppyy_engine.CppyyEngine`."""
+    """A :class:`~hetero_ns3.network.ns3.capi.CapiEngine` or :class:`~hetero_ns3.network.ns3.cppyy_engine.CppyyEngine`."""
     if engine == "capi":
-        from hetero_ns3.network.capi import CapiEngine  # noqa: PLC0415
+        from hetero_ns3.network.ns3.capi import CapiEngine  # noqa: PLC0415
 
         return CapiEngine()
     if engine == "cppyy":
-        from hetero_ns3.network.cppyy_engine import CppyyEngine  # noqa: PLC0415 (imports ns-3: ~12 s)
+        from hetero_ns3.network.ns3.cppyy_engine import CppyyEngine  # noqa: PLC0415 (imports ns-3: ~12 s)
 
         return CppyyEngine()
     raise field_error("engine", engine, "is not a way into the native module", f"use one of {list(ENGINES)}")
@@ -72,7 +73,7 @@ def make_engine(engine: str = "capi") -> Any:
 
 def vector_to_numpy(vec: Any, dtype: Any) -> np.ndarray:
     """Copy a cppyy ``std::vector`` into a numpy array (for interactive use of :func:`open_network`)."""
-    from hetero_ns3.network.cppyy_engine import vector_to_numpy as convert  # noqa: PLC0415
+    from hetero_ns3.network.ns3.cppyy_engine import vector_to_numpy as convert  # noqa: PLC0415
 
     return convert(vec, dtype)
 

@@ -7,7 +7,7 @@ op then completes at the planner's exit task on its GPU. Pure Python, no ns-3.
 
 Ordering: ops and instances are emitted in a topological order of the op graph (instances count as
 one node whose dependencies are the union of their members'), so that every task depends only on
-tasks already emitted, as :class:`~hetero_ns3.plan_builder.PlanBuilder` requires. Cost is linear in ops,
+tasks already emitted, as :class:`~hetero_ns3.plan.builder.PlanBuilder` requires. Cost is linear in ops,
 dependencies and emitted tasks; the per-rank ops are read as columns of the worker programs
 (:mod:`hetero_ns3.workload.optable`), never built as :class:`~hetero_ns3.workload.artefact.Op` objects.
 """
@@ -21,21 +21,13 @@ from dataclasses import dataclass, field, replace
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
 from hetero_ns3.collectives.templates import CallTemplates
-from hetero_ns3.dag import COMM_STREAM, COMPUTE_STREAM, ExecutionPlan
+from hetero_ns3.collectives.types import CollectiveOverride
 from hetero_ns3.errors import PlanningError
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import COMM_STREAM, COMPUTE_STREAM, ExecutionPlan
 from hetero_ns3.workload.artefact import ProgramOp, Workload
 from hetero_ns3.workload.gcpause import gc_paused
 from hetero_ns3.workload.optable import OpTable, op_graph, op_table
-
-
-@dataclass(frozen=True)
-class CollectiveOverride:
-    """Algorithm / protocol / channel choices for the collectives of one parallel dimension."""
-
-    algo: str | None = None
-    protocol: str | None = None
-    channels: int | None = None
 
 
 @dataclass(frozen=True)

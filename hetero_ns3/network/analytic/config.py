@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from hetero_ns3.dag import ECMP_KEYS
 from hetero_ns3.errors import field_error
+from hetero_ns3.plan.dag import ECMP_KEYS
 
 #: RoCEv2 per-packet overhead in bytes: Ethernet header 14 + FCS 4 + IPv4 20 + UDP 8 + IB BTH 12 + ICRC 4.
 ROCEV2_HEADER_BYTES = 14 + 4 + 20 + 8 + 12 + 4
@@ -71,11 +71,11 @@ class AnalyticConfig:
     released in task order, e.g. flows that all start together); for cross-checks."""
     ecmp_key: str = "connection"
     """What a flow's ECMP hash identifies: ``connection`` (default) hashes the flow's connection id
-    (:meth:`hetero_ns3.dag.ExecutionPlan.flow_connections`: one NCCL-like queue pair per source GPU,
+    (:meth:`hetero_ns3.plan.dag.ExecutionPlan.flow_connections`: one NCCL-like queue pair per source GPU,
     destination GPU, category and channel) in place of its own id, so all messages of a connection take
     one path, as their RoCEv2 UDP source port is the same; ``flow`` hashes every flow task on its own
     (each message its own path; the behaviour before connections were modelled). Flows given without
-    connections (:func:`~hetero_ns3.analytic.simulate_flows`) are each their own connection."""
+    connections (:func:`~hetero_ns3.network.analytic.simulate_flows`) are each their own connection."""
     engine: str = "auto"
     """Event loop: ``native`` (C, compiled on first use with the system compiler), ``numpy`` (pure
     Python/numpy, same algorithm, slower), or ``auto`` (native when a compiler works, else numpy)."""

@@ -4,9 +4,9 @@ Public API: :func:`simulate_plan`, :func:`simulate_flows`, :class:`AnalyticConfi
 :class:`AnalyticResult`. See docs/analytic.md.
 """
 
-from hetero_ns3.analytic.api import AnalyticResult, AnalyticStats, simulate_flows, simulate_plan
-from hetero_ns3.analytic.config import ETHERNET_PREAMBLE_IFG_BYTES, ROCEV2_HEADER_BYTES, AnalyticConfig, Framing
-from hetero_ns3.analytic.maxmin import maxmin_rates
+from hetero_ns3.network.analytic.api import AnalyticResult, AnalyticStats, simulate_flows, simulate_plan
+from hetero_ns3.network.analytic.config import ETHERNET_PREAMBLE_IFG_BYTES, ROCEV2_HEADER_BYTES, AnalyticConfig, Framing
+from hetero_ns3.network.analytic.maxmin import maxmin_rates
 
 __all__ = [
     "ETHERNET_PREAMBLE_IFG_BYTES",

@@ -7,7 +7,7 @@ the simulated intra-node fabric and network. No Python runs per packet, per flow
 
 Python regains control only between slices of simulated time (to report progress), and reads the
 per-task start/finish times and per-flow records back as arrays at the end. The calls go through
-the module's C ABI (:mod:`hetero_ns3.network.capi`; no ``import ns``), or through cppyy with
+the module's C ABI (:mod:`hetero_ns3.network.ns3.capi`; no ``import ns``), or through cppyy with
 ``engine="cppyy"`` (same results bit for bit).
 """
 
@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hetero_ns3.dag import FLOW, ExecutionPlan, TaskTimes
+from hetero_ns3.plan.dag import FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.errors import ScenarioError, SimulationError, field_error
-from hetero_ns3.netgraph import NetGraph
+from hetero_ns3.topology.graph import NetGraph
 from hetero_ns3.network.config import NetworkConfig
-from hetero_ns3.network.roce import network_session, ports_frame
+from hetero_ns3.network.ns3.roce import network_session, ports_frame
 
 #: ``progress(sim_time_s, tasks_done, tasks_total)`` called between slices of simulated time.
 ProgressFn = Callable[[float, int, int], None]

@@ -1,8 +1,4 @@
-"""The sections this package owns: ``[model]``, ``[parallelism]``, ``[cluster]``, ``[compute]``.
-
-Imported by :func:`hetero_ns3.scenario.registry.discover_sections`; other packages register theirs
-the same way (``register_section("network", NetworkConfig)``).
-"""
+"""The ``[cluster]`` section: a topology preset (or file), or inline node groups for compute-only planning."""
 
 from __future__ import annotations
 
@@ -10,12 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hetero_ns3.compute.config import ComputeConfig
 from hetero_ns3.compute.gpus import get_gpu
 from hetero_ns3.errors import ScenarioError, field_error
-from hetero_ns3.scenario.registry import register_section
-from hetero_ns3.workload.models import ModelSpec, load_model_section
-from hetero_ns3.workload.parallel import ParallelPlan
 
 
 @dataclass(frozen=True)
@@ -99,23 +91,9 @@ def resolve_cluster_gpus(
     """The cluster's GPUs: inline groups, or ``hetero_ns3.topology.load_cluster(topology).gpus()``."""
     if cluster.topology is None:
         return inline_gpus(cluster, extra_gpus=extra_gpus)
-    try:
-        from hetero_ns3.topology import load_cluster  # type: ignore[attr-defined]
-    except ImportError:
-        try:
-            from hetero_ns3.topology.loader import load_cluster
-        except ImportError as err:
-            raise ScenarioError(
-                f"cluster.topology ({cluster.topology!r}) needs hetero_ns3.topology.load_cluster, which is not available; "
-                "use inline [[cluster.groups]] instead"
-            ) from err
+    from hetero_ns3.topology.loader import load_cluster
+
     ref: str | Path = cluster.topology
     if base_dir is not None and (base_dir / cluster.topology).is_file():
         ref = base_dir / cluster.topology
     return tuple(load_cluster(ref).gpus())
-
-
-register_section("model", ModelSpec, loader=load_model_section, doc="the model: a catalog name or a full shape")
-register_section("parallelism", ParallelPlan, doc="the parallel plan (tp, pp, dp, schedule, ...)")
-register_section("cluster", ClusterSection, doc="topology = 'h0' (preset or path) or inline [[cluster.groups]]")
-register_section("compute", ComputeConfig, doc="precision, efficiency table, memory allowance")
