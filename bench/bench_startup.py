@@ -41,10 +41,11 @@ net.add_flows([0], [1], [1024], [3], [0.0])
 eng.run_for(1e-9)  # runs the events at t = 0 (the flow's start)
 assert eng.event_count() > 0
 t = time.time()
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+ru = resource.getrusage(resource.RUSAGE_SELF)
+rss, cpu = ru.ru_maxrss * 1024, ru.ru_utime + ru.ru_stime
 eng.destroy()
 net.free()
-print(json.dumps({"t_first_event": t, "rss_bytes": rss}))
+print(json.dumps({"t_first_event": t, "rss_bytes": rss, "cpu_s": cpu}))
 """
 
 _COLLECTIVE = """
@@ -62,8 +63,8 @@ def _env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
 
 
-def _first_event(engine: str) -> tuple[float, int]:
-    """(wall s from launching a fresh interpreter to its first simulated event, its peak RSS bytes then)."""
+def _first_event(engine: str) -> tuple[float, int, float]:
+    """(wall s from launching a fresh interpreter to its first simulated event, its peak RSS bytes and CPU s then)."""
     t0 = time.time()
     proc = subprocess.run(
         [sys.executable, "-c", _FIRST_EVENT, engine], capture_output=True, text=True, env=_env(), check=False
@@ -71,11 +72,11 @@ def _first_event(engine: str) -> tuple[float, int]:
     if proc.returncode != 0:
         raise SystemExit(f"{engine}: child failed ({proc.returncode}):\n{proc.stderr}")
     rec = json.loads(proc.stdout.strip().splitlines()[-1])
-    return rec["t_first_event"] - t0, rec["rss_bytes"]
+    return rec["t_first_event"] - t0, rec["rss_bytes"], rec["cpu_s"]
 
 
-def _collective(engine: str) -> tuple[float, int]:
-    """(wall s, peak RSS bytes) of the collective CLI in a fresh interpreter.
+def _collective(engine: str) -> tuple[float, int, float]:
+    """(wall s, peak RSS bytes, CPU s) of the collective CLI in a fresh interpreter.
 
     A helper process launches it, so ``RUSAGE_CHILDREN`` holds that one child's peak RSS only.
     """
@@ -85,20 +86,23 @@ def _collective(engine: str) -> tuple[float, int]:
         f"p = subprocess.run([sys.executable, '-c', {_COLLECTIVE!r}, {engine!r}], capture_output=True)\n"
         "wall = time.time() - t0\n"
         "assert p.returncode == 0, p.stderr\n"
-        "print(wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)\n"
+        "ru = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+        "print(wall, ru.ru_maxrss * 1024, ru.ru_utime + ru.ru_stime)\n"
     )
     line = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), check=True)
-    wall, rss = line.stdout.split()
-    return float(wall), int(rss)
+    wall, rss, cpu = line.stdout.split()
+    return float(wall), int(rss), float(cpu)
 
 
 def measure(engine: str) -> dict[str, float]:
-    first, rss_first = _first_event(engine)
-    cwall, crss = _collective(engine)
+    first, rss_first, cpu_first = _first_event(engine)
+    cwall, crss, ccpu = _collective(engine)
     return {
         "first_event_s": first,
+        "first_event_cpu_s": cpu_first,
         "first_event_rss_mib": rss_first / 2**20,
         "collective_wall_s": cwall,
+        "collective_cpu_s": ccpu,
         "collective_rss_mib": crss / 2**20,
     }
 

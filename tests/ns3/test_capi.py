@@ -121,8 +121,8 @@ def test_replay_same_bits_through_c_abi_and_cppyy_with_faults(native):
 @pytest.mark.slow
 def test_demo_same_bits_through_c_abi_and_cppyy(native, tmp_path, monkeypatch):
     """``scenarios/demo.toml`` through the ns3 backend, both ways: same task times, flows and ports."""
-    from hetero_ns3.pipeline import run_scenario
     from hetero_ns3.network.ns3 import replay
+    from hetero_ns3.pipeline import run_scenario
     from hetero_ns3.scenario.loader import load_scenario
 
     original = replay.run_plan

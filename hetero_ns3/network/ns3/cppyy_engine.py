@@ -26,6 +26,8 @@ def vector_to_numpy(vec: Any, dtype: Any) -> np.ndarray:
     return np.frombuffer(vec.data(), dtype=dtype, count=n).copy()
 
 
+_FLOW_DTYPES = (np.uint32, np.uint32, np.uint64, np.uint8, np.float64)
+
 _NETWORK_GETTERS: dict[str, str] = {
     "flow_start": "GetFlowStartTimes",
     "flow_finish": "GetFlowFinishTimes",
@@ -65,7 +67,10 @@ class CppyyNetwork:
         self.raw.Build()
 
     def add_flows(self, src: Any, dst: Any, size: Any, prio: Any, start: Any) -> None:
-        self.raw.AddFlows(src, dst, size, prio, start, len(src))
+        arrs = [
+            np.ascontiguousarray(x, dtype=t) for x, t in zip((src, dst, size, prio, start), _FLOW_DTYPES, strict=True)
+        ]
+        self.raw.AddFlows(*arrs, len(arrs[0]))
 
     def sample_queues(self, ports: np.ndarray, interval_s: float, until_s: float) -> None:
         s = self._ns.Seconds

@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hetero_ns3.plan.dag import FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.errors import ScenarioError, SimulationError, field_error
-from hetero_ns3.topology.graph import NetGraph
 from hetero_ns3.network.config import NetworkConfig
 from hetero_ns3.network.ns3.roce import network_session, ports_frame
+from hetero_ns3.plan.dag import FLOW, ExecutionPlan, TaskTimes
+from hetero_ns3.topology.graph import NetGraph
 
 #: ``progress(sim_time_s, tasks_done, tasks_total)`` called between slices of simulated time.
 ProgressFn = Callable[[float, int, int], None]
