@@ -26,7 +26,9 @@ class RunSection:
         from hetero_ns3.network.backend import backend_names
 
         if self.backend not in backend_names():
-            raise field_error(f"{where}.backend", self.backend, "is not a backend", f"use one of {list(backend_names())}")
+            raise field_error(
+                f"{where}.backend", self.backend, "is not a backend", f"use one of {list(backend_names())}"
+            )
         if self.iterations < 1:
             raise field_error(
                 f"{where}.iterations", self.iterations, "must be an integer >= 1", "e.g. --set run.iterations=3"
