@@ -92,7 +92,7 @@ def lower_scenario(scenario: Scenario, graph: NetGraph, cluster: ClusterSpec) ->
         tuning_path = str(scenario.base_dir / tuning_path)
     tuning = load_tuning(tuning_path)
     if colls.tuning_overrides():
-        tuning = dataclasses.replace(tuning, **colls.tuning_overrides())
+        tuning = dataclasses.replace(tuning, **colls.tuning_overrides())  # type: ignore[arg-type]
     env = CollectiveEnv.from_graph(graph, tuning)
     lowered = lower_workload(
         wplan.workload,

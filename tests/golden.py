@@ -31,7 +31,8 @@ def extract(summary: dict[str, Any]) -> dict[str, Any]:
         "iteration_time_s": summary["iteration_time_s"],
         "breakdown_overall": summary["breakdown"]["overall"],
         "breakdown_per_gpu_type": {
-            k: {t: v for t, v in row.items() if t != "n_gpus"} for k, row in summary["breakdown"]["per_gpu_type"].items()
+            k: {t: v for t, v in row.items() if t != "n_gpus"}
+            for k, row in summary["breakdown"]["per_gpu_type"].items()
         },
         "counts": {k: summary["run"][k] for k in ("tasks", "flows", "collectives")},
         "mfu": summary["run"]["mfu"],

@@ -120,7 +120,7 @@ class CollectiveEnv:
         return t.reduction_bytes_touched * nbytes / (self.hbm_bw_Bps(gpu) * t.hbm_efficiency)
 
     # -- paths -----------------------------------------------------------------------------------
-    def _toward(self, dst: int) -> tuple[list[list[int]], dict[int, tuple[float, float, int, int]]]:
+    def _toward(self, dst: int) -> tuple[list[list[int]], dict[int, tuple[float, float, int, int] | None]]:
         """Next-hop table toward host ``dst`` (the routes both backends use) and a memo of best paths."""
         hit = self._tables.get(dst)
         if hit is None:
