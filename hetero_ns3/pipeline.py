@@ -82,8 +82,10 @@ def gpu_slowdowns(faults: FaultsSection, cluster: ClusterSpec) -> dict[str, floa
     return out
 
 
-def lower_scenario(scenario: Scenario, graph: NetGraph, cluster: ClusterSpec) -> tuple[Plan, Lowered]:
-    """Plan the workload and lower it into one execution plan."""
+def lower_scenario(
+    scenario: Scenario, graph: NetGraph, cluster: ClusterSpec, *, reuse: bool = True
+) -> tuple[Plan, Lowered]:
+    """Plan the workload and lower it into one execution plan (``reuse``: see :func:`lower_workload`)."""
     faults = scenario.faults
     colls = scenario.collectives
     wplan = plan_scenario(scenario)
@@ -100,6 +102,7 @@ def lower_scenario(scenario: Scenario, graph: NetGraph, cluster: ClusterSpec) ->
         slowdown=gpu_slowdowns(faults, cluster),
         overrides=colls.overrides(),
         priority=colls.priorities(),
+        reuse=reuse,
     )
     return wplan, lowered
 
