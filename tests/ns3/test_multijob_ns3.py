@@ -14,7 +14,7 @@ from hetero_ns3.scenario import load_scenario
 
 pytestmark = pytest.mark.ns3
 
-TWO_JOBS = Path(__file__).resolve().parents[1] / "data" / "two-jobs.toml"
+TWO_JOBS = Path(__file__).resolve().parents[2] / "scenarios" / "two-jobs.toml"
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from hetero_ns3.plan.dag import critical_path_s
 from hetero_ns3.plan.merge import delay_start, merge_plans
 from hetero_ns3.scenario import load_scenario, scenario_from_dict
 
-TWO_JOBS = Path(__file__).resolve().parents[1] / "data" / "two-jobs.toml"
+TWO_JOBS = Path(__file__).resolve().parents[2] / "scenarios" / "two-jobs.toml"
 
 
 def _toy_plan(gpus: tuple[str, ...], dur: float):
