@@ -35,16 +35,32 @@ def _one(name: str, value: GpuMetaLike) -> GpuMeta:
     raise PlanningError(f"gpu_meta[{name!r}] ({value!r}) is not a GpuMeta, (gpu_type, node) or mapping")
 
 
+ENDPOINT_TYPE = "nvls"
+"""``gpu_type`` of a plan endpoint that is not a GPU (an NVSwitch's NVLS endpoint ``n3.nvls``, which
+the collective planner adds to plans): summaries leave such entries out of the per-GPU breakdown."""
+
+
+def is_endpoint(name: str) -> bool:
+    """Whether plan endpoint ``name`` is an NVSwitch's NVLS endpoint (``n<i>.nvls``, topology/fabric.py)."""
+    return name.endswith(".nvls")
+
+
 def resolve_gpu_meta(gpus: Sequence[str], gpu_meta: Mapping[str, GpuMetaLike] | None) -> tuple[GpuMeta, ...]:
     """One :class:`GpuMeta` per entry of ``gpus``.
 
     With ``gpu_meta=None`` the node is the part of the name before the first dot (``n3.g5`` ->
-    ``n3``) and the type is ``"gpu"``.
+    ``n3``) and the type is ``"gpu"``. NVLS endpoints (:func:`is_endpoint`) not in ``gpu_meta``
+    get type :data:`ENDPOINT_TYPE` and their node.
     """
     if gpu_meta is None:
-        return tuple(GpuMeta("gpu", g.split(".", 1)[0]) for g in gpus)
+        return tuple(
+            GpuMeta(ENDPOINT_TYPE if is_endpoint(g) else "gpu", g.split(".", 1)[0]) for g in gpus
+        )
     out = []
     for g in gpus:
+        if g not in gpu_meta and is_endpoint(g):
+            out.append(GpuMeta(ENDPOINT_TYPE, g.split(".", 1)[0]))
+            continue
         if g not in gpu_meta:
             raise PlanningError(f"gpu_meta has no entry for GPU {g!r}; give (gpu_type, node) for every plan GPU")
         out.append(_one(g, gpu_meta[g]))
