@@ -53,9 +53,7 @@ def resolve_gpu_meta(gpus: Sequence[str], gpu_meta: Mapping[str, GpuMetaLike] | 
     get type :data:`ENDPOINT_TYPE` and their node.
     """
     if gpu_meta is None:
-        return tuple(
-            GpuMeta(ENDPOINT_TYPE if is_endpoint(g) else "gpu", g.split(".", 1)[0]) for g in gpus
-        )
+        return tuple(GpuMeta(ENDPOINT_TYPE if is_endpoint(g) else "gpu", g.split(".", 1)[0]) for g in gpus)
     out = []
     for g in gpus:
         if g not in gpu_meta and is_endpoint(g):

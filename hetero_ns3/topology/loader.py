@@ -189,7 +189,9 @@ def _fabric(t: dict[str, Any], path: str, gpu_type: str, gpus: int, nics: NicSpe
     if not isinstance(nvls, bool):
         raise field_error(f"{path}.nvls", nvls, "must be true or false")
     if nvls and kind != NVSWITCH:
-        raise field_error(f"{path}.nvls", nvls, "applies only to kind = 'nvswitch'", "remove it or use an NVSwitch fabric")
+        raise field_error(
+            f"{path}.nvls", nvls, "applies only to kind = 'nvswitch'", "remove it or use an NVSwitch fabric"
+        )
     return FabricSpec(kind, nvlink, nv_delay, gen, lanes, pcie_rate, pcie_delay, switches, seg, nvls)
 
 
