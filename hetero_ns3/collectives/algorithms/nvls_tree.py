@@ -15,8 +15,8 @@ each head stores its final chunk and the switch multicasts the round to the node
 
 Cost model: latency ``[nvls].latency_us + 2 floor(log2 nodes) x [nvls].tree_net_latency_us``
 (NCCL's NVLS-Tree latency with baseLat 0), bandwidth the slower of the NVLS ports (as NVLS) and the
-tree's NIC loads (:func:`~hetero_ns3.collectives.cost.bottleneck`), plus one round of pipeline
-fill. NCCL's per-channel cap ``perChMaxNVLSTreeBws`` is a tuning-model cap that our graph-based
+tree's NIC loads (:func:`~hetero_ns3.collectives.cost.bottleneck`), plus ``FILL_ROUNDS`` rounds
+of pipeline fill. NCCL's per-channel cap ``perChMaxNVLSTreeBws`` is a tuning-model cap that our graph-based
 bottleneck replaces (cited in tuning.toml, not applied).
 """
 
@@ -31,6 +31,11 @@ from hetero_ns3.collectives.emit import Emitter, split
 from hetero_ns3.collectives.env import CollectiveEnv
 from hetero_ns3.collectives.registry import register
 from hetero_ns3.collectives.types import ALL_REDUCE, CollectiveCall, Hop
+
+#: Pipeline fill of an NVLS-Tree call in rounds, as the flow-level replay of its plan shows (a round
+#: is a chain of six transfers: read, result, tree up, tree down, store, multicast, with
+#: ``inflight_slices`` rounds in flight): 2.3-2.6 rounds at 4-32 rounds on 2 x 8 H100.
+FILL_ROUNDS = 2.5
 
 
 def node_trees(n_nodes: int) -> list[tuple[list[int], list[int]]]:
@@ -115,7 +120,7 @@ class NvlsTree:
         if t_net > worst_t:
             worst_t, hop = t_net, net_hop
         rounds = nvls_rounds(env, size, m, chunk)
-        return tree_latency_s(env, k) + worst_t * (1 + 1 / rounds), hop
+        return tree_latency_s(env, k) + worst_t * (1 + FILL_ROUNDS / rounds), hop
 
     def plan(self, em: Emitter) -> None:
         call, env = em.call, em.env
