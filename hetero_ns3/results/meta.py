@@ -50,14 +50,19 @@ def resolve_gpu_meta(gpus: Sequence[str], gpu_meta: Mapping[str, GpuMetaLike] | 
 
     With ``gpu_meta=None`` the node is the part of the name before the first dot (``n3.g5`` ->
     ``n3``) and the type is ``"gpu"``. NVLS endpoints (:func:`is_endpoint`) not in ``gpu_meta``
-    get type :data:`ENDPOINT_TYPE` and their node.
+    get type :data:`ENDPOINT_TYPE` and the node of the GPUs of their server (``n3.*``).
     """
     if gpu_meta is None:
         return tuple(GpuMeta(ENDPOINT_TYPE if is_endpoint(g) else "gpu", g.split(".", 1)[0]) for g in gpus)
     out = []
+    node_of: dict[str, int | str] = {}  # server prefix (``n3``) -> node as the GPUs' metadata gives it
     for g in gpus:
         if g not in gpu_meta and is_endpoint(g):
-            out.append(GpuMeta(ENDPOINT_TYPE, g.split(".", 1)[0]))
+            pre = g.split(".", 1)[0]
+            if not node_of:
+                for name, value in gpu_meta.items():
+                    node_of.setdefault(str(name).split(".", 1)[0], _one(name, value).node)
+            out.append(GpuMeta(ENDPOINT_TYPE, node_of.get(pre, pre)))
             continue
         if g not in gpu_meta:
             raise PlanningError(f"gpu_meta has no entry for GPU {g!r}; give (gpu_type, node) for every plan GPU")

@@ -100,7 +100,7 @@ def plan_counts(
         "tasks": len(plan),
         "compute_tasks": int(len(plan) - np.count_nonzero(flows)),
         "flows": int(np.count_nonzero(flows)),
-        "gpus": len(plan.gpus),
+        "gpus": len(plan.gpus) if meta is None else sum(m.gpu_type != ENDPOINT_TYPE for m in meta),
         "flow_bytes": int(plan.size_bytes[flows].sum()),
     }
     if times is not None:

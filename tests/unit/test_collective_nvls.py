@@ -190,3 +190,19 @@ def test_nvls_tree_two_nodes(h100):
     _, ring_plan = _plan(env, CollectiveCall("all_reduce", group, size, algo="ring"))
     assert t < 0.95 * simulate_plan(g, ring_plan).times.makespan_s  # per NIC S/8 each way vs the ring's 2S(n-1)/n/8
     assert math.isfinite(res.predicted_s) and res.predicted_s == pytest.approx(t, rel=0.05)
+
+
+def test_run_summary_leaves_endpoints_out(h100):
+    """A plan with NVLS endpoints: summaries count and break down GPUs only; switch traffic is intra-node."""
+    from hetero_ns3.results.meta import GpuMeta
+    from hetero_ns3.results.summary import summarize
+
+    g, env = h100
+    group = env.gpus[:8]
+    res, plan = _plan(env, CollectiveCall("all_reduce", group, 64 << 20))
+    assert res.algo == "nvls" and plan.gpus[-1] == "n0.nvls"
+    s = summarize(plan, simulate_plan(g, plan).times, {x: GpuMeta("H100-SXM", 0) for x in group})
+    assert sorted(s.per_gpu) == sorted(group) and list(s.per_gpu_type) == ["H100-SXM"]
+    assert s.counts["gpus"] == 8
+    traffic = s.counts["traffic"]["comm"]
+    assert traffic["inter_node_bytes"] == 0 and traffic["intra_node_bytes"] == traffic["bytes"]
