@@ -80,6 +80,8 @@ def test_selection_follows_nccl(h100):
     assert choose(CollectiveCall("all_gather", group, GIB), env).algo == "ring"
     assert choose(CollectiveCall("reduce_scatter", group, GIB), env).algo == "ring"
     assert choose(CollectiveCall("all_reduce", env.gpus[:16], GIB), env).algo == "nvls_tree"
+    one_per_node = (env.gpus[0], env.gpus[8])
+    assert choose(CollectiveCall("all_reduce", one_per_node, GIB), env).algo not in ("nvls", "nvls_tree")
     forced = choose(CollectiveCall("all_reduce", group, GIB, algo="ring"), env)
     assert forced.algo == "ring" and forced.source == "override"
     with pytest.raises(PlanningError, match="Simple"):

@@ -87,6 +87,8 @@ class NvlsTree:
             return "nvls_tree needs several nodes (one node: nvls)"
         if len({len(x) for x in nodes}) > 1:
             return "nvls_tree needs the same number of ranks on every node"
+        if len(nodes[0]) < 2:
+            return "nvls_tree needs at least 2 ranks per node (the switch reduces across a node's GPUs)"
         return nvls_support(env, call.group)
 
     def cost(self, call: CollectiveCall, env: CollectiveEnv, protocol: str, channels: int):
