@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, busbw_factor, plan_collective
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.topology import star
 
 pytestmark = pytest.mark.ns3
-replay = pytest.importorskip("hetero_ns3.network.replay", reason="ns-3 DAG replay not available yet")
+replay = pytest.importorskip("hetero_ns3.network.ns3.replay", reason="ns-3 DAG replay not available yet")
 
 
 def test_ring_all_reduce_packet_level(native):
@@ -37,10 +37,10 @@ def test_nvls_all_reduce_packet_level(native):
     port carries S(1+1/N) x wire factor each way, and the time is the flow-level backend's."""
     from pathlib import Path
 
-    from hetero_ns3.analytic import simulate_plan
     from hetero_ns3.collectives.algorithms.nvls import wire_scale
-    from hetero_ns3.dag import FLOW
+    from hetero_ns3.network.analytic import simulate_plan
     from hetero_ns3.network.config import NetworkConfig
+    from hetero_ns3.plan.dag import FLOW
     from hetero_ns3.topology import resolve_topology
 
     g = resolve_topology(Path(__file__).parents[1] / "data" / "one-node-4gpu.toml")

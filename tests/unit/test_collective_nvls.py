@@ -12,13 +12,13 @@ import math
 import numpy as np
 import pytest
 
-from hetero_ns3.analytic import simulate_plan
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, choose, plan_collective
 from hetero_ns3.collectives.algorithms.nvls import wire_scale
 from hetero_ns3.compute.gpus import get_gpu
-from hetero_ns3.dag import FLOW
 from hetero_ns3.errors import PlanningError
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.network.analytic import simulate_plan
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import FLOW
 from hetero_ns3.topology import build_graph, load_cluster, resolve_topology
 
 GIB = 1 << 30
