@@ -106,12 +106,16 @@ class Emitter:
         """The entry task id of every GPU that has one so far."""
         return dict(self._entry)
 
-    def wire_bytes(self, src: str, dst: str, nbytes: int) -> int:
+    def wire_bytes(self, src: str, dst: str, nbytes: int, scale: float = 1.0) -> int:
         kind = self.env.path(src, dst).kind
-        return math.ceil(nbytes * self.proto_wire * self.tuning.links[kind].wire_overhead)
+        return math.ceil(nbytes * self.proto_wire * self.tuning.links[kind].wire_overhead * scale)
 
-    def flow(self, src: str, dst: str, nbytes: int, deps: Iterable[int], ch: int, what: str = "send") -> int:
-        """``nbytes`` payload from ``src`` to ``dst`` on channel ``ch``; a zero-time join if ``nbytes`` is 0."""
+    def flow(
+        self, src: str, dst: str, nbytes: int, deps: Iterable[int], ch: int, what: str = "send", scale: float = 1.0
+    ) -> int:
+        """``nbytes`` payload from ``src`` to ``dst`` on channel ``ch``; a zero-time join if ``nbytes`` is 0.
+
+        ``scale`` multiplies the wire bytes further (NVLS: its efficiency and per-chunk cost)."""
         deps = list(deps)
         if nbytes <= 0:
             tid = self.b.add_barrier(dst, deps, label=self.label(ch, what), category=self.category)
@@ -126,7 +130,7 @@ class Emitter:
         tid = self.b.add_flow(
             src,
             dst,
-            self.wire_bytes(src, dst, nbytes),
+            self.wire_bytes(src, dst, nbytes, scale),
             deps,
             priority=self.priority,
             label=self.label(ch, what),

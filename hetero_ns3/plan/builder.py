@@ -145,6 +145,18 @@ class PlanBuilder:
         except KeyError:
             raise PlanningError(f"unknown GPU {name!r} in plan; known: {list(self.gpus[:4])}...") from None
 
+    def endpoint(self, name: str) -> int:
+        """Index of ``name`` among the plan's endpoints, appending it if new.
+
+        For flow endpoints that are not ranks of the workload, such as an NVSwitch's NVLS endpoint
+        (``n3.nvls``): indices of existing names never change, so recorded blocks stay valid.
+        """
+        idx = self._gpu_index.get(name)
+        if idx is None:
+            idx = self._gpu_index[name] = len(self.gpus)
+            self.gpus = (*self.gpus, name)
+        return idx
+
     def _intern(self, table: dict[str, int], text: str) -> int:
         idx = table.get(text)
         if idx is None:
