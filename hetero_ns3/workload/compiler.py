@@ -23,7 +23,7 @@ from hetero_ns3.workload.parallel import ParallelPlan
 from hetero_ns3.workload.placement import Placement
 from hetero_ns3.workload.schedule import pipeline_schedule
 
-GRAD_BYTES = {"fp32": 4, "bf16": 2}
+GRAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 OPTIMIZER_BYTES_PER_PARAM = 30.0  # Adam step: read grad 4, r/w master 8, r/w m 8, r/w v 8, write bf16 weight 2
 
 
@@ -179,6 +179,8 @@ class CompileSpec:
         replica_microbatches: microbatches of each data-parallel replica.
         roofline: kernel timing model.
         gpu_of: catalog lookup of a GPU type name.
+        flash_attention: fused attention kernels (``[compute] flash_attention``); False = Megatron's
+            unfused path (s x s scores in HBM).
     """
 
     model: ModelSpec
@@ -187,6 +189,7 @@ class CompileSpec:
     replica_microbatches: tuple[int, ...]
     roofline: Roofline
     gpu_of: Callable[[str], GpuSpec]
+    flash_attention: bool = True
 
 
 class StepPrograms:
@@ -195,7 +198,9 @@ class StepPrograms:
     def __init__(self, spec: CompileSpec) -> None:
         p = spec.plan
         self.spec = spec
-        self.ctx = L.LayerContext(spec.model, p.micro_batch, p.tp, p.sequence_parallel, p.ep, p.recompute)
+        self.ctx = L.LayerContext(
+            spec.model, p.micro_batch, p.tp, p.sequence_parallel, p.ep, p.recompute, spec.flash_attention
+        )
         self._prog: dict[tuple[str, int], list[L.Step]] = {}
         self._cost: dict[tuple[str, tuple[Kernel, ...]], tuple[float, float, float]] = {}
 

@@ -303,9 +303,10 @@ def resolve(
     plan = replace(plan, dp=dp)
     placement = place(gpus, plan.tp, plan.pp, dp, plan.ep, plan.order)
     roofline = compute.roofline(base_dir)
-    probe = CompileSpec(model, plan, (1,) * plan.pp * plan.chunks, (1,) * dp, roofline, lookup)
+    flash = compute.flash_attention
+    probe = CompileSpec(model, plan, (1,) * plan.pp * plan.chunks, (1,) * dp, roofline, lookup, flash)
     vlayers, reps, layer_t = partition(model, plan, placement, StepPrograms(probe))
-    spec = CompileSpec(model, plan, vlayers, reps, roofline, lookup)
+    spec = CompileSpec(model, plan, vlayers, reps, roofline, lookup, flash)
     memory = estimate_memory(model, plan, placement, spec, compute)
     return Resolved(plan, placement, spec, layer_t, memory)
 
