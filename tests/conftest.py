@@ -25,7 +25,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def ns():
     """The ns-3 namespace (``from ns import ns``), imported once per session."""
-    from hetero_ns3.network import ns3env
+    from hetero_ns3.network.ns3 import ns3env
 
     return ns3env.import_ns()
 
@@ -33,7 +33,7 @@ def ns():
 @pytest.fixture(scope="session")
 def native(ns):
     """hetero_ns3's native module, built (or cached) and loaded once per session."""
-    from hetero_ns3.network import ns3env
+    from hetero_ns3.network.ns3 import ns3env
 
     ns3env.load_module()
     return ns

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from hetero_ns3.collectives.env import CollectiveEnv
 from hetero_ns3.collectives.types import CollectiveCall
-from hetero_ns3.dag import COMM_STREAM
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import COMM_STREAM
 
 #: Stream ids of one communicator's channels: COMM_STREAM + STREAMS_PER_COMMUNICATOR x index + channel.
 STREAMS_PER_COMMUNICATOR = 64

@@ -10,7 +10,7 @@ from hetero_ns3.collectives.env import CollectiveEnv
 from hetero_ns3.collectives.registry import get_algorithm
 from hetero_ns3.collectives.select import choose
 from hetero_ns3.collectives.types import SEND_RECV, CollectiveCall, CollectiveResult
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
 
 if TYPE_CHECKING:
     from hetero_ns3.collectives.templates import CallTemplates

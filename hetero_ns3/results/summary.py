@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from hetero_ns3.dag import FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.errors import SimulationError
+from hetero_ns3.plan.dag import FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.results.breakdown import TERMS, Breakdown, attribute
 from hetero_ns3.results.meta import GpuMeta, GpuMetaLike, resolve_gpu_meta
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hetero_ns3.netgraph import GraphLink, GraphNode, NetGraph, make_graph
 from hetero_ns3.topology.fabric import node_fabric
+from hetero_ns3.topology.graph import GraphLink, GraphNode, NetGraph, make_graph
 from hetero_ns3.topology.networks import Endpoint, fat_tree, leaf_spine, rail_optimized
 from hetero_ns3.topology.spec import FATTREE, LEAFSPINE, RAIL, ClusterSpec
 

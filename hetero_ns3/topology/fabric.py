@@ -12,14 +12,14 @@ Graph elements of node ``i`` (see docs/topologies.md):
 
 Every element of node ``i`` has zone ``n{i}``; each NIC ``serves`` its affinity GPUs, so routing
 keeps intra-node traffic inside the node and sends inter-node traffic through the GPU's own NIC
-(see :mod:`hetero_ns3.netgraph`). Routing costs: NVLink links cost 0.5, everything else 1, so
+(see :mod:`hetero_ns3.topology.graph`). Routing costs: NVLink links cost 0.5, everything else 1, so
 GPU-to-GPU traffic inside a node takes NVLink when it exists, even where two GPUs also share a
 PCIe switch.
 """
 
 from __future__ import annotations
 
-from hetero_ns3.netgraph import HOST, SWITCH, GraphLink, GraphNode
+from hetero_ns3.topology.graph import HOST, SWITCH, GraphLink, GraphNode
 from hetero_ns3.topology.spec import NVSWITCH, NodeGroup
 
 NVLINK_COST = 0.5

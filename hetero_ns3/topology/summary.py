@@ -6,8 +6,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from hetero_ns3.netgraph import HOST, NetGraph, routing_tables
 from hetero_ns3.topology.analysis import bisection_bandwidth, ecmp_path_count
+from hetero_ns3.topology.graph import HOST, NetGraph
+from hetero_ns3.topology.routing import routing_tables
 from hetero_ns3.topology.spec import ClusterSpec
 from hetero_ns3.units import format_rate
 

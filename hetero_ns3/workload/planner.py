@@ -351,13 +351,9 @@ def build_plan(
 
 def plan_scenario(scenario: Any) -> Plan:
     """Build the Plan of a loaded :class:`~hetero_ns3.scenario.Scenario` ([model], [parallelism], [cluster])."""
-    from hetero_ns3.scenario.sections import resolve_cluster_gpus
+    from hetero_ns3.scenario.cluster import resolve_cluster_gpus
 
-    for name in ("model", "parallelism", "cluster"):
-        if scenario.section(name) is None:
-            raise ScenarioError(
-                f"[{name}] section is missing from {scenario.source}; `plan` needs model, parallelism and cluster"
-            )
-    compute = scenario.section("compute") or ComputeConfig()
+    scenario.require("model", "parallelism", "cluster", purpose="planning")
+    compute = scenario.compute
     gpus = resolve_cluster_gpus(scenario.cluster, scenario.base_dir, compute.extra_gpus())
     return build_plan(scenario.model, scenario.parallelism, gpus, compute, scenario.base_dir)

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, busbw_factor, plan_collective
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.topology import star
 
 pytestmark = pytest.mark.ns3
-replay = pytest.importorskip("hetero_ns3.network.replay", reason="ns-3 DAG replay not available yet")
+replay = pytest.importorskip("hetero_ns3.network.ns3.replay", reason="ns-3 DAG replay not available yet")
 
 
 def test_ring_all_reduce_packet_level(native):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hetero_ns3.cosim.runner import run_scenario
 from hetero_ns3.errors import SimulationError
+from hetero_ns3.pipeline import run_scenario
 from hetero_ns3.scenario.loader import scenario_from_dict
 
 pytestmark = pytest.mark.ns3

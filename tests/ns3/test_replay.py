@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
-from hetero_ns3.dag import FLOW, critical_path_s
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import FLOW, critical_path_s
 from hetero_ns3.topology import resolve_topology
 
 pytestmark = pytest.mark.ns3
@@ -28,8 +28,8 @@ def _deps_respected(plan, times) -> float:
 
 
 def test_compute_flow_compute_chain_matches_standalone_flow(native, star4):
-    from hetero_ns3.network.replay import run_plan
-    from hetero_ns3.network.roce import simulate_flows
+    from hetero_ns3.network.ns3.replay import run_plan
+    from hetero_ns3.network.ns3.roce import simulate_flows
 
     b = PlanBuilder(HOSTS)
     c0 = b.add_compute("h0", 1e-6, label="fwd")
@@ -50,7 +50,7 @@ def test_compute_flow_compute_chain_matches_standalone_flow(native, star4):
 
 
 def test_pure_compute_plan_equals_critical_path(native, star4):
-    from hetero_ns3.network.replay import run_plan
+    from hetero_ns3.network.ns3.replay import run_plan
 
     b = PlanBuilder(HOSTS)
     rng = np.random.default_rng(3)
@@ -67,8 +67,8 @@ def test_pure_compute_plan_equals_critical_path(native, star4):
 
 
 def test_ring_all_reduce_respects_chunk_dependencies_and_agrees_with_analytic(native, star4):
-    from hetero_ns3.analytic import simulate_plan
-    from hetero_ns3.network.replay import run_plan
+    from hetero_ns3.network.analytic import simulate_plan
+    from hetero_ns3.network.ns3.replay import run_plan
 
     b = PlanBuilder(HOSTS)
     env = CollectiveEnv.from_graph(star4)
@@ -85,7 +85,7 @@ def test_ring_all_reduce_respects_chunk_dependencies_and_agrees_with_analytic(na
 
 
 def test_link_at_half_rate_doubles_transfer_time(native, star4):
-    from hetero_ns3.network.replay import LinkFault, run_plan
+    from hetero_ns3.network.ns3.replay import LinkFault, run_plan
 
     def one_flow(faults):
         b = PlanBuilder(HOSTS)
@@ -100,7 +100,7 @@ def test_link_at_half_rate_doubles_transfer_time(native, star4):
 
 
 def test_plan_with_flows_reports_every_flow_once(native, star4):
-    from hetero_ns3.network.replay import run_plan
+    from hetero_ns3.network.ns3.replay import run_plan
 
     b = PlanBuilder(HOSTS)
     fs = [b.add_flow(HOSTS[i], HOSTS[(i + 1) % 4], 100_000 * (i + 1)) for i in range(4)]

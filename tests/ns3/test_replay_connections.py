@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from hetero_ns3.cosim.iterations import repeat_plan
-from hetero_ns3.netgraph import GraphLink, GraphNode, make_graph
 from hetero_ns3.network.config import CcConfig, NetworkConfig, RoutingConfig
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.iterations import repeat_plan
 from hetero_ns3.topology import resolve_topology
+from hetero_ns3.topology.graph import GraphLink, GraphNode, make_graph
 
 pytestmark = pytest.mark.ns3
 
@@ -42,7 +42,7 @@ def _spines_used(ports) -> set[str]:
 
 
 def test_one_connection_keeps_one_path_while_per_flow_hashing_spreads(native, leafspine):
-    from hetero_ns3.network.replay import run_plan
+    from hetero_ns3.network.ns3.replay import run_plan
 
     plan = _sequential_plan(6)
     assert set(plan.flow_connections()[plan.kind == 1]) == {0}
@@ -57,7 +57,7 @@ def test_one_connection_keeps_one_path_while_per_flow_hashing_spreads(native, le
 
 
 def test_default_is_connection_and_flow_mode_matches_the_plain_flow_api(native, leafspine):
-    from hetero_ns3.network.replay import run_plan
+    from hetero_ns3.network.ns3.replay import run_plan
 
     plan = _sequential_plan(3)
     default = run_plan(leafspine, plan, NetworkConfig(cc=CcConfig(kind="none")))
@@ -90,7 +90,7 @@ def _channels_plan():
 
 
 def _fcts_per_iteration(graph, ecmp_key: str, iterations: int) -> np.ndarray:
-    from hetero_ns3.network.replay import run_plan
+    from hetero_ns3.network.ns3.replay import run_plan
 
     rep = repeat_plan(_channels_plan(), iterations)
     res = run_plan(graph, rep.plan, _config(ecmp_key))

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from hetero_ns3.network.config import BufferConfig, CcConfig, NetworkConfig, NicConfig, PfcConfig
-from hetero_ns3.network.roce import egress_port, simulate_flows
+from hetero_ns3.network.ns3.roce import egress_port, simulate_flows
 from hetero_ns3.topology import resolve_topology
 
 pytestmark = pytest.mark.ns3
@@ -149,7 +149,7 @@ def test_switching_cc_changes_results(native):
 
 
 def test_multi_port_host_uses_its_forwarding_table_and_port_segment_sizes(native):
-    from hetero_ns3.netgraph import GraphLink, GraphNode, make_graph
+    from hetero_ns3.topology.graph import GraphLink, GraphNode, make_graph
 
     nodes = [
         GraphNode("g0", "host"),

@@ -17,7 +17,7 @@ from hetero_ns3.network.config import (
     NicConfig,
     RoutingConfig,
 )
-from hetero_ns3.network.roce import open_network, simulate_flows
+from hetero_ns3.network.ns3.roce import open_network, simulate_flows
 from hetero_ns3.topology import resolve_topology
 
 pytestmark = pytest.mark.ns3
@@ -333,7 +333,7 @@ def test_ecn_marks_in_simulation_follow_the_queue(native):
     Expected marks = sum over 0.2 us queue samples of p(q) x frames sent in the interval; the
     bottleneck port's mark counter must match within 4 Poisson sigma + 5 %."""
     from hetero_ns3.network.config import PfcConfig
-    from hetero_ns3.network.roce import egress_port
+    from hetero_ns3.network.ns3.roce import egress_port
 
     graph = resolve_topology("star:9", RATE, DELAY)
     flows = pd.DataFrame(

@@ -22,7 +22,7 @@ RATE = 100e9
 
 def _sim(graph, rows, spray=False, cc="dcqcn", seed=1):
     from hetero_ns3.network.config import CcConfig, NetworkConfig, NicConfig, RoutingConfig
-    from hetero_ns3.network.roce import simulate_flows
+    from hetero_ns3.network.ns3.roce import simulate_flows
 
     flows = pd.DataFrame(rows, columns=["src", "dst", "size_bytes"])
     flows["start_s"] = 0.0

@@ -6,10 +6,10 @@ from collections import Counter
 
 import pytest
 
-from hetero_ns3.netgraph import routing_tables
 from hetero_ns3.paths import preset_dir
 from hetero_ns3.topology import bisection_bandwidth, build_graph, ecmp_path_count, load_cluster, parse_cluster
 from hetero_ns3.topology.loader import pcie_rate_bps
+from hetero_ns3.topology.routing import routing_tables
 
 PRESETS = sorted(p.stem for p in preset_dir("topologies").glob("*.toml"))
 LEVELS = {

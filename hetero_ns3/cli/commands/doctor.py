@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         ok = False
     rows.append(("cache", f"{native_build.cache_dir()} (set ${native_build.CACHE_ENV} to move it)"))
     if ok and not args.no_load:
-        from hetero_ns3.network import ns3env
+        from hetero_ns3.network.ns3 import ns3env
 
         t0 = time.perf_counter()
         try:
