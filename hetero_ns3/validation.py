@@ -98,9 +98,9 @@ def simulate_scenario(path: Path, overrides: Sequence[str] = ()) -> dict[str, fl
     Returns ``step_time_s``, ``mfu_pct`` (model FLOPs without recomputation over the summed peaks)
     and ``compute_only_s``.
     """
-    from hetero_ns3.analytic import AnalyticConfig, simulate_plan
-    from hetero_ns3.cosim.runner import load_run_cluster, lower_scenario
-    from hetero_ns3.network.config import NetworkConfig
+    from hetero_ns3.errors import SimulationError
+    from hetero_ns3.network.backend import get_backend
+    from hetero_ns3.pipeline import load_run_cluster, lower_scenario
     from hetero_ns3.results import GpuMeta, summarize
     from hetero_ns3.scenario.loader import load_scenario
     from hetero_ns3.topology import build_graph
@@ -109,10 +109,12 @@ def simulate_scenario(path: Path, overrides: Sequence[str] = ()) -> dict[str, fl
     cluster = load_run_cluster(scenario)
     graph = build_graph(cluster)
     wplan, lowered = lower_scenario(scenario, graph, cluster)
-    network: NetworkConfig = scenario.section("network") or NetworkConfig()
-    res = simulate_plan(
-        graph, lowered.plan, config=AnalyticConfig.like_nic(network.nic, ecmp_key=network.routing.ecmp_key), seed=1
+    run = scenario.run
+    res = get_backend("analytic").run(
+        lowered.plan, graph, scenario.network, seed=run.seed, faults=scenario.faults, stall_limit_s=run.stall_limit
     )
+    if not res.completed:
+        raise SimulationError(f"{path.name}: the analytic replay did not finish every task")
     meta = {g.name: GpuMeta(g.gpu_type, g.node) for g in cluster.gpus()}
     summary = summarize(lowered.plan, res.times, meta, None)
     t = summary.iteration_time_s
@@ -125,9 +127,9 @@ def simulate_scenario(path: Path, overrides: Sequence[str] = ()) -> dict[str, fl
 
 def simulate_collective(case: Case) -> dict[str, float]:
     """One collective of ``case.size`` bytes over the first ``case.gpus`` GPUs of ``case.topology``."""
-    from hetero_ns3.analytic import simulate_plan
     from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, busbw_factor, plan_collective
-    from hetero_ns3.plan_builder import PlanBuilder
+    from hetero_ns3.network.analytic import simulate_plan
+    from hetero_ns3.plan.builder import PlanBuilder
     from hetero_ns3.topology import resolve_topology
 
     graph = resolve_topology(case.topology)

@@ -124,7 +124,7 @@ def _tp_allreduce_s(nbytes: float, tp: int) -> float:
     if tp < 2:
         return 0.0
     from hetero_ns3.collectives import CollectiveCall, plan_collective
-    from hetero_ns3.plan_builder import PlanBuilder
+    from hetero_ns3.plan.builder import PlanBuilder
 
     env, gpus = _node_env()
     group = gpus[:tp]

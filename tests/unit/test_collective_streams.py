@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, estimate_plan, plan_collective
-from hetero_ns3.dag import COMPUTE
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import COMPUTE
 from hetero_ns3.topology import star
 
 
