@@ -181,6 +181,7 @@ class CompileSpec:
         gpu_of: catalog lookup of a GPU type name.
         flash_attention: fused attention kernels (``[compute] flash_attention``); False = Megatron's
             unfused path (s x s scores in HBM).
+        host_overhead_s: per-iteration host time after the optimizer (``[compute] host_overhead``).
     """
 
     model: ModelSpec
@@ -190,6 +191,7 @@ class CompileSpec:
     roofline: Roofline
     gpu_of: Callable[[str], GpuSpec]
     flash_attention: bool = True
+    host_overhead_s: float = 0.0
 
 
 class StepPrograms:
@@ -402,6 +404,9 @@ def compile_workload(spec: CompileSpec, placement: Placement) -> Workload:
             for c in range(chunks):
                 for bk in buckets[c * pp + w.stage]:
                     grad_sync(w, c, bk, "param_ag", L.ACT_BYTES, "all_gather", opt)
+        if spec.host_overhead_s > 0:  # data loading, logging, Python between iterations
+            w.compute("host", 0.0, 0.0, spec.host_overhead_s, "opt", -1, -1)
+            w.flush()
 
     programs: list[Program] = []
     for rep in range(dp):

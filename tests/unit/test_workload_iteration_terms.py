@@ -1,0 +1,60 @@
+"""Iteration terms of issue 14 item 2: host overhead, unfused attention, gradient reduce precision."""
+
+from __future__ import annotations
+
+import pytest
+
+from hetero_ns3.compute.config import ComputeConfig
+from hetero_ns3.errors import ScenarioError
+from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gpus
+from hetero_ns3.workload import layers as L
+from hetero_ns3.workload.models import get_model
+from hetero_ns3.workload.parallel import ParallelPlan
+from hetero_ns3.workload.planner import build_plan
+
+
+def _gpus(n: int = 2):
+    return inline_gpus(ClusterSection(groups=(NodeGroupSpec("A100-SXM-80GB", 1, n),)))
+
+
+PLAN = ParallelPlan(tp=1, pp=1, dp=2, global_batch=4, micro_batch=1)
+
+
+def test_host_overhead_adds_its_time_once_per_iteration() -> None:
+    m = get_model("gpt3-125m")
+    base = build_plan(m, PLAN, _gpus(), ComputeConfig())
+    more = build_plan(m, PLAN, _gpus(), ComputeConfig(host_overhead=0.010))
+    assert more.compute_time - base.compute_time == pytest.approx(0.010, rel=1e-9)
+    with pytest.raises(ScenarioError, match="compute.host_overhead"):
+        ComputeConfig(host_overhead=-1.0).validate()
+
+
+def test_unfused_attention_is_slower_and_keeps_the_flops() -> None:
+    """Megatron's unfused path moves the s x s scores through HBM: same FLOPs, more bytes, more time."""
+    m = get_model("gpt3-1.3b")
+    flash = L.LayerContext(m, 1, 1, False, 1, "none", True)
+    unfused = L.LayerContext(m, 1, 1, False, 1, "none", False)
+
+    def kernels(c):
+        return [
+            k for st in L.layer_forward(c, 0) + L.layer_backward(c, 0) if isinstance(st, L.Compute) for k in st.kernels
+        ]
+
+    kf, ku = kernels(flash), kernels(unfused)
+    assert sum(k.flops for k in kf) == pytest.approx(sum(k.flops for k in ku), rel=1e-12)
+    s, a = m.seq_len, m.heads
+    extra = sum(k.bytes for k in ku) - sum(k.bytes for k in kf)
+    assert extra > 2 * 2 * a * s * s  # at least the softmax read + write of the 2-byte scores
+    fast = build_plan(m, PLAN, _gpus(), ComputeConfig(flash_attention=True)).compute_time
+    slow = build_plan(m, PLAN, _gpus(), ComputeConfig(flash_attention=False)).compute_time
+    assert slow > 1.1 * fast
+
+
+@pytest.mark.parametrize(("dtype", "nbytes"), [("fp32", 4), ("bf16", 2), ("fp16", 2)])
+def test_gradient_reduce_bytes_follow_the_dtype(dtype: str, nbytes: int) -> None:
+    m = get_model("gpt3-125m")
+    plan = ParallelPlan(tp=1, pp=1, dp=2, global_batch=4, grad_reduce_dtype=dtype)
+    wl = build_plan(m, plan, _gpus(), ComputeConfig()).workload
+    grads = [o for o in wl.ops[0] if o.dim == "dp" and o.name.startswith("dp.grad")]
+    params = m.total_params()
+    assert sum(o.bytes for o in grads) == pytest.approx(nbytes * params, rel=0.02)
