@@ -200,7 +200,14 @@ class StepPrograms:
         p = spec.plan
         self.spec = spec
         self.ctx = L.LayerContext(
-            spec.model, p.micro_batch, p.tp, p.sequence_parallel, p.ep, p.recompute, spec.flash_attention
+            spec.model,
+            p.micro_batch,
+            p.tp,
+            p.sequence_parallel,
+            p.ep,
+            p.recompute,
+            spec.flash_attention,
+            p.tp_comm_overlap,
         )
         self._prog: dict[tuple[str, int], list[L.Step]] = {}
         self._cost: dict[tuple[str, tuple[Kernel, ...]], tuple[float, float, float]] = {}

@@ -59,6 +59,7 @@ class LayerContext:
     ep: int
     recompute: str
     flash_attention: bool = True
+    tp_comm_overlap: bool = False
 
     @property
     def tokens(self) -> int:
@@ -187,8 +188,38 @@ def _bda_bytes(c: LayerContext) -> float:
     return (3.0 * ACT_BYTES + (1 if c.model.dropout else 0)) * c.tokens_elementwise * c.model.hidden
 
 
+def _overlapped(
+    c: LayerContext, name: str, first: tuple[Kernel, ...], mid: tuple[Kernel, ...], last: Kernel
+) -> list[Step]:
+    """Forward TP region with Megatron-Core's ``tp_comm_overlap`` (Transformer Engine userbuffers):
+    the entry all-gather runs alongside the first GEMM and the exit reduction alongside the last GEMM,
+    each region costing max(collective, GEMM) instead of their sum."""
+    steps: list[Step] = []
+    enter = _tp_enter(c, name)
+    if enter:
+        e = enter[0]
+        steps += [Comm(e.name, e.collective, e.bytes, "tp", "async"), Compute(f"{name}.in", first), Join()]
+    else:
+        steps.append(Compute(f"{name}.in", first))
+    if mid:
+        steps.append(Compute(f"{name}.mid", mid))
+    out = _tp_exit(c, name)
+    if out:
+        x = out[0]
+        steps += [Comm(x.name, x.collective, x.bytes, "tp", "async"), Compute(f"{name}.out", (last,)), Join()]
+    else:
+        steps.append(Compute(f"{name}.out", (last,)))
+    return steps
+
+
 def attention_forward(c: LayerContext) -> list[Step]:
     T, h, qkv_n, _ = _dims(c)
+    if c.tp_comm_overlap and c.tp > 1:
+        return [
+            Compute("attn.ln", (mem("ln1", _norm_bytes(c)),)),
+            *_overlapped(c, "attn", (gemm("qkv", T, qkv_n, h),), _attn_core(c, False), gemm("proj", T, h, h // c.tp)),
+            Compute("attn.bda", (mem("bda1", _bda_bytes(c)),)),
+        ]
     return [
         Compute("attn.ln", (mem("ln1", _norm_bytes(c)),)),
         *_tp_enter(c, "attn"),
@@ -220,6 +251,12 @@ def _act_bytes(c: LayerContext, f_local: int, tokens: int) -> float:
 def mlp_forward(c: LayerContext) -> list[Step]:
     T, h, _, f = _dims(c)
     up = f * (2 if c.model.gated_mlp else 1)
+    if c.tp_comm_overlap and c.tp > 1:
+        return [
+            Compute("mlp.ln", (mem("ln2", _norm_bytes(c)),)),
+            *_overlapped(c, "mlp", (gemm("fc1", T, up, h),), (mem("act", _act_bytes(c, f, T)),), gemm("fc2", T, h, f)),
+            Compute("mlp.bda", (mem("bda2", _bda_bytes(c)),)),
+        ]
     return [
         Compute("mlp.ln", (mem("ln2", _norm_bytes(c)),)),
         *_tp_enter(c, "mlp"),

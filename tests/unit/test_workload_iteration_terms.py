@@ -58,3 +58,28 @@ def test_gradient_reduce_bytes_follow_the_dtype(dtype: str, nbytes: int) -> None
     grads = [o for o in wl.ops[0] if o.dim == "dp" and o.name.startswith("dp.grad")]
     params = m.total_params()
     assert sum(o.bytes for o in grads) == pytest.approx(nbytes * params, rel=0.02)
+
+
+def test_tp_comm_overlap_hides_forward_tp_collectives() -> None:
+    """With a fixed cost per TP collective, --tp-comm-overlap shortens the iteration by at most the
+    forward TP collectives' time and keeps the FLOPs; without TP collectives it changes nothing."""
+    from dataclasses import replace
+
+    from hetero_ns3.workload.timing import replay
+
+    m = get_model("gpt3-1.3b")
+    plan = ParallelPlan(tp=4, pp=1, dp=2, global_batch=4, sequence_parallel=True)
+    gpus = _gpus(8)
+    base = build_plan(m, plan, gpus, ComputeConfig())
+    over = build_plan(m, replace(plan, tp_comm_overlap=True), gpus, ComputeConfig())
+
+    def cost(op) -> float:
+        return 2e-4 if op.dim == "tp" else 0.0
+
+    t_base = replay(base.workload, cost).iteration_time
+    t_over = replay(over.workload, cost).iteration_time
+    n_fwd_tp = sum(1 for o in base.workload.programs[0].ops if o.dim == "tp" and o.phase == "F")
+    assert t_over < t_base
+    assert t_base - t_over <= n_fwd_tp * 2e-4 + 1e-9
+    assert over.workload.flops == pytest.approx(base.workload.flops)
+    assert over.compute_time == pytest.approx(base.compute_time, rel=1e-9)
