@@ -199,13 +199,31 @@ class IterationCompiler:
         w.pending_join += w.sync_ops
         w.compute("optimizer", f, b, t, "opt", -1, -1)
         opt = w.flush()
-        if self.zero >= 1:
+        if self.zero >= 1 and not plan.overlap_param_gather:
             for c in range(chunks):
                 for bk in self.buckets[c * pp + w.stage]:
                     self.gradient_sync(w, c, bk, "param_ag", L.ACT_BYTES, "all_gather", opt)
         if self.spec.host_overhead_s > 0:  # data loading, logging, Python between iterations
             w.compute("host", 0.0, 0.0, self.spec.host_overhead_s, "opt", -1, -1)
             w.flush()
+
+    def prefetch_params(self, w: _ProgramBuilder) -> None:
+        """``overlap_param_gather``: every bucket's parameter all-gather at the start of the iteration (the
+        parameters of the previous optimizer step), in forward order; :meth:`_param_gate` makes the
+        first forward of a bucket's earliest unit wait for it."""
+        self._gates = {}
+        for c in range(self.chunks):
+            for bk in reversed(self.buckets[c * self.pp + w.stage]):
+                before = len(w.sync_ops)
+                self.gradient_sync(w, c, bk, "param_ag", L.ACT_BYTES, "all_gather")
+                if len(w.sync_ops) > before:
+                    self._gates[(c, bk.last_unit)] = w.sync_ops[before:]
+
+    def _param_gate(self, w: _ProgramBuilder, chunk: int, unit: str) -> None:
+        gate = self._gates.pop((chunk, unit), None)
+        if gate:
+            w.flush()
+            w.pending_join += gate
 
     # -- schedule steps ------------------------------------------------------------------------
 
@@ -218,10 +236,13 @@ class IterationCompiler:
         if v > 0:
             self.pipeline_p2p(w, (v - 1) % pp, False, "F", mb, ch, v - 1)
         if v == 0:
+            self._param_gate(w, ch, "emb")
             self.run_steps(w, progs.program("emb_f"), f"{tag}.emb", "F", mb, ch)
         for layer in range(first, first + n_layers):
+            self._param_gate(w, ch, f"L{layer}")
             self.run_steps(w, progs.program("layer_f", layer), f"{tag}.L{layer}", "F", mb, ch)
         if v == n_v - 1:
+            self._param_gate(w, ch, "head")
             self.run_steps(w, progs.program("head_f"), f"{tag}.head", "F", mb, ch)
         else:
             self.pipeline_p2p(w, (v + 1) % pp, True, "F", mb, ch, v)
@@ -264,6 +285,9 @@ class IterationCompiler:
             stage, rep, tuple(s.rank for s in slots), tuple(s.gpu for s in slots), slots[0].gpu_type, self.ids
         )
         steps = pipeline_schedule(plan.schedule, pp, stage, self.spec.replica_microbatches[rep], self.chunks)
+        self._gates: dict[tuple[int, str], list[int]] = {}
+        if self.zero >= 1 and plan.overlap_param_gather:
+            self.prefetch_params(w)
         last_b = {s.chunk: i for i, s in enumerate(steps) if s.phase == "B"}
         for i, s in enumerate(steps):
             if s.phase == "F":

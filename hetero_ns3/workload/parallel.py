@@ -39,6 +39,9 @@ class ParallelPlan:
         bucket_params: gradient bucket size, parameters (Megatron ``ddp_bucket_size``; 40M default).
         overlap_grad_reduce: launch each bucket's reduction as soon as its gradients are final
             (Megatron ``--overlap-grad-reduce``).
+        overlap_param_gather: with the distributed optimizer (zero_stage >= 1), issue the parameter
+            all-gathers at the start of the iteration, bucket by bucket, each gating the forward of its
+            first layer (Megatron ``--overlap-param-gather``) instead of after the optimizer step.
         tp_comm_overlap: overlap the forward TP all-gather / reduce-scatter (all-reduce) with the
             adjacent GEMM (Megatron-Core ``--tp-comm-overlap``, Transformer Engine userbuffers); default off
             as in Megatron.
@@ -63,6 +66,7 @@ class ParallelPlan:
     zero_stage: int = 0
     bucket_params: int = 40_000_000
     overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = False
     tp_comm_overlap: bool = False
     grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
     order: Literal["tp-pp-dp", "tp-dp-pp"] = "tp-pp-dp"

@@ -83,3 +83,38 @@ def test_tp_comm_overlap_hides_forward_tp_collectives() -> None:
     assert t_base - t_over <= n_fwd_tp * 2e-4 + 1e-9
     assert over.workload.flops == pytest.approx(base.workload.flops)
     assert over.compute_time == pytest.approx(base.compute_time, rel=1e-9)
+
+
+def test_overlap_param_gather_moves_the_all_gathers_before_the_forward() -> None:
+    from dataclasses import replace
+
+    from hetero_ns3.workload.timing import replay
+
+    m = get_model("gpt3-350m")
+    plan = ParallelPlan(tp=1, pp=1, dp=2, global_batch=8, zero_stage=1, bucket_params=10_000_000)
+    base = build_plan(m, plan, _gpus(), ComputeConfig())
+    over = build_plan(m, replace(plan, overlap_param_gather=True), _gpus(), ComputeConfig())
+    ops = over.workload.programs[0].ops
+    ags = [o for o in ops if o.name.startswith("dp.param_ag")]
+    opt = next(i for i, o in enumerate(ops) if o.name == "optimizer")
+    assert ags and all(ops.index(o) < opt for o in ags)  # all issued before the optimizer...
+    ag_ids = {o.id for o in ags}
+    gated = [o for o in ops if o.kind == "compute" and o.name != "optimizer" and ag_ids & set(o.deps)]
+    assert len(gated) == len(ags) and all(o.phase == "F" and o.microbatch == 0 for o in gated)  # ...gating the forward
+    assert sum(o.bytes for o in ags) == pytest.approx(
+        sum(o.bytes for o in base.workload.programs[0].ops if o.name.startswith("dp.param_ag"))
+    )
+
+    def cost(op) -> float:
+        return 2e-3 if op.name.startswith("dp.param_ag") else 0.0
+
+    def tail(wl) -> tuple[float, float]:  # (last all-gather end, optimizer end)
+        tl = replay(wl, cost)
+        ops = wl.programs[0].ops
+        ag_end = max(tl.end[o.id] for o in ops if o.name.startswith("dp.param_ag"))
+        return ag_end, next(tl.end[o.id] for o in ops if o.name == "optimizer")
+
+    ag_end, opt_end = tail(base.workload)
+    assert ag_end > opt_end  # after the optimizer: on the iteration's tail
+    ag_end, opt_end = tail(over.workload)
+    assert ag_end < opt_end  # at the start, under the forward
