@@ -255,7 +255,6 @@ def max_ape(res: Sequence[tuple[MegatronRow, float, float]]) -> float:
     return 100.0 * max(abs(e - p) / p for _r, p, e in res)
 
 
-
 def fattree_k(gpus: int) -> int:
     """Smallest even fat-tree radix whose k^3/4 host ports serve ``gpus`` NICs (one 200G NIC per GPU)."""
     k = 4

@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 
 NAME = "validate"
-HELP = "run the validation suite (Megatron SC'21 rows, nccl-tests curves, NIC ceilings) and compare with published values"
+HELP = (
+    "run the validation suite (Megatron SC'21 rows, nccl-tests curves, NIC ceilings) and compare with published values"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
         outcomes.append(o)
         print(_row(o), flush=True)
     for c in skipped:
-        print(f"{c.name:<38} {c.metric:<12} {c.published:>11.4g} {'-':>11} {'-':>8} {100 * c.tolerance:>5.0f}  pending (not run)")
+        print(
+            f"{c.name:<38} {c.metric:<12} {c.published:>11.4g} {'-':>11} {'-':>8} {100 * c.tolerance:>5.0f}  pending (not run)"
+        )
     counted = [o for o in outcomes if not o.case.pending]
     bad = [o for o in counted if not o.within]
     print(f"{len(counted) - len(bad)}/{len(counted)} counted cases within tolerance; {len(skipped)} pending not run")
