@@ -29,6 +29,7 @@ def test_suite_cases_are_complete() -> None:
     names = {c.name for c in cases}
     assert len(names) == len(cases)
     assert sum(n.startswith("megatron.") for n in names) == 10
+    assert "megatron-core.gpt3-175b.h100x128" in names
     for c in cases:
         assert c.source and c.published > 0 and 0 < c.tolerance < 1
 
