@@ -22,10 +22,12 @@ import numpy as np
 
 from hetero_ns3.collectives import CollectiveEnv, load_tuning
 from hetero_ns3.errors import ScenarioError, SimulationError
-from hetero_ns3.network.backend import ProgressFn, get_backend
+from hetero_ns3.network.backend import Backend, BackendRun, ProgressFn, get_backend
+from hetero_ns3.plan.dag import ExecutionPlan
 from hetero_ns3.plan.iterations import repeat_plan
 from hetero_ns3.plan.lower import Lowered, lower_workload
 from hetero_ns3.results import GpuMeta, RunPaths, recording_run, summarize, versions_info
+from hetero_ns3.results.recorder import RunRecorder
 from hetero_ns3.scenario.faults import FaultsSection
 from hetero_ns3.scenario.loader import Scenario
 from hetero_ns3.topology import ClusterSpec, build_graph, load_cluster
@@ -82,26 +84,66 @@ def gpu_slowdowns(faults: FaultsSection, cluster: ClusterSpec) -> dict[str, floa
     return out
 
 
-def lower_scenario(scenario: Scenario, graph: NetGraph, cluster: ClusterSpec) -> tuple[Plan, Lowered]:
-    """Plan the workload and lower it into one execution plan."""
-    faults = scenario.faults
+def collective_env(scenario: Scenario, graph: NetGraph) -> CollectiveEnv:
+    """The collective planner's view of ``graph`` with the scenario's tuning (``[collectives]``)."""
     colls = scenario.collectives
-    wplan = plan_scenario(scenario)
     tuning_path = colls.tuning
     if tuning_path is not None and (scenario.base_dir / tuning_path).is_file():
         tuning_path = str(scenario.base_dir / tuning_path)
     tuning = load_tuning(tuning_path)
     if colls.tuning_overrides():
-        tuning = dataclasses.replace(tuning, **colls.tuning_overrides())
-    env = CollectiveEnv.from_graph(graph, tuning)
-    lowered = lower_workload(
+        tuning = dataclasses.replace(tuning, **colls.tuning_overrides())  # type: ignore[arg-type]
+    return CollectiveEnv.from_graph(graph, tuning)
+
+
+def lower_plan(
+    wplan: Plan, scenario: Scenario, env: CollectiveEnv, cluster: ClusterSpec, *, reuse: bool = True
+) -> Lowered:
+    """Lower a compiled workload into one iteration's execution plan (faults and ``[collectives]`` applied)."""
+    colls = scenario.collectives
+    return lower_workload(
         wplan.workload,
         env,
-        slowdown=gpu_slowdowns(faults, cluster),
+        slowdown=gpu_slowdowns(scenario.faults, cluster),
         overrides=colls.overrides(),
         priority=colls.priorities(),
+        reuse=reuse,
     )
-    return wplan, lowered
+
+
+def lower_scenario(
+    scenario: Scenario, graph: NetGraph, cluster: ClusterSpec, *, reuse: bool = True
+) -> tuple[Plan, Lowered]:
+    """Plan the workload and lower it into one execution plan (``reuse``: see :func:`lower_workload`)."""
+    wplan = plan_scenario(scenario)
+    return wplan, lower_plan(wplan, scenario, collective_env(scenario, graph), cluster, reuse=reuse)
+
+
+def simulate(
+    engine: Backend,
+    plan: ExecutionPlan,
+    graph: NetGraph,
+    scenario: Scenario,
+    progress: ProgressFn | None = None,
+    rec: RunRecorder | None = None,
+) -> BackendRun:
+    """Replay ``plan`` on ``engine``; keep what finished in ``rec``; raise on interrupt or stall."""
+    run = scenario.run
+    res = engine.run(
+        plan, graph, scenario.network, seed=run.seed, faults=scenario.faults, progress=progress,
+        stall_limit_s=run.stall_limit,
+    )  # fmt: skip
+    if rec is not None:
+        rec.times, rec.flows_df = res.times, res.flows
+    if res.interrupted:
+        raise KeyboardInterrupt  # recording_run writes the partial times with status "interrupted"
+    if not res.completed:
+        done = int(np.isfinite(res.times.finish_s).sum())
+        raise SimulationError(
+            f"the {engine.name} replay stalled: {done} of {len(plan)} tasks finished by "
+            f"{res.sim_time_s:.6f} s simulated (a link down with no alternative path?)"
+        )
+    return res
 
 
 def run_scenario(
@@ -114,13 +156,16 @@ def run_scenario(
     """Simulate ``run.iterations`` training iterations of ``scenario`` and write the run directory ``out_dir``.
 
     The workload is lowered once into the plan of one iteration, which is repeated
-    (:func:`~hetero_ns3.plan.iterations.repeat_plan`) and replayed whole on the backend.
+    (:func:`~hetero_ns3.plan.iterations.repeat_plan`) and replayed whole on the backend. A scenario with
+    ``[[jobs]]`` goes through :func:`~hetero_ns3.jobs.run_jobs` (one plan per job, merged).
     """
     run = scenario.run
     backend = backend or run.backend
     engine = get_backend(backend)
-    network = scenario.network
-    faults: FaultsSection = scenario.faults
+    if scenario.jobs:
+        from hetero_ns3.jobs import run_jobs
+
+        return run_jobs(scenario, out_dir, engine, progress)
     stats: dict[str, Any] = {"backend": backend, "seed": run.seed}
     resolved = scenario.resolved()
     with recording_run(out_dir, scenario_resolved=resolved, versions=versions_info(run.seed)) as rec:
@@ -152,24 +197,16 @@ def run_scenario(
             run.iterations,
         )
         t1 = time.perf_counter()
-        res = engine.run(
-            plan, graph, network, seed=run.seed, faults=faults, progress=progress, stall_limit_s=run.stall_limit
-        )
-        rec.times, rec.flows_df = res.times, res.flows
+        res = simulate(engine, plan, graph, scenario, progress, rec)
         stats.update(res.stats)
-        if res.interrupted:
-            raise KeyboardInterrupt  # recording_run writes the partial times with status "interrupted"
-        if not res.completed:
-            done = int(np.isfinite(res.times.finish_s).sum())
-            raise SimulationError(
-                f"the {backend} replay stalled: {done} of {len(plan)} tasks finished by "
-                f"{res.sim_time_s:.6f} s simulated (a link down with no alternative path?)"
-            )
         times, flows_df = res.times, res.flows
         stats["backend_wall_s"] = time.perf_counter() - t1
         summary = summarize(plan, times, rec.gpu_meta, rec.iteration)
-        # Model FLOPs of one iteration over the time of one (steady-state) iteration.
-        mfu = wplan.model_flops / (summary.iteration_time_s * wplan.peak_flops) if summary.iteration_time_s else 0.0
-        stats["mfu"] = mfu
+        stats["mfu"] = mfu_of(wplan, summary.iteration_time_s)
         paths = rec.finish(times, flows_df, extra_summary={"run": stats})
     return RunOutcome(paths, summary, backend, stats)
+
+
+def mfu_of(wplan: Plan, iteration_time_s: float) -> float:
+    """Model FLOPs of one iteration over the time of one (steady-state) iteration at the GPUs' peak."""
+    return wplan.model_flops / (iteration_time_s * wplan.peak_flops) if iteration_time_s else 0.0

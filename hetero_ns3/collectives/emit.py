@@ -8,7 +8,9 @@ Every algorithm writes its plan through one :class:`Emitter`, which
 * keeps at most ``inflight_slices`` flows in flight per connection (source, destination, channel):
   a flow waits for the completion of the flow ``inflight_slices`` places earlier on its connection,
   so slices pipeline through a chain instead of all starting at once;
-* adds reductions as compute tasks on the receiving GPU, stream ``COMM_STREAM + channel``;
+* adds reductions as compute tasks on the receiving GPU, on the stream of its channel of the call's
+  communicator (``COMM_STREAM + 64 x communicator + channel``; one communicator per parallel
+  dimension: tp, pp, dp, ep);
 * closes the call with one zero-time barrier per rank (the ``exits`` of the result).
 
 Labels read ``<call label> <algo>/<protocol> ch<c> <what>``; estimators parse ``ch<c>``.
@@ -23,6 +25,14 @@ from hetero_ns3.collectives.env import CollectiveEnv
 from hetero_ns3.collectives.types import CollectiveCall
 from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.plan.dag import COMM_STREAM
+
+#: Stream ids of one communicator's channels: COMM_STREAM + STREAMS_PER_COMMUNICATOR x index + channel.
+STREAMS_PER_COMMUNICATOR = 64
+#: Each parallel dimension's collectives run in their own NCCL communicator, whose kernels go to
+#: their own CUDA streams (PyTorch's ProcessGroupNCCL keeps one stream per process group and device),
+#: so a DP bucket waiting for a slower replica does not hold back the TP or PP kernels issued after
+#: it. Calls of one communicator stay in order. Other categories share the first communicator's streams.
+_COMMUNICATOR = {"tp": 0, "pp": 1, "dp": 2, "ep": 3}
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -70,6 +80,7 @@ class Emitter:
         self.proto_wire = self.tuning.wire_factor[protocol]
         self.window = self.tuning.inflight_slices
         self._entry_deps = entry_deps or {}
+        self._stream0 = COMM_STREAM + STREAMS_PER_COMMUNICATOR * _COMMUNICATOR.get(category, 0)
         self._base = base_latency_s
         self._entry: dict[str, int] = {}
         self._conn: dict[tuple[str, str, int], list[int]] = {}
@@ -94,7 +105,7 @@ class Emitter:
                 gpu,
                 self._base + extra_s,
                 self._entry_deps.get(gpu, ()),
-                stream=COMM_STREAM,
+                stream=self._stream0,
                 label=self.label(0, "entry"),
                 category=self.category,
             )
@@ -106,12 +117,16 @@ class Emitter:
         """The entry task id of every GPU that has one so far."""
         return dict(self._entry)
 
-    def wire_bytes(self, src: str, dst: str, nbytes: int) -> int:
+    def wire_bytes(self, src: str, dst: str, nbytes: int, scale: float = 1.0) -> int:
         kind = self.env.path(src, dst).kind
-        return math.ceil(nbytes * self.proto_wire * self.tuning.links[kind].wire_overhead)
+        return math.ceil(nbytes * self.proto_wire * self.tuning.links[kind].wire_overhead * scale)
 
-    def flow(self, src: str, dst: str, nbytes: int, deps: Iterable[int], ch: int, what: str = "send") -> int:
-        """``nbytes`` payload from ``src`` to ``dst`` on channel ``ch``; a zero-time join if ``nbytes`` is 0."""
+    def flow(
+        self, src: str, dst: str, nbytes: int, deps: Iterable[int], ch: int, what: str = "send", scale: float = 1.0
+    ) -> int:
+        """``nbytes`` payload from ``src`` to ``dst`` on channel ``ch``; a zero-time join if ``nbytes`` is 0.
+
+        ``scale`` multiplies the wire bytes further (NVLS: its efficiency and per-chunk cost)."""
         deps = list(deps)
         if nbytes <= 0:
             tid = self.b.add_barrier(dst, deps, label=self.label(ch, what), category=self.category)
@@ -126,7 +141,7 @@ class Emitter:
         tid = self.b.add_flow(
             src,
             dst,
-            self.wire_bytes(src, dst, nbytes),
+            self.wire_bytes(src, dst, nbytes, scale),
             deps,
             priority=self.priority,
             label=self.label(ch, what),
@@ -136,9 +151,9 @@ class Emitter:
         return tid
 
     def compute(self, gpu: str, duration_s: float, deps: Iterable[int], ch: int, what: str) -> int:
-        """A kernel on ``gpu``'s stream of channel ``ch`` (``COMM_STREAM + ch``)."""
+        """A kernel on ``gpu``'s stream of channel ``ch`` of this call's communicator (module docstring)."""
         tid = self.b.add_compute(
-            gpu, duration_s, deps, stream=COMM_STREAM + ch, label=self.label(ch, what), category=self.category
+            gpu, duration_s, deps, stream=self._stream0 + ch, label=self.label(ch, what), category=self.category
         )
         self._last_compute[(gpu, ch)] = tid
         return tid

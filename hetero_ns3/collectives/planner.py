@@ -69,7 +69,7 @@ def emit_collective(
         entry_deps,
         category,
         priority,
-        env.tuning.base_latency_s[algo.family][choice.protocol],
+        env.tuning.base_latency_s.get(algo.family, {}).get(choice.protocol, 0.0),  # NVLS: baseLat 0
     )
     n = 2 if call.op == SEND_RECV else len(call.group)
     if n >= 2 and call.size_bytes > 0:

@@ -69,7 +69,6 @@ def busbw_factor(op: str, n: int) -> float:
     return 1.0
 
 
-
 @dataclass(frozen=True)
 class CollectiveOverride:
     """Algorithm / protocol / channel choices for the collectives of one parallel dimension (unset: selected)."""
@@ -77,6 +76,7 @@ class CollectiveOverride:
     algo: str | None = None
     protocol: str | None = None
     channels: int | None = None
+
 
 @dataclass(frozen=True)
 class CollectiveCall:

@@ -21,4 +21,5 @@ def __getattr__(name: str) -> Any:
         return getattr(lower, name)
     raise AttributeError(f"module 'hetero_ns3.plan' has no attribute {name!r}")
 
+
 __all__ = ["ExecutionPlan", "Lowered", "RepeatedPlan", "lower_workload", "repeat_plan"]

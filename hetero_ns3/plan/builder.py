@@ -15,6 +15,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -144,6 +145,18 @@ class PlanBuilder:
         except KeyError:
             raise PlanningError(f"unknown GPU {name!r} in plan; known: {list(self.gpus[:4])}...") from None
 
+    def endpoint(self, name: str) -> int:
+        """Index of ``name`` among the plan's endpoints, appending it if new.
+
+        For flow endpoints that are not ranks of the workload, such as an NVSwitch's NVLS endpoint
+        (``n3.nvls``): indices of existing names never change, so recorded blocks stay valid.
+        """
+        idx = self._gpu_index.get(name)
+        if idx is None:
+            idx = self._gpu_index[name] = len(self.gpus)
+            self.gpus = (*self.gpus, name)
+        return idx
+
     def _intern(self, table: dict[str, int], text: str) -> int:
         idx = table.get(text)
         if idx is None:
@@ -259,7 +272,7 @@ class PlanBuilder:
         first: int,
         tails_before: Mapping[tuple[int, int], int],
         entry_of: Mapping[int, Hashable],
-        entry_deps: Mapping[Hashable, Sequence[int]],
+        entry_deps: Mapping[Any, Sequence[int]],
         label_prefix: str,
     ) -> BlockTemplate | None:
         """Record tasks ``first ..`` (the last ones added) as a :class:`BlockTemplate`.
@@ -340,7 +353,7 @@ class PlanBuilder:
             tail_rel=tuple(t for _, t in tails),
         )
 
-    def replay(self, tpl: BlockTemplate, label_prefix: str, entry_deps: Mapping[Hashable, Sequence[int]]) -> int:
+    def replay(self, tpl: BlockTemplate, label_prefix: str, entry_deps: Mapping[Any, Sequence[int]]) -> int:
         """Append ``tpl``'s tasks again (labels ``label_prefix + suffix``); returns the first new task id.
 
         The result equals adding the recorded tasks one by one with the same calls, given
@@ -366,7 +379,7 @@ class PlanBuilder:
         stream_mask: tuple[bool, ...] | None = None  # None: every stream has a previous task
         if None in prevs:
             stream_mask = tuple([p is not None for p in prevs])
-            vals.extend([p for p in prevs if p is not None])
+            vals.extend(p for p in prevs if p is not None)
         else:
             vals.extend(prevs)
         if vals and (min(vals) < 0 or max(vals) >= off):
@@ -404,7 +417,7 @@ class PlanBuilder:
         """
 
         def arr(a: array, dtype: type) -> np.ndarray:
-            out = np.frombuffer(a, dtype=dtype)
+            out: np.ndarray = np.frombuffer(a, dtype=dtype)
             return out.copy() if copy else out
 
         plan = ExecutionPlan(

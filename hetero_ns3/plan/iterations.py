@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -137,7 +138,7 @@ def repeat_plan(plan: ExecutionPlan, iterations: int) -> RepeatedPlan:
     dep_ptr = np.concatenate([plan.dep_ptr, (starts[:, None] + ptr[None, 1:]).ravel()])
 
     # Every per-task array is tiled (whatever fields ExecutionPlan has); names and the CSR are shared/new.
-    per_task = {
+    per_task: dict[str, Any] = {
         f.name: np.tile(v, reps)
         for f in dataclasses.fields(plan)
         if f.name not in ("dep_ptr", "dep_idx") and isinstance(v := getattr(plan, f.name), np.ndarray)

@@ -15,7 +15,6 @@ dependencies and emitted tasks; the per-rank ops are read as columns of the work
 from __future__ import annotations
 
 import heapq
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -117,7 +116,7 @@ def lower_workload(
     slowdown: Mapping[str, float] | None = None,
     overrides: Mapping[str, CollectiveOverride] | None = None,
     priority: Mapping[str, int] | None = None,
-    reuse: bool | None = None,
+    reuse: bool = True,
 ) -> Lowered:
     """Expand ``workload`` into one :class:`ExecutionPlan` using the collective planner.
 
@@ -126,10 +125,9 @@ def lower_workload(
     ``dp``, ``ep``). ``priority[dim]`` is the traffic class of that dimension's flows.
 
     ``reuse`` replays repeated collective calls from templates (same plan, much faster; see
-    docs/collectives.md, "Lowering speed"); None: on unless the environment sets ``HETERO_NS3_PLAN_REUSE=0``.
+    docs/collectives.md, "Lowering speed"); ``reuse=False`` emits every call afresh (the reference the
+    template tests compare against).
     """
-    if reuse is None:
-        reuse = os.environ.get("HETERO_NS3_PLAN_REUSE", "1") != "0"
     with gc_paused():  # millions of small, acyclic objects: collections would find nothing to free
         builder, op_exit, choices, n_coll = _emit(workload, env, slowdown or {}, overrides or {}, priority or {}, reuse)
         # The emission's per-op lists and templates are freed by now, before the plan is frozen and

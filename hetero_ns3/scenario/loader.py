@@ -23,6 +23,7 @@ from hetero_ns3.scenario.cluster import ClusterSection
 from hetero_ns3.scenario.collectives import CollectivesSection
 from hetero_ns3.scenario.faults import FaultsSection
 from hetero_ns3.scenario.fields import load_dataclass, to_plain
+from hetero_ns3.scenario.jobs import JobSection, load_jobs_section
 from hetero_ns3.scenario.network import load_network_section
 from hetero_ns3.scenario.overrides import apply_overrides
 from hetero_ns3.scenario.run import RunSection
@@ -36,7 +37,9 @@ class SectionSpec:
 
     cls: type
     doc: str
-    loader: Callable[[Mapping[str, Any], str], Any] | None = None
+    loader: Callable[[Any, str], Any] | None = None
+    array: bool = False
+    """The section is an array of tables (``[[jobs]]``), not one table."""
 
     def load(self, table: Mapping[str, Any], where: str) -> Any:
         return self.loader(table, where) if self.loader else load_dataclass(self.cls, table, where)
@@ -52,6 +55,7 @@ SECTIONS: Mapping[str, SectionSpec] = {
     "collectives": SectionSpec(CollectivesSection, "[collectives.tp|pp|dp|ep] algo / protocol / channels"),
     "faults": SectionSpec(FaultsSection, "[[faults.gpus]] slowdowns and [[faults.links]] degraded links"),
     "run": SectionSpec(RunSection, "backend (ns3 | analytic), seed, stall_limit, iterations"),
+    "jobs": SectionSpec(JobSection, "[[jobs]]: several training jobs on one cluster", load_jobs_section, array=True),
 }
 
 
@@ -65,6 +69,7 @@ class Scenario:
         model, parallelism, cluster: the workload sections; ``None`` when the file has none
             (a collective or flow study needs none of them; :meth:`require` raises a clear error).
         compute, network, collectives, faults, run: the other sections, defaults when absent.
+        jobs: several training jobs sharing the cluster (``[[jobs]]``; then no top-level model/parallelism).
         overrides: the ``--set`` strings applied, in order.
         present: names of the sections written in the file (or set by an override).
     """
@@ -79,6 +84,7 @@ class Scenario:
     collectives: CollectivesSection = field(default_factory=CollectivesSection)
     faults: FaultsSection = field(default_factory=FaultsSection)
     run: RunSection = field(default_factory=RunSection)
+    jobs: tuple[JobSection, ...] = ()
     overrides: tuple[str, ...] = ()
     present: frozenset[str] = frozenset()
 
@@ -96,7 +102,7 @@ class Scenario:
         out: dict[str, Any] = {"source": self.source, "overrides": list(self.overrides)}
         for name in SECTIONS:
             value = getattr(self, name)
-            if value is not None:
+            if value is not None and value != ():
                 out[name] = to_plain(value)
         return out
 
@@ -112,9 +118,16 @@ def scenario_from_dict(
         spec = SECTIONS.get(name)
         if spec is None:
             raise ScenarioError(f"[{name}] is not a known scenario section; valid sections: {sorted(SECTIONS)}")
-        if not isinstance(table, Mapping):
+        if not spec.array and not isinstance(table, Mapping):
             raise ScenarioError(f"{name} ({table!r}) must be a table: write it as [{name}] with keys below it")
         sections[name] = spec.load(table, name)
+    if "jobs" in sections:
+        clash = [k for k in ("model", "parallelism") if k in sections]
+        if clash:
+            raise ScenarioError(
+                f"[{clash[0]}] and [[jobs]] are both in {source}: with jobs, each job has its own model and "
+                f"parallelism; move [{clash[0]}] into the jobs (jobs[0].{clash[0]})"
+            )
     return Scenario(
         source=source,
         base_dir=(base_dir or Path.cwd()).resolve(),

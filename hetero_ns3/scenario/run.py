@@ -22,11 +22,17 @@ class RunSection:
     """Training iterations to simulate back to back (>= 1). With N >= 2 the reported iteration time
     and breakdown are the mean over iterations 2..N (steady state); see docs/cosim.md."""
 
+    job_baselines: bool = False
+    """Multi-job scenarios (``[[jobs]]``): also simulate each job alone on the same placement and report its
+    slowdown (shared iteration time / alone iteration time)."""
+
     def validate(self, where: str = "run") -> None:
         from hetero_ns3.network.backend import backend_names
 
         if self.backend not in backend_names():
-            raise field_error(f"{where}.backend", self.backend, "is not a backend", f"use one of {list(backend_names())}")
+            raise field_error(
+                f"{where}.backend", self.backend, "is not a backend", f"use one of {list(backend_names())}"
+            )
         if self.iterations < 1:
             raise field_error(
                 f"{where}.iterations", self.iterations, "must be an integer >= 1", "e.g. --set run.iterations=3"

@@ -30,6 +30,10 @@ from hetero_ns3.errors import ScenarioError
 
 HOST = "host"
 SWITCH = "switch"
+#: Role of a switch-side endpoint: a host node that stands for the reduction engine of an NVSwitch
+#: (NVLink SHARP). Flows to and from it are the traffic between the GPUs and the switch; it is not a
+#: GPU (collective groups, GPU counts and summaries skip it). See topology/fabric.py.
+NVLS_ROLE = "nvls"
 
 
 @dataclass(frozen=True)
@@ -92,8 +96,16 @@ class NetGraph:
     def host_names(self) -> list[str]:
         return [n.name for n in self.nodes if n.kind == HOST]
 
+    def gpu_names(self) -> list[str]:
+        """Hosts that are GPUs or plain hosts, without switch-side endpoints (role ``nvls``)."""
+        return [n.name for n in self.nodes if n.kind == HOST and n.role != NVLS_ROLE]
+
     def host_indices(self) -> list[int]:
         return [i for i, n in enumerate(self.nodes) if n.kind == HOST]
+
+    def gpu_indices(self) -> list[int]:
+        """Indices of :meth:`gpu_names`."""
+        return [i for i, n in enumerate(self.nodes) if n.kind == HOST and n.role != NVLS_ROLE]
 
     def adjacency(self) -> list[list[tuple[int, int]]]:
         """Per node, a list of ``(neighbour index, link index)`` in link order."""

@@ -193,7 +193,7 @@ def _table_parts(graph: NetGraph) -> list[TablePart]:
             by_port.setdefault(key, []).append(d)
         else:
             parts.append((d, router.next_hops(d), []))
-    for (port, _, _), hosts in by_port.items():
+    for (port, _zone, _gws), hosts in by_port.items():
         if len(hosts) == 1:
             parts.append((hosts[0], router.next_hops(hosts[0]), []))
             continue

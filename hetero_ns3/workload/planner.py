@@ -303,9 +303,11 @@ def resolve(
     plan = replace(plan, dp=dp)
     placement = place(gpus, plan.tp, plan.pp, dp, plan.ep, plan.order)
     roofline = compute.roofline(base_dir)
-    probe = CompileSpec(model, plan, (1,) * plan.pp * plan.chunks, (1,) * dp, roofline, lookup)
+    flash = compute.flash_attention
+    host = compute.host_overhead
+    probe = CompileSpec(model, plan, (1,) * plan.pp * plan.chunks, (1,) * dp, roofline, lookup, flash, host)
     vlayers, reps, layer_t = partition(model, plan, placement, StepPrograms(probe))
-    spec = CompileSpec(model, plan, vlayers, reps, roofline, lookup)
+    spec = CompileSpec(model, plan, vlayers, reps, roofline, lookup, flash, host)
     memory = estimate_memory(model, plan, placement, spec, compute)
     return Resolved(plan, placement, spec, layer_t, memory)
 

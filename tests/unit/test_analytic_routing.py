@@ -78,7 +78,7 @@ def reference_paths(
 
 def random_flows(graph: NetGraph, n: int, seed: int) -> tuple[np.ndarray, ...]:
     rng = np.random.default_rng(seed)
-    hosts = np.array(graph.host_indices())
+    hosts = np.array(graph.gpu_indices())
     src = rng.choice(hosts, n)
     dst = rng.choice(hosts, n)
     keep = src != dst
@@ -199,6 +199,6 @@ def test_iterations_match_the_pre_change_engine(case):
         pytest.skip("the golden figures come from the native event loop")
     name, ecmp = case
     g = graph_of(name)
-    r = simulate_plan(g, plan_on(g.host_names()[:32], 400, 3), AnalyticConfig(ecmp_hash=ecmp, ecmp_key="flow"), seed=5)
+    r = simulate_plan(g, plan_on(g.gpu_names()[:32], 400, 3), AnalyticConfig(ecmp_hash=ecmp, ecmp_key="flow"), seed=5)
     got = (float(np.nanmax(r.times.finish_s)), float(r.flows.fct_s.sum()), float(r.link_bytes.sum()))
     assert got == GOLDEN[case]

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from hetero_ns3.plan import dag
 from hetero_ns3.errors import PlanningError
+from hetero_ns3.plan import dag
 from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.plan.dag import FLOW, critical_path_s
 

@@ -68,5 +68,15 @@ def run(args: argparse.Namespace) -> int:
         f"compute-only iteration {st['compute_only_iteration_s'] * 1e3:.3f} ms; MFU {100 * st['mfu']:.1f}%; "
         f"planning {st['plan_s']:.1f} s, {outcome.backend} backend {st['backend_wall_s']:.1f} s"
     )
+    for job in st.get("jobs", ()):
+        alone = (
+            f"; alone {job['alone_iteration_time_s'] * 1e3:.3f} ms, slowdown {job['slowdown']:.3f}x"
+            if "slowdown" in job
+            else ""
+        )
+        print(
+            f"job {job['name']}: {job['gpus']} GPUs on nodes {job['nodes']} ({job['placement']}), iteration "
+            f"{job['iteration_time_s'] * 1e3:.3f} ms, MFU {100 * job['mfu']:.1f}%{alone}"
+        )
     print(f"run directory: {outcome.paths.root}")
     return 0

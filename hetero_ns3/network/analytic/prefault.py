@@ -16,6 +16,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,7 @@ _MIN_BYTES = 1 << 22  # smaller arrays are not worth a thread
 _libc: ctypes.CDLL | None = None
 
 
-def _madvise() -> ctypes._CFuncPtr | None:
+def _madvise() -> Any:
     global _libc
     if not sys.platform.startswith("linux"):
         return None

@@ -324,8 +324,8 @@ def _flows_frame(graph: NetGraph, arrays: FlowArrays, net: Any) -> pd.DataFrame:
 
 def ports_frame(graph: NetGraph, net: Any) -> pd.DataFrame:
     m = len(graph.links)
-    node = [None] * (2 * m)
-    peer = [None] * (2 * m)
+    node: list[str | None] = [None] * (2 * m)
+    peer: list[str | None] = [None] * (2 * m)
     rate = np.empty(2 * m)
     kind = [""] * (2 * m)
     for li, lk in enumerate(graph.links):
