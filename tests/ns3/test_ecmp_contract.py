@@ -23,7 +23,7 @@ SIZE = 40_000
 
 
 @pytest.mark.parametrize("ecmp_seed", [0, 12345])
-def test_packet_and_flow_level_routes_cross_the_same_directed_links(native, ecmp_seed: int) -> None:
+def test_packet_and_flow_level_routes_cross_the_same_directed_links(capi, ecmp_seed: int) -> None:
     g = leaf_spine(4, 4, 4, 100e9, 1e-6)  # 16 hosts, 4 equal-cost spines between any two leaves
     rng = np.random.default_rng(3)
     src = np.arange(16)

@@ -18,7 +18,7 @@ TWO_JOBS = Path(__file__).resolve().parents[2] / "scenarios" / "two-jobs.toml"
 
 
 @pytest.mark.slow
-def test_two_jobs_run_on_the_packet_backend_with_per_job_results(native, tmp_path: Path) -> None:
+def test_two_jobs_run_on_the_packet_backend_with_per_job_results(capi, tmp_path: Path) -> None:
     sc = load_scenario(TWO_JOBS, ["run.job_baselines=false"])
     out = {b: run_scenario(sc, tmp_path / b, backend=b) for b in ("ns3", "analytic")}
     jobs = {b: json.loads((o.paths.root / "summary.json").read_text())["jobs"] for b, o in out.items()}
