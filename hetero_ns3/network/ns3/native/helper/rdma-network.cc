@@ -1,6 +1,9 @@
 #include "rdma-network.h"
 
+#include "port-counters.h"
+
 #include "ns3/abort.h"
+#include "ns3/log.h"
 #include "ns3/boolean.h"
 #include "ns3/simulator.h"
 #include "ns3/uinteger.h"
@@ -9,6 +12,8 @@
 
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RdmaNetwork");
 
 NS_OBJECT_ENSURE_REGISTERED(RdmaNetwork);
 
@@ -175,6 +180,7 @@ void
 RdmaNetwork::Build()
 {
     NS_ABORT_MSG_IF(m_built, "RdmaNetwork::Build called twice");
+    NS_LOG_FUNCTION(this);
     bool needsInt = false;
     for (auto& nic : m_nics)
     {
@@ -308,6 +314,7 @@ RdmaNetwork::StartFlow(uint32_t id)
     FlowRecord& f = m_flows[id];
     NS_ABORT_MSG_IF(f.started, "RdmaNetwork::StartFlow: flow " << id << " already started");
     f.started = true;
+    NS_LOG_INFO("flow " << id << " starts: " << f.src << " -> " << f.dst << ", " << f.bytes << " B");
     f.start = Simulator::Now().GetSeconds();
     Ptr<RdmaQueuePair> qp = Create<RdmaQueuePair>();
     qp->flowId = id;
@@ -373,6 +380,7 @@ RdmaNetwork::OnReceiveComplete(uint32_t flow)
     }
     f.finish = Simulator::Now().GetSeconds();
     ++m_completed;
+    NS_LOG_INFO("flow " << flow << " received in full at " << f.finish << " s");
     m_flowComplete(flow);
     for (auto& cb : m_callbacks)
     {
@@ -426,6 +434,7 @@ RdmaNetwork::SetLinkRate(uint32_t link, double rateBps, Time at)
     NS_ABORT_MSG_IF(!(rateBps > 0), "RdmaNetwork::SetLinkRate: rate must be > 0");
     DataRate r(static_cast<uint64_t>(rateBps));
     Simulator::Schedule(at - Simulator::Now(), [this, link, r]() {
+        NS_LOG_INFO("link " << link << " rate -> " << r);
         m_ports[2 * link]->SetDataRate(r);
         m_ports[2 * link + 1]->SetDataRate(r);
     });
@@ -436,6 +445,7 @@ RdmaNetwork::SetLinkUp(uint32_t link, bool up, Time at)
 {
     NS_ABORT_MSG_IF(link >= m_channels.size(), "RdmaNetwork::SetLinkUp: unknown link " << link);
     Simulator::Schedule(at - Simulator::Now(), [this, link, up]() {
+        NS_LOG_INFO("link " << link << (up ? " up" : " down"));
         m_ports[2 * link]->SetLinkUp(up);
         m_ports[2 * link + 1]->SetLinkUp(up);
     });
@@ -613,53 +623,12 @@ RdmaNetwork::GetFlowFirstHops() const
 std::vector<uint64_t>
 RdmaNetwork::GetPortCounter(const std::string& name) const
 {
+    const PortCounter counter = PortCounterFromName(name); // named once, read per port by a switch
     std::vector<uint64_t> v;
     v.reserve(m_ports.size());
     for (const auto& d : m_ports)
     {
-        uint64_t x;
-        if (name == "tx_bytes")
-        {
-            x = d->GetTxBytes();
-        }
-        else if (name == "tx_packets")
-        {
-            x = d->GetTxPackets();
-        }
-        else if (name == "tx_data_bytes")
-        {
-            x = d->GetTxDataBytes();
-        }
-        else if (name == "pfc_pause_sent")
-        {
-            x = d->GetPfcPauseSent();
-        }
-        else if (name == "pfc_resume_sent")
-        {
-            x = d->GetPfcResumeSent();
-        }
-        else if (name == "pfc_pause_received")
-        {
-            x = d->GetPfcPauseReceived();
-        }
-        else if (name == "ecn_marks")
-        {
-            x = d->GetEcnMarks();
-        }
-        else
-        {
-            uint32_t r = 0;
-            for (; r < DROP_REASON_COUNT; ++r)
-            {
-                if (name == std::string("drops_") + RoceDropReasonName(r))
-                {
-                    break;
-                }
-            }
-            NS_ABORT_MSG_IF(r == DROP_REASON_COUNT, "RdmaNetwork::GetPortCounter: unknown counter " << name);
-            x = d->GetDrops(r);
-        }
-        v.push_back(x);
+        v.push_back(ReadPortCounter(*d, counter));
     }
     return v;
 }
