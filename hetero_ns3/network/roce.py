@@ -27,7 +27,7 @@ from hetero_ns3.netgraph import HOST, NetGraph, routing_tables
 from hetero_ns3.network import ns3env
 from hetero_ns3.network.config import NetworkConfig, attribute_settings
 from hetero_ns3.network.flows_io import FlowArrays, flow_arrays
-from hetero_ns3.network.results import DROP_REASONS, PORT_COUNTERS, FlowResults
+from hetero_ns3.network.results import CC_TRACE_KINDS, DROP_REASONS, PORT_COUNTERS, FlowResults
 
 
 def port_id(graph: NetGraph, link: int, node: str) -> int:
@@ -205,13 +205,16 @@ def simulate_flows(
     stop_time_s: float | None = None,
     sample_ports: Sequence[int] = (),
     sample_interval_s: float = 1e-6,
+    trace_cc: bool = False,
 ) -> FlowResults:
     """Simulate ``flows`` on ``graph`` with the native RoCE module and return DataFrames.
 
     ``flows``: a DataFrame with ``src, dst, size_bytes, start_s`` (+ ``priority``) or FlowArrays.
     ``stop_time_s``: stop the simulation at this time (None: when every flow is done).
     ``sample_ports``: port ids (see :func:`port_id`) whose queue bytes are sampled every
-    ``sample_interval_s`` while flows are unfinished. Same seed and inputs give the same results.
+    ``sample_interval_s`` while flows are unfinished. ``trace_cc``: record every congestion-control
+    state change, CNP and ECN mark in ``FlowResults.cc_trace`` (``ns3::RdmaCcProbe``). Same seed and
+    inputs give the same results.
     """
     config = config or NetworkConfig()
     arrays = flows if isinstance(flows, FlowArrays) else flow_arrays(graph, flows)
@@ -231,6 +234,7 @@ def simulate_flows(
         n = len(arrays)
         if n:
             net.AddFlows(arrays.src, arrays.dst, arrays.size_bytes, arrays.priority, arrays.start_s, n)
+        probe = _attach_probe(ns, graph, net) if trace_cc else None
         if sample_ports:
             ports = np.asarray(sample_ports, dtype=np.uint32)
             net.SampleQueues(ports, len(ports), ns.Seconds(float(sample_interval_s)), ns.Seconds(0.0))
@@ -248,12 +252,36 @@ def simulate_flows(
                 "tx_bytes": vector_to_numpy(net.GetQueueSampleTxBytes(), np.uint64),
             }
         )
+        cc_trace = _probe_frame(probe) if probe is not None else None
     except Exception as exc:  # pragma: no cover - C++ errors surface here
         raise SimulationError(f"native RoCE simulation failed: {exc}") from exc
     finally:
         ns.Simulator.Destroy()
         net.Dispose()
-    return FlowResults(flows_df, ports_df, queues_df, time.perf_counter() - t0, events, sim_time, seed)
+    return FlowResults(flows_df, ports_df, queues_df, time.perf_counter() - t0, events, sim_time, seed, cc_trace)
+
+
+def _attach_probe(ns: Any, graph: NetGraph, net: Any) -> Any:
+    """An ``ns3::RdmaCcProbe`` watching every NIC and switch of ``net`` (before any flow starts)."""
+    probe = ns.CreateObject[ns.RdmaCcProbe]()
+    for i, nd in enumerate(graph.nodes):
+        if nd.kind == HOST:
+            probe.WatchNic(net.GetNic(i))
+        else:
+            probe.WatchSwitch(net.GetSwitch(i))
+    return probe
+
+
+def _probe_frame(probe: Any) -> pd.DataFrame:
+    kinds = np.asarray(CC_TRACE_KINDS, dtype=object)
+    return pd.DataFrame(
+        {
+            "time_s": vector_to_numpy(probe.GetTimes(), np.float64),
+            "flow_id": vector_to_numpy(probe.GetFlows(), np.uint32).astype(np.int64),
+            "kind": kinds[vector_to_numpy(probe.GetKinds(), np.uint8)],
+            "value": vector_to_numpy(probe.GetValues(), np.float64),
+        }
+    )
 
 
 def _flows_frame(graph: NetGraph, arrays: FlowArrays, net: Any) -> pd.DataFrame:

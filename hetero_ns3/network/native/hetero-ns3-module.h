@@ -1,6 +1,7 @@
 // Umbrella header of hetero_ns3's native RoCE module (PFC, ECN, INT, DCQCN, HPCC).
 #ifndef HETERO_NS3_MODULE_H
 #define HETERO_NS3_MODULE_H
+#include "rdma-cc-probe.h"
 #include "rdma-congestion-ops.h"
 #include "rdma-dcqcn.h"
 #include "rdma-hpcc.h"

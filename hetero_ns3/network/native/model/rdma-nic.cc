@@ -78,7 +78,20 @@ RdmaNic::GetTypeId()
                           "Limit inflight bytes to one BDP (line rate x base RTT) for strategies without a window",
                           BooleanValue(false),
                           MakeBooleanAccessor(&RdmaNic::m_useWindow),
-                          MakeBooleanChecker());
+                          MakeBooleanChecker())
+            .AddTraceSource("CongestionControlCreated",
+                            "A queue pair's congestion-control strategy was created (before Init): "
+                            "connect to its trace sources (Rate, TargetRate, Alpha, Window) here",
+                            MakeTraceSourceAccessor(&RdmaNic::m_ccCreatedTrace),
+                            "ns3::RdmaNic::CcCreatedTracedCallback")
+            .AddTraceSource("CnpSent",
+                            "This host, as a flow's receiver, sent a CNP for the flow (flow id)",
+                            MakeTraceSourceAccessor(&RdmaNic::m_cnpSentTrace),
+                            "ns3::TracedCallback::Uint32")
+            .AddTraceSource("CnpReceived",
+                            "This host, as a flow's sender, received a CNP for the flow (flow id)",
+                            MakeTraceSourceAccessor(&RdmaNic::m_cnpReceivedTrace),
+                            "ns3::TracedCallback::Uint32");
     return tid;
 }
 
@@ -196,6 +209,7 @@ RdmaNic::StartQueuePair(Ptr<RdmaQueuePair> qp)
     qp->lineRateBps = dev->GetRateBps();
     qp->nextAvail = Simulator::Now();
     qp->cc = m_ccFactory.Create<RdmaCongestionOps>();
+    m_ccCreatedTrace(qp->flowId, qp->cc);
     qp->cc->Init(PeekPointer(qp));
     if (m_useWindow && qp->windowBytes == 0)
     {
@@ -372,6 +386,7 @@ RdmaNic::Receive(Ptr<RocePacket> p, uint32_t port)
         auto it = m_tx.find(p->flowId);
         if (it != m_tx.end() && !it->second->finished)
         {
+            m_cnpReceivedTrace(p->flowId);
             it->second->cc->OnCnp();
         }
         break;
@@ -390,6 +405,7 @@ RdmaNic::OnData(Ptr<RocePacket> p, uint32_t port)
     {
         rx.lastCnp = now;
         ++rx.cnps;
+        m_cnpSentTrace(p->flowId);
         SendControl(RocePacketType::CNP, *p, rx.expected, false);
     }
     if (p->seq == rx.expected)
