@@ -20,7 +20,12 @@ from hetero_ns3.dag import ECMP_KEYS
 from hetero_ns3.errors import field_error
 from hetero_ns3.network.cc_presets import DEFAULT_PRESETS, PRESETS
 
-CC_KINDS: dict[str, str] = {"none": "ns3::RdmaCcNone", "dcqcn": "ns3::RdmaDcqcn", "hpcc": "ns3::RdmaHpcc"}
+CC_KINDS: dict[str, str] = {
+    "none": "ns3::RdmaCcNone",
+    "dcqcn": "ns3::RdmaDcqcn",
+    "hpcc": "ns3::RdmaHpcc",
+    "dctcp": "ns3::RdmaDctcp",
+}
 """Congestion-control kinds and the ns-3 TypeId implementing each."""
 
 SCHEDULERS: dict[str, str] = {"strict": "Strict", "wrr": "Wrr"}
@@ -130,16 +135,31 @@ class HpccConfig:
 
 
 @dataclass(frozen=True)
+class DctcpConfig:
+    """DCTCP sender parameters (Alizadeh et al., SIGCOMM 2010), window-based with ECN echo per ACK."""
+
+    g: float = 1.0 / 16
+    """Gain of the marked-fraction moving average alpha (paper: 1/16)."""
+    min_rate_bps: float = 100e6
+    """Lower bound of the sending rate, bit/s (window >= min_rate x base RTT)."""
+
+    def __post_init__(self) -> None:
+        _fraction("cc.dctcp.g", self.g)
+        _positive("cc.dctcp.min_rate_bps", self.min_rate_bps)
+
+
+@dataclass(frozen=True)
 class CcConfig:
     """Congestion control: which strategy, its preset and explicit parameter overrides."""
 
     kind: str = "dcqcn"
-    """``none`` (line rate), ``dcqcn`` or ``hpcc``."""
+    """``none`` (line rate), ``dcqcn``, ``hpcc`` or ``dctcp``."""
     preset: str | None = None
     """Named parameter set of ``kind`` (:data:`~hetero_ns3.network.cc_presets.PRESETS`); None: the
     kind's default (DCQCN ``hpcc-artifact``, HPCC ``paper``). Fields set in ``dcqcn`` / ``hpcc`` override it."""
     dcqcn: DcqcnConfig = field(default_factory=DcqcnConfig)
     hpcc: HpccConfig = field(default_factory=HpccConfig)
+    dctcp: DctcpConfig = field(default_factory=DctcpConfig)
 
     def __post_init__(self) -> None:
         if self.kind not in CC_KINDS:
@@ -271,8 +291,8 @@ class NicConfig:
     """Extra bytes per DATA frame when the strategy uses INT (HPCC)."""
     ack_interval: int | None = None
     """One ACK per this many in-order DATA frames (coalescing); the last frame of a flow and a frame that
-    fills the sender's window are acknowledged at once (BTH AckReq). None: 1 with HPCC (its rate control
-    needs per-packet INT feedback), :data:`COALESCED_ACK_INTERVAL` with ``none`` / ``dcqcn`` (rate control
+    fills the sender's window are acknowledged at once (BTH AckReq). None: 1 with HPCC and DCTCP (per-packet
+    INT feedback, per-packet ECN echo), :data:`COALESCED_ACK_INTERVAL` with ``none`` / ``dcqcn`` (rate control
     by CNPs, not ACKs). See ``docs/roce.md``."""
     cnp_interval_s: float | None = None
     """At most one CNP per queue pair per interval, seconds; 0: one per ECN-marked frame. None: the DCQCN
@@ -308,7 +328,7 @@ class NicConfig:
         """DATA frames per ACK under congestion control ``cc_kind`` (resolves the ``None`` default)."""
         if self.ack_interval is not None:
             return self.ack_interval
-        return 1 if cc_kind == "hpcc" else COALESCED_ACK_INTERVAL
+        return 1 if cc_kind in ("hpcc", "dctcp") else COALESCED_ACK_INTERVAL
 
     def segment_for(self, link_kind: str) -> int:
         """Payload bytes per DATA frame on a link of ``link_kind``."""
@@ -387,6 +407,8 @@ ATTRIBUTE_MAP: tuple[AttributeBinding, ...] = (
     AttributeBinding("cc.hpcc.max_stage", "ns3::RdmaHpcc", "MaxStage", "int"),
     AttributeBinding("cc.hpcc.rate_ai_bps", "ns3::RdmaHpcc", "RateAi", "rate"),
     AttributeBinding("cc.hpcc.min_rate_bps", "ns3::RdmaHpcc", "MinRate", "rate"),
+    AttributeBinding("cc.dctcp.g", "ns3::RdmaDctcp", "G", "float"),
+    AttributeBinding("cc.dctcp.min_rate_bps", "ns3::RdmaDctcp", "MinRate", "rate"),
     AttributeBinding("pfc.enabled", "ns3::RoceMmu", "PfcEnabled", "bool"),
     AttributeBinding("pfc.lossless_mask", "ns3::RoceMmu", "LosslessClasses", "int"),
     AttributeBinding("pfc.dynamic_threshold", "ns3::RoceMmu", "PfcDynamic", "bool"),

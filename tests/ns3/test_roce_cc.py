@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from hetero_ns3.network.cc_presets import DCQCN_PRESETS, DEFAULT_DCQCN_PRESET, HPCC_PRESETS
-from hetero_ns3.network.config import CcConfig, NetworkConfig
+from hetero_ns3.network.config import CcConfig, DctcpConfig, EcnConfig, NetworkConfig
 from hetero_ns3.network.roce import egress_port, simulate_flows
 from hetero_ns3.topology import resolve_topology
 
@@ -144,3 +144,63 @@ def test_hpcc_presets_hold_utilisation_near_eta(native, preset):
     ratio = float(res.flows["finish_s"].max()) / ideal
     assert 1.0 <= ratio <= 1.1 / eta
     assert _jain((res.flows["size_bytes"] / res.flows["fct_s"]).to_numpy()) >= 0.95
+
+
+def _dctcp_incast(step_k: int, size: int = 2_000_000, n: int = 8):
+    """DCTCP on an n:1 incast with the switch's step marking at K bytes (DCTCP's switch setting)."""
+    graph = resolve_topology(f"star:{n + 1}", RATE, DELAY)
+    port = egress_port(graph, "sw0", "h0")
+    ecn = EcnConfig(kmin_bytes=step_k, kmax_bytes=step_k, pmax=1.0, scale_with_rate=False)
+    cfg = NetworkConfig(cc=CcConfig(kind="dctcp"), ecn=ecn)
+    res = simulate_flows(graph, _incast(n, size), cfg, sample_ports=[port], trace_cc=True)
+    assert res.completed == n
+    return res
+
+
+def test_dctcp_cuts_its_window_by_alpha_over_two(native):
+    """Per window: alpha <- (1-g) alpha + g F with F the marked fraction in [0, 1]; a marked window is cut
+    to W (1 - alpha/2), an unmarked one grows by one segment (or stays clamped at one BDP)."""
+    g = DctcpConfig().g
+    res = _dctcp_incast(step_k=40_000)
+    t = res.cc_trace
+    cuts = grows = 0
+    for fid, rec in t[t["kind"].isin(["window", "alpha"])].groupby("flow_id"):
+        rtt = float(res.flows["base_rtt_s"][fid])
+        wmin, wmax = DctcpConfig().min_rate_bps * rtt / 8, RATE * rtt / 8
+        w = None
+        alpha = 1.0
+        for kind, value in zip(rec["kind"], rec["value"], strict=True):
+            if kind == "alpha":
+                f = (value - (1 - g) * alpha) / g
+                assert -1e-9 <= f <= 1 + 1e-9
+                alpha = value
+            elif w is None:
+                w = value
+                assert w == pytest.approx(wmax)  # starts at one BDP
+            else:
+                if value < w:
+                    assert value == pytest.approx(max(w * (1 - alpha / 2), wmin), rel=1e-9)
+                    cuts += 1
+                else:
+                    assert value == pytest.approx(min(w + 4096, wmax), rel=1e-9)
+                    grows += 1
+                w = value
+    assert cuts > 0 and grows > 0
+
+
+def test_dctcp_holds_the_queue_near_its_marking_threshold(native):
+    """With step marking at K, DCTCP keeps the incast queue within a few K (no CC: megabytes) at full rate."""
+    k = 100_000
+    res = _dctcp_incast(step_k=k)
+    q = res.queues["bytes"].to_numpy()
+    assert np.percentile(q, 99) < 4 * k
+    ideal = 8 * 2_000_000 * WIRE * 8 / RATE
+    assert float(res.flows["finish_s"].max()) / ideal <= 1.05
+    assert _jain((res.flows["size_bytes"] / res.flows["fct_s"]).to_numpy()) >= 0.95
+    none = simulate_flows(
+        resolve_topology("star:9", RATE, DELAY),
+        _incast(8, 2_000_000),
+        NetworkConfig(cc=CcConfig(kind="none"), ecn=EcnConfig(kmin_bytes=k, kmax_bytes=k, pmax=1.0)),
+        sample_ports=[egress_port(resolve_topology("star:9", RATE, DELAY), "sw0", "h0")],
+    )
+    assert np.percentile(none.queues["bytes"], 99) > 10 * np.percentile(q, 99)

@@ -4,6 +4,7 @@
 #include "rdma-cc-probe.h"
 #include "rdma-congestion-ops.h"
 #include "rdma-dcqcn.h"
+#include "rdma-dctcp.h"
 #include "rdma-hpcc.h"
 #include "rdma-network.h"
 #include "rdma-nic.h"

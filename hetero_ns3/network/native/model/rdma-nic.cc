@@ -24,7 +24,8 @@ RdmaNic::GetTypeId()
             .SetGroupName("HeteroNs3")
             .AddConstructor<RdmaNic>()
             .AddAttribute("CongestionControl",
-                          "TypeId of the congestion-control strategy (ns3::RdmaCcNone, ns3::RdmaDcqcn, ns3::RdmaHpcc)",
+                          "TypeId of the congestion-control strategy (ns3::RdmaCcNone, ns3::RdmaDcqcn, ns3::RdmaHpcc, "
+                          "ns3::RdmaDctcp)",
                           TypeIdValue(RdmaCcNone::GetTypeId()),
                           MakeTypeIdAccessor(&RdmaNic::m_ccTypeId),
                           MakeTypeIdChecker())
@@ -471,6 +472,9 @@ RdmaNic::SendControl(RocePacketType type, const RocePacket& data, uint64_t seq, 
     c->sport = data.sport;
     c->seq = seq;
     c->size = m_ackBytes;
+    // ECN echo (DCTCP): an ACK carries the CE bit of the frame that triggered it (ACKs are not ECT, so
+    // no switch marks them).
+    c->ce = type == RocePacketType::ACK && data.ce;
     if (copyInt && data.nHops > 0)
     {
         c->nHops = data.nHops;
