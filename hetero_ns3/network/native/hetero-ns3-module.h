@@ -1,4 +1,4 @@
-// Umbrella header of hetero_ns3's native RoCE module (PFC, ECN, INT, DCQCN, HPCC).
+// Umbrella header of hetero_ns3's native RoCE module (PFC, ECN, INT, DCQCN, HPCC, DCTCP).
 #ifndef HETERO_NS3_MODULE_H
 #define HETERO_NS3_MODULE_H
 #include "rdma-cc-probe.h"
