@@ -121,10 +121,12 @@ def test_hpcc_queue_well_below_dcqcn(capi):
 
 
 def test_dcqcn_late_joiner_converges_to_fair_share(capi):
+    # The default preset's 300 us increase timer needs a few periods to share: a 8 MB flow joins a 20 MB one
+    # after 1 ms (measured: 0.98 of the fair-share rate; 2 MB after 200 us gives 0.81).
     graph = resolve_topology("star:3", RATE, DELAY)
-    late = 2_000_000
+    late = 8_000_000
     flows = pd.DataFrame(
-        {"src": ["h1", "h2"], "dst": ["h0", "h0"], "size_bytes": [8_000_000, late], "start_s": [0.0, 200e-6]}
+        {"src": ["h1", "h2"], "dst": ["h0", "h0"], "size_bytes": [20_000_000, late], "start_s": [0.0, 1e-3]}
     )
     res = simulate_flows(graph, flows, NetworkConfig(cc=CcConfig(kind="dcqcn")))
     f = res.flows
@@ -132,20 +134,7 @@ def test_dcqcn_late_joiner_converges_to_fair_share(capi):
     # the long flow is still running when the late flow ends: they shared the link throughout
     assert f["finish_s"][0] > f["finish_s"][1]
     fair_fct = late * (SEG + HDR) / SEG * 8 / (RATE / 2)
-    assert fair_fct / float(f["fct_s"][1]) == pytest.approx(1.0, abs=0.2)
-
-
-def test_switching_cc_changes_results(capi):
-    graph = resolve_topology("star:9", RATE, DELAY)
-    fcts = {}
-    for cc in ("none", "dcqcn", "hpcc"):
-        res = simulate_flows(graph, _incast(), NetworkConfig(cc=CcConfig(kind=cc)))
-        fcts[cc] = res.flows["fct_s"].to_numpy()
-        if cc == "none":
-            assert res.ports["ecn_marks"].sum() > 0  # marks happen, nobody reacts
-    assert not np.allclose(fcts["none"], fcts["dcqcn"], rtol=1e-3)
-    assert not np.allclose(fcts["none"], fcts["hpcc"], rtol=1e-3)
-    assert not np.allclose(fcts["dcqcn"], fcts["hpcc"], rtol=1e-3)
+    assert fair_fct / float(f["fct_s"][1]) == pytest.approx(1.0, abs=0.1)
 
 
 def test_multi_port_host_uses_its_forwarding_table_and_port_segment_sizes(capi):

@@ -29,7 +29,7 @@ import pandas as pd
 from hetero_ns3.errors import ScenarioError, SimulationError, field_error
 from hetero_ns3.network.config import NetworkConfig, attribute_settings
 from hetero_ns3.network.flows_io import FlowArrays, flow_arrays
-from hetero_ns3.network.ns3.results import DROP_REASONS, PORT_COUNTERS, FlowResults
+from hetero_ns3.network.ns3.results import CC_TRACE_KINDS, DROP_REASONS, PORT_COUNTERS, FlowResults
 from hetero_ns3.topology.graph import HOST, NetGraph
 from hetero_ns3.topology.routing import routing_tables
 
@@ -239,6 +239,7 @@ def simulate_flows(
     sample_interval_s: float = 1e-6,
     *,
     engine: str = "capi",
+    trace_cc: bool = False,
 ) -> FlowResults:
     """Simulate ``flows`` on ``graph`` with the native RoCE module and return DataFrames.
 
@@ -247,6 +248,8 @@ def simulate_flows(
     ``sample_ports``: port ids (see :func:`port_id`) whose queue bytes are sampled every
     ``sample_interval_s`` while flows are unfinished. Same seed and inputs give the same results.
     ``engine``: ``capi`` (the C ABI, no ns-3 import) or ``cppyy``; both give the same results.
+    ``trace_cc``: record every congestion-control state change, CNP and ECN mark in
+    ``FlowResults.cc_trace`` (``ns3::RdmaCcProbe``, reached through cppyy: this runs on the cppyy engine).
     """
     config = config or NetworkConfig()
     arrays = flows if isinstance(flows, FlowArrays) else flow_arrays(graph, flows)
@@ -259,12 +262,13 @@ def simulate_flows(
             raise field_error(f"sample_ports[{i}]", p, f"is not a port id (0..{n_ports - 1})")
     if sample_ports and not sample_interval_s > 0:
         raise field_error("sample_interval_s", sample_interval_s, "must be > 0 seconds")
-    eng = make_engine(engine)
+    eng = make_engine("cppyy" if trace_cc else engine)
     t0 = time.perf_counter()
     net = make_network(eng, graph, config, seed)
     try:
         if len(arrays):
             net.add_flows(arrays.src, arrays.dst, arrays.size_bytes, arrays.priority, arrays.start_s)
+        probe = _attach_probe(graph, net) if trace_cc else None
         if sample_ports:
             net.sample_queues(np.asarray(sample_ports, dtype=np.uint32), float(sample_interval_s), 0.0)
         ev0 = eng.event_count()
@@ -281,6 +285,7 @@ def simulate_flows(
                 "tx_bytes": net.read("sample_tx_bytes"),
             }
         )
+        cc_trace = _probe_frame(probe) if probe is not None else None
     except SimulationError:
         raise
     except Exception as exc:  # pragma: no cover - C++ errors surface here
@@ -288,7 +293,33 @@ def simulate_flows(
     finally:
         eng.destroy()
         net.free()
-    return FlowResults(flows_df, ports_df, queues_df, time.perf_counter() - t0, events, sim_time, seed)
+    return FlowResults(flows_df, ports_df, queues_df, time.perf_counter() - t0, events, sim_time, seed, cc_trace)
+
+
+def _attach_probe(graph: NetGraph, net: Any) -> Any:
+    """An ``ns3::RdmaCcProbe`` watching every NIC and switch of ``net`` (before any flow starts)."""
+    from hetero_ns3.network.ns3 import ns3env
+
+    ns = ns3env.import_ns()
+    probe = ns.CreateObject[ns.RdmaCcProbe]()
+    for i, nd in enumerate(graph.nodes):
+        if nd.kind == HOST:
+            probe.WatchNic(net.raw.GetNic(i))
+        else:
+            probe.WatchSwitch(net.raw.GetSwitch(i))
+    return probe
+
+
+def _probe_frame(probe: Any) -> pd.DataFrame:
+    kinds = np.asarray(CC_TRACE_KINDS, dtype=object)
+    return pd.DataFrame(
+        {
+            "time_s": vector_to_numpy(probe.GetTimes(), np.float64),
+            "flow_id": vector_to_numpy(probe.GetFlows(), np.uint32).astype(np.int64),
+            "kind": kinds[vector_to_numpy(probe.GetKinds(), np.uint8)],
+            "value": vector_to_numpy(probe.GetValues(), np.float64),
+        }
+    )
 
 
 def _flows_frame(graph: NetGraph, arrays: FlowArrays, net: Any) -> pd.DataFrame:

@@ -6,6 +6,7 @@
 #include "ns3/data-rate.h"
 #include "ns3/event-id.h"
 #include "ns3/nstime.h"
+#include "ns3/traced-value.h"
 
 namespace ns3
 {
@@ -45,6 +46,7 @@ class RdmaDcqcn : public RdmaCongestionOps
     void AlphaTimer();
     void IncreaseTimer();
     void Increase();
+    void Decrease();
     void Apply();
 
     double m_g;
@@ -54,14 +56,16 @@ class RdmaDcqcn : public RdmaCongestionOps
     uint32_t m_f;
     DataRate m_rai;
     DataRate m_rhai;
+    DataRate m_increaseRef;
+    double m_increaseScale{1.0};
     DataRate m_minRate;
     Time m_decreaseInterval;
     bool m_clampTarget;
     bool m_increasedSinceCut{true};
 
-    double m_alpha{1.0};
-    double m_rc{0};
-    double m_rt{0};
+    TracedValue<double> m_alpha{1.0}; //!< congestion estimate alpha (trace source Alpha)
+    TracedValue<double> m_rc{0};      //!< current rate Rc, bit/s (trace source Rate)
+    TracedValue<double> m_rt{0};      //!< target rate Rt, bit/s (trace source TargetRate)
     uint32_t m_t{0};
     uint32_t m_b{0};
     uint64_t m_bytes{0};
@@ -71,6 +75,8 @@ class RdmaDcqcn : public RdmaCongestionOps
     bool m_everDecreased{false};
     EventId m_alphaEvent;
     EventId m_increaseEvent;
+    EventId m_decreaseEvent;
+    bool m_cnpSinceAlphaUpdate{false};
 };
 
 } // namespace ns3

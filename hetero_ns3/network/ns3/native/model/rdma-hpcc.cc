@@ -37,7 +37,11 @@ RdmaHpcc::GetTypeId()
                           "Lower bound of the sending rate",
                           DataRateValue(DataRate("100Mbps")),
                           MakeDataRateAccessor(&RdmaHpcc::m_minRate),
-                          MakeDataRateChecker());
+                          MakeDataRateChecker())
+            .AddTraceSource("Window",
+                            "Send window W, bytes (pacing rate = W / base RTT)",
+                            MakeTraceSourceAccessor(&RdmaHpcc::m_w),
+                            "ns3::TracedValueCallback::Double");
     return tid;
 }
 
@@ -66,10 +70,11 @@ RdmaHpcc::Init(RdmaQueuePair* qp)
 {
     m_qp = qp;
     m_t = qp->baseRtt.GetSeconds();
-    m_wc = m_w = qp->lineRateBps * m_t / 8.0;
+    m_wc = qp->lineRateBps * m_t / 8.0;
+    m_w = m_wc;
     m_u = 1.0;
     qp->rateBps = qp->lineRateBps;
-    qp->windowBytes = static_cast<uint64_t>(m_w);
+    qp->windowBytes = static_cast<uint64_t>(m_w.Get());
 }
 
 double
@@ -140,9 +145,9 @@ RdmaHpcc::OnAck(const RocePacket& ack, uint64_t)
             }
             double wmin = static_cast<double>(m_minRate.GetBitRate()) * m_t / 8.0;
             double wmax = m_qp->lineRateBps * m_t / 8.0;
-            m_w = std::clamp(m_w, wmin, wmax);
+            m_w = std::clamp(m_w.Get(), wmin, wmax);
             m_wc = std::clamp(m_wc, wmin, wmax);
-            m_qp->windowBytes = std::max<uint64_t>(static_cast<uint64_t>(m_w), 1);
+            m_qp->windowBytes = std::max<uint64_t>(static_cast<uint64_t>(m_w.Get()), 1);
             m_qp->rateBps = m_w * 8.0 / m_t;
         }
     }

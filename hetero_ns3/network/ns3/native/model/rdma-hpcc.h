@@ -4,6 +4,7 @@
 #include "rdma-congestion-ops.h"
 
 #include "ns3/data-rate.h"
+#include "ns3/traced-value.h"
 
 namespace ns3
 {
@@ -43,7 +44,7 @@ class RdmaHpcc : public RdmaCongestionOps
 
     double m_t{0};      // base RTT, s
     double m_wc{0};     // reference window, bytes
-    double m_w{0};      // window, bytes
+    TracedValue<double> m_w{0}; //!< window W, bytes (trace source Window)
     double m_u{1.0};
     uint32_t m_incStage{0};
     uint64_t m_lastUpdateSeq{0};

@@ -24,7 +24,8 @@ RdmaNic::GetTypeId()
             .SetGroupName("HeteroNs3")
             .AddConstructor<RdmaNic>()
             .AddAttribute("CongestionControl",
-                          "TypeId of the congestion-control strategy (ns3::RdmaCcNone, ns3::RdmaDcqcn, ns3::RdmaHpcc)",
+                          "TypeId of the congestion-control strategy (ns3::RdmaCcNone, ns3::RdmaDcqcn, ns3::RdmaHpcc, "
+                          "ns3::RdmaDctcp)",
                           TypeIdValue(RdmaCcNone::GetTypeId()),
                           MakeTypeIdAccessor(&RdmaNic::m_ccTypeId),
                           MakeTypeIdChecker())
@@ -78,7 +79,20 @@ RdmaNic::GetTypeId()
                           "Limit inflight bytes to one BDP (line rate x base RTT) for strategies without a window",
                           BooleanValue(false),
                           MakeBooleanAccessor(&RdmaNic::m_useWindow),
-                          MakeBooleanChecker());
+                          MakeBooleanChecker())
+            .AddTraceSource("CongestionControlCreated",
+                            "A queue pair's congestion-control strategy was created (before Init): "
+                            "connect to its trace sources (Rate, TargetRate, Alpha, Window) here",
+                            MakeTraceSourceAccessor(&RdmaNic::m_ccCreatedTrace),
+                            "ns3::RdmaNic::CcCreatedTracedCallback")
+            .AddTraceSource("CnpSent",
+                            "This host, as a flow's receiver, sent a CNP for the flow (flow id)",
+                            MakeTraceSourceAccessor(&RdmaNic::m_cnpSentTrace),
+                            "ns3::TracedCallback::Uint32")
+            .AddTraceSource("CnpReceived",
+                            "This host, as a flow's sender, received a CNP for the flow (flow id)",
+                            MakeTraceSourceAccessor(&RdmaNic::m_cnpReceivedTrace),
+                            "ns3::TracedCallback::Uint32");
     return tid;
 }
 
@@ -196,6 +210,7 @@ RdmaNic::StartQueuePair(Ptr<RdmaQueuePair> qp)
     qp->lineRateBps = dev->GetRateBps();
     qp->nextAvail = Simulator::Now();
     qp->cc = m_ccFactory.Create<RdmaCongestionOps>();
+    m_ccCreatedTrace(qp->flowId, qp->cc);
     qp->cc->Init(PeekPointer(qp));
     if (m_useWindow && qp->windowBytes == 0)
     {
@@ -372,6 +387,7 @@ RdmaNic::Receive(Ptr<RocePacket> p, uint32_t port)
         auto it = m_tx.find(p->flowId);
         if (it != m_tx.end() && !it->second->finished)
         {
+            m_cnpReceivedTrace(p->flowId);
             it->second->cc->OnCnp();
         }
         break;
@@ -390,6 +406,7 @@ RdmaNic::OnData(Ptr<RocePacket> p, uint32_t port)
     {
         rx.lastCnp = now;
         ++rx.cnps;
+        m_cnpSentTrace(p->flowId);
         SendControl(RocePacketType::CNP, *p, rx.expected, false);
     }
     if (p->seq == rx.expected)
@@ -455,6 +472,9 @@ RdmaNic::SendControl(RocePacketType type, const RocePacket& data, uint64_t seq, 
     c->sport = data.sport;
     c->seq = seq;
     c->size = m_ackBytes;
+    // ECN echo (DCTCP): an ACK carries the CE bit of the frame that triggered it (ACKs are not ECT, so
+    // no switch marks them).
+    c->ce = type == RocePacketType::ACK && data.ce;
     if (copyInt && data.nHops > 0)
     {
         c->nHops = data.nHops;

@@ -7,6 +7,7 @@
 
 #include "ns3/callback.h"
 #include "ns3/object-factory.h"
+#include "ns3/traced-callback.h"
 #include "ns3/type-id.h"
 
 #include <map>
@@ -43,6 +44,8 @@ class RdmaNic : public RoceNode
   public:
     /** \return the TypeId. */
     static TypeId GetTypeId();
+    /** Signature of the CongestionControlCreated trace: (flow id, the new strategy, before Init). */
+    typedef void (*CcCreatedTracedCallback)(uint32_t flowId, Ptr<RdmaCongestionOps> cc);
     RdmaNic();
     ~RdmaNic() override;
 
@@ -119,6 +122,9 @@ class RdmaNic : public RoceNode
     std::unordered_map<uint32_t, RxState> m_rx;
     Callback<void, uint32_t> m_rxComplete;
     Callback<void, uint32_t> m_txComplete;
+    TracedCallback<uint32_t, Ptr<RdmaCongestionOps>> m_ccCreatedTrace; //!< a QP's strategy was created
+    TracedCallback<uint32_t> m_cnpSentTrace;                           //!< receiver sent a CNP (flow id)
+    TracedCallback<uint32_t> m_cnpReceivedTrace;                       //!< sender got a CNP (flow id)
 };
 
 } // namespace ns3

@@ -56,7 +56,11 @@ RoceSwitch::GetTypeId()
                           "Push an INT record on every DATA frame at egress (HPCC)",
                           BooleanValue(false),
                           MakeBooleanAccessor(&RoceSwitch::m_intEnabled),
-                          MakeBooleanChecker());
+                          MakeBooleanChecker())
+            .AddTraceSource("EcnMark",
+                            "A DATA frame was CE-marked at egress: (egress port index, flow id)",
+                            MakeTraceSourceAccessor(&RoceSwitch::m_ecnMarkTrace),
+                            "ns3::RoceSwitch::EcnMarkTracedCallback");
     return tid;
 }
 
@@ -223,6 +227,7 @@ RoceSwitch::NotifyDequeue(uint32_t port, RocePacket& p)
     {
         p.ce = true;
         dev->RecordEcnMark();
+        m_ecnMarkTrace(port, p.flowId);
     }
     if (m_intEnabled && p.nHops < RocePacket::MAX_INT_HOPS)
     {

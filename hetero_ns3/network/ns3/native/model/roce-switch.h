@@ -7,6 +7,7 @@
 #include "ns3/data-rate.h"
 #include "ns3/event-id.h"
 #include "ns3/random-variable-stream.h"
+#include "ns3/traced-callback.h"
 
 #include <array>
 #include <vector>
@@ -31,6 +32,8 @@ class RoceSwitch : public RoceNode
   public:
     /** \return the TypeId. */
     static TypeId GetTypeId();
+    /** Signature of the EcnMark trace: (egress port index, flow id). */
+    typedef void (*EcnMarkTracedCallback)(uint32_t port, uint32_t flowId);
     RoceSwitch();
     ~RoceSwitch() override;
 
@@ -67,6 +70,7 @@ class RoceSwitch : public RoceNode
     std::vector<double> m_portKmax;
     std::vector<std::array<bool, 8>> m_pausing;
     std::vector<std::array<EventId, 8>> m_refresh;
+    TracedCallback<uint32_t, uint32_t> m_ecnMarkTrace; //!< (egress port, flow id) of each CE mark
 };
 
 } // namespace ns3
