@@ -185,4 +185,5 @@ def load_comm_groups(path: Path, n_ranks: int, where: str = "workload.comm_group
 
 def write_comm_groups(path: Path, groups: Mapping[str, Sequence[int]]) -> None:
     """Write a comm-group JSON (pg_name -> ranks in group order)."""
-    path.write_text(json.dumps({k: list(v) for k, v in groups.items()}, indent=1) + "\n")
+    lines = [f"  {json.dumps(k)}: {json.dumps(list(v))}" for k, v in groups.items()]
+    path.write_text("{\n" + ",\n".join(lines) + "\n}\n")
