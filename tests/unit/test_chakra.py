@@ -127,9 +127,10 @@ def _roundtrip(name: str, tmp_path: Path):
     return low, lower_chakra(imported, graph, cluster), paths
 
 
-@pytest.mark.parametrize("name", ["coarse_pp4", "tree_pp_sends"])
+@pytest.mark.parametrize("name", ["coarse_pp4", "tree_pp_sends", "overrides_priorities", "moe_ep"])
 def test_export_then_import_gives_the_same_plan(name, tmp_path):
-    """Export -> import rebuilds lower_workload's plan exactly (PP sends/receives, TP and DP collectives)."""
+    """Export -> import rebuilds lower_workload's plan exactly (PP sends/receives, TP / DP / EP collectives,
+    per-dimension overrides and priorities)."""
     low, imp, paths = _roundtrip(name, tmp_path)
     assert_same_plan(low.plan, imp.plan)
     assert dict(low.choices) == dict(imp.choices) and low.n_collectives == imp.n_collectives
