@@ -250,3 +250,16 @@ def test_plan_cli_writes_chakra_files(tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "et").iterdir())[:2] == ["comm_group.json", "workload.0.et"]
     imp = _import(_chakra_scenario(tmp_path / "et"))
     assert imp.n_ranks == 4 and imp.n_collectives > 0 and imp.plan.n_flows > 0
+
+
+def test_trace_and_model_together_is_an_error():
+    raw = {"model": {"name": "gpt3-125m"}, "workload": {"chakra": "x/"}, "cluster": {"topology": "h0"}}
+    with pytest.raises(ScenarioError, match=r"\[model\] and workload.chakra are both in"):
+        scenario_from_dict(raw)
+
+
+def test_run_cli_bad_glob_exits_2(tmp_path, capsys):
+    sc = tmp_path / "s.toml"
+    sc.write_text(f'[cluster]\ntopology = "{FOUR_GPU}"\n[workload]\nchakra = "none/*.et"\n')
+    assert main(["run", str(sc), "--backend", "analytic", "--out", str(tmp_path / "run")]) == 2
+    assert "workload.chakra ('none/*.et')" in capsys.readouterr().err
