@@ -8,6 +8,7 @@ Chakra branch of :func:`hetero_ns3.pipeline.run_scenario`. See docs/chakra.md.
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from hetero_ns3.scenario.loader import Scenario
 from hetero_ns3.topology import ClusterSpec, build_graph
 from hetero_ns3.topology.graph import NetGraph
 from hetero_ns3.workload.chakra_import import ChakraImport, ImportOptions, import_chakra, load_chakra
+
+log = logging.getLogger(__name__)
 
 
 def compute_only_s(plan: ExecutionPlan) -> float:
@@ -59,7 +62,16 @@ def lower_chakra(scenario: Scenario, graph: NetGraph, cluster: ClusterSpec) -> C
         overrides=colls.overrides(),
         priority=colls.priorities(),
     )
-    return import_chakra(traces, groups, gpus, collective_env(scenario, graph), opts)
+    imp = import_chakra(traces, groups, gpus, collective_env(scenario, graph), opts)
+    if imp.untimed:
+        log.warning(
+            "chakra: %d compute nodes have no duration (durations=%s) and no num_ops / tensor_size: zero time",
+            imp.untimed,
+            section.durations,
+        )
+    if imp.dropped_deps:
+        log.info("chakra: dropped %d dependencies on ids absent from their file", imp.dropped_deps)
+    return imp
 
 
 def run_chakra(scenario: Scenario, out_dir: str | Path, engine: Backend, progress: ProgressFn | None) -> RunOutcome:

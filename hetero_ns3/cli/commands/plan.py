@@ -63,6 +63,13 @@ def run(args: argparse.Namespace) -> int:
     from hetero_ns3.workload.planner import plan_scenario
 
     scenario = load_scenario(args.scenario, args.overrides)
+    if scenario.workload is not None and scenario.workload.chakra is not None:
+        from hetero_ns3.errors import ScenarioError
+
+        raise ScenarioError(
+            f"{args.scenario}: workload.chakra is a trace, not a model to compile; `hetero-ns3 run` imports it "
+            "(plan compiles [model] + [parallelism])"
+        )
     plan = plan_scenario(scenario)
     summary = plan.summary()
     print(json.dumps(summary, indent=1) if args.json else format_summary(summary))
