@@ -31,10 +31,19 @@ log = logging.getLogger(__name__)
 
 
 def compute_only_s(plan: ExecutionPlan) -> float:
-    """The busiest GPU's total compute time in ``plan`` (the iteration time if communication were free and
-    the dependencies let every stream run back to back)."""
-    busy = np.bincount(plan.gpu[plan.kind == COMPUTE], plan.duration_s[plan.kind == COMPUTE], len(plan.gpus))
-    return float(busy.max()) if len(busy) else 0.0
+    """The iteration if communication were free: the longest path through ``plan`` with only the trace's
+    compute nodes (category ``compute``) taking time (flows and the collective planner's latency and
+    reduction tasks zero); stream order is in the dependencies, so the compute streams stay in order."""
+    if "compute" not in plan.categories or not len(plan):
+        return 0.0
+    cat = plan.categories.index("compute")
+    dur = np.where((plan.kind == COMPUTE) & (plan.category == cat), plan.duration_s, 0.0).tolist()
+    ptr, idx = plan.dep_ptr.tolist(), plan.dep_idx.tolist()
+    finish = [0.0] * len(dur)
+    for t, d in enumerate(dur):  # task ids are a topological order
+        a, b = ptr[t], ptr[t + 1]
+        finish[t] = d + (max(finish[i] for i in idx[a:b]) if b > a else 0.0)
+    return max(finish)
 
 
 def lower_chakra(scenario: Scenario, graph: NetGraph, cluster: ClusterSpec) -> ChakraImport:
