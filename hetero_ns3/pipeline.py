@@ -157,7 +157,8 @@ def run_scenario(
 
     The workload is lowered once into the plan of one iteration, which is repeated
     (:func:`~hetero_ns3.plan.iterations.repeat_plan`) and replayed whole on the backend. A scenario with
-    ``[[jobs]]`` goes through :func:`~hetero_ns3.jobs.run_jobs` (one plan per job, merged).
+    ``[[jobs]]`` goes through :func:`~hetero_ns3.jobs.run_jobs` (one plan per job, merged), one with
+    ``[workload] chakra`` through :func:`~hetero_ns3.chakra_run.run_chakra` (the plan imported from the trace).
     """
     run = scenario.run
     backend = backend or run.backend
@@ -166,6 +167,10 @@ def run_scenario(
         from hetero_ns3.jobs import run_jobs
 
         return run_jobs(scenario, out_dir, engine, progress)
+    if scenario.workload is not None and scenario.workload.chakra is not None:
+        from hetero_ns3.chakra_run import run_chakra
+
+        return run_chakra(scenario, out_dir, engine, progress)
     stats: dict[str, Any] = {"backend": backend, "seed": run.seed}
     resolved = scenario.resolved()
     with recording_run(out_dir, scenario_resolved=resolved, versions=versions_info(run.seed)) as rec:

@@ -27,6 +27,7 @@ from hetero_ns3.scenario.jobs import JobSection, load_jobs_section
 from hetero_ns3.scenario.network import load_network_section
 from hetero_ns3.scenario.overrides import apply_overrides
 from hetero_ns3.scenario.run import RunSection
+from hetero_ns3.scenario.workload import WorkloadSection
 from hetero_ns3.workload.models import ModelSpec, load_model_section
 from hetero_ns3.workload.parallel import ParallelPlan
 
@@ -56,6 +57,7 @@ SECTIONS: Mapping[str, SectionSpec] = {
     "faults": SectionSpec(FaultsSection, "[[faults.gpus]] slowdowns and [[faults.links]] degraded links"),
     "run": SectionSpec(RunSection, "backend (ns3 | analytic), seed, stall_limit, iterations"),
     "jobs": SectionSpec(JobSection, "[[jobs]]: several training jobs on one cluster", load_jobs_section, array=True),
+    "workload": SectionSpec(WorkloadSection, "chakra = 'DIR_or_glob' of per-rank Chakra ET files (docs/chakra.md)"),
 }
 
 
@@ -70,6 +72,7 @@ class Scenario:
             (a collective or flow study needs none of them; :meth:`require` raises a clear error).
         compute, network, collectives, faults, run: the other sections, defaults when absent.
         jobs: several training jobs sharing the cluster (``[[jobs]]``; then no top-level model/parallelism).
+        workload: an external workload (``[workload] chakra = ...``: a Chakra trace instead of a model).
         overrides: the ``--set`` strings applied, in order.
         present: names of the sections written in the file (or set by an override).
     """
@@ -85,6 +88,7 @@ class Scenario:
     faults: FaultsSection = field(default_factory=FaultsSection)
     run: RunSection = field(default_factory=RunSection)
     jobs: tuple[JobSection, ...] = ()
+    workload: WorkloadSection | None = None
     overrides: tuple[str, ...] = ()
     present: frozenset[str] = frozenset()
 
@@ -127,6 +131,14 @@ def scenario_from_dict(
             raise ScenarioError(
                 f"[{clash[0]}] and [[jobs]] are both in {source}: with jobs, each job has its own model and "
                 f"parallelism; move [{clash[0]}] into the jobs (jobs[0].{clash[0]})"
+            )
+    chakra = sections.get("workload")
+    if chakra is not None and chakra.chakra is not None:
+        clash = [k for k in ("model", "parallelism", "jobs") if k in sections]
+        if clash:
+            raise ScenarioError(
+                f"[{clash[0]}] and workload.chakra are both in {source}: a Chakra trace is the whole workload "
+                f"(its ranks, ops and collectives); drop [{clash[0]}] or workload.chakra"
             )
     return Scenario(
         source=source,
