@@ -2,13 +2,13 @@
 
 Every algorithm writes its plan through one :class:`Emitter`, which
 
-* starts each rank with an *entry* compute task (the call's base latency, on stream ``COMM_STREAM``)
-  that waits for the caller's ``entry_deps``;
+* starts each rank with an *entry* compute task (the call's base latency, on the call's first comm
+  stream, :func:`comm_stream`) that waits for the caller's ``entry_deps``;
 * turns payload bytes into wire bytes (protocol framing x fabric overhead, see ``tuning.toml``);
 * keeps at most ``inflight_slices`` flows in flight per connection (source, destination, channel):
   a flow waits for the completion of the flow ``inflight_slices`` places earlier on its connection,
   so slices pipeline through a chain instead of all starting at once;
-* adds reductions as compute tasks on the receiving GPU, stream ``COMM_STREAM + channel``;
+* adds reductions as compute tasks on the receiving GPU, on the stream of their channel;
 * closes the call with one zero-time barrier per rank (the ``exits`` of the result).
 
 Labels read ``<call label> <algo>/<protocol> ch<c> <what>``; estimators parse ``ch<c>``.
@@ -23,6 +23,19 @@ from hetero_ns3.collectives.env import CollectiveEnv
 from hetero_ns3.collectives.types import CollectiveCall
 from hetero_ns3.dag import COMM_STREAM
 from hetero_ns3.plan_builder import PlanBuilder
+
+#: First stream id of each parallel dimension's collectives, less ``COMM_STREAM`` (channel ``c`` of a
+#: call of category ``dp`` runs on stream ``COMM_STREAM + 64 + c``). Each dimension has its own
+#: in-order queues, as each NCCL communicator (process group) has its own CUDA stream: a tensor-parallel
+#: all-reduce is never queued behind a data-parallel bucket that waits for the network (in a single
+#: queue it was, in the order the calls were emitted, which is not the order of the program).
+#: Categories not listed (``tp``, ``comm``, ...) use offset 0.
+STREAM_OFFSET: dict[str, int] = {"dp": 64, "pp": 128, "ep": 192, "cp": 256}
+
+
+def comm_stream(category: str, channel: int = 0) -> int:
+    """Stream id of channel ``channel`` of a collective of ``category``."""
+    return COMM_STREAM + STREAM_OFFSET.get(category, 0) + channel
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -94,7 +107,7 @@ class Emitter:
                 gpu,
                 self._base + extra_s,
                 self._entry_deps.get(gpu, ()),
-                stream=COMM_STREAM,
+                stream=comm_stream(self.category),
                 label=self.label(0, "entry"),
                 category=self.category,
             )
@@ -136,9 +149,14 @@ class Emitter:
         return tid
 
     def compute(self, gpu: str, duration_s: float, deps: Iterable[int], ch: int, what: str) -> int:
-        """A kernel on ``gpu``'s stream of channel ``ch`` (``COMM_STREAM + ch``)."""
+        """A kernel on ``gpu``'s stream of channel ``ch`` (:func:`comm_stream`)."""
         tid = self.b.add_compute(
-            gpu, duration_s, deps, stream=COMM_STREAM + ch, label=self.label(ch, what), category=self.category
+            gpu,
+            duration_s,
+            deps,
+            stream=comm_stream(self.category, ch),
+            label=self.label(ch, what),
+            category=self.category,
         )
         self._last_compute[(gpu, ch)] = tid
         return tid

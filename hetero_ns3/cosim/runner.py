@@ -78,6 +78,25 @@ def gpu_slowdowns(faults: FaultsSection, cluster: ClusterSpec) -> dict[str, floa
     return out
 
 
+def gpu_meta(cluster: ClusterSpec, wplan: Any, faults: FaultsSection | None = None) -> dict[str, GpuMeta]:
+    """GPU name -> :class:`GpuMeta` for the breakdown: type, node and slowdown.
+
+    The slowdown is the GPU type's time per layer (``wplan.layer_time``, forward + backward, from the
+    roofline) over the fastest type's, times the GPU's ``[[faults.gpus]]`` factor: 1 for every GPU of a
+    homogeneous cluster without faults, so that no wait is straggler wait there.
+    """
+    layer_time: Mapping[str, float] = getattr(wplan, "layer_time", None) or {}
+    fastest = min((t for t in layer_time.values() if t > 0), default=0.0)
+    factor = gpu_slowdowns(faults or FaultsSection(), cluster)
+    out = {}
+    for g in cluster.gpus():
+        by_type = (
+            layer_time.get(g.gpu_type, 0.0) / fastest if fastest > 0 and layer_time.get(g.gpu_type, 0.0) > 0 else 1.0
+        )
+        out[g.name] = GpuMeta(g.gpu_type, g.node, by_type * factor.get(g.name, 1.0))
+    return out
+
+
 def apply_static_link_faults(graph: NetGraph, faults: FaultsSection) -> NetGraph:
     """The graph with links degraded from t=0 (used by the analytic backend, which has no time-varying rates)."""
     links = list(graph.links)
@@ -150,7 +169,7 @@ def run_scenario(
         repeated = repeat_plan(lowered.plan, run.iterations)
         plan = repeated.plan
         rec.plan, rec.iteration = plan, (repeated.iteration if run.iterations > 1 else None)
-        rec.gpu_meta = {g.name: GpuMeta(g.gpu_type, g.node) for g in cluster.gpus()}
+        rec.gpu_meta = gpu_meta(cluster, wplan, faults)
         stats.update(
             plan_s=time.perf_counter() - t0,
             iterations=run.iterations,
