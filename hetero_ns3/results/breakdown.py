@@ -16,17 +16,17 @@ iteration time ``T``; for a run of several iterations, the steady-state iteratio
     launch or protocol latency): exposed communication of the class of the flow that feeds it (the
     next flow further back in the chain; if none, the nearest flow closer to ``g``; intra-node if
     the chain has no flow);
-  - a compute kernel of another GPU ``h``: waiting for a peer. Reached through a collective flow
-    (any communication category but ``pp``) it is straggler wait: in a collective ``g`` contributes
-    too, so waiting on a peer's kernel means the peer finished later. Reached through a pipeline
-    (``pp``) flow it is a pipeline wait. "Reached through" means the nearest communication element
-    between ``e`` and ``g`` in the chain (if there is none, the nearest one further back; if the
-    chain has no communication at all, straggler wait: ``g`` had finished before a peer). "Further
-    back" may lie before the gap: the chain is then followed, adding no time, just to find it. All pipeline waits of ``g`` are pooled
-    (``W``) and split at the end: ``min(W, C_worst - C_g)`` is straggler wait, the rest pipeline
-    bubble, where ``C`` is compute per iteration and ``C_worst`` the largest among the GPUs ``g``
-    waited on (the most loaded stage sets the pipeline's pace; the excess over ``g``'s own load is
-    imbalance, the remainder is fill/drain bubble);
+  - a compute kernel of another GPU ``h``: waiting for a peer. Its context is the nearest
+    communication element between ``e`` and ``g`` in the chain (if none, the nearest one further
+    back, followed without adding time). Through a pipeline (``pp``) flow it is a pipeline wait: all
+    of ``g``'s are pooled (``W``) and split at the end, ``min(W, X)`` straggler wait and the rest
+    bubble, ``X`` the largest speed-caused load excess ``C_h - max(C_g, C_h s_g / s_h)`` among the
+    stages ``g`` waited on (``C`` compute per iteration, ``s`` = ``GpuMeta.slowdown``). Otherwise
+    (collective or no context) the piece is compared with ``E = D(h, u) - D(g, a)`` (``D``: compute
+    done since the start of the run, ``u``: end of the piece): up to ``E`` of it ``h`` computed more
+    than ``g`` (straggler wait for the part due to its slower speed, else bubble: load imbalance);
+    the rest is ``h`` doing work ``g`` had done, late because it was held up: communication of the
+    class of the flow further back in the chain. Only a slower GPU's compute is straggler wait;
   - anything else (barriers with a duration, unknown categories, start delays a backend leaves
     between a task and its last dependency, a chain that ends early): ``other_s``.
 
