@@ -17,6 +17,7 @@ Labels read ``<call label> <algo>/<protocol> ch<c> <what>``; estimators parse ``
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 
 from hetero_ns3.collectives.env import CollectiveEnv
@@ -24,18 +25,32 @@ from hetero_ns3.collectives.types import CollectiveCall
 from hetero_ns3.dag import COMM_STREAM
 from hetero_ns3.plan_builder import PlanBuilder
 
+#: Pipeline calls: first stream (less ``COMM_STREAM``) and number of 8-channel stream sets that
+#: ordered GPU pairs are hashed onto (a collision only puts two pairs in one queue).
+PP_STREAM_BASE = 1024
+PP_STREAM_PAIRS = 512
+
 #: First stream id of each parallel dimension's collectives, less ``COMM_STREAM`` (channel ``c`` of a
 #: call of category ``dp`` runs on stream ``COMM_STREAM + 64 + c``). Each dimension has its own
 #: in-order queues, as each NCCL communicator (process group) has its own CUDA stream: a tensor-parallel
 #: all-reduce is never queued behind a data-parallel bucket that waits for the network (in a single
 #: queue it was, in the order the calls were emitted, which is not the order of the program).
 #: Categories not listed (``tp``, ``comm``, ...) use offset 0.
-STREAM_OFFSET: dict[str, int] = {"dp": 64, "pp": 128, "ep": 192, "cp": 256}
+STREAM_OFFSET: dict[str, int] = {"dp": 64, "ep": 192, "cp": 256, "pp": PP_STREAM_BASE}
 
 
-def comm_stream(category: str, channel: int = 0) -> int:
-    """Stream id of channel ``channel`` of a collective of ``category``."""
-    return COMM_STREAM + STREAM_OFFSET.get(category, 0) + channel
+def comm_stream(category: str, channel: int = 0, group: Sequence[str] = ()) -> int:
+    """Stream id of channel ``channel`` of a collective of ``category`` over ``group``.
+
+    Pipeline (``pp``) point-to-point calls get one stream set per ordered (sender, receiver) pair:
+    sends between two GPUs in one direction stay in order (one FIFO connection, as in NCCL), while a
+    send to the next stage no longer queues behind a receive from the previous one posted earlier in
+    the lowering's emission order (which stretched interleaved pipelines; issue 19).
+    """
+    base = COMM_STREAM + STREAM_OFFSET.get(category, 0) + channel
+    if category == "pp" and len(group) == 2:
+        base += 8 * (zlib.crc32(f"{group[0]}|{group[1]}".encode()) % PP_STREAM_PAIRS)
+    return base
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -107,7 +122,7 @@ class Emitter:
                 gpu,
                 self._base + extra_s,
                 self._entry_deps.get(gpu, ()),
-                stream=comm_stream(self.category),
+                stream=comm_stream(self.category, 0, self.call.group),
                 label=self.label(0, "entry"),
                 category=self.category,
             )
@@ -154,7 +169,7 @@ class Emitter:
             gpu,
             duration_s,
             deps,
-            stream=comm_stream(self.category, ch),
+            stream=comm_stream(self.category, ch, self.call.group),
             label=self.label(ch, what),
             category=self.category,
         )
