@@ -156,3 +156,8 @@ def test_each_parallel_dimension_has_its_own_comm_streams():
     assert streams["tp"] and streams["dp"] and streams["pp"]
     assert not streams["tp"] & streams["dp"] and not streams["tp"] & streams["pp"] and not streams["dp"] & streams["pp"]
     assert min(streams["dp"]) == comm_stream("dp") and min(streams["tp"]) == comm_stream("tp")
+    # PP: one stream set per ordered (sender, receiver) pair; a first-stage GPU sends activations to
+    # and receives gradients from its next-stage peer on two different streams
+    labels = np.asarray(plan.labels)[plan.label]
+    entries = kern & (cats == "pp") & (plan.gpu == 0) & np.char.endswith(labels.astype(str), " entry")
+    assert len(set(plan.stream[entries].tolist())) == 2
