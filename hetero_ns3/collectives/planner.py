@@ -10,7 +10,7 @@ from hetero_ns3.collectives.env import CollectiveEnv
 from hetero_ns3.collectives.registry import get_algorithm
 from hetero_ns3.collectives.select import choose
 from hetero_ns3.collectives.types import SEND_RECV, CollectiveCall, CollectiveResult
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
 
 if TYPE_CHECKING:
     from hetero_ns3.collectives.templates import CallTemplates
@@ -69,7 +69,7 @@ def emit_collective(
         entry_deps,
         category,
         priority,
-        env.tuning.base_latency_s[algo.family][choice.protocol],
+        env.tuning.base_latency_s.get(algo.family, {}).get(choice.protocol, 0.0),  # NVLS: baseLat 0
     )
     n = 2 if call.op == SEND_RECV else len(call.group)
     if n >= 2 and call.size_bytes > 0:

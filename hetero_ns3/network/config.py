@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from hetero_ns3.dag import ECMP_KEYS
 from hetero_ns3.errors import field_error
+from hetero_ns3.plan.dag import ECMP_KEYS
 
 CC_KINDS: dict[str, str] = {"none": "ns3::RdmaCcNone", "dcqcn": "ns3::RdmaDcqcn", "hpcc": "ns3::RdmaHpcc"}
 """Congestion-control kinds and the ns-3 TypeId implementing each."""
@@ -277,7 +277,7 @@ class RoutingConfig:
     packet_spray: bool = False
     """Per-packet spraying (hash includes the sequence number) instead of per-flow ECMP."""
     ecmp_key: str = "connection"
-    """In plan replays (:func:`hetero_ns3.network.replay.run_plan`), what a flow's UDP source port (its
+    """In plan replays (:func:`hetero_ns3.network.ns3.replay.run_plan`), what a flow's UDP source port (its
     ECMP identity) is derived from: ``connection`` (NCCL-like persistent queue pair: every message of
     one (source, destination, category, channel) connection takes the same path, see
     ``ExecutionPlan.flow_connections``) or ``flow`` (each flow task its own port). Flow tables

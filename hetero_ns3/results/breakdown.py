@@ -47,8 +47,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetero_ns3.dag import COMPUTE, FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.errors import SimulationError
+from hetero_ns3.plan.dag import COMPUTE, FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.results.categories import COMM_CLASS, COMPUTE_CLASS, PIPELINE_CATEGORY, class_codes
 from hetero_ns3.results.meta import GpuMeta
 

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hetero_ns3.dag import ExecutionPlan, TaskTimes
 from hetero_ns3.errors import ScenarioError
+from hetero_ns3.plan.dag import ExecutionPlan, TaskTimes
 from hetero_ns3.results.meta import GpuMeta
 from hetero_ns3.results.rundir import RunPaths, load_plan
 from hetero_ns3.results.summary import Summary, summarize

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hetero_ns3.dag import ExecutionPlan, TaskTimes
+from hetero_ns3.plan.dag import ExecutionPlan, TaskTimes
 from hetero_ns3.results import atomic
 from hetero_ns3.results.meta import GpuMeta, GpuMetaLike, resolve_gpu_meta
 from hetero_ns3.results.summary import Summary, plan_counts, summarize

@@ -13,21 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hetero_ns3.analytic import simulate_plan
-from hetero_ns3.cosim.runner import (
-    apply_static_link_faults,
-    gpu_meta,
-    load_run_cluster,
-    lower_scenario,
-    run_scenario,
-)
-from hetero_ns3.cosim.scenario_section import FaultsSection
-from hetero_ns3.dag import FLOW, critical_path_s
 from hetero_ns3.errors import ScenarioError
-from hetero_ns3.netgraph import make_graph
+from hetero_ns3.network.analytic import simulate_plan
+from hetero_ns3.network.analytic.backend import apply_static_link_faults
+from hetero_ns3.pipeline import gpu_meta, load_run_cluster, lower_scenario, run_scenario
+from hetero_ns3.plan.dag import FLOW, critical_path_s
 from hetero_ns3.results import GpuMeta, summarize
 from hetero_ns3.scenario.loader import load_scenario, scenario_from_dict
 from hetero_ns3.topology import build_graph
+from hetero_ns3.topology.graph import make_graph
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -85,9 +79,8 @@ def _analytic_summary(sc):
     cluster = load_run_cluster(sc)
     graph = build_graph(cluster)
     wplan, low = lower_scenario(sc, graph, cluster)
-    faults = sc.section("faults") or FaultsSection()
-    res = simulate_plan(apply_static_link_faults(graph, faults), low.plan, seed=1)
-    return summarize(low.plan, res.times, gpu_meta(cluster, wplan, faults))
+    res = simulate_plan(apply_static_link_faults(graph, sc.faults), low.plan, seed=1)
+    return summarize(low.plan, res.times, gpu_meta(cluster, wplan, sc.faults))
 
 
 def test_pure_compute_1f1b_pipeline_bubble_follows_the_textbook():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hetero_ns3.dag import TaskTimes, critical_path_s
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import TaskTimes, critical_path_s
 from hetero_ns3.results import GpuMeta, summarize
 from hetero_ns3.results.breakdown import TERMS
 

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hetero_ns3.analytic import simulate_plan
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
 from hetero_ns3.collectives.testbeds import rail_cluster
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.network.analytic import simulate_plan
+from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.results import GpuMeta, summarize, write_run
 
 

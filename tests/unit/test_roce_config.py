@@ -6,7 +6,6 @@ import pandas as pd
 import pytest
 
 from hetero_ns3.errors import ScenarioError
-from hetero_ns3.netgraph import GraphLink, GraphNode, make_graph
 from hetero_ns3.network.config import (
     ATTRIBUTE_MAP,
     BufferConfig,
@@ -21,6 +20,7 @@ from hetero_ns3.network.config import (
     attribute_settings,
 )
 from hetero_ns3.network.flows_io import DEFAULT_PRIORITY, flow_arrays, read_flows_csv
+from hetero_ns3.topology.graph import GraphLink, GraphNode, make_graph
 
 
 def _star(n: int = 3):
@@ -132,7 +132,7 @@ def test_missing_column_and_file(tmp_path):
 
 
 def test_buffer_too_small_for_headroom_names_the_field():
-    from hetero_ns3.network.roce import check_buffers
+    from hetero_ns3.network.ns3.roce import check_buffers
 
     g = _star(8)
     with pytest.raises(ScenarioError, match=r"^buffer.switch_buffer_bytes \(10000\) leaves no shared buffer"):

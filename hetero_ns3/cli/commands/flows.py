@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     arrays = flow_arrays(graph, table, source=path.name)  # validates before ns-3 is imported
     config = replace(NetworkConfig(), cc=CcConfig(kind=args.cc), pfc=PfcConfig(enabled=not args.no_pfc))
 
-    from hetero_ns3.network.roce import simulate_flows
+    from hetero_ns3.network.ns3.roce import simulate_flows
 
     res = simulate_flows(graph, arrays, config, seed=args.seed, stop_time_s=stop)
     out = Path(args.out)
