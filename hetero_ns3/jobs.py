@@ -20,7 +20,7 @@ import numpy as np
 
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.network.backend import Backend, ProgressFn
-from hetero_ns3.pipeline import RunOutcome, collective_env, load_run_cluster, lower_plan, mfu_of, simulate
+from hetero_ns3.pipeline import RunOutcome, collective_env, gpu_meta, load_run_cluster, lower_plan, mfu_of, simulate
 from hetero_ns3.plan.dag import ExecutionPlan, TaskTimes
 from hetero_ns3.plan.iterations import RepeatedPlan, repeat_plan
 from hetero_ns3.plan.merge import delay_start, merge_plans, prefix_labels
@@ -112,7 +112,13 @@ def run_jobs(scenario: Scenario, out_dir: str | Path, engine: Backend, progress:
         jobs = lower_jobs(scenario, graph, cluster)
         plan, own = merged_plan(jobs)
         rec.plan = plan
-        rec.gpu_meta = {g.name: GpuMeta(g.gpu_type, g.node) for g in cluster.gpus() if g.name in set(plan.gpus)}
+        meta: dict[str, GpuMeta] = {}
+        for jp in jobs:  # slowdowns relative to the fastest GPU type of each job (issue 19)
+            job_meta = gpu_meta(cluster, jp.wplan, scenario.faults)
+            meta.update({g: job_meta[g] for g in jp.repeated.plan.gpus if g in job_meta})
+        rec.gpu_meta = {
+            g.name: meta.get(g.name, GpuMeta(g.gpu_type, g.node)) for g in cluster.gpus() if g.name in set(plan.gpus)
+        }
         stats.update(
             plan_s=time.perf_counter() - t0,
             iterations=max(jp.job.iterations for jp in jobs),

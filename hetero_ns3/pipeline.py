@@ -84,6 +84,24 @@ def gpu_slowdowns(faults: FaultsSection, cluster: ClusterSpec) -> dict[str, floa
     return out
 
 
+def gpu_meta(cluster: ClusterSpec, wplan: Plan, faults: FaultsSection | None = None) -> dict[str, GpuMeta]:
+    """GPU name -> :class:`GpuMeta` for the breakdown: type, node and slowdown.
+
+    The slowdown is the GPU type's time per layer (``wplan.layer_time``, forward + backward, from the
+    roofline) over the fastest type's, times the GPU's ``[[faults.gpus]]`` factor: 1 for every GPU of a
+    homogeneous cluster without faults, so that no wait is straggler wait there (issue 19).
+    """
+    layer_time: Mapping[str, float] = wplan.layer_time or {}
+    fastest = min((t for t in layer_time.values() if t > 0), default=0.0)
+    factor = gpu_slowdowns(faults or FaultsSection(), cluster)
+    out = {}
+    for g in cluster.gpus():
+        t = layer_time.get(g.gpu_type, 0.0)
+        by_type = t / fastest if fastest > 0 and t > 0 else 1.0
+        out[g.name] = GpuMeta(g.gpu_type, g.node, by_type * factor.get(g.name, 1.0))
+    return out
+
+
 def collective_env(scenario: Scenario, graph: NetGraph) -> CollectiveEnv:
     """The collective planner's view of ``graph`` with the scenario's tuning (``[collectives]``)."""
     colls = scenario.collectives
@@ -181,7 +199,7 @@ def run_scenario(
         repeated = repeat_plan(lowered.plan, run.iterations)
         plan = repeated.plan
         rec.plan, rec.iteration = plan, (repeated.iteration if run.iterations > 1 else None)
-        rec.gpu_meta = {g.name: GpuMeta(g.gpu_type, g.node) for g in cluster.gpus()}
+        rec.gpu_meta = gpu_meta(cluster, wplan, scenario.faults)
         stats.update(
             plan_s=time.perf_counter() - t0,
             iterations=run.iterations,

@@ -100,8 +100,8 @@ def simulate_scenario(path: Path, overrides: Sequence[str] = ()) -> dict[str, fl
     """
     from hetero_ns3.errors import SimulationError
     from hetero_ns3.network.backend import get_backend
-    from hetero_ns3.pipeline import load_run_cluster, lower_scenario
-    from hetero_ns3.results import GpuMeta, summarize
+    from hetero_ns3.pipeline import gpu_meta, load_run_cluster, lower_scenario
+    from hetero_ns3.results import summarize
     from hetero_ns3.scenario.loader import load_scenario
     from hetero_ns3.topology import build_graph
 
@@ -115,8 +115,7 @@ def simulate_scenario(path: Path, overrides: Sequence[str] = ()) -> dict[str, fl
     )
     if not res.completed:
         raise SimulationError(f"{path.name}: the analytic replay did not finish every task")
-    meta = {g.name: GpuMeta(g.gpu_type, g.node) for g in cluster.gpus()}
-    summary = summarize(lowered.plan, res.times, meta, None)
+    summary = summarize(lowered.plan, res.times, gpu_meta(cluster, wplan, scenario.faults), None)
     t = summary.iteration_time_s
     return {
         "step_time_s": t,

@@ -28,7 +28,7 @@ def plan_collective(
     """Append the tasks of ``call`` to ``builder`` and return per-GPU exits and the choice made.
 
     ``entry_deps[g]`` are task ids that must finish before GPU ``g`` joins the call. Every GPU of the
-    call gets one entry compute task (base latency, stream ``COMM_STREAM``) and one exit barrier;
+    call gets one entry compute task (base latency, the first stream of its category, ``emit.comm_stream``) and one exit barrier;
     later work on ``g`` should depend on ``result.exits[g]``. ``category`` labels every task (e.g.
     ``dp``), ``priority`` is the flows' traffic class (0..7). Raises PlanningError for calls the
     chosen algorithm cannot run and ScenarioError for unknown names.

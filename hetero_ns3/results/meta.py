@@ -17,6 +17,14 @@ class GpuMeta:
     """GPU model name, e.g. ``H100``; the breakdown is aggregated per type."""
     node: int | str
     """Node (server) the GPU sits in: a flow between two GPUs of one node is intra-node."""
+    slowdown: float = 1.0
+    """Compute time of this GPU for a given piece of work relative to the fastest GPU of the run
+    (its GPU type's time per layer over the fastest type's, times any injected ``faults.gpus``
+    factor); 1 = as fast as the fastest. Only a slower peer's compute is straggler wait."""
+
+    def __post_init__(self) -> None:
+        if not self.slowdown > 0:
+            raise PlanningError(f"GpuMeta.slowdown ({self.slowdown!r}) must be > 0 (1 = the fastest GPU of the run)")
 
 
 GpuMetaLike = GpuMeta | tuple[str, int | str] | Mapping[str, Any]
@@ -27,7 +35,7 @@ def _one(name: str, value: GpuMetaLike) -> GpuMeta:
         return value
     if isinstance(value, Mapping):
         try:
-            return GpuMeta(str(value["gpu_type"]), value["node"])
+            return GpuMeta(str(value["gpu_type"]), value["node"], float(value.get("slowdown", 1.0)))
         except KeyError as err:
             raise PlanningError(f"gpu_meta[{name!r}] lacks key {err}; give gpu_type and node") from None
     if isinstance(value, tuple | list) and len(value) == 2:

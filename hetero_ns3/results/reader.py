@@ -55,7 +55,7 @@ class RunData:
         gpus = self.summary.get("gpus")
         if not gpus:
             return None
-        return {g: GpuMeta(str(v["gpu_type"]), v["node"]) for g, v in gpus.items()}
+        return {g: GpuMeta(str(v["gpu_type"]), v["node"], float(v.get("slowdown", 1.0))) for g, v in gpus.items()}
 
     def resummarize(self) -> Summary:
         """Recompute the breakdown from the stored plan and task times (e.g. after changing the rules)."""

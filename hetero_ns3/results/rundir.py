@@ -154,8 +154,11 @@ def _start_writing(paths: RunPaths) -> None:
 
 
 def _gpu_table(plan: ExecutionPlan, meta: Sequence[GpuMeta]) -> dict[str, dict[str, Any]]:
-    """GPU name -> {gpu_type, node}, in plan order (lets a reader rebuild ``gpu_meta``)."""
-    return {g: {"gpu_type": m.gpu_type, "node": m.node} for g, m in zip(plan.gpus, meta, strict=True)}
+    """GPU name -> {gpu_type, node, slowdown}, in plan order (lets a reader rebuild ``gpu_meta``)."""
+    return {
+        g: {"gpu_type": m.gpu_type, "node": m.node, "slowdown": m.slowdown}
+        for g, m in zip(plan.gpus, meta, strict=True)
+    }
 
 
 def _summary_doc(
