@@ -2,6 +2,7 @@
 
 import ctypes
 import dataclasses
+import re
 import shutil
 import tomllib
 from pathlib import Path
@@ -69,3 +70,27 @@ def test_kernel_sources_are_package_data():
     shipped = {p for pattern in data for p in pkg.glob(pattern)}
     kernel = set(native.KERNEL_DIR.glob("*.[ch]"))
     assert len(kernel) >= 4 and kernel <= shipped
+
+
+def _ctype(param: str) -> type:
+    """The ctypes type native.py declares for a C parameter of flowsim.h."""
+    if "FlowsimReplay" in param:
+        return ctypes.POINTER(native.ReplayArgs)
+    if "*" in param:
+        return ctypes.c_void_p
+    return {"i64": ctypes.c_longlong, "u64": ctypes.c_ulonglong, "int": ctypes.c_int, "double": ctypes.c_double}[
+        param.split()[0]
+    ]
+
+
+def test_declared_signatures_match_the_header_prototypes():
+    lib = native.load_kernel(required=True)
+    header = (native.KERNEL_DIR / "flowsim.h").read_text()
+    protos = re.findall(r"^(int|void|i64|const char \*)\s*(flowsim_\w+)\(([^)]*)\);", header, re.M)
+    assert len(protos) == 9
+    returns = {"int": ctypes.c_int, "void": None, "i64": ctypes.c_longlong, "const char *": ctypes.c_char_p}
+    for ret, name, params in protos:
+        fn = getattr(lib, name)
+        expected = [_ctype(p.strip()) for p in params.split(",") if p.strip() not in ("", "void")]
+        assert fn.restype is returns[ret], name
+        assert list(fn.argtypes) == expected, name
