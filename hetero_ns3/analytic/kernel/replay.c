@@ -12,41 +12,21 @@
    - Water-filling freezes, per round, the flows of every resource whose fair share is the smallest on all
      paths through it (local-minimum rule), so rounds are few.
 
-   The loop's state is one Loop; each step of an iteration is a function over it (see loop_step). Hot
-   functions copy the arrays they use into locals first: stores through the arrays then cannot alias the
-   state, and the compiler keeps the pointers in registers. */
+   The loop's state is one Loop (loop.h; allocated in loop.c); each step of an iteration is a function
+   over it (see loop_step). Hot functions copy the arrays they use into locals first: stores through the
+   arrays then cannot alias the state, and the compiler keeps the pointers in registers. */
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "flowsim.h"
-#include "heaps.h"
-#include "path-figures.h"
+#include "loop.h"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define PREFETCH(p) __builtin_prefetch(p)
 #else
 #define PREFETCH(p) ((void)0)
 #endif
-
-/* What loop_step returns when no event is left. */
-#define LOOP_DONE (-1)
-
-/* The task graph's side of the loop. start[i] < 0: minus the dependencies task i still waits for (exact
-   in a double): no separate in-degree array, and a task's counter and start time share a cache line. */
-typedef struct {
-    const double *code;
-    const int *path_row; /* to prefetch a starting flow's entries (NULL: none) */
-    const i64 *fsize;
-    const unsigned *succ_ptr;
-    const int *succ_idx;
-    i64 *zero, *pending; /* tasks that finish now; flows that start now */
-    i64 nz, np;
-    Heap heap;
-    double *start, *finish;
-    int err;
-} Dag;
 
 static void begin_task(Dag *d, i64 i, double t) {
     d->start[i] = t;
@@ -72,92 +52,11 @@ static void complete_task(Dag *d, i64 i, double t) {
     }
 }
 
-/* State of the event loop. Slots number the flows active at once (they grow by doubling, not to all
-   flows); a member of a resource's list is (slot << hb) | hop, which finds its own entry of mpos without
-   a scan. */
-typedef struct {
-    const FlowsimReplay *in;
-    Hops hp;
-    Dag d;
-    IHeap dh; /* drain times of the active slots */
-    i64 pad, hmask;
-    int hb;
-    /* Per slot. */
-    i64 F, nfree;
-    i64 *task, *sflow, *hpos, *apos, *fvis, *mpos, *freel, *alist, *live, *newl;
-    double *slat, *rate, *remu, *tu, *low;
-    DEnt *hent;
-    char *isnew;
-    int *ares;
-    /* Per resource. */
-    double *load, *remcap, *share;
-    i64 *nrated, *nnew, *cnt, *stamp, *rlist, *tlist, *seeds, *sstamp, *vstamp, *queue, *mlen, *mcap;
-    char *ismin, *notmin;
-    i64 **mem; /* members: the active flows on each resource */
-    /* Scalars: active, new, seed counts; stamps; time; smallest rate removed since the last update. */
-    i64 na, nn, ns, cur, sid, vid;
-    double t, removed_min;
-    int dirty;
-    i64 events, updates, rounds, max_active, reused, recomputed;
-} Loop;
-
 static void add_seed(i64 *seeds, i64 *ns, i64 *sstamp, i64 sid, i64 r) {
     if (sstamp[r] != sid) {
         sstamp[r] = sid;
         seeds[(*ns)++] = r;
     }
-}
-
-/* count + 1 zeroed entries of size bytes; clears *ok on failure. */
-static void *zalloc(i64 count, size_t size, int *ok) {
-    void *p = calloc((size_t)count + 1, size);
-    if (!p) *ok = 0;
-    return p;
-}
-
-/* Grow a per-slot array from oc to nc entries (times m), zero-filling the new part; NULL on failure. */
-static void *grow_block(void *p, size_t size, i64 oc, i64 nc, i64 m) {
-    char *g = (char *)realloc(p, (size_t)(nc * m + 1) * size);
-    if (g) memset(g + (size_t)(oc * m) * size, 0, (size_t)((nc - oc) * m) * size);
-    return g;
-}
-
-static int loop_alloc(Loop *s) {
-    const FlowsimReplay *a = s->in;
-    const i64 n = a->n, W = a->W, nres = a->nres, F = a->nflows + 1 < 1024 ? a->nflows + 1 : 1024;
-    int ok = 1;
-    s->F = F;
-#define ALLOC(field, count) s->field = zalloc((count), sizeof *s->field, &ok);
-    ALLOC(d.zero, n) ALLOC(d.pending, n)
-    ALLOC(task, F) ALLOC(sflow, F) ALLOC(slat, F) ALLOC(rate, F) ALLOC(remu, F) ALLOC(tu, F) ALLOC(hent, F)
-    ALLOC(hpos, F) ALLOC(isnew, F) ALLOC(apos, F) ALLOC(fvis, F) ALLOC(low, F) ALLOC(ares, F * W)
-    ALLOC(mpos, F * W) ALLOC(freel, F) ALLOC(alist, F) ALLOC(live, F) ALLOC(newl, F)
-    ALLOC(load, nres) ALLOC(nrated, nres) ALLOC(nnew, nres) ALLOC(remcap, nres) ALLOC(share, nres)
-    ALLOC(cnt, nres) ALLOC(stamp, nres) ALLOC(ismin, nres) ALLOC(notmin, nres) ALLOC(rlist, nres)
-    ALLOC(tlist, nres) ALLOC(seeds, nres) ALLOC(sstamp, nres) ALLOC(vstamp, nres) ALLOC(queue, nres)
-    ALLOC(mlen, nres) ALLOC(mcap, nres)
-#undef ALLOC
-    s->mem = (i64 **)calloc((size_t)nres, sizeof(i64 *));
-    if (!s->mem || !ok) return 3;
-    s->dh.a = s->hent;
-    s->dh.p = s->hpos;
-    for (i64 j = 0; j < F; j++) s->hpos[j] = -1;
-    for (i64 j = F - 1; j >= 0; j--) s->freel[s->nfree++] = j;
-    return 0;
-}
-
-static void loop_free(Loop *s) {
-    if (s->mem)
-        for (i64 r = 0; r < s->in->nres; r++) free(s->mem[r]);
-    free(s->mem);
-    free(s->d.heap.a);
-    free(s->d.zero); free(s->d.pending);
-    free(s->task); free(s->sflow); free(s->hpos); free(s->apos); free(s->fvis); free(s->mpos); free(s->freel);
-    free(s->alist); free(s->live); free(s->newl); free(s->slat); free(s->rate); free(s->remu); free(s->tu);
-    free(s->low); free(s->hent); free(s->isnew); free(s->ares);
-    free(s->load); free(s->remcap); free(s->share); free(s->nrated); free(s->nnew); free(s->cnt); free(s->stamp);
-    free(s->rlist); free(s->tlist); free(s->seeds); free(s->sstamp); free(s->vstamp); free(s->queue);
-    free(s->mlen); free(s->mcap); free(s->ismin); free(s->notmin);
 }
 
 /* Dependency counters, drain times, and the tasks without dependencies: started at 0, or at their
@@ -181,77 +80,77 @@ static int loop_start(Loop *s) {
     return 0;
 }
 
-/* Double the slots (a flow starts and none is free). */
-static int grow_slots(Loop *s) {
-    const i64 F = s->F, nc = 2 * F, W = s->in->W;
-#define GROW(field, m)                                                  \
-    do {                                                                \
-        void *g_ = grow_block(s->field, sizeof *s->field, F, nc, (m));  \
-        if (!g_) return 3;                                              \
-        s->field = g_;                                                  \
-    } while (0)
-    GROW(task, 1); GROW(sflow, 1); GROW(slat, 1); GROW(rate, 1); GROW(remu, 1); GROW(tu, 1); GROW(hent, 1);
-    GROW(hpos, 1); GROW(isnew, 1); GROW(apos, 1); GROW(fvis, 1); GROW(low, 1); GROW(ares, W); GROW(mpos, W);
-    GROW(freel, 1); GROW(alist, 1); GROW(live, 1); GROW(newl, 1);
-#undef GROW
-    for (i64 q = F; q < nc; q++) s->hpos[q] = -1;
-    for (i64 q = nc - 1; q >= F; q--) s->freel[s->nfree++] = q;
-    s->dh.a = s->hent;
-    s->dh.p = s->hpos;
-    s->F = nc;
-    return 0;
-}
-
-/* Give task i (of flow row f) the free slot j: its path, bytes, latency and resource memberships. */
-static int activate_flow(Loop *s, i64 i, i64 j, i64 f) {
+/* Activate the pending flows from the k-th on while free slots last: each takes a slot with its path,
+   bytes, latency and resource memberships. Returns the next pending index, or -1 when out of memory. */
+static i64 activate_flows(Loop *s, i64 k) {
     const FlowsimReplay *a = s->in;
-    const i64 W = a->W, pad = s->pad;
+    const Dag *const d = &s->d;
+    const i64 W = a->W, pad = s->pad, np = d->np;
+    const int hb = s->hb;
     const double t = s->t;
-    i64 *const mlen = s->mlen, *const mcap = s->mcap;
-    s->task[j] = i;
-    s->sflow[j] = f;
-    if (a->flow_start) a->flow_start[f] = t;
-    s->rate[j] = 0.0;
-    const double bytes = (double)a->size[a->size_by_flow ? f : i];
-    s->remu[j] = bytes;
-    s->tu[j] = t;
-    s->isnew[j] = 1;
-    s->newl[s->nn++] = j;
-    s->apos[j] = s->na;
-    s->alist[s->na++] = j;
-    i64 row = a->path_row ? a->path_row[f] : f;
-    int *const p = s->ares + j * W;
-    memcpy(p, a->res + row * W, (size_t)W * sizeof(int));
-    if (a->lat) {
-        s->slat[j] = a->lat[f];
-    } else {
-        double best;
-        path_figures(&s->hp, p, W, bytes, s->slat + j, &best);
-        if (a->ideal) a->ideal[f] = best;
-    }
-    for (i64 h = 0; h < W && p[h] != pad; h++) {
-        i64 r = p[h];
-        if (mlen[r] == mcap[r]) {
-            i64 c2 = mcap[r] ? 2 * mcap[r] : 8;
-            i64 *nm = (i64 *)realloc(s->mem[r], (size_t)c2 * sizeof(i64));
-            if (!nm) return 3;
-            s->mem[r] = nm;
-            mcap[r] = c2;
+    const double *const code = a->code;
+    const i64 *const pending = d->pending, *const size = a->size;
+    const int *const path_row = a->path_row, *const res = a->res;
+    double *const flow_start = a->flow_start, *const ideal = a->ideal;
+    i64 *const task = s->task, *const sflow = s->sflow, *const newl = s->newl, *const apos = s->apos;
+    i64 *const alist = s->alist, *const freel = s->freel, *const mpos = s->mpos, *const mlen = s->mlen;
+    i64 *const mcap = s->mcap;
+    i64 **const mem = s->mem;
+    double *const rate = s->rate, *const remu = s->remu, *const tu = s->tu, *const slat = s->slat;
+    char *const isnew = s->isnew;
+    int *const ares = s->ares;
+    i64 nn = s->nn, na = s->na, nfree = s->nfree;
+    for (; k < np && nfree; k++) {
+        i64 i = pending[k], j = freel[--nfree], f = (i64)(-code[i]) - 1;
+        task[j] = i;
+        sflow[j] = f;
+        if (flow_start) flow_start[f] = t;
+        rate[j] = 0.0;
+        const double bytes = (double)size[a->size_by_flow ? f : i];
+        remu[j] = bytes;
+        tu[j] = t;
+        isnew[j] = 1;
+        newl[nn++] = j;
+        apos[j] = na;
+        alist[na++] = j;
+        i64 row = path_row ? path_row[f] : f;
+        int *const p = ares + j * W;
+        memcpy(p, res + row * W, (size_t)W * sizeof(int));
+        if (a->lat) {
+            slat[j] = a->lat[f];
+        } else {
+            double best;
+            path_figures(&s->hp, p, W, bytes, slat + j, &best);
+            if (ideal) ideal[f] = best;
         }
-        s->mpos[j * W + h] = mlen[r];
-        s->mem[r][mlen[r]++] = (j << s->hb) | h;
+        for (i64 h = 0; h < W && p[h] != pad; h++) {
+            i64 r = p[h];
+            if (mlen[r] == mcap[r]) {
+                i64 c2 = mcap[r] ? 2 * mcap[r] : 8;
+                i64 *nm = (i64 *)realloc(mem[r], (size_t)c2 * sizeof(i64));
+                if (!nm) { k = -1; goto out; }
+                mem[r] = nm;
+                mcap[r] = c2;
+            }
+            mpos[j * W + h] = mlen[r];
+            mem[r][mlen[r]++] = (j << hb) | h;
+        }
+        s->dirty = 1;
     }
-    s->dirty = 1;
-    return 0;
+out:
+    s->nn = nn;
+    s->na = na;
+    s->nfree = nfree;
+    return k;
 }
 
-/* Activate the flows that start now. */
+/* Activate the flows that start now (doubling the slots when none is free). */
 static int activate_pending(Loop *s) {
-    Dag *d = &s->d;
-    for (i64 k = 0; k < d->np; k++) {
+    Dag *const d = &s->d;
+    i64 k = 0;
+    while (k < d->np) {
         if (s->nfree == 0 && grow_slots(s)) return 3;
-        i64 i = d->pending[k], j = s->freel[--s->nfree], f = (i64)(-d->code[i]) - 1;
-        if (activate_flow(s, i, j, f)) return 3;
+        if ((k = activate_flows(s, k)) < 0) return 3;
     }
     d->np = 0;
     return 0;
@@ -542,7 +441,8 @@ static int advance(Loop *s) {
    rates if the active set changed, advance. Returns 0, LOOP_DONE or an error code. */
 static int loop_step(Loop *s) {
     Dag *const d = &s->d;
-    while (d->nz) complete_task(d, d->zero[--d->nz], s->t);
+    const double t = s->t;
+    while (d->nz) complete_task(d, d->zero[--d->nz], t);
     if (d->err) return d->err;
     int rc = activate_pending(s);
     if (rc) return rc;
@@ -593,25 +493,4 @@ int flowsim_replay(const FlowsimReplay *a) {
     if (rc == LOOP_DONE) rc = loop_finish(&s);
     loop_free(&s);
     return rc;
-}
-
-i64 flowsim_replay_layout(i64 *out, i64 cap) {
-    i64 k = 0;
-    if (k < cap) out[k] = (i64)sizeof(FlowsimReplay);
-    k++;
-#define FIELD_LAYOUT(name)                                                 \
-    if (k + 1 < cap) {                                                     \
-        out[k] = (i64)offsetof(FlowsimReplay, name);                       \
-        out[k + 1] = (i64)sizeof(((FlowsimReplay *)0)->name);              \
-    }                                                                      \
-    k += 2;
-    FLOWSIM_REPLAY_FIELDS(FIELD_LAYOUT)
-#undef FIELD_LAYOUT
-    return k < cap ? k : cap;
-}
-
-const char *flowsim_replay_fields(void) {
-#define FIELD_NAME(name) #name " "
-    return FLOWSIM_REPLAY_FIELDS(FIELD_NAME);
-#undef FIELD_NAME
 }
