@@ -1,10 +1,13 @@
-"""Compile C++ ns-3 modules against the installed ``ns3`` wheel, with a content-keyed cache.
+"""Compile shared libraries (C++ ns-3 modules, the C analytic kernel) with a content-keyed cache.
 
-The wheel ships headers (``ns3/include``) and shared libraries (``ns3/lib64``) but no build
+:func:`build_library` compiles a :class:`LibrarySpec` (C or C++ sources) into one shared library and
+caches it under a key that hashes everything that can change the binary: sources, headers, language,
+flags, compiler version and what the spec adds (the ns-3 version, say).
+
+The ``ns3`` wheel ships headers (``ns3/include``) and shared libraries (``ns3/lib64``) but no build
 system for out-of-tree modules. :func:`build_module` compiles a module directory laid out like an
-ns-3 module (``model/``, ``helper/``, an umbrella header) into one shared library with the same
-preprocessor defines as the wheel, and caches it under a key that hashes everything that can change
-the binary: sources, headers, flags, compiler version and ns-3 version.
+ns-3 module (``model/``, ``helper/``, an umbrella header) through :func:`build_library`, with the same
+preprocessor defines as the wheel.
 
 Concurrency: builds happen in a private temporary directory; the finished library is published
 with an atomic ``os.replace``; an ``fcntl`` lock on the cache entry makes a second process wait
@@ -40,6 +43,12 @@ CXX_FLAGS: tuple[str, ...] = ("-std=c++20", "-O2", "-fPIC", "-g0", "-Wall", "-Wn
 CACHE_ENV = "HETERO_NS3_CACHE"
 #: Environment variable that overrides the C++ compiler (default ``g++``).
 CXX_ENV = "CXX"
+#: Per language: the environment variable that overrides the compiler, the commands tried without it,
+#: and the package that provides one.
+COMPILERS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "c++": (CXX_ENV, ("g++",), "g++"),
+    "c": ("CC", ("cc", "gcc", "clang"), "gcc"),
+}
 
 NATIVE_DIR = Path(__file__).resolve().parent / "ns3" / "native"
 
@@ -85,6 +94,46 @@ class ModuleSpec:
 
     def include_dirs(self) -> list[Path]:
         return [self.root, *(self.root / s for s in self.source_dirs)]
+
+
+@dataclass(frozen=True)
+class LibrarySpec:
+    """One shared library to build from C or C++ sources."""
+
+    name: str
+    """Library base name: the output is ``lib<name>.so``."""
+    root: Path
+    """Directory the sources and headers are named relative to in the cache key."""
+    sources: tuple[Path, ...]
+    """Translation units, compiled in parallel."""
+    headers: tuple[Path, ...] = ()
+    """Headers the sources include (hashed into the key)."""
+    language: str = "c++"
+    """``c`` or ``c++`` (a key of :data:`COMPILERS`)."""
+    flags: tuple[str, ...] = ()
+    """Compiler flags without paths (part of the key)."""
+    include_dirs: tuple[Path, ...] = ()
+    """``-I`` directories (absolute paths: not in the key, so it survives moving the checkout)."""
+    link_args: tuple[str, ...] = ()
+    """Linker arguments after the objects (libraries, ``-L`` and rpath); not in the key."""
+    key_text: tuple[str, ...] = ()
+    """More text in the key: what the link arguments and the include directories bring that can change
+    the binary (a library version, the libraries linked)."""
+
+
+@dataclass(frozen=True)
+class BuiltLibrary:
+    """A compiled library in the cache."""
+
+    spec: LibrarySpec
+    library: Path
+    key: str
+    cached: bool
+    """True when the library came from the cache without compiling."""
+    seconds: float
+    """Wall time of this call (hashing, and compiling when not cached)."""
+    diagnostics: str = ""
+    """The compiler's and linker's messages (warnings) when it compiled; empty when cached."""
 
 
 @dataclass(frozen=True)
@@ -141,14 +190,20 @@ def cache_dir() -> Path:
     return Path(base) / "hetero_ns3"
 
 
-def compiler() -> str:
-    """The C++ compiler command (``$CXX`` or ``g++``); raises NativeBuildError when missing."""
-    cxx = os.environ.get(CXX_ENV, "g++")
-    if shutil.which(cxx) is None:
-        raise NativeBuildError(
-            f"C++ compiler {cxx!r} not found; install g++ (Debian/Ubuntu: apt-get install g++) or set ${CXX_ENV}"
-        )
-    return cxx
+def compiler(language: str = "c++") -> str:
+    """The compiler command of ``language`` (:data:`COMPILERS`: ``$CXX`` or ``g++``; ``$CC``, else ``cc``,
+    ``gcc``, ``clang``); raises NativeBuildError when missing."""
+    env, defaults, package = COMPILERS[language]
+    chosen = os.environ.get(env)
+    tried = (chosen,) if chosen else defaults
+    for cmd in tried:
+        if shutil.which(cmd) is not None:
+            return cmd
+    names = ", ".join(map(repr, tried))
+    raise NativeBuildError(
+        f"no {language.upper()} compiler: {names} not found; install {package} "
+        f"(Debian/Ubuntu: apt-get install {package}) or set ${env}"
+    )
 
 
 def compiler_version(cxx: str) -> str:
@@ -156,35 +211,48 @@ def compiler_version(cxx: str) -> str:
     return out.stdout.splitlines()[0] if out.stdout else cxx
 
 
-def compile_flags(spec: ModuleSpec, wheel: Ns3Wheel) -> list[str]:
-    flags = [*CXX_FLAGS, *(f"-D{d}" for d in WHEEL_DEFINES)]
-    flags += [f"-I{d}" for d in spec.include_dirs()]
-    flags.append(f"-I{wheel.include_dir}")
-    return flags
-
-
 def link_flags(spec: ModuleSpec, wheel: Ns3Wheel) -> list[str]:
-    flags = ["-shared", f"-L{wheel.lib_dir}", f"-Wl,-rpath,{wheel.lib_dir}"]
+    flags = [f"-L{wheel.lib_dir}", f"-Wl,-rpath,{wheel.lib_dir}"]
     flags += [f"-l{wheel.library_name(m)}" for m in spec.ns3_modules]
     return flags
 
 
-def cache_key(spec: ModuleSpec, wheel: Ns3Wheel, cxx: str) -> str:
-    """SHA-256 over sources, headers, flags, compiler version and ns-3 version."""
+def module_library(spec: ModuleSpec, wheel: Ns3Wheel) -> LibrarySpec:
+    """The :class:`LibrarySpec` of an ns-3 module built against ``wheel``."""
+    return LibrarySpec(
+        name=spec.name,
+        root=spec.root,
+        sources=tuple(spec.sources()),
+        headers=tuple(spec.headers()),
+        language="c++",
+        flags=(*CXX_FLAGS, *(f"-D{d}" for d in WHEEL_DEFINES)),
+        include_dirs=(*spec.include_dirs(), wheel.include_dir),
+        link_args=tuple(link_flags(spec, wheel)),
+        key_text=(f"ns-3 {wheel.version}", *spec.ns3_modules),
+    )
+
+
+def library_key(lib: LibrarySpec, cmd: str) -> str:
+    """SHA-256 over sources, headers, language, flags, ``key_text`` and the version of compiler ``cmd``."""
     h = hashlib.sha256()
-    for path in [*spec.sources(), *spec.headers()]:
-        h.update(str(path.relative_to(spec.root)).encode())
+    for path in [*lib.sources, *lib.headers]:
+        h.update(str(path.relative_to(lib.root)).encode())
         h.update(b"\0")
         h.update(path.read_bytes())
         h.update(b"\0")
-    # Flags without absolute paths, so the key survives moving the checkout or the venv.
-    h.update(" ".join([*CXX_FLAGS, *WHEEL_DEFINES, *spec.ns3_modules]).encode())
-    h.update(compiler_version(cxx).encode())
-    h.update(wheel.version.encode())
+    # No absolute paths, so the key survives moving the checkout or the venv.
+    for part in (lib.language, " ".join(lib.flags), " ".join(lib.key_text), compiler_version(cmd)):
+        h.update(part.encode())
+        h.update(b"\0")
     return h.hexdigest()
 
 
-def library_path(spec: ModuleSpec, key: str) -> Path:
+def cache_key(spec: ModuleSpec, wheel: Ns3Wheel, cxx: str) -> str:
+    """:func:`library_key` of an ns-3 module: sources, headers, flags, compiler version and ns-3 version."""
+    return library_key(module_library(spec, wheel), cxx)
+
+
+def library_path(spec: ModuleSpec | LibrarySpec, key: str) -> Path:
     return cache_dir() / f"{spec.name}-{key[:16]}" / f"lib{spec.name}.so"
 
 
@@ -199,43 +267,59 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _run(cmd: Sequence[str], what: str) -> None:
+def _run(cmd: Sequence[str], what: str) -> str:
+    """Run a compiler command; returns its messages (warnings), raises NativeBuildError on failure."""
     proc = subprocess.run(list(cmd), capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise NativeBuildError(f"{what} failed (exit {proc.returncode})", (proc.stderr or proc.stdout).strip())
+    return proc.stderr.strip()
+
+
+def build_library(lib: LibrarySpec, force: bool = False, jobs: int | None = None) -> BuiltLibrary:
+    """Compile ``lib`` into the cache unless an up-to-date library is there; return where it is.
+
+    ``force`` rebuilds even when cached. ``jobs`` is the number of parallel compiler processes
+    (default: CPU count). Raises NativeBuildError (with the compiler's output) on failure.
+    """
+    t0 = time.perf_counter()
+    cmd = compiler(lib.language)
+    if not lib.sources:
+        raise NativeBuildError(f"library {lib.name!r} has no sources under {lib.root}")
+    key = library_key(lib, cmd)
+    target = library_path(lib, key)
+    if target.exists() and not force:
+        return BuiltLibrary(lib, target, key, True, time.perf_counter() - t0)
+    with _locked(target.parent.with_suffix(".lock")):
+        if target.exists() and not force:  # another process built it while we waited
+            return BuiltLibrary(lib, target, key, True, time.perf_counter() - t0)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
+            cflags = [*lib.flags, *(f"-I{d}" for d in lib.include_dirs)]
+            objects = [Path(tmp) / f"{i:03d}-{src.stem}.o" for i, src in enumerate(lib.sources)]
+
+            def compile_one(pair: tuple[Path, Path]) -> str:
+                src, obj = pair
+                return _run([cmd, *cflags, "-c", str(src), "-o", str(obj)], f"compiling {src.name}")
+
+            with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+                messages = list(pool.map(compile_one, zip(lib.sources, objects, strict=True)))
+            tmp_lib = Path(tmp) / target.name
+            link = [cmd, "-shared", *map(str, objects), "-o", str(tmp_lib), *lib.link_args]
+            messages.append(_run(link, f"linking {target.name}"))
+            os.replace(tmp_lib, target)
+    diagnostics = "\n".join(m for m in messages if m)
+    return BuiltLibrary(lib, target, key, False, time.perf_counter() - t0, diagnostics)
 
 
 def build_module(spec: ModuleSpec = ROCE_MODULE, force: bool = False, jobs: int | None = None) -> BuiltModule:
-    """Compile ``spec`` into the cache unless an up-to-date library is there; return where it is.
+    """Compile the ns-3 module ``spec`` (:func:`build_library`) against the installed wheel; return where it is.
 
     ``force`` rebuilds even when cached. ``jobs`` is the number of parallel compiler processes
     (default: CPU count). Raises NativeBuildError (with the compiler's output) on failure.
     """
     t0 = time.perf_counter()
     wheel = find_ns3_wheel()
-    cxx = compiler()
-    sources = spec.sources()
-    if not sources:
+    if not spec.sources():
         raise NativeBuildError(f"module {spec.name!r} has no .cc sources under {spec.root}")
-    key = cache_key(spec, wheel, cxx)
-    target = library_path(spec, key)
-    if target.exists() and not force:
-        return BuiltModule(spec, target, key, True, time.perf_counter() - t0)
-    with _locked(target.parent.with_suffix(".lock")):
-        if target.exists() and not force:  # another process built it while we waited
-            return BuiltModule(spec, target, key, True, time.perf_counter() - t0)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
-            cflags = compile_flags(spec, wheel)
-            objects = [Path(tmp) / f"{i:03d}-{src.stem}.o" for i, src in enumerate(sources)]
-
-            def compile_one(pair: tuple[Path, Path]) -> None:
-                src, obj = pair
-                _run([cxx, *cflags, "-c", str(src), "-o", str(obj)], f"compiling {src.name}")
-
-            with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-                list(pool.map(compile_one, zip(sources, objects, strict=True)))
-            tmp_lib = Path(tmp) / target.name
-            _run([cxx, *map(str, objects), "-o", str(tmp_lib), *link_flags(spec, wheel)], f"linking {target.name}")
-            os.replace(tmp_lib, target)
-    return BuiltModule(spec, target, key, False, time.perf_counter() - t0)
+    built = build_library(module_library(spec, wheel), force=force, jobs=jobs)
+    return BuiltModule(spec, built.library, built.key, built.cached, time.perf_counter() - t0)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from hetero_ns3.network.ns3.roce import egress_port, simulate_flows
 
 from hetero_ns3.network.cc_presets import DCQCN_PRESETS, DEFAULT_DCQCN_PRESET, HPCC_PRESETS
 from hetero_ns3.network.config import CcConfig, DctcpConfig, EcnConfig, NetworkConfig
+from hetero_ns3.network.ns3.roce import egress_port, simulate_flows
 from hetero_ns3.topology import resolve_topology
 
 pytestmark = pytest.mark.ns3

@@ -62,6 +62,8 @@ def test_flows_with_release_times_agree():
 
 
 def test_auto_falls_back_to_numpy_with_a_warning(monkeypatch, tmp_path):
+    import shutil
+
     import hetero_ns3.network.analytic.native as native
     from hetero_ns3.errors import NativeBuildError
 
@@ -69,7 +71,7 @@ def test_auto_falls_back_to_numpy_with_a_warning(monkeypatch, tmp_path):
     monkeypatch.setattr(native, "_TRIED", False)
     monkeypatch.setenv("HETERO_NS3_CACHE", str(tmp_path))
     monkeypatch.setenv("CC", "/nonexistent/cc")
-    monkeypatch.setattr(native.shutil, "which", lambda _: None)
+    monkeypatch.setattr(shutil, "which", lambda _: None)
     g = leaf_spine(2, 2, 2, 100e9, 1e-6)
     plan = contended_plan(4, 20, 0)
     with pytest.warns(RuntimeWarning, match="numpy engine"):

@@ -1,18 +1,18 @@
-"""Build, load and call the C event loop (:mod:`hetero_ns3.network.analytic.kernel_c`) through ctypes.
+"""Build, load and call the C kernel (``kernel/*.c``, ``kernel/flowsim.h``) through ctypes.
 
-The shared library is compiled once per hash of source and flags with the system C compiler (``$CC``, else
-``cc``, ``gcc``, ``clang``) into ``$HETERO_NS3_CACHE`` or ``~/.cache/hetero_ns3/analytic`` and reused. When no
-compiler works, :func:`load_kernel` returns None and callers fall back to the numpy engine.
+The sources ship as package data; :func:`build_kernel` compiles them with the package's native builder
+(:func:`hetero_ns3.network.native_build.build_library`: system C compiler ``$CC``, else ``cc``, ``gcc``,
+``clang``; cache key over sources, headers, flags and compiler version; lock; atomic publish) into
+``$HETERO_NS3_CACHE`` or ``~/.cache/hetero_ns3``. When no compiler works, :func:`load_kernel` returns None
+and callers fall back to the numpy engine.
+
+The event loop takes one struct, ``FlowsimReplay`` (:class:`ReplayArgs` here); :func:`load_kernel` checks
+its size, field names, offsets and sizes against the library's ``flowsim_replay_layout``.
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import shutil
-import subprocess
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -21,10 +21,10 @@ import numpy as np
 
 from hetero_ns3.errors import NativeBuildError, SimulationError
 from hetero_ns3.network.analytic.engine import REUSE_RTOL, EngineResult, EngineStats
-from hetero_ns3.network.analytic.kernel_c import SOURCE
 from hetero_ns3.network.analytic.maxmin import LEVEL_RTOL
 from hetero_ns3.network.analytic.prefault import populating
 from hetero_ns3.network.analytic.routes import LinkArrays
+from hetero_ns3.network.native_build import BuiltLibrary, LibrarySpec, build_library
 
 _LIB: ctypes.CDLL | None = None
 _TRIED = False
@@ -35,9 +35,31 @@ _C = ctypes.c_int
 _U = ctypes.c_ulonglong
 
 
+#: The kernel's sources (package data).
+KERNEL_DIR = Path(__file__).resolve().parent / "kernel"
 #: Compiler flags (part of the cache key). -O3 without fast-math: IEEE results as at -O2 (same bits), about
-#: 5 % less time in the event loop on the 1024-GPU plan (three paired runs).
-CFLAGS = ("-O3", "-std=c99", "-shared", "-fPIC")
+#: 5 % less time in the event loop on the 1024-GPU plan (three paired runs). The kernel compiles without
+#: warnings under -Wall -Wextra (tests/unit/test_analytic_kernel.py).
+CFLAGS = ("-std=c99", "-O3", "-fPIC", "-Wall", "-Wextra")
+
+
+class ReplayArgs(ctypes.Structure):
+    """``FlowsimReplay`` (kernel/flowsim.h, which documents the fields): the arguments of ``flowsim_replay``.
+    Pointers are addresses (None for NULL)."""
+
+    _fields_ = [
+        # tasks
+        ("n", _I), ("code", _P), ("release", _P), ("dep_ptr", _P), ("succ_ptr", _P), ("succ_idx", _P), ("size", _P),
+        # flows and resources
+        ("nflows", _I), ("W", _I), ("res", _P), ("path_row", _P), ("lat", _P), ("nres", _I), ("cap", _P),
+        ("delay", _P), ("payload", _P), ("overhead", _P), ("rate_bps", _P),
+        # settings
+        ("tol", _D), ("reuse_rtol", _D), ("level_rtol", _D),
+        ("incremental", _C), ("saf", _C), ("size_by_flow", _C), ("start_ready", _C),
+        # outputs
+        ("start", _P), ("finish", _P), ("drain", _P), ("ideal", _P), ("flow_start", _P), ("flow_finish", _P),
+        ("stats", _P),
+    ]  # fmt: skip
 
 
 def _declare(fn: ctypes._CFuncPtr, restype: type | None, argtypes: list[type]) -> None:
@@ -45,40 +67,48 @@ def _declare(fn: ctypes._CFuncPtr, restype: type | None, argtypes: list[type]) -
     fn.argtypes = argtypes
 
 
-def cache_dir() -> Path:
-    """Where compiled kernels live."""
-    env = os.environ.get("HETERO_NS3_CACHE")
-    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hetero_ns3"
-    return base / "analytic"
+def kernel_spec() -> LibrarySpec:
+    """What :func:`build_kernel` compiles: every ``kernel/*.c`` with the headers beside them, linked with libm."""
+    return LibrarySpec(
+        name="flowsim",
+        root=KERNEL_DIR,
+        sources=tuple(sorted(KERNEL_DIR.glob("*.c"))),
+        headers=tuple(sorted(KERNEL_DIR.glob("*.h"))),
+        language="c",
+        flags=CFLAGS,
+        link_args=("-lm",),
+        key_text=("-lm",),
+    )
 
 
-def _compiler() -> str | None:
-    for cand in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if cand and shutil.which(cand):
-            return cand
-    return None
+def build_kernel(force: bool = False) -> BuiltLibrary:
+    """Compile the kernel if needed (NativeBuildError on failure); ``.library`` is the shared library."""
+    return build_library(kernel_spec(), force=force)
 
 
-def build_kernel() -> Path:
-    """Compile the kernel if needed and return the path of the shared library (NativeBuildError on failure)."""
-    digest = hashlib.sha256((SOURCE + " ".join(CFLAGS)).encode()).hexdigest()[:16]
-    out = cache_dir() / f"flowsim-{digest}.so"
-    if out.exists():
-        return out
-    cc = _compiler()
-    if cc is None:
-        raise NativeBuildError("no C compiler found for the analytic kernel; install gcc or set $CC")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        src = Path(tmp) / "flowsim.c"
-        src.write_text(SOURCE)
-        lib = Path(tmp) / "flowsim.so"
-        cmd = [cc, *CFLAGS, "-o", str(lib), str(src), "-lm"]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise NativeBuildError(f"compiling the analytic kernel failed ({' '.join(cmd)})", proc.stderr)
-        os.replace(lib, out)  # atomic: parallel builders agree
-    return out
+def replay_layout(lib: ctypes.CDLL) -> tuple[int, list[tuple[str, int, int]]]:
+    """The library's ``sizeof(FlowsimReplay)`` and (name, offset, size) of every field, in order."""
+    names = lib.flowsim_replay_fields().decode().split()
+    buf = (ctypes.c_longlong * (1 + 2 * len(names)))()
+    got = lib.flowsim_replay_layout(buf, len(buf))
+    if got != len(buf):
+        raise NativeBuildError(f"flowsim_replay_layout wrote {got} of {len(buf)} entries")
+    return buf[0], [(name, buf[1 + 2 * k], buf[2 + 2 * k]) for k, name in enumerate(names)]
+
+
+def binding_layout() -> tuple[int, list[tuple[str, int, int]]]:
+    """:func:`replay_layout` as :class:`ReplayArgs` has it."""
+    fields = [(name, getattr(ReplayArgs, name)) for name, _ in ReplayArgs._fields_]
+    return ctypes.sizeof(ReplayArgs), [(name, f.offset, f.size) for name, f in fields]
+
+
+def _check_layout(lib: ctypes.CDLL) -> None:
+    c_side, py_side = replay_layout(lib), binding_layout()
+    if c_side != py_side:
+        raise NativeBuildError(
+            "ReplayArgs does not match FlowsimReplay in kernel/flowsim.h; update hetero_ns3/network/analytic/native.py",
+            f"C: {c_side}\nPython: {py_side}",
+        )
 
 
 def load_kernel(required: bool = False) -> ctypes.CDLL | None:
@@ -90,7 +120,10 @@ def load_kernel(required: bool = False) -> ctypes.CDLL | None:
         return None
     _TRIED = True
     try:
-        lib = ctypes.CDLL(str(build_kernel()))
+        lib = ctypes.CDLL(str(build_kernel().library))
+        _declare(lib.flowsim_replay_fields, ctypes.c_char_p, [])
+        _declare(lib.flowsim_replay_layout, _I, [_P, _I])
+        _check_layout(lib)
     except (NativeBuildError, OSError) as err:
         if required:
             raise NativeBuildError(f"analytic kernel unavailable: {err}") from err
@@ -101,10 +134,7 @@ def load_kernel(required: bool = False) -> ctypes.CDLL | None:
             stacklevel=3,
         )
         return None
-    fn = lib.flowsim_replay
-    fn.restype = ctypes.c_int
-    fn.argtypes = [_I, _P, _P, _P, _P, _P, _P, _I, _I, _P, _P, _P, _I, _P, _D, _C, _D, _D, _P, _P, _P, _P]
-    fn.argtypes += [_P, _P, _P, _P, _C, _P, _P, _P, _C, _C]
+    _declare(lib.flowsim_replay, ctypes.c_int, [ctypes.POINTER(ReplayArgs)])
     _declare(
         lib.flowsim_route,
         ctypes.c_int,
@@ -223,7 +253,7 @@ def replay_native(
     counters = prepared[2] if len(prepared) > 2 else None
     if counters is not None and (counters.shape != (n,) or counters.dtype != np.float64):
         raise SimulationError("successors[2] must be the float64 start counters of successors_native")
-    arrs = {
+    arrs = {  # the input arrays, by their names in ReplayArgs
         "code": code,
         "release": None if release_s is None else np.ascontiguousarray(release_s, np.float64),
         "dep_ptr": np.ascontiguousarray(dep_ptr, np.int64),
@@ -241,14 +271,34 @@ def replay_native(
     finish = np.empty(n)
     drain = np.empty(n) if keep_drain else None
     stats = np.zeros(8, np.int64)
-    a = arrs
+    delay, payload, overhead, rate_bps, saf = hops
+    args = ReplayArgs(
+        n=n,
+        **{name: _ptr(a) for name, a in arrs.items()},
+        nflows=int(arrs["res"].shape[0]),
+        W=int(arrs["res"].shape[1]),
+        nres=int(arrs["cap"].shape[0]),
+        delay=_ptr(delay),
+        payload=_ptr(payload),
+        overhead=_ptr(overhead),
+        rate_bps=_ptr(rate_bps),
+        tol=float(tolerance_s),
+        reuse_rtol=REUSE_RTOL,
+        level_rtol=LEVEL_RTOL,
+        incremental=int(incremental),
+        saf=saf,
+        size_by_flow=int(flow_sizes is not None),
+        start_ready=int(counters is not None),
+        start=_ptr(start),
+        finish=_ptr(finish),
+        drain=_ptr(drain),
+        ideal=_ptr(ideal_out),
+        flow_start=fl_times[0],
+        flow_finish=fl_times[1],
+        stats=_ptr(stats),
+    )
     with populating([finish, drain, ideal_out, *(flow_times_out or ())]):  # faults on the other core
-        rc = lib.flowsim_replay(
-            n, _ptr(a["code"]), _ptr(a["release"]), _ptr(a["dep_ptr"]), _ptr(a["succ_ptr"]),
-            _ptr(a["succ_idx"]), _ptr(a["size"]), int(a["res"].shape[0]), int(a["res"].shape[1]),
-            _ptr(a["res"]), _ptr(a["path_row"]), _ptr(a["lat"]), int(a["cap"].shape[0]), _ptr(a["cap"]), float(tolerance_s), int(incremental),
-            REUSE_RTOL, LEVEL_RTOL, _ptr(start), _ptr(finish), _ptr(drain), _ptr(stats), *map(_ptr, hops[:4]), hops[4], _ptr(ideal_out), *fl_times, int(flow_sizes is not None), int(counters is not None),
-        )  # fmt: skip
+        rc = lib.flowsim_replay(ctypes.byref(args))
     if rc == 1:
         stuck = np.flatnonzero(np.isnan(finish))
         raise SimulationError(f"{stuck.size} tasks never became ready (first: task {int(stuck[0])})")

@@ -1,3 +1,4 @@
+<<<<<<<< HEAD:hetero_ns3/network/analytic/kernel_paths_c.py
 """C source of the kernel's path and plan helpers (appended to :mod:`hetero_ns3.network.analytic.kernel_c`).
 
 Routing walks (``flowsim_route``), path figures (``flowsim_path_stats``), the dependency reversal
@@ -6,15 +7,18 @@ event loop. Plain C99 like the event loop; :mod:`hetero_ns3.network.analytic.nat
 """
 
 PATHS_SOURCE = r"""
+========
+/* Path and plan helpers of the analytic kernel: routing walks (flowsim_route), path figures
+   (flowsim_path_stats), the dependency reversal (flowsim_successors) and the flow table of a plan
+   (flowsim_flows): the per-flow passes before the event loop (replay.c). */
+>>>>>>>> hkern:hetero_ns3/analytic/kernel/paths.c
 #include <stdlib.h>
 #include <string.h>
-#include <math.h>
 
-/* i64 comes from the event loop part, which precedes this one. */
+#include "flowsim.h"
+#include "path-figures.h"
 
 /* ---- Routing: per-flow ECMP walks over dense next-hop tables (routes.py documents the contract). ---- */
-
-typedef unsigned long long u64;
 
 static u64 mix64(u64 x) {
     x ^= x >> 30;
@@ -210,4 +214,3 @@ int flowsim_flows(i64 n, const signed char *kind, int flow_kind, const int *gpu,
     free(t.id);
     return 0;
 }
-"""
