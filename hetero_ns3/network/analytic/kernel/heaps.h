@@ -1,11 +1,7 @@
-<<<<<<<< HEAD:hetero_ns3/network/analytic/kernel_common_c.py
-"""C source shared by the kernel's parts (:mod:`hetero_ns3.network.analytic.kernel_c` puts it first).
-========
 /* The two priority queues of the event loop (replay.c): task events, and the drain times of active
    flows. Private to replay.c. */
 #ifndef FLOWSIM_HEAPS_H
 #define FLOWSIM_HEAPS_H
->>>>>>>> hkern:hetero_ns3/analytic/kernel/heaps.h
 
 #include <stdlib.h>
 #include <string.h>

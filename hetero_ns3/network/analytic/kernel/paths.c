@@ -1,17 +1,6 @@
-<<<<<<<< HEAD:hetero_ns3/network/analytic/kernel_paths_c.py
-"""C source of the kernel's path and plan helpers (appended to :mod:`hetero_ns3.network.analytic.kernel_c`).
-
-Routing walks (``flowsim_route``), path figures (``flowsim_path_stats``), the dependency reversal
-(``flowsim_successors``) and the flow table of a plan (``flowsim_flows``): the per-flow passes before the
-event loop. Plain C99 like the event loop; :mod:`hetero_ns3.network.analytic.native` compiles both as one library.
-"""
-
-PATHS_SOURCE = r"""
-========
 /* Path and plan helpers of the analytic kernel: routing walks (flowsim_route), path figures
    (flowsim_path_stats), the dependency reversal (flowsim_successors) and the flow table of a plan
    (flowsim_flows): the per-flow passes before the event loop (replay.c). */
->>>>>>>> hkern:hetero_ns3/analytic/kernel/paths.c
 #include <stdlib.h>
 #include <string.h>
 
