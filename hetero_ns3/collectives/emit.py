@@ -40,16 +40,17 @@ PP_PAIR_STREAM_BASE = 1024
 PP_STREAM_PAIRS = 512
 
 
-def comm_stream(category: str, channel: int = 0, group: Sequence[str] = ()) -> int:
-    """Stream id of channel ``channel`` of a collective of ``category`` over ``group``.
+def comm_stream(category: str, channel: int = 0, group: Sequence[str] = (), op: str = "") -> int:
+    """Stream id of channel ``channel`` of a collective ``op`` of ``category`` over ``group``.
 
-    Pipeline (``pp``) point-to-point calls get one stream set per ordered (sender, receiver) pair:
+    Pipeline (``pp``) and other point-to-point (``send_recv``) calls get one stream set per ordered
+    (sender, receiver) pair (a trace imported without our dimension attributes keeps this too):
     sends between two GPUs in one direction stay in order (one FIFO connection), while a send to the
     next stage no longer queues behind a receive from the previous stage that the lowering emitted
     earlier (emission order is not each GPU's program order; this stretched interleaved pipelines:
     issue 19, GPT-3 175B TP4 PP8 VP12 on h0 5824 -> 3213 ms).
     """
-    if category == "pp" and len(group) == 2:
+    if (category == "pp" or op == "send_recv") and len(group) == 2:
         pair = zlib.crc32(f"{group[0]}|{group[1]}".encode()) % PP_STREAM_PAIRS
         return COMM_STREAM + PP_PAIR_STREAM_BASE + 8 * pair + channel
     return COMM_STREAM + STREAMS_PER_COMMUNICATOR * _COMMUNICATOR.get(category, 0) + channel
@@ -100,7 +101,7 @@ class Emitter:
         self.proto_wire = self.tuning.wire_factor[protocol]
         self.window = self.tuning.inflight_slices
         self._entry_deps = entry_deps or {}
-        self._stream0 = comm_stream(category, 0, call.group)
+        self._stream0 = comm_stream(category, 0, call.group, call.op)
         self._base = base_latency_s
         self._entry: dict[str, int] = {}
         self._conn: dict[tuple[str, str, int], list[int]] = {}
