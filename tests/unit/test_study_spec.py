@@ -134,3 +134,16 @@ def _toml(doc: dict) -> str:
         lines.append(f"[{name}]")
         lines += [f'"{k}" = {val(v)}' if "." in k else f"{k} = {val(v)}" for k, v in table.items()]
     return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "scenarios" / "studies").iterdir() if p.is_dir()))
+def test_shipped_studies_validate_and_expand(name):
+    d = REPO / "scenarios" / "studies" / name
+    pts = expand(load_study_file(d))
+    assert len(pts) >= 4 and (d / "README.md").is_file()
+    text = (d / "README.md").read_text(encoding="utf-8")
+    assert (
+        "**Question.**" in text
+        and "**Expected shape.**" in text
+        and f"hetero-ns3 sweep scenarios/studies/{name}" in text
+    )
