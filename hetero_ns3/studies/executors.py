@@ -50,14 +50,22 @@ class LocalPool:
         self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
 
-    def run(self, tasks: Sequence[PointTask]) -> Iterator[PointResult]:
+    def _start(self) -> ProcessPoolExecutor:
         ctx = multiprocessing.get_context("spawn")
-        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx, initializer=_worker_init)
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx, initializer=_worker_init)
+
+    def run(self, tasks: Sequence[PointTask]) -> Iterator[PointResult]:
+        self._pool = self._start()
         # At most `workers` points queued beyond those running: a killed sweep loses only what is in flight.
         todo = list(tasks)[::-1]
         running: dict[Future, PointTask] = {}
         while todo or running:
-            while todo and len(running) < 2 * self.workers:
+            if getattr(self._pool, "_broken", False) and not running:
+                # A worker died (a crash in native code, the OOM killer): its points failed; start a new pool.
+                log.warning("a worker process died; restarting the pool")
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = self._start()
+            while todo and len(running) < 2 * self.workers and not getattr(self._pool, "_broken", False):
                 t = todo.pop()
                 running[self._pool.submit(run_point, t)] = t
             done, _ = wait(running, return_when=FIRST_COMPLETED)

@@ -13,13 +13,13 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hetero_ns3.results import atomic
 from hetero_ns3.studies.executors import Executor
-from hetero_ns3.studies.point import PointResult, PointTask, point_dir_complete
+from hetero_ns3.studies.point import POINT_FILE, PointResult, PointTask, point_dir_complete
 from hetero_ns3.studies.spec import Point, Study, expand
 from hetero_ns3.studies.table import TABLE_FILE, study_frame, write_table
 
@@ -106,6 +106,8 @@ def run_sweep(
     try:
         for res in executor.run(tasks):
             outcome.results[res.point_id] = res
+            if res.status != "ok":
+                _record_lost(out / "runs" / res.point_id, res, by_id[res.point_id])
             if bar is not None:
                 bar.update(1)
             if on_result is not None:
@@ -121,6 +123,16 @@ def run_sweep(
             outcome.table = write_table(study_frame(study, points, out), out / TABLE_FILE)
             outcome.wall_s = time.perf_counter() - t0
     return outcome
+
+
+def _record_lost(run_dir: Path, res: PointResult, point: Point) -> None:
+    """A point whose worker died wrote no point.json: record the failure in its run directory."""
+    pj = run_dir / POINT_FILE
+    if pj.is_file():
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    doc = {**asdict(res), "kind": "", "coords": [[k, v] for k, v in point.coords]}
+    atomic.write_json(pj, doc)
 
 
 def _is_main_thread() -> bool:

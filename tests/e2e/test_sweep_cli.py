@@ -209,3 +209,44 @@ def test_the_same_sweep_on_a_dask_local_cluster_gives_identical_rows(swept, tmp_
     local = pd.read_parquet(out / "study.parquet").drop(columns=VOLATILE)
     dask = pd.read_parquet(tmp_path / "dask" / "study.parquet").drop(columns=VOLATILE)
     pd.testing.assert_frame_equal(local, dask)
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out += [int(x) for x in (task / "children").read_text().split()]
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc to find the worker")
+def test_a_killed_worker_fails_its_points_and_the_sweep_goes_on(tmp_path):
+    study = write_study(tmp_path, seq_lens=(128, 256))
+    out = tmp_path / "out"
+    cmd = [
+        sys.executable,
+        "-m",
+        "hetero_ns3",
+        "sweep",
+        str(study),
+        "--workers",
+        "1",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(out.glob("runs/*/point.json")):
+        time.sleep(0.05)
+    workers = [c for c in _children(proc.pid) if "spawn_main" in Path(f"/proc/{c}/cmdline").read_text()]
+    assert workers, "no worker process found"
+    os.kill(workers[0], signal.SIGKILL)  # like the OOM killer
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 1, err
+    df = pd.read_parquet(out / "study.parquet")
+    lost = df[df["status"] != "ok"]
+    assert len(lost) >= 1 and lost["error"].str.contains("worker lost").all()
+    assert (df["status"] == "ok").sum() >= 1  # the finished point, and any run by the new pool
+    res = _cli("sweep", str(study), "--out", str(out), "--resume", "--no-progress", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (pd.read_parquet(out / "study.parquet")["status"] == "ok").all()
