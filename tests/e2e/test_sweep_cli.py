@@ -130,6 +130,7 @@ def test_study_and_run_tables_round_trip_with_the_documented_types(swept):
     assert st.attrs["axes"] == ["parallelism.tp", "model.seq_len"] and len(st) == 6
 
 
+@pytest.mark.slow
 def test_resume_after_sigterm_finishes_the_rest_and_reruns_nothing_complete(tmp_path):
     study = write_study(tmp_path, seq_lens=(128, 256, 384))
     out = tmp_path / "out"
@@ -218,6 +219,7 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc to find the worker")
 def test_a_killed_worker_fails_its_points_and_the_sweep_goes_on(tmp_path):
     study = write_study(tmp_path, seq_lens=(128, 256))
