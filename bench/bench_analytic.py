@@ -11,11 +11,11 @@ Synthetic DAGs on non-blocking leaf-spine fabrics (``hetero_ns3.topology.leaf_sp
 * ``gpt`` (optional, ``--workload gpt``): one training iteration of ``--model`` (default gpt3-6.7b; TP 8,
   PP 4, global batch 16, 1F1B) on DGX-H100-like nodes (8 GPUs on NVSwitch, 8 x 400G NICs) of a
   non-blocking fat-tree (the ``h100-fattree`` preset with ``hosts / 8`` nodes; k = 8 up to 128 GPUs),
-  compiled by ``hetero_ns3.workload`` and lowered by ``hetero_ns3.cosim.lower_workload`` (NCCL-like
+  compiled by ``hetero_ns3.workload`` and lowered by ``hetero_ns3.plan.lower_workload`` (NCCL-like
   collectives from ``hetero_ns3.collectives``).
 
 Each size runs in its own process so the peak RSS is that size's. Baseline, same process and same DAG:
-``hetero_ns3.dag.critical_path_s`` (a dependency replay with no network), so the ratio is the cost of the
+``hetero_ns3.plan.dag.critical_path_s`` (a dependency replay with no network), so the ratio is the cost of the
 network model per task on top of a plain DAG walk.
 
 Reproduce: ``.venv/bin/python bench/bench_analytic.py --hosts 128 1024 8192``
@@ -38,11 +38,12 @@ import time
 
 import numpy as np
 
-from hetero_ns3.analytic import simulate_plan
-from hetero_ns3.dag import ExecutionPlan, critical_path_s
-from hetero_ns3.netgraph import NetGraph, routing_tables
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.network.analytic import simulate_plan
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import ExecutionPlan, critical_path_s
 from hetero_ns3.topology import leaf_spine
+from hetero_ns3.topology.graph import NetGraph
+from hetero_ns3.topology.routing import routing_tables
 
 FABRIC = {128: (8, 16, 16), 1024: (32, 32, 32), 8192: (128, 64, 64)}  # leaves, spines, hosts per leaf
 
@@ -102,7 +103,7 @@ def gpt_case(n: int, model_name: str) -> tuple[NetGraph, ExecutionPlan]:
     from pathlib import Path
 
     from hetero_ns3.collectives import CollectiveEnv
-    from hetero_ns3.cosim import lower_workload
+    from hetero_ns3.plan import lower_workload
     from hetero_ns3.topology.build import build_graph
     from hetero_ns3.topology.loader import parse_cluster
     from hetero_ns3.workload.models import get_model
@@ -187,7 +188,7 @@ def load_saved(prefix: str) -> tuple[NetGraph, ExecutionPlan]:
 
 def run_saved(prefix: str, ecmp_key: str = "connection") -> dict:
     """Time one simulate_plan call on a saved plan (bench_iteration's configuration, ``ecmp_key`` as given)."""
-    from hetero_ns3.analytic import AnalyticConfig
+    from hetero_ns3.network.analytic import AnalyticConfig
     from hetero_ns3.network.config import NetworkConfig
 
     graph, plan = load_saved(prefix)

@@ -22,11 +22,11 @@ import time
 
 import numpy as np
 
-from hetero_ns3.analytic import AnalyticConfig, simulate_plan
-from hetero_ns3.dag import ExecutionPlan
-from hetero_ns3.netgraph import NetGraph
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.network.analytic import AnalyticConfig, simulate_plan
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import ExecutionPlan
 from hetero_ns3.topology import leaf_spine, star
+from hetero_ns3.topology.graph import NetGraph
 
 
 def single() -> tuple[NetGraph, ExecutionPlan]:
@@ -77,7 +77,7 @@ SCENARIOS = {"single": single, "chain": chain, "ring8": ring8, "incast4": incast
 
 def main() -> int:
     from hetero_ns3.network.config import CcConfig, NetworkConfig
-    from hetero_ns3.network.replay import run_plan
+    from hetero_ns3.network.ns3.replay import run_plan
 
     print(
         "| scenario | cc | analytic makespan (us) | ns3 makespan (us) | analytic / ns3 - 1 | ns3 wall s | analytic wall s |"

@@ -30,8 +30,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_iteration import scenario_dict  # noqa: E402
 
-from hetero_ns3.cosim.runner import load_run_cluster, lower_scenario  # noqa: E402
-from hetero_ns3.dag import FLOW, ExecutionPlan  # noqa: E402
+from hetero_ns3.pipeline import load_run_cluster, lower_scenario  # noqa: E402
+from hetero_ns3.plan.dag import FLOW, ExecutionPlan  # noqa: E402
 from hetero_ns3.scenario.loader import scenario_from_dict  # noqa: E402
 from hetero_ns3.topology import build_graph, load_cluster  # noqa: E402
 
@@ -103,9 +103,9 @@ def main() -> None:
         with np.load(args.load) as z:
             times = {k: z[k] for k in ("a_start", "a_finish", "p_start", "p_finish")}
     else:
-        from hetero_ns3.analytic import AnalyticConfig, simulate_plan
+        from hetero_ns3.network.analytic import AnalyticConfig, simulate_plan
         from hetero_ns3.network.config import NetworkConfig
-        from hetero_ns3.network.replay import run_plan
+        from hetero_ns3.network.ns3.replay import run_plan
 
         t0 = time.perf_counter()
         an = simulate_plan(graph, plan, config=AnalyticConfig.like_nic(NetworkConfig().nic), seed=1)

@@ -5,8 +5,8 @@ Cases are ``topology:backend:granularity`` (e.g. ``h0:ns3:coarse``, ``h0x1024:an
 * ``topology``: a preset (``h0`` = 16 DGX-H100-like nodes, rail-optimized; ``h2``/``h4`` mixed levels) or
   ``h0xN``: the h0 node and network types with N GPUs (N/8 nodes, rail pods of 16 nodes, 8 spines),
   written to a temporary TOML that the scenario's ``cluster.topology`` points at.
-* ``backend``: ``analytic`` (flow-level, ``hetero_ns3.analytic.simulate_plan``), ``ns3`` (packet level,
-  ``hetero_ns3.network.replay.run_plan``) or ``none`` (lowering and baseline only).
+* ``backend``: ``analytic`` (flow-level, ``hetero_ns3.network.analytic.simulate_plan``), ``ns3`` (packet level,
+  ``hetero_ns3.network.ns3.replay.run_plan``) or ``none`` (lowering and baseline only).
 * ``granularity``: ``fine`` (collective defaults: 8 channels, up to 4 slices) or ``coarse``
   (``collectives.max_channels = 2``, ``max_slices = 1``).
 
@@ -16,7 +16,7 @@ data parallelism fills the cluster (dp = GPUs / 64) and the global batch is ``--
 
 Each case runs in its own subprocess (fresh interpreter, fresh ns-3 simulator), so ``ru_maxrss`` is that
 case's peak. Measured per case: lowering (planner + collectives + plan arrays) wall time, tasks, flows;
-baseline = ``hetero_ns3.dag.critical_path_s`` of the same plan with each flow taking its size over its
+baseline = ``hetero_ns3.plan.dag.critical_path_s`` of the same plan with each flow taking its size over its
 source GPU's fastest link (no contention, no network model, a Python loop over tasks), timed in the same
 process; the backend's wall time, simulated iteration time, events, events/s and peak RSS. The packet
 level stops after ``--ns3-timeout`` wall seconds of simulation and reports how far it got (simulated time
@@ -102,8 +102,8 @@ def _flow_times(graph: Any, plan: Any) -> np.ndarray:
 
 def run_case(case: str, args: argparse.Namespace) -> dict[str, Any]:
     """Measure one case in this process (called in the child)."""
-    from hetero_ns3.cosim.runner import load_run_cluster, lower_scenario
-    from hetero_ns3.dag import critical_path_s
+    from hetero_ns3.pipeline import load_run_cluster, lower_scenario
+    from hetero_ns3.plan.dag import critical_path_s
     from hetero_ns3.scenario.loader import scenario_from_dict
     from hetero_ns3.topology import build_graph, load_cluster
 
@@ -148,7 +148,7 @@ def run_case(case: str, args: argparse.Namespace) -> dict[str, Any]:
         del base, ft
         _log(f"{case}: baseline {out['baseline_s']:.1f} s")
     if backend == "analytic":
-        from hetero_ns3.analytic import AnalyticConfig, simulate_plan
+        from hetero_ns3.network.analytic import AnalyticConfig, simulate_plan
         from hetero_ns3.network.config import NetworkConfig
 
         t3 = time.perf_counter()
@@ -170,7 +170,7 @@ def run_case(case: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def _run_ns3(case: str, graph: Any, plan: Any, args: argparse.Namespace) -> dict[str, Any]:
     from hetero_ns3.network.config import NetworkConfig
-    from hetero_ns3.network.replay import run_plan
+    from hetero_ns3.network.ns3.replay import run_plan
 
     t0 = time.perf_counter()
     state: dict[str, Any] = {"sim_start": None, "next_log": 0.0, "timed_out": False}

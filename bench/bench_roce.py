@@ -33,11 +33,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hetero_ns3.netgraph import GraphLink, GraphNode, NetGraph, make_graph
-from hetero_ns3.network import ns3env
 from hetero_ns3.network.config import CcConfig, NetworkConfig, NicConfig
-from hetero_ns3.network.roce import FAST_SCHEDULER, simulate_flows, use_fast_scheduler
+from hetero_ns3.network.ns3 import ns3env
+from hetero_ns3.network.ns3.roce import FAST_SCHEDULER, simulate_flows, use_fast_scheduler
 from hetero_ns3.topology import resolve_topology
+from hetero_ns3.topology.graph import GraphLink, GraphNode, NetGraph, make_graph
 
 REPO = Path(__file__).resolve().parent.parent
 HOPS = 4

@@ -1,7 +1,9 @@
 """Shared pytest fixtures.
 
-``ns`` imports ns-3 once per test session (about 12 s). ``native`` additionally builds (or reuses
-from the cache) and loads hetero_ns3's own C++ module. Tests that run the simulator carry the
+``capi`` builds (or reuses from the cache) hetero_ns3's own C++ module and loads it through its C
+ABI (ctypes, milliseconds): what simulations need. ``ns`` imports ns-3 through cppyy once per test
+session (about 12 s); ``native`` additionally loads the module into cppyy, for tests of the cppyy
+path (C++ objects from Python). Tests that run the simulator carry the
 ``ns3`` marker; every simulation ends in ``Simulator::Destroy()`` so the next one starts clean.
 """
 
@@ -23,9 +25,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
+def capi():
+    """The native module's C ABI (ctypes), built (or cached) and loaded once per session; no ns-3 import."""
+    from hetero_ns3.network.ns3 import capi as capi_module
+
+    return capi_module.load_library()
+
+
+@pytest.fixture(scope="session")
 def ns():
     """The ns-3 namespace (``from ns import ns``), imported once per session."""
-    from hetero_ns3.network import ns3env
+    from hetero_ns3.network.ns3 import ns3env
 
     return ns3env.import_ns()
 
@@ -33,7 +43,7 @@ def ns():
 @pytest.fixture(scope="session")
 def native(ns):
     """hetero_ns3's native module, built (or cached) and loaded once per session."""
-    from hetero_ns3.network import ns3env
+    from hetero_ns3.network.ns3 import ns3env
 
     ns3env.load_module()
     return ns

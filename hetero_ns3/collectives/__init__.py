@@ -2,7 +2,7 @@
 
 Pure Python (no ns-3). Public API:
 
-* :func:`plan_collective` (``planner``): one call into a :class:`~hetero_ns3.plan_builder.PlanBuilder`.
+* :func:`plan_collective` (``planner``): one call into a :class:`~hetero_ns3.plan.builder.PlanBuilder`.
 * :class:`CollectiveCall`, :class:`CollectiveResult`, :class:`Choice`, :class:`Hop` (``types``).
 * :class:`CollectiveEnv` (``env``): the topology view, ``CollectiveEnv.from_graph(graph)``.
 * :func:`choose` (``select``): the cost-model choice alone; :func:`busbw_factor`.

@@ -8,7 +8,9 @@ Every algorithm writes its plan through one :class:`Emitter`, which
 * keeps at most ``inflight_slices`` flows in flight per connection (source, destination, channel):
   a flow waits for the completion of the flow ``inflight_slices`` places earlier on its connection,
   so slices pipeline through a chain instead of all starting at once;
-* adds reductions as compute tasks on the receiving GPU, stream ``COMM_STREAM + channel``;
+* adds reductions as compute tasks on the receiving GPU, on the stream of its channel of the call's
+  communicator (``COMM_STREAM + 64 x communicator + channel``; one communicator per parallel
+  dimension: tp, pp, dp, ep);
 * closes the call with one zero-time barrier per rank (the ``exits`` of the result).
 
 Labels read ``<call label> <algo>/<protocol> ch<c> <what>``; estimators parse ``ch<c>``.
@@ -17,12 +19,40 @@ Labels read ``<call label> <algo>/<protocol> ch<c> <what>``; estimators parse ``
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 
 from hetero_ns3.collectives.env import CollectiveEnv
 from hetero_ns3.collectives.types import CollectiveCall
-from hetero_ns3.dag import COMM_STREAM
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import COMM_STREAM
+
+#: Stream ids of one communicator's channels: COMM_STREAM + STREAMS_PER_COMMUNICATOR x index + channel.
+STREAMS_PER_COMMUNICATOR = 64
+#: Each parallel dimension's collectives run in their own NCCL communicator, whose kernels go to
+#: their own CUDA streams (PyTorch's ProcessGroupNCCL keeps one stream per process group and device),
+#: so a DP bucket waiting for a slower replica does not hold back the TP or PP kernels issued after
+#: it. Calls of one communicator stay in order. Other categories share the first communicator's streams.
+_COMMUNICATOR = {"tp": 0, "pp": 1, "dp": 2, "ep": 3}
+#: Pipeline send/recv calls: first stream (less ``COMM_STREAM``) of the per-pair stream sets, and the
+#: number of 8-channel sets ordered GPU pairs are hashed onto (a collision puts two pairs in one queue).
+PP_PAIR_STREAM_BASE = 1024
+PP_STREAM_PAIRS = 512
+
+
+def comm_stream(category: str, channel: int = 0, group: Sequence[str] = ()) -> int:
+    """Stream id of channel ``channel`` of a collective of ``category`` over ``group``.
+
+    Pipeline (``pp``) point-to-point calls get one stream set per ordered (sender, receiver) pair:
+    sends between two GPUs in one direction stay in order (one FIFO connection), while a send to the
+    next stage no longer queues behind a receive from the previous stage that the lowering emitted
+    earlier (emission order is not each GPU's program order; this stretched interleaved pipelines:
+    issue 19, GPT-3 175B TP4 PP8 VP12 on h0 5824 -> 3213 ms).
+    """
+    if category == "pp" and len(group) == 2:
+        pair = zlib.crc32(f"{group[0]}|{group[1]}".encode()) % PP_STREAM_PAIRS
+        return COMM_STREAM + PP_PAIR_STREAM_BASE + 8 * pair + channel
+    return COMM_STREAM + STREAMS_PER_COMMUNICATOR * _COMMUNICATOR.get(category, 0) + channel
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -70,6 +100,7 @@ class Emitter:
         self.proto_wire = self.tuning.wire_factor[protocol]
         self.window = self.tuning.inflight_slices
         self._entry_deps = entry_deps or {}
+        self._stream0 = comm_stream(category, 0, call.group)
         self._base = base_latency_s
         self._entry: dict[str, int] = {}
         self._conn: dict[tuple[str, str, int], list[int]] = {}
@@ -94,7 +125,7 @@ class Emitter:
                 gpu,
                 self._base + extra_s,
                 self._entry_deps.get(gpu, ()),
-                stream=COMM_STREAM,
+                stream=self._stream0,
                 label=self.label(0, "entry"),
                 category=self.category,
             )
@@ -106,12 +137,16 @@ class Emitter:
         """The entry task id of every GPU that has one so far."""
         return dict(self._entry)
 
-    def wire_bytes(self, src: str, dst: str, nbytes: int) -> int:
+    def wire_bytes(self, src: str, dst: str, nbytes: int, scale: float = 1.0) -> int:
         kind = self.env.path(src, dst).kind
-        return math.ceil(nbytes * self.proto_wire * self.tuning.links[kind].wire_overhead)
+        return math.ceil(nbytes * self.proto_wire * self.tuning.links[kind].wire_overhead * scale)
 
-    def flow(self, src: str, dst: str, nbytes: int, deps: Iterable[int], ch: int, what: str = "send") -> int:
-        """``nbytes`` payload from ``src`` to ``dst`` on channel ``ch``; a zero-time join if ``nbytes`` is 0."""
+    def flow(
+        self, src: str, dst: str, nbytes: int, deps: Iterable[int], ch: int, what: str = "send", scale: float = 1.0
+    ) -> int:
+        """``nbytes`` payload from ``src`` to ``dst`` on channel ``ch``; a zero-time join if ``nbytes`` is 0.
+
+        ``scale`` multiplies the wire bytes further (NVLS: its efficiency and per-chunk cost)."""
         deps = list(deps)
         if nbytes <= 0:
             tid = self.b.add_barrier(dst, deps, label=self.label(ch, what), category=self.category)
@@ -126,7 +161,7 @@ class Emitter:
         tid = self.b.add_flow(
             src,
             dst,
-            self.wire_bytes(src, dst, nbytes),
+            self.wire_bytes(src, dst, nbytes, scale),
             deps,
             priority=self.priority,
             label=self.label(ch, what),
@@ -136,9 +171,9 @@ class Emitter:
         return tid
 
     def compute(self, gpu: str, duration_s: float, deps: Iterable[int], ch: int, what: str) -> int:
-        """A kernel on ``gpu``'s stream of channel ``ch`` (``COMM_STREAM + ch``)."""
+        """A kernel on ``gpu``'s stream of channel ``ch`` of this call's communicator (module docstring)."""
         tid = self.b.add_compute(
-            gpu, duration_s, deps, stream=COMM_STREAM + ch, label=self.label(ch, what), category=self.category
+            gpu, duration_s, deps, stream=self._stream0 + ch, label=self.label(ch, what), category=self.category
         )
         self._last_compute[(gpu, ch)] = tid
         return tid

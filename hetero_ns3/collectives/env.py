@@ -1,13 +1,13 @@
 """The collective planner's view of a topology: nodes, rails, per-pair paths, HBM bandwidth.
 
 Built once per network with :meth:`CollectiveEnv.from_graph`; per-pair path properties are computed
-lazily from the next-hop tables of all hosts (:func:`~hetero_ns3.netgraph.routing_tables`, built on
+lazily from the next-hop tables of all hosts (:func:`~hetero_ns3.topology.routing.routing_tables`, built on
 first use; searches shared per rail / leaf switch) and cached, so groups of thousands of GPUs only
 pay for the pairs their algorithms use.
 
 * **Node** of a GPU: ``n<node>.g<local>`` names (cluster topologies) share node ``n<node>``; any
   other host is a node of its own.
-* **Path** between two GPUs: among the routes of :func:`hetero_ns3.netgraph.routing_tables`
+* **Path** between two GPUs: among the routes of :func:`hetero_ns3.topology.routing.routing_tables`
   (least cost, ECMP, zone rules: the routes both backends use), the one with the highest bottleneck
   rate, then the lowest delay. Its ``kind`` is ``network`` if it crosses a network link, else
   ``pcie`` if it crosses a PCIe link, else ``nvlink``.
@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from hetero_ns3.collectives.tuning import Tuning, load_tuning
 from hetero_ns3.errors import HeteroNs3Error, PlanningError
-from hetero_ns3.netgraph import HOST, NetGraph, routing_tables, shortest_path_next_hops
+from hetero_ns3.topology.graph import HOST, NVLS_ROLE, NetGraph
+from hetero_ns3.topology.routing import routing_tables, shortest_path_next_hops
 
 _GPU_NAME = re.compile(r"^(n\d+)\.g(\d+)$")
 NVLINK, PCIE, NETWORK = "nvlink", "pcie", "network"
@@ -48,8 +49,9 @@ class CollectiveEnv:
     def __init__(self, graph: NetGraph, tuning: Tuning) -> None:
         self.graph = graph
         self.tuning = tuning
-        hosts = [n for n in graph.nodes if n.kind == HOST]
+        hosts = [n for n in graph.nodes if n.kind == HOST and n.role != NVLS_ROLE]
         self.gpus: tuple[str, ...] = tuple(n.name for n in hosts)
+        self._nvls: dict[str, str] = {n.zone: n.name for n in graph.nodes if n.role == NVLS_ROLE and n.kind == HOST}
         self._gpu_type = {n.name: n.gpu_type for n in hosts}
         self._node: dict[str, str] = {}
         self._local: dict[str, int] = {}
@@ -90,6 +92,22 @@ class CollectiveEnv:
     def gpu_type(self, gpu: str) -> str:
         return self._gpu_type.get(gpu, "")
 
+    def nvls_endpoint(self, gpu: str) -> str | None:
+        """The NVLS endpoint (NVSwitch reduction engine, role ``nvls``) of ``gpu``'s node; None without NVLS."""
+        return self._nvls.get(self._node[gpu])
+
+    def architecture(self, gpu: str) -> str:
+        """GPU architecture of ``gpu`` from the catalog (``Hopper``...); ``""`` if unknown."""
+        gt = self.gpu_type(gpu)
+        if not gt:
+            return ""
+        try:
+            from hetero_ns3.compute.gpus import get_gpu
+
+            return str(get_gpu(gt).architecture)
+        except (ImportError, HeteroNs3Error, KeyError, AttributeError):
+            return ""
+
     def nodes_of(self, group: tuple[str, ...]) -> list[list[int]]:
         """Rank indices of ``group`` per node, nodes in order of first appearance, ranks in rank order."""
         order: dict[str, list[int]] = {}
@@ -119,7 +137,7 @@ class CollectiveEnv:
         return t.reduction_bytes_touched * nbytes / (self.hbm_bw_Bps(gpu) * t.hbm_efficiency)
 
     # -- paths -----------------------------------------------------------------------------------
-    def _toward(self, dst: int) -> tuple[list[list[int]], dict[int, tuple[float, float, int, int]]]:
+    def _toward(self, dst: int) -> tuple[list[list[int]], dict[int, tuple[float, float, int, int] | None]]:
         """Next-hop table toward host ``dst`` (the routes both backends use) and a memo of best paths."""
         hit = self._tables.get(dst)
         if hit is None:

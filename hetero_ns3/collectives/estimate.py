@@ -19,7 +19,7 @@ import re
 import numpy as np
 
 from hetero_ns3.collectives.env import NETWORK, CollectiveEnv
-from hetero_ns3.dag import FLOW, ExecutionPlan, TaskTimes
+from hetero_ns3.plan.dag import FLOW, ExecutionPlan, TaskTimes
 
 _CH = re.compile(r"\bch(\d+)\b")
 

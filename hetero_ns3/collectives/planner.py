@@ -10,7 +10,7 @@ from hetero_ns3.collectives.env import CollectiveEnv
 from hetero_ns3.collectives.registry import get_algorithm
 from hetero_ns3.collectives.select import choose
 from hetero_ns3.collectives.types import SEND_RECV, CollectiveCall, CollectiveResult
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
 
 if TYPE_CHECKING:
     from hetero_ns3.collectives.templates import CallTemplates
@@ -28,7 +28,7 @@ def plan_collective(
     """Append the tasks of ``call`` to ``builder`` and return per-GPU exits and the choice made.
 
     ``entry_deps[g]`` are task ids that must finish before GPU ``g`` joins the call. Every GPU of the
-    call gets one entry compute task (base latency, stream ``COMM_STREAM``) and one exit barrier;
+    call gets one entry compute task (base latency, the first stream of its category, ``emit.comm_stream``) and one exit barrier;
     later work on ``g`` should depend on ``result.exits[g]``. ``category`` labels every task (e.g.
     ``dp``), ``priority`` is the flows' traffic class (0..7). Raises PlanningError for calls the
     chosen algorithm cannot run and ScenarioError for unknown names.
@@ -69,7 +69,7 @@ def emit_collective(
         entry_deps,
         category,
         priority,
-        env.tuning.base_latency_s[algo.family][choice.protocol],
+        env.tuning.base_latency_s.get(algo.family, {}).get(choice.protocol, 0.0),  # NVLS: baseLat 0
     )
     n = 2 if call.op == SEND_RECV else len(call.group)
     if n >= 2 and call.size_bytes > 0:

@@ -9,6 +9,8 @@ Choices are memoized per env for repeated calls of the same shape.
 
 from __future__ import annotations
 
+import math
+
 from hetero_ns3.collectives.registry import auto_candidates, get_algorithm
 from hetero_ns3.collectives.types import (
     ALL_GATHER,
@@ -78,6 +80,9 @@ def choose(call: CollectiveCall, env) -> Choice:
             if best is None or secs < best[0]:
                 best = (secs, a.name, p, hop)
     assert best is not None  # algos and protocols are non-empty
+    if best[0] == math.inf:  # e.g. NVLS with LL / LL128 only
+        raise PlanningError(f"no protocol of {sorted(protocols)} can run {call.op} with {sorted(a.name for a in algos)}; "
+                            "NVLS runs the Simple protocol only (call.protocol)")  # fmt: skip
     source = "override" if (call.algo or call.protocol or call.channels) else "model"
     choice = Choice(best[1], best[2], channels, best[0], best[3], source, cands)
     env.cache[key] = choice

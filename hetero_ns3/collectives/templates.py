@@ -4,9 +4,9 @@ A training iteration issues the same collective call (same op, group, size, over
 priority) hundreds of times: the tensor-parallel all-gathers and reduce-scatters of every layer and
 microbatch, the pipeline sends of every microbatch. Their tasks differ only in task ids, labels (the
 call's name) and the dependencies that come from outside the call. :class:`CallTemplates` emits the
-first call of a shape normally and records it as a :class:`~hetero_ns3.plan_builder.BlockTemplate`
-(:meth:`~hetero_ns3.plan_builder.PlanBuilder.capture`, which checks task by task that a replay is exact) and
-appends every later call with :meth:`~hetero_ns3.plan_builder.PlanBuilder.replay` (array copies with a task-id
+first call of a shape normally and records it as a :class:`~hetero_ns3.plan.builder.BlockTemplate`
+(:meth:`~hetero_ns3.plan.builder.PlanBuilder.capture`, which checks task by task that a replay is exact) and
+appends every later call with :meth:`~hetero_ns3.plan.builder.PlanBuilder.replay` (array copies with a task-id
 offset). Shapes are keyed on the exact group (GPU names), so GPU indices never need remapping.
 """
 
@@ -20,7 +20,7 @@ from hetero_ns3.collectives.env import CollectiveEnv
 from hetero_ns3.collectives.planner import emit_collective
 from hetero_ns3.collectives.types import Choice, CollectiveCall, CollectiveResult
 from hetero_ns3.errors import PlanningError
-from hetero_ns3.plan_builder import BlockTemplate, PlanBuilder
+from hetero_ns3.plan.builder import BlockTemplate, PlanBuilder
 
 _NOT_REUSABLE = 1
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hetero_ns3.netgraph import HOST, SWITCH, GraphLink, GraphNode, NetGraph, make_graph
+from hetero_ns3.topology.graph import HOST, SWITCH, GraphLink, GraphNode, NetGraph, make_graph
 
 
 def rail_cluster(

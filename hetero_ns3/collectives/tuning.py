@@ -33,6 +33,40 @@ class LinkTuning:
 
 
 @dataclass(frozen=True)
+class NvlsTuning:
+    """NVLink SHARP constants (``[nvls]`` of the tuning file; sources cited there)."""
+
+    efficiency: Mapping[str, float]
+    """Per GPU architecture: fraction of the effective NVLink bandwidth NVLS traffic reaches."""
+    latency_s: float
+    """Latency of an NVLS / NVLS-Tree call inside a node, s."""
+    tree_net_latency_s: float
+    """NVLS-Tree latency per tree level across nodes (x 2 log2 nodes), s."""
+    channels: int
+    chunk_bytes: int
+    chunk_rule: tuple[tuple[int, int], ...]
+    """(factor, chunk): the chunk becomes ``chunk`` when the buffer < factor x channels x heads x chunk."""
+    tree_chunk_rule: tuple[tuple[int, int], ...]
+    tree_max_chunk_bytes_4_nodes: int
+    tree_max_channel_Bps: Mapping[str, tuple[float, float, float]]
+    """Per architecture, NVLS-Tree per-channel bandwidth cap at 1 / 2 / >= 4 nodes, bytes/s."""
+    chunk_overhead_bytes: float
+    """Link time per chunk operation beyond its payload, as bytes at the NVLS rate."""
+    max_rounds: int
+
+    def chunk(self, size_bytes: int, heads: int, tree: bool = False, nodes: int = 1) -> int:
+        """NCCL's NVLS (``tree``: NVLS-Tree) chunk size for a buffer of ``size_bytes`` (bytes)."""
+        c = self.chunk_bytes
+        if tree and nodes >= 4:
+            c = min(c, self.tree_max_chunk_bytes_4_nodes)
+        ops = self.channels * heads
+        for f, smaller in self.tree_chunk_rule if tree else self.chunk_rule:
+            if size_bytes < f * ops * c and c > smaller:
+                c = smaller
+        return c
+
+
+@dataclass(frozen=True)
 class Tuning:
     """All constants of the cost model and of the chunking (SI units)."""
 
@@ -59,6 +93,8 @@ class Tuning:
     hbm_efficiency: float
     default_hbm_bw_Bps: float
     source: str = ""
+    nvls: NvlsTuning | None = None
+    """NVLS constants; None when the tuning file has no ``[nvls]`` table (no NVLS algorithms)."""
 
     def hw_latency(self, kind: str, algo: str, protocol: str) -> float:
         """Per-step latency (s) of ``algo``/``protocol`` over a ``kind`` link."""
@@ -168,6 +204,55 @@ def tuning_from_dict(data: Mapping[str, Any], source: str = "") -> Tuning:
         hbm_efficiency=_num(red, "hbm_efficiency", "reduction", True),
         default_hbm_bw_Bps=_num(red, "default_hbm_bw_Bps", "reduction", True),
         source=source,
+        nvls=nvls_from_dict(_table(data, "nvls")) if "nvls" in data else None,
+    )
+
+
+def _rule(v: Any, path: str) -> tuple[tuple[int, int], ...]:
+    ok = isinstance(v, list) and all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in p)
+        for p in v
+    )
+    if not ok:
+        raise field_error(path, v, "must be a list of [factor, chunk bytes] pairs of positive integers")
+    return tuple((int(a), int(b)) for a, b in v)
+
+
+def nvls_from_dict(t: Mapping[str, Any]) -> NvlsTuning:
+    """Validate the ``[nvls]`` table of a tuning file."""
+    eff = t.get("efficiency")
+    if not isinstance(eff, Mapping) or not eff:
+        raise field_error("nvls.efficiency", eff, "must be a table {Hopper = 0.85, ...}")
+    effs = {str(k): _num(eff, k, "nvls.efficiency", positive=True) for k in eff}
+    for k, v in effs.items():
+        if v > 1.0:
+            raise field_error(f"nvls.efficiency.{k}", v, "must be in (0, 1]")
+    caps_t = t.get("tree_max_channel_GBps")
+    if not isinstance(caps_t, Mapping):
+        raise field_error("nvls.tree_max_channel_GBps", caps_t, "must be a table {Hopper = [n1, n2, n4], ...}")
+    caps = {}
+    for k, v in caps_t.items():
+        if not (isinstance(v, list) and len(v) == 3 and all(isinstance(x, int | float) and x >= 0 for x in v)):
+            raise field_error(f"nvls.tree_max_channel_GBps.{k}", v, "must be three numbers >= 0 (GB/s)")
+        caps[str(k)] = (float(v[0]) * 1e9, float(v[1]) * 1e9, float(v[2]) * 1e9)
+    ints = {}
+    for key in ("channels", "chunk_bytes", "tree_max_chunk_bytes_4_nodes", "max_rounds"):
+        v = t.get(key)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise field_error(f"nvls.{key}", v, "must be an integer >= 1")
+        ints[key] = v
+    return NvlsTuning(
+        efficiency=effs,
+        latency_s=_num(t, "latency_us", "nvls") * 1e-6,
+        tree_net_latency_s=_num(t, "tree_net_latency_us", "nvls") * 1e-6,
+        channels=ints["channels"],
+        chunk_bytes=ints["chunk_bytes"],
+        chunk_rule=_rule(t.get("chunk_rule"), "nvls.chunk_rule"),
+        tree_chunk_rule=_rule(t.get("tree_chunk_rule"), "nvls.tree_chunk_rule"),
+        tree_max_chunk_bytes_4_nodes=ints["tree_max_chunk_bytes_4_nodes"],
+        tree_max_channel_Bps=caps,
+        chunk_overhead_bytes=_num(t, "chunk_overhead_bytes", "nvls"),
+        max_rounds=ints["max_rounds"],
     )
 
 

@@ -70,6 +70,15 @@ def busbw_factor(op: str, n: int) -> float:
 
 
 @dataclass(frozen=True)
+class CollectiveOverride:
+    """Algorithm / protocol / channel choices for the collectives of one parallel dimension (unset: selected)."""
+
+    algo: str | None = None
+    protocol: str | None = None
+    channels: int | None = None
+
+
+@dataclass(frozen=True)
 class CollectiveCall:
     """One collective call of a communicator.
 

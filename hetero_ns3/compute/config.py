@@ -21,6 +21,9 @@ class ComputeConfig:
         efficiency_table: CSV of measured efficiencies (gpu_type, op, compute_efficiency,
             memory_efficiency), relative to the scenario file; replaces the catalog constants.
         launch_overhead: per-kernel fixed cost, seconds (``"3us"``); unset = catalog value.
+        host_overhead: per-iteration host time on every GPU after the optimizer step (data loading,
+            logging, Python between iterations), seconds; default 0: the Megatron SC'21 fit puts it at
+            0 within its bound (docs/compute.md).
         flash_attention: attention runs as fused flash kernels (no s^2 score tensors kept).
         memory_reserve: bytes set aside per GPU (CUDA context, NCCL buffers, fragmentation).
         check_memory: fail planning when a GPU's estimate exceeds its HBM.
@@ -30,12 +33,15 @@ class ComputeConfig:
     precision: Literal["bf16", "fp16", "fp8"] = "bf16"
     efficiency_table: str | None = None
     launch_overhead: float | None = field(default=None, metadata={"unit": "time"})
+    host_overhead: float = field(default=0.0, metadata={"unit": "time"})
     flash_attention: bool = True
     memory_reserve: int = field(default=2 * 2**30, metadata={"unit": "size"})
     check_memory: bool = True
     gpus: Mapping[str, Any] = field(default_factory=dict)
 
     def validate(self, where: str = "compute") -> None:
+        if self.host_overhead < 0:
+            raise field_error(f"{where}.host_overhead", self.host_overhead, "must be >= 0", "e.g. '5ms'")
         for name, tbl in self.gpus.items():
             if not isinstance(tbl, Mapping):
                 raise field_error(f"{where}.gpus.{name}", tbl, "must be a table of GPU fields")

@@ -40,6 +40,8 @@ class GpuSpec:
         sm_count: streaming multiprocessors (compute units on AMD), for GEMM wave quantization.
         source: datasheet URL (or citation) of the figures.
         note: free-text caveat.
+        nvls: whether the GPU's NVSwitch fabric reduces and multicasts in the switch (NVLink SHARP,
+            NCCL's NVLS algorithms): Hopper/Blackwell HGX, not A100.
     """
 
     name: str
@@ -55,6 +57,7 @@ class GpuSpec:
     sm_count: int
     source: str
     note: str = ""
+    nvls: bool = False
 
     def peak_flops(self, precision: str = "bf16") -> float:
         """Dense tensor-core peak in FLOP/s for ``precision`` (bf16, fp16 or fp8).
@@ -73,7 +76,7 @@ class GpuSpec:
 
 
 _REQUIRED = ("fp16_tflops", "hbm_gib", "hbm_tbps", "tdp_w", "sm_count", "source", "architecture")
-_KNOWN = set(_REQUIRED) | {"vendor", "bf16_tflops", "fp8_tflops", "nvlink_gbps_bidir", "note", "memory_type"}
+_KNOWN = set(_REQUIRED) | {"vendor", "bf16_tflops", "fp8_tflops", "nvlink_gbps_bidir", "note", "memory_type", "nvls"}
 
 
 def gpu_spec_from_table(name: str, table: Mapping[str, Any], where: str) -> GpuSpec:
@@ -108,7 +111,15 @@ def gpu_spec_from_table(name: str, table: Mapping[str, Any], where: str) -> GpuS
         sm_count=int(num("sm_count")),
         source=str(table["source"]),
         note=str(table.get("note", "")),
+        nvls=_flag(table, "nvls", where),
     )
+
+
+def _flag(table: Mapping[str, Any], key: str, where: str) -> bool:
+    v = table.get(key, False)
+    if not isinstance(v, bool):
+        raise field_error(f"{where}.{key}", v, "must be true or false")
+    return v
 
 
 def load_gpu_table(path: Path) -> dict[str, GpuSpec]:

@@ -70,6 +70,10 @@ class Efficiency:
     tile_m: int
     tile_n: int
     launch_overhead_s: float
+    sustained: float = 1.0
+    """Sustained-training factor on tensor-core kernels (GEMM, attention): the ratio of a kernel's rate
+    inside an end-to-end training step to its isolated microbenchmark rate (clocks under sustained
+    power, stream gaps). Fitted on A100 (Megatron SC'21 Table 1), carried to every generation."""
 
     def compute_eff(self, op: str) -> float:
         return float(getattr(self, op)) if op != "memory" else 1.0
@@ -94,6 +98,7 @@ def default_efficiency(gpu: GpuSpec) -> Efficiency:
         tile_m=int(merged["tile_m"]),
         tile_n=int(merged["tile_n"]),
         launch_overhead_s=float(merged["launch_overhead_us"]) * 1e-6,
+        sustained=float(merged.get("sustained", 1.0)),
     )
 
 
@@ -194,6 +199,7 @@ class Roofline:
             base = self.measured.compute[(gpu.name, k.op)]
         else:
             base = e.compute_eff(k.op)
+        base *= e.sustained
         if k.op == "gemm":
             base *= _shape_factor(e, (k.m, k.n, k.k)) * _wave_factor(e, k.m, k.n * k.batch, gpu.sm_count)
         return base

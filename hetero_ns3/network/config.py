@@ -12,14 +12,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
-from hetero_ns3.dag import ECMP_KEYS
 from hetero_ns3.errors import field_error
+from hetero_ns3.network.cc_presets import DEFAULT_PRESETS, PRESETS
+from hetero_ns3.plan.dag import ECMP_KEYS
 
-CC_KINDS: dict[str, str] = {"none": "ns3::RdmaCcNone", "dcqcn": "ns3::RdmaDcqcn", "hpcc": "ns3::RdmaHpcc"}
+CC_KINDS: dict[str, str] = {
+    "none": "ns3::RdmaCcNone",
+    "dcqcn": "ns3::RdmaDcqcn",
+    "hpcc": "ns3::RdmaHpcc",
+    "dctcp": "ns3::RdmaDctcp",
+}
 """Congestion-control kinds and the ns-3 TypeId implementing each."""
 
 SCHEDULERS: dict[str, str] = {"strict": "Strict", "wrr": "Wrr"}
@@ -51,75 +57,134 @@ def _fraction(path: str, value: float, lo_open: bool = True) -> None:
         raise field_error(path, value, "must be in (0, 1]" if lo_open else "must be in [0, 1]")
 
 
+def _given(obj: Any) -> dict[str, Any]:
+    """Fields of a preset-backed config that were set explicitly (not None)."""
+    return {f.name: getattr(obj, f.name) for f in fields(obj) if getattr(obj, f.name) is not None}
+
+
 @dataclass(frozen=True)
 class DcqcnConfig:
-    """DCQCN reaction-point parameters (Zhu et al., SIGCOMM 2015)."""
+    """DCQCN reaction-point parameters (Zhu et al., SIGCOMM 2015).
 
-    g: float = 1.0 / 256
-    """Gain of the alpha moving average (paper: 1/256)."""
-    alpha_update_interval_s: float = 55e-6
-    """Alpha decays once per interval without CNP, seconds (paper: K = 55 us)."""
-    rate_increase_interval_s: float = 55e-6
+    Every field defaults to None: its value then comes from the preset (``cc.preset``, see
+    :mod:`hetero_ns3.network.cc_presets`); a value set here overrides the preset.
+    """
+
+    g: float | None = None
+    """Gain of the alpha moving average, applied once per alpha update interval (paper: 1/256)."""
+    alpha_update_interval_s: float | None = None
+    """Alpha update period, seconds: alpha = (1-g) alpha + g if a CNP arrived in it, else (1-g) alpha."""
+    rate_increase_interval_s: float | None = None
     """Rate increase timer T, seconds (paper: 55 us)."""
-    byte_counter_bytes: int = 10_000_000
-    """Rate increase byte counter B, bytes (paper: 10 MB)."""
-    fast_recovery_steps: int = 5
+    byte_counter_bytes: int | None = None
+    """Rate increase byte counter B, bytes (paper: 10 MB); 0 disables it (timer-only stages)."""
+    fast_recovery_steps: int | None = None
     """Fast recovery steps F (paper: 5)."""
-    rate_ai_bps: float = 40e6
+    rate_ai_bps: float | None = None
     """Additive increase step R_AI, bit/s (paper: 40 Mbps)."""
-    rate_hai_bps: float = 400e6
-    """Hyper increase step R_HAI, bit/s (our choice: 10 x R_AI)."""
-    min_rate_bps: float = 100e6
+    rate_hai_bps: float | None = None
+    """Hyper increase step R_HAI, bit/s."""
+    increase_reference_rate_bps: float | None = None
+    """When > 0, R_AI and R_HAI are given at this line rate and scale with each queue pair's line rate."""
+    min_rate_bps: float | None = None
     """Lower bound of the sending rate, bit/s."""
-    rate_decrease_interval_s: float = 4e-6
-    """At most one rate decrease per interval, seconds."""
-    clamp_target_rate: bool = False
-    """Set Rt = Rc on every cut (the paper's pseudocode); False (default, as in HPCC's public ns-3 configs
-    and NICs' clamp_tgt_rate = 0): only when the rate increased since the last cut."""
+    rate_decrease_interval_s: float | None = None
+    """At most one rate decrease per interval, seconds; later CNPs are served at its end."""
+    clamp_target_rate: bool | None = None
+    """Set Rt = Rc on every cut (the paper's pseudocode); False (NICs' clamp_tgt_rate = 0): only when the
+    rate increased since the last cut."""
 
     def __post_init__(self) -> None:
-        _fraction("cc.dcqcn.g", self.g)
+        if self.g is not None:
+            _fraction("cc.dcqcn.g", self.g)
         for name in ("alpha_update_interval_s", "rate_increase_interval_s", "rate_ai_bps", "rate_hai_bps"):
-            _positive(f"cc.dcqcn.{name}", getattr(self, name))
-        _positive("cc.dcqcn.min_rate_bps", self.min_rate_bps)
-        _non_negative("cc.dcqcn.rate_decrease_interval_s", self.rate_decrease_interval_s)
-        _int_range("cc.dcqcn.byte_counter_bytes", self.byte_counter_bytes, 1, 2**62)
-        _int_range("cc.dcqcn.fast_recovery_steps", self.fast_recovery_steps, 1, 1000)
+            if getattr(self, name) is not None:
+                _positive(f"cc.dcqcn.{name}", getattr(self, name))
+        if self.min_rate_bps is not None:
+            _positive("cc.dcqcn.min_rate_bps", self.min_rate_bps)
+        for name in ("rate_decrease_interval_s", "increase_reference_rate_bps"):
+            if getattr(self, name) is not None:
+                _non_negative(f"cc.dcqcn.{name}", getattr(self, name))
+        if self.byte_counter_bytes is not None:
+            _int_range("cc.dcqcn.byte_counter_bytes", self.byte_counter_bytes, 0, 2**62)
+        if self.fast_recovery_steps is not None:
+            _int_range("cc.dcqcn.fast_recovery_steps", self.fast_recovery_steps, 1, 1000)
 
 
 @dataclass(frozen=True)
 class HpccConfig:
-    """HPCC sender parameters (Li et al., SIGCOMM 2019)."""
+    """HPCC sender parameters (Li et al., SIGCOMM 2019); None fields come from the preset."""
 
-    eta: float = 0.95
+    eta: float | None = None
     """Target utilization (paper: 0.95)."""
-    max_stage: int = 5
+    max_stage: int | None = None
     """Additive-increase stages before a multiplicative update (paper: maxStage = 5)."""
-    rate_ai_bps: float = 50e6
+    rate_ai_bps: float | None = None
     """Additive increase as a rate, bit/s: W_AI = rate_ai x base RTT."""
-    min_rate_bps: float = 100e6
+    min_rate_bps: float | None = None
     """Lower bound of the sending rate, bit/s."""
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.eta, (int, float)) and 0.01 <= self.eta <= 1.0):
+        if self.eta is not None and not (isinstance(self.eta, (int, float)) and 0.01 <= self.eta <= 1.0):
             raise field_error("cc.hpcc.eta", self.eta, "must be in [0.01, 1]", "the paper uses 0.95")
-        _int_range("cc.hpcc.max_stage", self.max_stage, 0, 1000)
-        _positive("cc.hpcc.rate_ai_bps", self.rate_ai_bps)
-        _positive("cc.hpcc.min_rate_bps", self.min_rate_bps)
+        if self.max_stage is not None:
+            _int_range("cc.hpcc.max_stage", self.max_stage, 0, 1000)
+        for name in ("rate_ai_bps", "min_rate_bps"):
+            if getattr(self, name) is not None:
+                _positive(f"cc.hpcc.{name}", getattr(self, name))
+
+
+@dataclass(frozen=True)
+class DctcpConfig:
+    """DCTCP sender parameters (Alizadeh et al., SIGCOMM 2010), window-based with ECN echo per ACK."""
+
+    g: float = 1.0 / 16
+    """Gain of the marked-fraction moving average alpha (paper: 1/16)."""
+    min_rate_bps: float = 100e6
+    """Lower bound of the sending rate, bit/s (window >= min_rate x base RTT)."""
+
+    def __post_init__(self) -> None:
+        _fraction("cc.dctcp.g", self.g)
+        _positive("cc.dctcp.min_rate_bps", self.min_rate_bps)
 
 
 @dataclass(frozen=True)
 class CcConfig:
-    """Congestion control: which strategy and its parameters."""
+    """Congestion control: which strategy, its preset and explicit parameter overrides."""
 
     kind: str = "dcqcn"
-    """``none`` (line rate), ``dcqcn`` or ``hpcc``."""
+    """``none`` (line rate), ``dcqcn``, ``hpcc`` or ``dctcp``."""
+    preset: str | None = None
+    """Named parameter set of ``kind`` (:data:`~hetero_ns3.network.cc_presets.PRESETS`); None: the
+    kind's default (DCQCN ``hpcc-artifact``, HPCC ``paper``). Fields set in ``dcqcn`` / ``hpcc`` override it."""
     dcqcn: DcqcnConfig = field(default_factory=DcqcnConfig)
     hpcc: HpccConfig = field(default_factory=HpccConfig)
+    dctcp: DctcpConfig = field(default_factory=DctcpConfig)
 
     def __post_init__(self) -> None:
         if self.kind not in CC_KINDS:
             raise field_error("cc.kind", self.kind, "is not a known congestion control", f"use one of {list(CC_KINDS)}")
+        if self.preset is not None:
+            names = PRESETS.get(self.kind, {})
+            if self.preset not in names:
+                fix = f"use one of {list(names)}" if names else f"cc.kind = {self.kind!r} has no presets; remove it"
+                raise field_error("cc.preset", self.preset, f"is not a preset of {self.kind}", fix)
+
+    def _preset_of(self, kind: str) -> Mapping[str, Any]:
+        name = self.preset if self.kind == kind and self.preset is not None else DEFAULT_PRESETS[kind]
+        return PRESETS[kind][name]
+
+    def dcqcn_params(self) -> dict[str, Any]:
+        """Resolved DCQCN parameters: the preset's values, overridden by the fields set in ``dcqcn``."""
+        values = dict(self._preset_of("dcqcn"))
+        values.update(_given(self.dcqcn))
+        return values
+
+    def hpcc_params(self) -> dict[str, Any]:
+        """Resolved HPCC parameters: the preset's values, overridden by the fields set in ``hpcc``."""
+        values = dict(self._preset_of("hpcc"))
+        values.update(_given(self.hpcc))
+        return values
 
 
 @dataclass(frozen=True)
@@ -226,11 +291,12 @@ class NicConfig:
     """Extra bytes per DATA frame when the strategy uses INT (HPCC)."""
     ack_interval: int | None = None
     """One ACK per this many in-order DATA frames (coalescing); the last frame of a flow and a frame that
-    fills the sender's window are acknowledged at once (BTH AckReq). None: 1 with HPCC (its rate control
-    needs per-packet INT feedback), :data:`COALESCED_ACK_INTERVAL` with ``none`` / ``dcqcn`` (rate control
+    fills the sender's window are acknowledged at once (BTH AckReq). None: 1 with HPCC and DCTCP (per-packet
+    INT feedback, per-packet ECN echo), :data:`COALESCED_ACK_INTERVAL` with ``none`` / ``dcqcn`` (rate control
     by CNPs, not ACKs). See ``docs/roce.md``."""
-    cnp_interval_s: float = 50e-6
-    """At most one CNP per queue pair per interval, seconds (DCQCN paper: 50 us)."""
+    cnp_interval_s: float | None = None
+    """At most one CNP per queue pair per interval, seconds; 0: one per ECN-marked frame. None: the DCQCN
+    preset's value (``paper``: N = 50 us; ``connectx``: 4 us; ``hpcc-artifact``: 0)."""
     nack_interval_s: float = 10e-6
     """Minimum time between two NACKs for the same byte, seconds."""
     retransmit_timeout_s: float = 1e-3
@@ -252,7 +318,8 @@ class NicConfig:
         _int_range("nic.int_header_bytes", self.int_header_bytes, 0, 65535)
         if self.ack_interval is not None:
             _int_range("nic.ack_interval", self.ack_interval, 1, 1 << 20)
-        _non_negative("nic.cnp_interval_s", self.cnp_interval_s)
+        if self.cnp_interval_s is not None:
+            _non_negative("nic.cnp_interval_s", self.cnp_interval_s)
         _non_negative("nic.nack_interval_s", self.nack_interval_s)
         _positive("nic.retransmit_timeout_s", self.retransmit_timeout_s)
         _int_range("nic.ack_priority", self.ack_priority, 0, 7)
@@ -261,7 +328,7 @@ class NicConfig:
         """DATA frames per ACK under congestion control ``cc_kind`` (resolves the ``None`` default)."""
         if self.ack_interval is not None:
             return self.ack_interval
-        return 1 if cc_kind == "hpcc" else COALESCED_ACK_INTERVAL
+        return 1 if cc_kind in ("hpcc", "dctcp") else COALESCED_ACK_INTERVAL
 
     def segment_for(self, link_kind: str) -> int:
         """Payload bytes per DATA frame on a link of ``link_kind``."""
@@ -277,7 +344,7 @@ class RoutingConfig:
     packet_spray: bool = False
     """Per-packet spraying (hash includes the sequence number) instead of per-flow ECMP."""
     ecmp_key: str = "connection"
-    """In plan replays (:func:`hetero_ns3.network.replay.run_plan`), what a flow's UDP source port (its
+    """In plan replays (:func:`hetero_ns3.network.ns3.replay.run_plan`), what a flow's UDP source port (its
     ECMP identity) is derived from: ``connection`` (NCCL-like persistent queue pair: every message of
     one (source, destination, category, channel) connection takes the same path, see
     ``ExecutionPlan.flow_connections``) or ``flow`` (each flow task its own port). Flow tables
@@ -332,6 +399,7 @@ ATTRIBUTE_MAP: tuple[AttributeBinding, ...] = (
     AttributeBinding("cc.dcqcn.fast_recovery_steps", "ns3::RdmaDcqcn", "FastRecoverySteps", "int"),
     AttributeBinding("cc.dcqcn.rate_ai_bps", "ns3::RdmaDcqcn", "RateAi", "rate"),
     AttributeBinding("cc.dcqcn.rate_hai_bps", "ns3::RdmaDcqcn", "RateHai", "rate"),
+    AttributeBinding("cc.dcqcn.increase_reference_rate_bps", "ns3::RdmaDcqcn", "IncreaseReferenceRate", "rate"),
     AttributeBinding("cc.dcqcn.min_rate_bps", "ns3::RdmaDcqcn", "MinRate", "rate"),
     AttributeBinding("cc.dcqcn.rate_decrease_interval_s", "ns3::RdmaDcqcn", "RateDecreaseInterval", "time"),
     AttributeBinding("cc.dcqcn.clamp_target_rate", "ns3::RdmaDcqcn", "ClampTargetRate", "bool"),
@@ -339,6 +407,8 @@ ATTRIBUTE_MAP: tuple[AttributeBinding, ...] = (
     AttributeBinding("cc.hpcc.max_stage", "ns3::RdmaHpcc", "MaxStage", "int"),
     AttributeBinding("cc.hpcc.rate_ai_bps", "ns3::RdmaHpcc", "RateAi", "rate"),
     AttributeBinding("cc.hpcc.min_rate_bps", "ns3::RdmaHpcc", "MinRate", "rate"),
+    AttributeBinding("cc.dctcp.g", "ns3::RdmaDctcp", "G", "float"),
+    AttributeBinding("cc.dctcp.min_rate_bps", "ns3::RdmaDctcp", "MinRate", "rate"),
     AttributeBinding("pfc.enabled", "ns3::RoceMmu", "PfcEnabled", "bool"),
     AttributeBinding("pfc.lossless_mask", "ns3::RoceMmu", "LosslessClasses", "int"),
     AttributeBinding("pfc.dynamic_threshold", "ns3::RoceMmu", "PfcDynamic", "bool"),
@@ -379,6 +449,12 @@ ATTRIBUTE_MAP: tuple[AttributeBinding, ...] = (
 def _lookup(config: NetworkConfig, path: str) -> Any:
     if path == "nic.ack_interval":  # derived: the default depends on the congestion control
         return config.nic.ack_interval_for(config.cc.kind)
+    if path.startswith("cc.dcqcn."):  # preset values, overridden by explicit fields
+        return config.cc.dcqcn_params()[path.removeprefix("cc.dcqcn.")]
+    if path.startswith("cc.hpcc."):
+        return config.cc.hpcc_params()[path.removeprefix("cc.hpcc.")]
+    if path == "nic.cnp_interval_s" and config.nic.cnp_interval_s is None:
+        return config.cc.dcqcn_params()["cnp_interval_s"]
     obj: Any = config
     for part in path.split("."):
         obj = getattr(obj, part)

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from hetero_ns3.errors import ScenarioError
-from hetero_ns3.netgraph import HOST, NetGraph
+from hetero_ns3.topology.graph import HOST, NetGraph
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("src", "dst", "size_bytes", "start_s")
 OPTIONAL_COLUMNS: tuple[str, ...] = ("priority",)

@@ -41,7 +41,7 @@ CACHE_ENV = "HETERO_NS3_CACHE"
 #: Environment variable that overrides the C++ compiler (default ``g++``).
 CXX_ENV = "CXX"
 
-NATIVE_DIR = Path(__file__).resolve().parent / "native"
+NATIVE_DIR = Path(__file__).resolve().parent / "ns3" / "native"
 
 
 @dataclass(frozen=True)

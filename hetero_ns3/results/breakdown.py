@@ -16,17 +16,17 @@ iteration time ``T``; for a run of several iterations, the steady-state iteratio
     launch or protocol latency): exposed communication of the class of the flow that feeds it (the
     next flow further back in the chain; if none, the nearest flow closer to ``g``; intra-node if
     the chain has no flow);
-  - a compute kernel of another GPU ``h``: waiting for a peer. Reached through a collective flow
-    (any communication category but ``pp``) it is straggler wait: in a collective ``g`` contributes
-    too, so waiting on a peer's kernel means the peer finished later. Reached through a pipeline
-    (``pp``) flow it is a pipeline wait. "Reached through" means the nearest communication element
-    between ``e`` and ``g`` in the chain (if there is none, the nearest one further back; if the
-    chain has no communication at all, straggler wait: ``g`` had finished before a peer). "Further
-    back" may lie before the gap: the chain is then followed, adding no time, just to find it. All pipeline waits of ``g`` are pooled
-    (``W``) and split at the end: ``min(W, C_worst - C_g)`` is straggler wait, the rest pipeline
-    bubble, where ``C`` is compute per iteration and ``C_worst`` the largest among the GPUs ``g``
-    waited on (the most loaded stage sets the pipeline's pace; the excess over ``g``'s own load is
-    imbalance, the remainder is fill/drain bubble);
+  - a compute kernel of another GPU ``h``: waiting for a peer. Its context is the nearest
+    communication element between ``e`` and ``g`` in the chain (if none, the nearest one further
+    back, followed without adding time). Through a pipeline (``pp``) flow it is a pipeline wait: all
+    of ``g``'s are pooled (``W``) and split at the end, ``min(W, X)`` straggler wait and the rest
+    bubble, ``X`` the largest speed-caused load excess ``C_h - max(C_g, C_h s_g / s_h)`` among the
+    stages ``g`` waited on (``C`` compute per iteration, ``s`` = ``GpuMeta.slowdown``). Otherwise
+    (collective or no context) the piece is compared with ``E = D(h, u) - D(g, a)`` (``D``: compute
+    done since the start of the run, ``u``: end of the piece): up to ``E`` of it ``h`` computed more
+    than ``g`` (straggler wait for the part due to its slower speed, else bubble: load imbalance);
+    the rest is ``h`` doing work ``g`` had done, late because it was held up: communication of the
+    class of the flow further back in the chain. Only a slower GPU's compute is straggler wait;
   - anything else (barriers with a duration, unknown categories, start delays a backend leaves
     between a task and its last dependency, a chain that ends early): ``other_s``.
 
@@ -41,13 +41,14 @@ reasons for them, are in ``docs/results.md``.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from hetero_ns3.dag import COMPUTE, FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.errors import SimulationError
+from hetero_ns3.plan.dag import COMPUTE, FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.results.categories import COMM_CLASS, COMPUTE_CLASS, PIPELINE_CATEGORY, class_codes
 from hetero_ns3.results.meta import GpuMeta
 
@@ -145,35 +146,78 @@ class _Attributor:
         self.cls = class_codes(plan.categories)[plan.category].tolist() if len(plan) else []
         self.pred = last_finishing_dependency(plan, times.finish_s).tolist()
         self.node = [m.node for m in meta]
+        self.slow = [float(m.slowdown) for m in meta]
         self.busy = [0.0] * len(meta)  # C_g, set by attribute()
         self.pp_wait = 0.0  # pooled pipeline waits of the GPU being attributed
-        self.pp_worst = 0.0  # largest C_h among the pipeline peers it waited on
+        self.pp_excess = 0.0  # largest speed-caused load excess among the pipeline peers it waited on
+
+    def _flow_term(self, t: int) -> int:
+        return I_INTER if self.node[self.gpu[t]] != self.node[self.dst[t]] else I_INTRA
 
     def _note_pipeline(self, g: int, waits: list[tuple[float, int]]) -> None:
-        """Pool waits of ``g`` on pipeline peers' kernels; :meth:`settle_pipeline` splits the pool."""
+        """Pool waits of ``g`` on pipeline peers' kernels; :meth:`settle_pipeline` splits the pool.
+
+        A peer ``h``'s speed-caused excess is ``C_h - max(C_g, C_h s_g / s_h)`` (``s`` = slowdown): what
+        ``h`` computes beyond ``g`` that it would not compute at ``g``'s speed. Equally fast stages give 0.
+        """
+        cg, sg = self.busy[g], self.slow[g]
         for x, h in waits:
             self.pp_wait += x
-            self.pp_worst = max(self.pp_worst, self.busy[h])
+            ch = self.busy[h]
+            self.pp_excess = max(self.pp_excess, ch - max(cg, ch * sg / self.slow[h]))
 
     def settle_pipeline(self, acc: list[float], g: int) -> None:
         """Split ``g``'s pooled pipeline waits into straggler wait and bubble, then reset the pool.
 
         The most loaded stage ``g`` waited on sets the pipeline's pace: over the iteration it computes
-        ``C_worst`` while ``g`` computes ``C_g``, so ``C_worst - C_g`` of ``g``'s pipeline waiting is
-        due to imbalance (straggler wait); the rest is the fill/drain bubble.
+        ``C_worst`` while ``g`` computes ``C_g``; of that excess, the part due to the stage's slower GPU
+        (not to more work) is straggler wait, up to the pool; the rest of the pool is bubble.
         """
-        strag = min(self.pp_wait, max(0.0, self.pp_worst - self.busy[g]))
+        strag = min(self.pp_wait, max(0.0, self.pp_excess))
         acc[I_STRAGGLER] += strag
         acc[I_BUBBLE] += self.pp_wait - strag
-        self.pp_wait, self.pp_worst = 0.0, 0.0
+        self.pp_wait, self.pp_excess = 0.0, 0.0
+
+    def set_blocks(self, blocks: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
+        """Per GPU, its merged busy blocks, for :meth:`done` (compute done by a time)."""
+        self.b_start = [b[0].tolist() for b in blocks]
+        self.b_end = [b[1].tolist() for b in blocks]
+        self.b_cum = [np.r_[0.0, np.cumsum(b[1] - b[0])].tolist() for b in blocks]
+
+    def done(self, g: int, t: float) -> float:
+        """Compute-busy time of GPU ``g`` from the start of the run to time ``t`` (seconds)."""
+        starts = self.b_start[g]
+        k = bisect_right(starts, t)
+        if k == 0:
+            return 0.0
+        return self.b_cum[g][k - 1] + min(t, self.b_end[g][k - 1]) - starts[k - 1]
+
+    def _peer(self, acc: list[float], g: int, x: float, h: int, until: float, a: float) -> float:
+        """Classify ``x`` seconds of ``g``'s gap ``[a, ...]`` spent on peer ``h``'s kernel (ending at ``until``)
+        outside a pipeline context; return the part that is communication (its class is the flow further
+        back in the chain: what ``h`` was waiting for before it could do this work).
+
+        ``E = done(h, until) - done(g, a)``: what ``h`` has computed beyond ``g``. Up to ``E`` of the wait,
+        ``h`` is late because it computed more: straggler wait for the part of ``h``'s compute due to
+        its slower speed (``done(h) (1 - s_g / s_h)``), bubble (load imbalance) for the rest. The wait
+        beyond ``E`` is ``h`` doing work ``g`` had already done: ``h`` was held up by waiting, i.e.
+        communication.
+        """
+        dh = self.done(h, until)
+        extra = min(x, max(0.0, dh - self.done(g, a)))
+        if extra > 0.0:
+            strag = min(extra, dh * max(0.0, 1.0 - self.slow[g] / self.slow[h]))
+            acc[I_STRAGGLER] += strag
+            acc[I_BUBBLE] += extra - strag
+        return x - extra
 
     def walk(self, acc: list[float], g: int, first: int, a: float, hi: float) -> None:
         """Explain ``[a, hi]`` of GPU ``g`` by the chain that starts at task ``first``; add into ``acc``."""
         start, finish, pred = self.start, self.finish, self.pred
         ctx: str | None = None
-        pending_peer: list[tuple[float, int]] = []
+        pending_peer: list[tuple[float, int, float]] = []
         pipeline: list[tuple[float, int]] = []
-        pending_red = 0.0
+        pending_red = 0.0  # communication time waiting for the class of the next flow further back
         last_flow_term = I_INTRA
         cur = first
         while cur >= 0 and hi > a:
@@ -186,26 +230,28 @@ class _Attributor:
                 if self.kind[cur] == FLOW or self.cls[cur] == COMM_CLASS:
                     name = self.cat_names[self.cat[cur]]
                     if ctx is None:
-                        if name == PIPELINE_CATEGORY:
-                            pipeline.extend(pending_peer)
-                        else:
-                            acc[I_STRAGGLER] += sum(x for x, _ in pending_peer)
+                        for x, h, until in pending_peer:
+                            if name == PIPELINE_CATEGORY:
+                                pipeline.append((x, h))
+                            else:
+                                pending_red += self._peer(acc, g, x, h, until, a)
                         pending_peer.clear()
                         ctx = name
                     if self.kind[cur] == FLOW:
-                        term = I_INTER if self.node[self.gpu[cur]] != self.node[self.dst[cur]] else I_INTRA
+                        term = self._flow_term(cur)
                         acc[term] += covered + pending_red
                         pending_red = 0.0
                         last_flow_term = term
                     else:
                         pending_red += covered
                 elif self.cls[cur] == COMPUTE_CLASS and self.gpu[cur] != g:
+                    h, until = self.gpu[cur], min(f, hi)
                     if ctx is None:
-                        pending_peer.append((covered, self.gpu[cur]))
+                        pending_peer.append((covered, h, until))
                     elif ctx == PIPELINE_CATEGORY:
-                        pipeline.append((covered, self.gpu[cur]))
-                    else:  # a collective: g contributes too, so waiting on h's kernel means h was later
-                        acc[I_STRAGGLER] += covered
+                        pipeline.append((covered, h))
+                    else:
+                        pending_red += self._peer(acc, g, covered, h, until, a)
                 else:
                     acc[I_OTHER] += covered
             hi = min(hi, lo)
@@ -215,11 +261,12 @@ class _Attributor:
         if pending_red or pending_peer:
             # The gap is explained, but some elements still need the class of the communication further
             # back in the chain (it finished before the gap began): look it up without adding time.
-            ctx_back, flow_term = self._look_back(cur, need_flow=pending_red > 0.0)
-            if ctx is None and ctx_back == PIPELINE_CATEGORY:
-                pipeline.extend(pending_peer)
-            else:  # a collective, or no communication at all: g had finished before a peer (end skew)
-                acc[I_STRAGGLER] += sum(x for x, _ in pending_peer)
+            ctx_back, flow_term = self._look_back(cur, need_flow=True)
+            for x, h, until in pending_peer:
+                if ctx is None and ctx_back == PIPELINE_CATEGORY:
+                    pipeline.append((x, h))
+                else:  # a collective, or no communication at all
+                    pending_red += self._peer(acc, g, x, h, until, a)
             acc[flow_term if flow_term is not None else last_flow_term] += pending_red
         self._note_pipeline(g, pipeline)
 
@@ -234,7 +281,7 @@ class _Attributor:
                 if ctx is None:
                     ctx = self.cat_names[self.cat[cur]]
                 if is_flow:
-                    return ctx, (I_INTER if self.node[self.gpu[cur]] != self.node[self.dst[cur]] else I_INTRA)
+                    return ctx, self._flow_term(cur)
                 if not need_flow:
                     return ctx, None
             cur = self.pred[cur]
@@ -283,6 +330,7 @@ def attribute(
     global_last = int(np.lexsort((ids, finish))[-1])
 
     att = _Attributor(plan, times, meta)
+    att.set_blocks(blocks)
     att.busy = [float((be - np.maximum(bs, t0)).clip(min=0.0).sum()) for bs, be, _ in blocks]
     for g in range(n_gpus):
         acc = [0.0] * len(TERMS)

@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from hetero_ns3.dag import COMPUTE, ExecutionPlan, TaskTimes
+from hetero_ns3.plan.dag import COMPUTE, ExecutionPlan, TaskTimes
 from hetero_ns3.results.breakdown import TERMS
 from hetero_ns3.results.categories import category_class
 from hetero_ns3.results.meta import GpuMeta

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hetero_ns3.dag import ExecutionPlan, TaskTimes
 from hetero_ns3.errors import ScenarioError
+from hetero_ns3.plan.dag import ExecutionPlan, TaskTimes
 from hetero_ns3.results.meta import GpuMeta
 from hetero_ns3.results.rundir import RunPaths, load_plan
 from hetero_ns3.results.summary import Summary, summarize
@@ -55,7 +55,7 @@ class RunData:
         gpus = self.summary.get("gpus")
         if not gpus:
             return None
-        return {g: GpuMeta(str(v["gpu_type"]), v["node"]) for g, v in gpus.items()}
+        return {g: GpuMeta(str(v["gpu_type"]), v["node"], float(v.get("slowdown", 1.0))) for g, v in gpus.items()}
 
     def resummarize(self) -> Summary:
         """Recompute the breakdown from the stored plan and task times (e.g. after changing the rules)."""

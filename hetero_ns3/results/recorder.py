@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hetero_ns3.dag import ExecutionPlan, TaskTimes
+from hetero_ns3.plan.dag import ExecutionPlan, TaskTimes
 from hetero_ns3.results.meta import GpuMetaLike
 from hetero_ns3.results.rundir import RunPaths, write_partial, write_run
 

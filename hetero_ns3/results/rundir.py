@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hetero_ns3.dag import ExecutionPlan, TaskTimes
+from hetero_ns3.plan.dag import ExecutionPlan, TaskTimes
 from hetero_ns3.results import atomic
 from hetero_ns3.results.meta import GpuMeta, GpuMetaLike, resolve_gpu_meta
 from hetero_ns3.results.summary import Summary, plan_counts, summarize
@@ -166,8 +166,11 @@ def _start_writing(paths: RunPaths) -> None:
 
 
 def _gpu_table(plan: ExecutionPlan, meta: Sequence[GpuMeta]) -> dict[str, dict[str, Any]]:
-    """GPU name -> {gpu_type, node}, in plan order (lets a reader rebuild ``gpu_meta``)."""
-    return {g: {"gpu_type": m.gpu_type, "node": m.node} for g, m in zip(plan.gpus, meta, strict=True)}
+    """GPU name -> {gpu_type, node, slowdown}, in plan order (lets a reader rebuild ``gpu_meta``)."""
+    return {
+        g: {"gpu_type": m.gpu_type, "node": m.node, "slowdown": m.slowdown}
+        for g, m in zip(plan.gpus, meta, strict=True)
+    }
 
 
 def _summary_doc(

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from hetero_ns3.dag import FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.errors import SimulationError
+from hetero_ns3.plan.dag import FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.results.breakdown import TERMS, Breakdown, attribute
-from hetero_ns3.results.meta import GpuMeta, GpuMetaLike, resolve_gpu_meta
+from hetero_ns3.results.meta import ENDPOINT_TYPE, GpuMeta, GpuMetaLike, resolve_gpu_meta
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def plan_counts(
         "tasks": len(plan),
         "compute_tasks": int(len(plan) - np.count_nonzero(flows)),
         "flows": int(np.count_nonzero(flows)),
-        "gpus": len(plan.gpus),
+        "gpus": len(plan.gpus) if meta is None else sum(m.gpu_type != ENDPOINT_TYPE for m in meta),
         "flow_bytes": int(plan.size_bytes[flows].sum()),
     }
     if times is not None:
@@ -161,7 +161,10 @@ def summarize(
         it, mat = it / (n_iter - 1), mat / (n_iter - 1)
     if len(plan):
         makespan = float(np.max(times.finish_s) - np.min(times.start_s))
-    types = [m.gpu_type for m in meta]
+    keep = [i for i, m in enumerate(meta) if m.gpu_type != ENDPOINT_TYPE]  # GPUs, not NVLS endpoints
+    gpus = [plan.gpus[i] for i in keep]
+    mat = mat[keep]
+    types = [meta[i].gpu_type for i in keep]
     per_type: dict[str, Breakdown] = {}
     for t in dict.fromkeys(types):
         rows = mat[[i for i, x in enumerate(types) if x == t]]
@@ -169,11 +172,11 @@ def summarize(
     zero = np.zeros(len(TERMS))
     return Summary(
         iteration_time_s=it,
-        per_gpu={g: Breakdown.from_array(mat[i]) for i, g in enumerate(plan.gpus)},
+        per_gpu={g: Breakdown.from_array(mat[i]) for i, g in enumerate(gpus)},
         per_gpu_type=per_type,
         overall=Breakdown.from_array(mat.mean(axis=0) if len(mat) else zero),
         overall_max=Breakdown.from_array(mat.max(axis=0) if len(mat) else zero),
-        gpu_types=dict(zip(plan.gpus, types, strict=True)),
+        gpu_types=dict(zip(gpus, types, strict=True)),
         counts=plan_counts(plan, times, meta),
         iteration_times_s=it_times or (it,),
         makespan_s=makespan,

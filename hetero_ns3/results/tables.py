@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from hetero_ns3.dag import COMPUTE, FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.errors import SimulationError
+from hetero_ns3.plan.dag import COMPUTE, FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.results.categories import CLASS_NAMES, class_codes
 from hetero_ns3.results.meta import GpuMeta
 

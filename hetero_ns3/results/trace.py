@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from hetero_ns3.dag import FLOW, ExecutionPlan, TaskTimes
+from hetero_ns3.plan.dag import FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.results.meta import GpuMeta
 from hetero_ns3.results.tables import label_channels
 

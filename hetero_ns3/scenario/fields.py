@@ -70,17 +70,16 @@ def _coerce(value: Any, tp: Any, where: str, unit: str | None) -> Any:
         args = get_args(tp)
         if isinstance(value, str):
             raise field_error(where, value, "must be a list", "write e.g. [1, 2]")
-        if not isinstance(value, (list, tuple)):
-            value = [value]
+        items = value if isinstance(value, (list, tuple)) else [value]
         inner = args[0]
-        return tuple(_coerce(v, inner, _join(where, i), unit) for i, v in enumerate(value))
+        return tuple(_coerce(v, inner, _join(where, i), unit) for i, v in enumerate(items))
     if origin in (Mapping, dict, typing.Mapping) or tp is dict:
         if not isinstance(value, Mapping):
             raise field_error(where, value, "must be a table", "write e.g. {key = value}")
         return MappingProxyType(dict(value))
     if tp is Any:
         return value
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, Mapping):
             raise field_error(where, value, "must be a table")
         return load_dataclass(tp, value, where)

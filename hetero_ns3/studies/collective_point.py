@@ -86,7 +86,7 @@ def load_collective(raw: Mapping[str, Any], base_dir: Path | str = ".") -> Colle
 def run_collective(point: CollectivePoint, out_dir: Path) -> dict[str, Any]:
     """Plan, replay and record one collective call; returns the nccl-tests columns."""
     from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, busbw_factor, normalize_op, plan_collective
-    from hetero_ns3.plan_builder import PlanBuilder
+    from hetero_ns3.plan.builder import PlanBuilder
     from hetero_ns3.results import versions_info, write_run
     from hetero_ns3.topology import resolve_topology
 
@@ -104,20 +104,16 @@ def run_collective(point: CollectivePoint, out_dir: Path) -> dict[str, Any]:
     builder = PlanBuilder(group)
     res = plan_collective(builder, call, env)
     plan = builder.build()
-    if run.backend == "analytic":
-        from hetero_ns3.analytic import simulate_plan
+    from hetero_ns3.network.backend import get_backend
+    from hetero_ns3.network.config import CcConfig, NetworkConfig
 
-        out = simulate_plan(graph, plan, seed=run.seed)
-        times, flows = out.times, out.flows
-    else:
-        from hetero_ns3.network.config import CcConfig, NetworkConfig
-        from hetero_ns3.network.replay import run_plan
-
-        config = NetworkConfig(cc=CcConfig(kind=run.cc)) if run.cc else NetworkConfig()
-        rep = run_plan(graph, plan, config, run.seed)
-        if not rep.completed:
-            raise SimulationError(f"the ns3 replay stopped before every task finished (at {rep.sim_time_s:.6f} s)")
-        times, flows = rep.times, rep.flows
+    config = NetworkConfig(cc=CcConfig(kind=run.cc)) if run.cc else NetworkConfig()
+    rep = get_backend(run.backend, "run.backend").run(plan, graph, config, seed=run.seed)
+    if not rep.completed:
+        raise SimulationError(
+            f"the {run.backend} replay stopped before every task finished (at {rep.sim_time_s:.6f} s)"
+        )
+    times, flows = rep.times, rep.flows
     t = float(times.makespan_s)
     if not t > 0:
         raise ScenarioError(f"collective.size ({c.size}) gave an empty plan on {cl.topology}; use more GPUs")

@@ -24,7 +24,7 @@ POINT_FILE = "point.json"
 
 def run_training(scenario: Any, out_dir: Path) -> Any:
     """The single place studies call the run pipeline (``hetero-ns3 run``'s function)."""
-    from hetero_ns3.cosim.runner import run_scenario
+    from hetero_ns3.pipeline import run_scenario
 
     return run_scenario(scenario, out_dir, progress=None)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from hetero_ns3.netgraph import HOST, NetGraph
+from hetero_ns3.topology.graph import HOST, NetGraph
 
 
 def network_endpoints(graph: NetGraph) -> list[int]:

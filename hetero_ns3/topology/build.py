@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hetero_ns3.netgraph import GraphLink, GraphNode, NetGraph, make_graph
-from hetero_ns3.topology.fabric import node_fabric
+from hetero_ns3.topology.fabric import node_fabric, nvls_endpoint
+from hetero_ns3.topology.graph import GraphLink, GraphNode, NetGraph, make_graph
 from hetero_ns3.topology.networks import Endpoint, fat_tree, leaf_spine, rail_optimized
 from hetero_ns3.topology.spec import FATTREE, LEAFSPINE, RAIL, ClusterSpec
 
@@ -33,7 +33,8 @@ def build_graph(cluster: ClusterSpec) -> NetGraph:
     """The whole cluster as a NetGraph: GPU hosts first (``n0.g0``, ``n0.g1``, ...), then switches.
 
     Node order: all GPUs node by node, then each node's fabric switches and NICs, then the network
-    switches. Link kinds: ``nvlink``, ``pcie``, ``network``.
+    switches, then the NVLS endpoints of NVLS-capable nodes (last, so that adding them leaves every
+    other node and link index unchanged). Link kinds: ``nvlink``, ``pcie``, ``network``.
     """
     hosts: list[GraphNode] = []
     switches: list[GraphNode] = []
@@ -43,5 +44,12 @@ def build_graph(cluster: ClusterSpec) -> NetGraph:
         hosts += g
         switches += s
         links += lk
+    ep_nodes: list[GraphNode] = []
+    ep_links: list[GraphLink] = []
+    for node, group in cluster.node_groups():
+        ep = nvls_endpoint(node, group)
+        if ep is not None:
+            ep_nodes.append(ep[0])
+            ep_links.append(ep[1])
     net_nodes, net_links = build_network(cluster, nic_endpoints(cluster))
-    return make_graph(hosts + switches + net_nodes, links + net_links)
+    return make_graph(hosts + switches + net_nodes + ep_nodes, links + net_links + ep_links)

@@ -19,6 +19,13 @@ def nvlink_rate_bps(name: str) -> float:
     return float(getattr(get_gpu(name), "nvlink_bw_Bps", 0.0) or 0.0) * 8.0
 
 
+def nvls_capable(name: str) -> bool:
+    """Whether ``name``'s NVSwitch fabric supports NVLink SHARP (catalog flag ``nvls``)."""
+    from hetero_ns3.compute.gpus import get_gpu
+
+    return bool(getattr(get_gpu(name), "nvls", False))
+
+
 def check_gpu(name: object, path: str) -> str:
     """Return ``name`` if it is a catalog GPU type, else raise a ScenarioError naming ``path``."""
     names = gpu_names()

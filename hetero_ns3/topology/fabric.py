@@ -9,17 +9,21 @@ Graph elements of node ``i`` (see docs/topologies.md):
   behind it. In ``pcie`` nodes with several PCIe switches, each switch has an uplink to the root
   complex ``n{i}.cpu`` (role ``pcie-root``), the only way between GPUs of different switches.
 * NIC ``n{i}.nic{k}`` (role ``nic``): a two-port relay, PCIe on one side, the network on the other.
+* NVLS endpoint ``n{i}.nvls`` (role ``nvls``, :func:`nvls_endpoint`), nodes whose fabric has
+  ``nvls``: a host on an internal link of the NVSwitch that stands for the switch's reduction and
+  multicast engine (NVLink SHARP), so that flows can end and start at the switch. Its link carries
+  ``gpus_per_node`` x the NVLink rate with no delay, so it never limits: the GPU ports do.
 
 Every element of node ``i`` has zone ``n{i}``; each NIC ``serves`` its affinity GPUs, so routing
 keeps intra-node traffic inside the node and sends inter-node traffic through the GPU's own NIC
-(see :mod:`hetero_ns3.netgraph`). Routing costs: NVLink links cost 0.5, everything else 1, so
+(see :mod:`hetero_ns3.topology.graph`). Routing costs: NVLink links cost 0.5, everything else 1, so
 GPU-to-GPU traffic inside a node takes NVLink when it exists, even where two GPUs also share a
 PCIe switch.
 """
 
 from __future__ import annotations
 
-from hetero_ns3.netgraph import HOST, SWITCH, GraphLink, GraphNode
+from hetero_ns3.topology.graph import HOST, NVLS_ROLE, SWITCH, GraphLink, GraphNode
 from hetero_ns3.topology.spec import NVSWITCH, NodeGroup
 
 NVLINK_COST = 0.5
@@ -71,3 +75,29 @@ def node_fabric(node: int, group: NodeGroup) -> tuple[list[GraphNode], list[Grap
         serves = tuple(f"{pre}.g{j}" for j in gpus_served)
         switches.append(GraphNode(f"{pre}.nic{k}", SWITCH, role="nic", group=group.name, zone=pre, serves=serves))
     return gpus, switches, links
+
+
+def nvls_endpoint(node: int, group: NodeGroup) -> tuple[GraphNode, GraphLink] | None:
+    """The NVLS endpoint of node ``node`` and its link to the NVSwitch; None without NVLS.
+
+    NVLink SHARP reduces (multimem load-reduce) and replicates (multimem store) inside the switch.
+    The endpoint is where the planner's flows to and from the switch end and start; its internal
+    link is as fast as all GPU ports together, so a multicast modelled as one flow per GPU crosses
+    each GPU's ingress port once, as the switch's replication does.
+    """
+    f = group.fabric
+    if f.kind != NVSWITCH or not f.nvls:
+        return None
+    pre = f"n{node}"
+    ep = GraphNode(f"{pre}.nvls", HOST, role=NVLS_ROLE, group=group.name, zone=pre)
+    link = GraphLink(
+        f"{pre}.nvsw",
+        ep.name,
+        f.nvlink_rate_bps * group.gpus_per_node,
+        0.0,
+        kind="nvlink",
+        tier="nvswitch-nvls",
+        cost=NVLINK_COST,
+        mtu_bytes=f.nvlink_segment_bytes,
+    )
+    return ep, link

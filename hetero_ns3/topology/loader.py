@@ -129,7 +129,7 @@ def _nics(t: dict[str, Any], path: str, gpus: int) -> NicSpec:
 
 
 def _fabric(t: dict[str, Any], path: str, gpu_type: str, gpus: int, nics: NicSpec) -> FabricSpec:
-    allowed = {"kind", "nvlink_rate", "nvlink_delay", "nvlink_segment", "pcie_gen", "pcie_lanes", "pcie_rate"}
+    allowed = {"kind", "nvlink_rate", "nvlink_delay", "nvlink_segment", "pcie_gen", "pcie_lanes", "pcie_rate", "nvls"}
     _keys(t, path, allowed | {"pcie_delay", "pcie_switches"})
     kind = _str(t, "kind", path, FABRIC_KINDS)
     gen = _int(t, "pcie_gen", path, 4 if kind == PCIE else 5, minimum=3)
@@ -185,7 +185,14 @@ def _fabric(t: dict[str, Any], path: str, gpu_type: str, gpus: int, nics: NicSpe
                     f"puts GPU {gpu} on another PCIe switch than its affinity NIC {j}",
                     "put each NIC with the GPUs it serves",
                 )
-    return FabricSpec(kind, nvlink, nv_delay, gen, lanes, pcie_rate, pcie_delay, switches, seg)
+    nvls = t.get("nvls", kind == NVSWITCH and catalog.nvls_capable(gpu_type))
+    if not isinstance(nvls, bool):
+        raise field_error(f"{path}.nvls", nvls, "must be true or false")
+    if nvls and kind != NVSWITCH:
+        raise field_error(
+            f"{path}.nvls", nvls, "applies only to kind = 'nvswitch'", "remove it or use an NVSwitch fabric"
+        )
+    return FabricSpec(kind, nvlink, nv_delay, gen, lanes, pcie_rate, pcie_delay, switches, seg, nvls)
 
 
 def _group(t: Any, path: str) -> NodeGroup:

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 
 from hetero_ns3.errors import field_error
-from hetero_ns3.netgraph import SWITCH, GraphLink, GraphNode
+from hetero_ns3.topology.graph import SWITCH, GraphLink, GraphNode
 from hetero_ns3.topology.spec import NetworkSpec, TierSpec
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hetero_ns3.netgraph import NetGraph
+from hetero_ns3.topology.graph import NetGraph
 
 LAYER = {
     "gpu": 0, "host": 0, "nvswitch": 0.8, "pcie-switch": 1.4, "pcie-root": 1.9, "nic": 2.5,

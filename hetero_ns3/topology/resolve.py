@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hetero_ns3.errors import ScenarioError
-from hetero_ns3.netgraph import NetGraph
 from hetero_ns3.topology.build import build_graph
+from hetero_ns3.topology.graph import NetGraph
 from hetero_ns3.topology.loader import load_cluster
 from hetero_ns3.topology.simple import parse_inline
 

@@ -8,7 +8,7 @@ tests of the packet backend. Cluster presets (``topologies/*.toml``) go through
 from __future__ import annotations
 
 from hetero_ns3.errors import ScenarioError
-from hetero_ns3.netgraph import HOST, SWITCH, GraphLink, GraphNode, NetGraph, make_graph
+from hetero_ns3.topology.graph import HOST, SWITCH, GraphLink, GraphNode, NetGraph, make_graph
 from hetero_ns3.topology.spec import NetworkSpec
 
 

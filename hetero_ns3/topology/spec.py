@@ -49,6 +49,9 @@ class FabricSpec:
     """Which GPUs and NICs share a PCIe switch; PCIe switches of a ``pcie`` node meet at a root complex."""
     nvlink_segment_bytes: int = 0
     """Segment size on NVLink links, bytes (0: the network MTU). Larger cuts events, see docs."""
+    nvls: bool = False
+    """The NVSwitch reduces and multicasts (NVLink SHARP): the node gets an NVLS endpoint and NCCL's
+    NVLS algorithms may run. Default: the GPU catalog's ``nvls`` flag for ``nvswitch`` fabrics."""
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from hetero_ns3.netgraph import HOST, NetGraph, routing_tables
 from hetero_ns3.topology.analysis import bisection_bandwidth, ecmp_path_count
+from hetero_ns3.topology.graph import HOST, NVLS_ROLE, NetGraph
+from hetero_ns3.topology.routing import routing_tables
 from hetero_ns3.topology.spec import ClusterSpec
 from hetero_ns3.units import format_rate
 
@@ -62,7 +63,7 @@ def tier_oversubscription(graph: NetGraph) -> dict[str, float]:
 
 def sample_pairs(graph: NetGraph) -> list[tuple[str, str]]:
     """Sample host pairs: first-last (farthest), first and the same-index host of the next node, first-second."""
-    hosts = graph.host_names()
+    hosts = graph.gpu_names()
     if len(hosts) < 2:
         return []
     pairs = [(hosts[0], hosts[-1])]
@@ -85,7 +86,7 @@ def summarize(
     routing_s = time.perf_counter() - t0
     pairs = pairs if pairs is not None else sample_pairs(graph)
     ecmp = tuple((a, b, ecmp_path_count(graph, tables, graph.index(a), graph.index(b))) for a, b in pairs)
-    hosts = [n for n in graph.nodes if n.kind == HOST]
+    hosts = [n for n in graph.nodes if n.kind == HOST and n.role != NVLS_ROLE]
     gpus = Counter(n.gpu_type for n in hosts if n.gpu_type)
     groups: tuple[str, ...] = ()
     if cluster is not None:
@@ -103,7 +104,9 @@ def summarize(
         hosts=len(hosts),
         nodes=cluster.node_count if cluster else len(hosts),
         groups=groups,
-        switches_by_role=dict(Counter(n.role or "switch" for n in graph.nodes if n.kind != HOST)),
+        switches_by_role=dict(
+            Counter(n.role or "switch" for n in graph.nodes if n.kind != HOST or n.role == NVLS_ROLE)
+        ),
         links_by_kind_rate=dict(sorted(links.items(), key=lambda kv: (kv[0][0], -kv[0][1]))),
         bisection_bps=bisection_bandwidth(graph),
         ecmp_paths=ecmp,

@@ -21,9 +21,8 @@ from hetero_ns3.workload.memory import embedding_params_per_rank, head_params_pe
 from hetero_ns3.workload.models import ModelSpec
 from hetero_ns3.workload.parallel import ParallelPlan
 from hetero_ns3.workload.placement import Placement
-from hetero_ns3.workload.schedule import pipeline_schedule
 
-GRAD_BYTES = {"fp32": 4, "bf16": 2}
+GRAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 OPTIMIZER_BYTES_PER_PARAM = 30.0  # Adam step: read grad 4, r/w master 8, r/w m 8, r/w v 8, write bf16 weight 2
 
 
@@ -179,6 +178,9 @@ class CompileSpec:
         replica_microbatches: microbatches of each data-parallel replica.
         roofline: kernel timing model.
         gpu_of: catalog lookup of a GPU type name.
+        flash_attention: fused attention kernels (``[compute] flash_attention``); False = Megatron's
+            unfused path (s x s scores in HBM).
+        host_overhead_s: per-iteration host time after the optimizer (``[compute] host_overhead``).
     """
 
     model: ModelSpec
@@ -187,6 +189,8 @@ class CompileSpec:
     replica_microbatches: tuple[int, ...]
     roofline: Roofline
     gpu_of: Callable[[str], GpuSpec]
+    flash_attention: bool = True
+    host_overhead_s: float = 0.0
 
 
 class StepPrograms:
@@ -195,7 +199,16 @@ class StepPrograms:
     def __init__(self, spec: CompileSpec) -> None:
         p = spec.plan
         self.spec = spec
-        self.ctx = L.LayerContext(spec.model, p.micro_batch, p.tp, p.sequence_parallel, p.ep, p.recompute)
+        self.ctx = L.LayerContext(
+            spec.model,
+            p.micro_batch,
+            p.tp,
+            p.sequence_parallel,
+            p.ep,
+            p.recompute,
+            spec.flash_attention,
+            p.tp_comm_overlap,
+        )
         self._prog: dict[tuple[str, int], list[L.Step]] = {}
         self._cost: dict[tuple[str, tuple[Kernel, ...]], tuple[float, float, float]] = {}
 
@@ -262,214 +275,11 @@ def bucketize(order: Sequence[tuple[str, float, float]], bucket_params: int) -> 
 
 
 def compile_workload(spec: CompileSpec, placement: Placement) -> Workload:
-    """Compile one iteration into worker programs, expandable to per-rank ops (docs/workload.md)."""
-    plan, model = spec.plan, spec.model
-    tp, pp, dp = plan.tp, plan.pp, placement.dp
-    chunks = plan.chunks
-    n_v = pp * chunks
-    firsts = [sum(spec.stage_layers[:v]) for v in range(n_v)]
-    ids = _Ids()
-    progs = StepPrograms(spec)
-    gbytes = GRAD_BYTES[plan.grad_reduce_dtype]
-    zero = plan.zero_stage
-    sp_div = tp if plan.sequence_parallel and tp > 1 else 1
-    act_p2p = L.ACT_BYTES * plan.micro_batch * model.seq_len * model.hidden / sp_div
-    dp_kind = "reduce_scatter" if zero >= 1 else "all_reduce"
-    tied_sync = model.tie_embeddings and pp > 1
-    emb_grad_bytes = 4.0 * model.padded_vocab(tp) * model.hidden / tp
-    orders = {v: params_in_grad_order(spec, v, tp, pp) for v in range(n_v)}
-    buckets = {v: bucketize(orders[v], plan.bucket_params) for v in range(n_v)}
+    """Compile one iteration into worker programs, expandable to per-rank ops (docs/workload.md).
 
-    gpu_memo: dict[tuple[int, int, int], str] = {}
-    group_memo: dict[tuple[str, int, int], tuple[tuple[str, ...], ...]] = {}
-    group_of = {"dp": lambda t, s, _r: placement.dp_group(t, s), "edp": placement.edp_group, "ep": placement.ep_group}
+    The steps (forward / backward programs, pipeline p2p, gradient sync, tied embeddings, optimizer)
+    are the methods of :class:`hetero_ns3.workload.iteration.IterationCompiler`.
+    """
+    from hetero_ns3.workload.iteration import IterationCompiler
 
-    def gpu(t: int, stage: int, rep: int) -> str:
-        """GPU name of rank (t, stage, rep) (memoized: the compiler asks for the same ranks many times)."""
-        key = (t, stage, rep)
-        name = gpu_memo.get(key)
-        if name is None:
-            name = gpu_memo[key] = placement.slot(t, stage, rep).gpu
-        return name
-
-    def member_groups(kind: str, stage: int, rep: int) -> tuple[tuple[str, ...], ...]:
-        """Per tp index, the GPU names of the ``dp``, ``edp`` or ``ep`` group of (stage, replica) (memoized)."""
-        key = (kind, stage, rep)
-        groups = group_memo.get(key)
-        if groups is None:
-            groups = group_memo[key] = tuple(tuple(s.gpu for s in group_of[kind](t, stage, rep)) for t in range(tp))
-        return groups
-
-    def run(w: _ProgramBuilder, steps: list[L.Step], tag: str, phase: str, mb: int, chunk: int) -> None:
-        for st in steps:
-            if isinstance(st, L.Compute):
-                f, b, t = progs.cost(w.gpu_type, st.kernels)
-                w.compute(f"{tag}.{st.name}", f, b, t, phase, mb, chunk)
-            elif isinstance(st, L.Join):
-                w.join()
-            elif st.dim == "tp":
-                w.comm(
-                    f"{tag}.{st.name}",
-                    st.collective,
-                    st.bytes,
-                    (w.gpus,),
-                    "tp",
-                    ids.instance(),
-                    st.mode,
-                    phase,
-                    mb,
-                    chunk,
-                )
-            else:  # ep: the same tp index in the replicas of this EP block
-                groups = member_groups("ep", w.stage, w.replica)
-                inst = ids.instance(("ep", w.stage, w.replica // plan.ep, phase, mb, chunk, tag, st.name))
-                w.comm(f"{tag}.{st.name}", st.collective, st.bytes, groups, "ep", inst, st.mode, phase, mb, chunk)
-
-    def p2p(w: _ProgramBuilder, peer_stage: int, send: bool, phase: str, mb: int, chunk: int, v_from: int) -> None:
-        coll = "send" if send else "recv"
-        rep = w.replica
-        if send:
-            groups = tuple((gpu(t, w.stage, rep), gpu(t, peer_stage, rep)) for t in range(tp))
-        else:
-            groups = tuple((gpu(t, peer_stage, rep), gpu(t, w.stage, rep)) for t in range(tp))
-        inst = ids.instance(("pp", rep, phase, mb, v_from))
-        w.comm(
-            f"{phase}{mb}.c{chunk}.pp.{coll}",
-            coll,
-            act_p2p,
-            groups,
-            "pp",
-            inst,
-            "async",
-            phase,
-            mb,
-            chunk,
-            join=not send,
-        )
-        if not send:
-            w.join()
-
-    def grad_sync(
-        w: _ProgramBuilder, chunk: int, bk: Bucket, kind: str, nbytes: float, collective: str, dep: int | None = None
-    ) -> None:
-        for part, n in (("dense", bk.dense), ("expert", bk.expert)):
-            if part == "dense":
-                groups = member_groups("dp", w.stage, w.replica)
-                key: tuple = ("dp", kind, part, w.stage, chunk, bk.index)
-            else:
-                groups = member_groups("edp", w.stage, w.replica)
-                key = ("dp", kind, part, w.stage, w.replica % plan.ep, chunk, bk.index)
-            if n <= 0 or len(groups[0]) < 2:
-                continue
-            extra = (dep,) if dep is not None else ()
-            name = f"dp.{kind}.{part}.c{chunk}.b{bk.index}"
-            oid = w.comm(
-                name,
-                collective,
-                n * nbytes,
-                groups,
-                "dp",
-                ids.instance(key),
-                "async",
-                "opt",
-                join=False,
-                extra_deps=extra,
-            )
-            w.sync_ops.append(oid)
-
-    def tied(w: _ProgramBuilder) -> None:
-        groups = tuple((gpu(t, 0, w.replica), gpu(t, pp - 1, w.replica)) for t in range(tp))
-        inst = ids.instance(("emb", w.replica))
-        w.sync_ops.append(
-            w.comm("emb.grad_sync", "all_reduce", emb_grad_bytes, groups, "pp", inst, "async", "opt", join=False)
-        )
-
-    def optimizer(w: _ProgramBuilder) -> None:
-        dense = sum(d for c in range(chunks) for _u, d, _e in orders[c * pp + w.stage])
-        expert = sum(e for c in range(chunks) for _u, _d, e in orders[c * pp + w.stage])
-        local = dense / dp + expert / max(1, dp // plan.ep) if zero >= 1 else dense + expert
-        f, b, t = progs.cost(w.gpu_type, (Kernel("adam", "memory", 0.0, OPTIMIZER_BYTES_PER_PARAM * local),))
-        w.flush()
-        w.pending_join += w.sync_ops
-        w.compute("optimizer", f, b, t, "opt", -1, -1)
-        opt = w.flush()
-        if zero >= 1:
-            for c in range(chunks):
-                for bk in buckets[c * pp + w.stage]:
-                    grad_sync(w, c, bk, "param_ag", L.ACT_BYTES, "all_gather", opt)
-
-    programs: list[Program] = []
-    for rep in range(dp):
-        m_rep = spec.replica_microbatches[rep]
-        for stage in range(pp):
-            slots = placement.tp_group(stage, rep)
-            w = _ProgramBuilder(
-                stage, rep, tuple(s.rank for s in slots), tuple(s.gpu for s in slots), slots[0].gpu_type, ids
-            )
-            steps = pipeline_schedule(plan.schedule, pp, stage, m_rep, chunks)
-            last_b = {s.chunk: i for i, s in enumerate(steps) if s.phase == "B"}
-            for i, s in enumerate(steps):
-                v = s.chunk * pp + stage
-                first, n_layers = firsts[v], spec.stage_layers[v]
-                tag = f"{s.phase}{s.microbatch}.c{s.chunk}"
-                mb, ch = s.microbatch, s.chunk
-                if s.phase == "F":
-                    if v > 0:
-                        p2p(w, (v - 1) % pp, False, "F", mb, ch, v - 1)
-                    if v == 0:
-                        run(w, progs.program("emb_f"), f"{tag}.emb", "F", mb, ch)
-                    for layer in range(first, first + n_layers):
-                        run(w, progs.program("layer_f", layer), f"{tag}.L{layer}", "F", mb, ch)
-                    if v == n_v - 1:
-                        run(w, progs.program("head_f"), f"{tag}.head", "F", mb, ch)
-                    else:
-                        p2p(w, (v + 1) % pp, True, "F", mb, ch, v)
-                    continue
-                final = i == last_b[ch]
-                ready = {bk.last_unit: bk for bk in buckets[v]} if final and plan.overlap_grad_reduce else {}
-                if v < n_v - 1:
-                    p2p(w, (v + 1) % pp, False, "B", mb, ch, v + 1)
-                else:
-                    run(w, progs.program("head_b"), f"{tag}.head", "B", mb, ch)
-                    if "head" in ready:
-                        grad_sync(w, ch, ready["head"], "grad", gbytes, dp_kind)
-                    if final and tied_sync:
-                        tied(w)
-                for layer in reversed(range(first, first + n_layers)):
-                    run(w, progs.program("layer_b", layer), f"{tag}.L{layer}", "B", mb, ch)
-                    if f"L{layer}" in ready:
-                        grad_sync(w, ch, ready[f"L{layer}"], "grad", gbytes, dp_kind)
-                if v == 0:
-                    run(w, progs.program("emb_b"), f"{tag}.emb", "B", mb, ch)
-                    if "emb" in ready:
-                        grad_sync(w, ch, ready["emb"], "grad", gbytes, dp_kind)
-                    if final and tied_sync:
-                        tied(w)
-                else:
-                    p2p(w, (v - 1) % pp, True, "B", mb, ch, v)
-            if not plan.overlap_grad_reduce:
-                for c in range(chunks):
-                    for bk in buckets[c * pp + stage]:
-                        grad_sync(w, c, bk, "grad", gbytes, dp_kind)
-            optimizer(w)
-            w.flush()
-            programs.append(w.program())
-
-    meta = {
-        "model": model.name,
-        "tp": tp,
-        "pp": pp,
-        "dp": dp,
-        "ep": plan.ep,
-        "vpp": chunks,
-        "schedule": plan.schedule,
-        "recompute": plan.recompute,
-        "sequence_parallel": plan.sequence_parallel,
-        "zero_stage": zero,
-        "micro_batch": plan.micro_batch,
-        "global_batch": plan.global_batch,
-        "stage_layers": list(spec.stage_layers),
-        "replica_microbatches": list(spec.replica_microbatches),
-        "buckets_per_virtual_stage": {str(v): len(buckets[v]) for v in range(n_v)},
-    }
-    return Workload(placement.slots, tuple(programs), tp, meta)
+    return IterationCompiler(spec, placement).compile()

@@ -58,6 +58,8 @@ class LayerContext:
     sequence_parallel: bool
     ep: int
     recompute: str
+    flash_attention: bool = True
+    tp_comm_overlap: bool = False
 
     @property
     def tokens(self) -> int:
@@ -92,16 +94,45 @@ def mem(name: str, nbytes: float) -> Kernel:
     return Kernel(name, "memory", 0.0, float(nbytes))
 
 
-def _attn_core(c: LayerContext, backward: bool) -> Kernel:
+def _attn_core(c: LayerContext, backward: bool) -> tuple[Kernel, ...]:
+    """Attention core (scores, softmax, weighted sum) of one rank: fused flash kernel or Megatron's unfused path."""
+    if not c.flash_attention:
+        return _attn_unfused(c, backward)
     md, b, s, t = c.model, c.micro_batch, c.model.seq_len, c.tp
     hl, kl, hd = md.heads // t, md.n_kv_heads // t, md.head_dim
     flops = 4.0 * b * s * s * hl * hd
     work = 0.5 if md.causal else 1.0
     if backward:
-        return Kernel(
-            "attn.core.bwd", "attention_bwd", 2 * flops, ACT_BYTES * b * s * hd * (4 * hl + 4 * kl), work=work
+        return (
+            Kernel("attn.core.bwd", "attention_bwd", 2 * flops, ACT_BYTES * b * s * hd * (4 * hl + 4 * kl), work=work),
         )
-    return Kernel("attn.core", "attention_fwd", flops, ACT_BYTES * b * s * hd * (2 * hl + 2 * kl), work=work)
+    return (Kernel("attn.core", "attention_fwd", flops, ACT_BYTES * b * s * hd * (2 * hl + 2 * kl), work=work),)
+
+
+def _attn_unfused(c: LayerContext, backward: bool) -> tuple[Kernel, ...]:
+    """Megatron-LM's non-flash attention core (``CoreAttention``, 2020-2022 releases).
+
+    Forward: ``baddbmm`` Q K^T (batch b x heads/tp, s x s x head_dim), the fused scale-mask-softmax
+    kernel (reads and writes the 2-byte s x s scores), attention dropout (reads the probabilities,
+    writes them and a 1-byte mask) and ``bmm`` of the probabilities with V. The full s x s product
+    is computed (no causal skipping), which is also what the paper's FLOP formula counts. Backward
+    mirrors it: two GEMMs per product, dropout and softmax backward over the s x s tensors.
+    """
+    md, b, s, t = c.model, c.micro_batch, c.model.seq_len, c.tp
+    hl, hd = md.heads // t, md.head_dim
+    bh = b * hl
+    sq = float(bh * s * s)  # elements of the score tensor
+    drop = (2 * ACT_BYTES + 1) * sq  # read, write, 1-byte mask
+    if not backward:
+        fwd = [gemm("attn.qk", s, s, hd, bh), mem("attn.softmax", 2 * ACT_BYTES * sq)]
+        if md.dropout:
+            fwd.append(mem("attn.dropout", drop))
+        return (*fwd, gemm("attn.pv", s, hd, s, bh))
+    bwd = [gemm("attn.pv.dgrad", s, s, hd, bh), gemm("attn.pv.wgrad", s, hd, s, bh)]
+    if md.dropout:
+        bwd.append(mem("attn.dropout.bwd", drop))
+    bwd.append(mem("attn.softmax.bwd", 3 * ACT_BYTES * sq))
+    return (*bwd, gemm("attn.qk.dgrad", s, hd, s, bh), gemm("attn.qk.wgrad", s, hd, s, bh))
 
 
 def _dims(c: LayerContext) -> tuple[int, int, int, int]:
@@ -157,12 +188,42 @@ def _bda_bytes(c: LayerContext) -> float:
     return (3.0 * ACT_BYTES + (1 if c.model.dropout else 0)) * c.tokens_elementwise * c.model.hidden
 
 
+def _overlapped(
+    c: LayerContext, name: str, first: tuple[Kernel, ...], mid: tuple[Kernel, ...], last: Kernel
+) -> list[Step]:
+    """Forward TP region with Megatron-Core's ``tp_comm_overlap`` (Transformer Engine userbuffers):
+    the entry all-gather runs alongside the first GEMM and the exit reduction alongside the last GEMM,
+    each region costing max(collective, GEMM) instead of their sum."""
+    steps: list[Step] = []
+    enter = _tp_enter(c, name)
+    if enter:
+        e = enter[0]
+        steps += [Comm(e.name, e.collective, e.bytes, "tp", "async"), Compute(f"{name}.in", first), Join()]
+    else:
+        steps.append(Compute(f"{name}.in", first))
+    if mid:
+        steps.append(Compute(f"{name}.mid", mid))
+    out = _tp_exit(c, name)
+    if out:
+        x = out[0]
+        steps += [Comm(x.name, x.collective, x.bytes, "tp", "async"), Compute(f"{name}.out", (last,)), Join()]
+    else:
+        steps.append(Compute(f"{name}.out", (last,)))
+    return steps
+
+
 def attention_forward(c: LayerContext) -> list[Step]:
     T, h, qkv_n, _ = _dims(c)
+    if c.tp_comm_overlap and c.tp > 1:
+        return [
+            Compute("attn.ln", (mem("ln1", _norm_bytes(c)),)),
+            *_overlapped(c, "attn", (gemm("qkv", T, qkv_n, h),), _attn_core(c, False), gemm("proj", T, h, h // c.tp)),
+            Compute("attn.bda", (mem("bda1", _bda_bytes(c)),)),
+        ]
     return [
         Compute("attn.ln", (mem("ln1", _norm_bytes(c)),)),
         *_tp_enter(c, "attn"),
-        Compute("attn", (gemm("qkv", T, qkv_n, h), _attn_core(c, False), gemm("proj", T, h, h // c.tp))),
+        Compute("attn", (gemm("qkv", T, qkv_n, h), *_attn_core(c, False), gemm("proj", T, h, h // c.tp))),
         *_tp_exit(c, "attn"),
         Compute("attn.bda", (mem("bda1", _bda_bytes(c)),)),
     ]
@@ -175,8 +236,8 @@ def attention_backward(c: LayerContext) -> list[Step]:
         steps.append(Comm("attn.ag_grad", "all_gather", c.act_bytes, "tp"))
     kern = [*gemm_bwd("proj", T, h, h // c.tp)]
     if c.recompute == "selective":
-        kern.append(_attn_core(c, False))
-    kern.append(_attn_core(c, True))
+        kern += _attn_core(c, False)
+    kern += _attn_core(c, True)
     steps.append(Compute("attn.bwd", tuple(kern)))
     steps += _col_parallel_bwd(c, "qkv", *gemm_bwd("qkv", T, qkv_n, h))
     steps.append(Compute("attn.ln.bwd", (mem("ln1.bwd", 1.5 * _norm_bytes(c)),)))
@@ -190,6 +251,12 @@ def _act_bytes(c: LayerContext, f_local: int, tokens: int) -> float:
 def mlp_forward(c: LayerContext) -> list[Step]:
     T, h, _, f = _dims(c)
     up = f * (2 if c.model.gated_mlp else 1)
+    if c.tp_comm_overlap and c.tp > 1:
+        return [
+            Compute("mlp.ln", (mem("ln2", _norm_bytes(c)),)),
+            *_overlapped(c, "mlp", (gemm("fc1", T, up, h),), (mem("act", _act_bytes(c, f, T)),), gemm("fc2", T, h, f)),
+            Compute("mlp.bda", (mem("bda2", _bda_bytes(c)),)),
+        ]
     return [
         Compute("mlp.ln", (mem("ln2", _norm_bytes(c)),)),
         *_tp_enter(c, "mlp"),

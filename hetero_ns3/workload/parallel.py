@@ -37,8 +37,15 @@ class ParallelPlan:
         zero_stage: 0 plain DP all-reduce; 1 distributed optimizer (gradient reduce-scatter,
             parameter all-gather, optimizer states sharded); 2 also shards gradients.
         bucket_params: gradient bucket size, parameters (Megatron ``ddp_bucket_size``; 40M default).
-        overlap_grad_reduce: launch each bucket's reduction as soon as its gradients are final.
-        grad_reduce_dtype: gradient dtype on the wire, ``fp32`` (Megatron default) or ``bf16``.
+        overlap_grad_reduce: launch each bucket's reduction as soon as its gradients are final
+            (Megatron ``--overlap-grad-reduce``).
+        overlap_param_gather: with the distributed optimizer (zero_stage >= 1), issue the parameter
+            all-gathers at the start of the iteration, bucket by bucket, each gating the forward of its
+            first layer (Megatron ``--overlap-param-gather``) instead of after the optimizer step.
+        tp_comm_overlap: overlap the forward TP all-gather / reduce-scatter (all-reduce) with the
+            adjacent GEMM (Megatron-Core ``--tp-comm-overlap``, Transformer Engine userbuffers); default off
+            as in Megatron.
+        grad_reduce_dtype: gradient dtype on the wire: ``fp32`` (Megatron with bf16, ``accumulate_allreduce_grads_in_fp32``), ``bf16`` or ``fp16`` (2 bytes; Megatron 2021 fp16 runs reduced fp16 gradients).
         order: rank order, fastest-varying first: ``tp-pp-dp`` (default) or ``tp-dp-pp``.
         partition: ``auto`` (stage layers and replica microbatches proportional to throughput) or
             ``uniform`` (equal split, Megatron's default).
@@ -59,7 +66,9 @@ class ParallelPlan:
     zero_stage: int = 0
     bucket_params: int = 40_000_000
     overlap_grad_reduce: bool = True
-    grad_reduce_dtype: Literal["fp32", "bf16"] = "fp32"
+    overlap_param_gather: bool = False
+    tp_comm_overlap: bool = False
+    grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
     order: Literal["tp-pp-dp", "tp-dp-pp"] = "tp-pp-dp"
     partition: Literal["auto", "uniform"] = "auto"
     stage_layers: tuple[int, ...] | None = None

@@ -303,9 +303,11 @@ def resolve(
     plan = replace(plan, dp=dp)
     placement = place(gpus, plan.tp, plan.pp, dp, plan.ep, plan.order)
     roofline = compute.roofline(base_dir)
-    probe = CompileSpec(model, plan, (1,) * plan.pp * plan.chunks, (1,) * dp, roofline, lookup)
+    flash = compute.flash_attention
+    host = compute.host_overhead
+    probe = CompileSpec(model, plan, (1,) * plan.pp * plan.chunks, (1,) * dp, roofline, lookup, flash, host)
     vlayers, reps, layer_t = partition(model, plan, placement, StepPrograms(probe))
-    spec = CompileSpec(model, plan, vlayers, reps, roofline, lookup)
+    spec = CompileSpec(model, plan, vlayers, reps, roofline, lookup, flash, host)
     memory = estimate_memory(model, plan, placement, spec, compute)
     return Resolved(plan, placement, spec, layer_t, memory)
 
@@ -350,13 +352,9 @@ def build_plan(
 
 def plan_scenario(scenario: Any) -> Plan:
     """Build the Plan of a loaded :class:`~hetero_ns3.scenario.Scenario` ([model], [parallelism], [cluster])."""
-    from hetero_ns3.scenario.sections import resolve_cluster_gpus
+    from hetero_ns3.scenario.cluster import resolve_cluster_gpus
 
-    for name in ("model", "parallelism", "cluster"):
-        if scenario.section(name) is None:
-            raise ScenarioError(
-                f"[{name}] section is missing from {scenario.source}; `plan` needs model, parallelism and cluster"
-            )
-    compute = scenario.section("compute") or ComputeConfig()
+    scenario.require("model", "parallelism", "cluster", purpose="planning")
+    compute = scenario.compute
     gpus = resolve_cluster_gpus(scenario.cluster, scenario.base_dir, compute.extra_gpus())
     return build_plan(scenario.model, scenario.parallelism, gpus, compute, scenario.base_dir)

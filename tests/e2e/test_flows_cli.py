@@ -17,7 +17,7 @@ def _write(tmp_path, text: str):
 @pytest.mark.e2e
 @pytest.mark.ns3
 @pytest.mark.parametrize("cc", ["hpcc", "dcqcn", "none"])
-def test_flows_cli_writes_tables(native, tmp_path, capsys, cc):
+def test_flows_cli_writes_tables(capi, tmp_path, capsys, cc):
     flows = _write(
         tmp_path, "src,dst,size_bytes,start_s,priority\nh1,h0,200000,0,3\nh2,h0,200000,0.00001,3\nh3,h4,50000,0,1\n"
     )

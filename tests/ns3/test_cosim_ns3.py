@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hetero_ns3.cosim.runner import run_scenario
 from hetero_ns3.errors import SimulationError
+from hetero_ns3.pipeline import run_scenario
 from hetero_ns3.scenario.loader import scenario_from_dict
 
 pytestmark = pytest.mark.ns3
@@ -26,7 +26,7 @@ def _scenario(topology: Path, **sections):
     return scenario_from_dict(raw)
 
 
-def test_backends_agree_within_5_percent_without_congestion(native, tmp_path):
+def test_backends_agree_within_5_percent_without_congestion(capi, tmp_path):
     # Two identical H100 nodes: each DP pair talks over its own 400G rail, and TP rings send each GPU's
     # traffic to one peer over NVLink: nothing shares a port. (Tree fan-in does share one: there the
     # packet level serves segments in turn while max-min shares them; see docs/cosim.md.)
@@ -37,7 +37,7 @@ def test_backends_agree_within_5_percent_without_congestion(native, tmp_path):
     assert packet.summary.iteration_time_s == pytest.approx(flow.summary.iteration_time_s, rel=0.05)
 
 
-def test_congestion_control_changes_a_congested_iteration(native, tmp_path):
+def test_congestion_control_changes_a_congested_iteration(capi, tmp_path):
     # H100 NICs (400G) send DP traffic into A100 NICs (200G) on the same rail: the rail switch queues.
     topo = REPO / "topologies" / "mixed-2node.toml"
     iters = {}
@@ -50,7 +50,7 @@ def test_congestion_control_changes_a_congested_iteration(native, tmp_path):
     assert abs(iters["dcqcn"] - iters["hpcc"]) / iters["hpcc"] > 1e-4
 
 
-def test_a_failing_run_leaves_its_partial_tables(native, tmp_path):
+def test_a_failing_run_leaves_its_partial_tables(capi, tmp_path):
     # The only NIC link of GPU n0.g0 fails at t=0 and no route avoids it: its DP flows never finish.
     sc = _scenario(
         DATA / "two-node-h100.toml",
@@ -67,7 +67,7 @@ def test_a_failing_run_leaves_its_partial_tables(native, tmp_path):
     assert len(tasks) > 10  # the plan's tasks, with start/finish where they ran
 
 
-def test_an_interrupted_run_keeps_the_tasks_that_finished(native, tmp_path):
+def test_an_interrupted_run_keeps_the_tasks_that_finished(capi, tmp_path):
     calls = []
 
     def ctrl_c(sim_s, done, total):  # what Ctrl-C does between two slices of simulated time
@@ -87,7 +87,7 @@ def test_an_interrupted_run_keeps_the_tasks_that_finished(native, tmp_path):
     assert 0 < finished < len(tasks)  # some tasks ran, not all
 
 
-def test_two_iterations_through_the_packet_backend(native, tmp_path):
+def test_two_iterations_through_the_packet_backend(capi, tmp_path):
     # The same iteration twice, back to back. The rule adds nothing inside the first iteration, so with
     # the same seed it replays exactly as a one-iteration run; each GPU starts the second once all its
     # tasks of the first are done. (The second is ~3% shorter here: docs/cosim.md, "Several iterations".)

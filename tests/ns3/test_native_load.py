@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from hetero_ns3.network import ns3env
 from hetero_ns3.network.native_build import ModuleSpec
+from hetero_ns3.network.ns3 import ns3env
 
 FIXTURE = Path(__file__).resolve().parent.parent / "native_fixture"
 SPEC = ModuleSpec(name="fixture", root=FIXTURE, umbrella_header="fixture-module.h", source_dirs=("model",))

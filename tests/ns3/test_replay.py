@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
-from hetero_ns3.dag import FLOW, critical_path_s
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import FLOW, critical_path_s
 from hetero_ns3.topology import resolve_topology
 
 pytestmark = pytest.mark.ns3
@@ -27,9 +27,9 @@ def _deps_respected(plan, times) -> float:
     return float(np.max(times.finish_s[plan.dep_idx] - times.start_s[owner]))
 
 
-def test_compute_flow_compute_chain_matches_standalone_flow(native, star4):
-    from hetero_ns3.network.replay import run_plan
-    from hetero_ns3.network.roce import simulate_flows
+def test_compute_flow_compute_chain_matches_standalone_flow(capi, star4):
+    from hetero_ns3.network.ns3.replay import run_plan
+    from hetero_ns3.network.ns3.roce import simulate_flows
 
     b = PlanBuilder(HOSTS)
     c0 = b.add_compute("h0", 1e-6, label="fwd")
@@ -49,8 +49,8 @@ def test_compute_flow_compute_chain_matches_standalone_flow(native, star4):
     assert list(res.flows.columns[:4]) == ["task", "src", "dst", "size_bytes"]
 
 
-def test_pure_compute_plan_equals_critical_path(native, star4):
-    from hetero_ns3.network.replay import run_plan
+def test_pure_compute_plan_equals_critical_path(capi, star4):
+    from hetero_ns3.network.ns3.replay import run_plan
 
     b = PlanBuilder(HOSTS)
     rng = np.random.default_rng(3)
@@ -66,9 +66,9 @@ def test_pure_compute_plan_equals_critical_path(native, star4):
     np.testing.assert_allclose(res.times.finish_s, ref.finish_s, rtol=0, atol=0.5e-9 * len(plan))
 
 
-def test_ring_all_reduce_respects_chunk_dependencies_and_agrees_with_analytic(native, star4):
-    from hetero_ns3.analytic import simulate_plan
-    from hetero_ns3.network.replay import run_plan
+def test_ring_all_reduce_respects_chunk_dependencies_and_agrees_with_analytic(capi, star4):
+    from hetero_ns3.network.analytic import simulate_plan
+    from hetero_ns3.network.ns3.replay import run_plan
 
     b = PlanBuilder(HOSTS)
     env = CollectiveEnv.from_graph(star4)
@@ -84,8 +84,8 @@ def test_ring_all_reduce_respects_chunk_dependencies_and_agrees_with_analytic(na
     assert res.times.makespan_s == pytest.approx(analytic, rel=0.05)
 
 
-def test_link_at_half_rate_doubles_transfer_time(native, star4):
-    from hetero_ns3.network.replay import LinkFault, run_plan
+def test_link_at_half_rate_doubles_transfer_time(capi, star4):
+    from hetero_ns3.network.ns3.replay import LinkFault, run_plan
 
     def one_flow(faults):
         b = PlanBuilder(HOSTS)
@@ -99,8 +99,8 @@ def test_link_at_half_rate_doubles_transfer_time(native, star4):
     assert slow / base == pytest.approx(2.0, rel=0.03)
 
 
-def test_plan_with_flows_reports_every_flow_once(native, star4):
-    from hetero_ns3.network.replay import run_plan
+def test_plan_with_flows_reports_every_flow_once(capi, star4):
+    from hetero_ns3.network.ns3.replay import run_plan
 
     b = PlanBuilder(HOSTS)
     fs = [b.add_flow(HOSTS[i], HOSTS[(i + 1) % 4], 100_000 * (i + 1)) for i in range(4)]

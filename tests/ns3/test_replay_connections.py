@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from hetero_ns3.cosim.iterations import repeat_plan
-from hetero_ns3.netgraph import GraphLink, GraphNode, make_graph
 from hetero_ns3.network.config import CcConfig, NetworkConfig, RoutingConfig
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.iterations import repeat_plan
 from hetero_ns3.topology import resolve_topology
+from hetero_ns3.topology.graph import GraphLink, GraphNode, make_graph
 
 pytestmark = pytest.mark.ns3
 
@@ -41,8 +41,8 @@ def _spines_used(ports) -> set[str]:
     return set(up["peer"])
 
 
-def test_one_connection_keeps_one_path_while_per_flow_hashing_spreads(native, leafspine):
-    from hetero_ns3.network.replay import run_plan
+def test_one_connection_keeps_one_path_while_per_flow_hashing_spreads(capi, leafspine):
+    from hetero_ns3.network.ns3.replay import run_plan
 
     plan = _sequential_plan(6)
     assert set(plan.flow_connections()[plan.kind == 1]) == {0}
@@ -56,8 +56,8 @@ def test_one_connection_keeps_one_path_while_per_flow_hashing_spreads(native, le
     assert len(_spines_used(by_flow.ports)) > 1  # today's per-flow ports: the messages spread
 
 
-def test_default_is_connection_and_flow_mode_matches_the_plain_flow_api(native, leafspine):
-    from hetero_ns3.network.replay import run_plan
+def test_default_is_connection_and_flow_mode_matches_the_plain_flow_api(capi, leafspine):
+    from hetero_ns3.network.ns3.replay import run_plan
 
     plan = _sequential_plan(3)
     default = run_plan(leafspine, plan, NetworkConfig(cc=CcConfig(kind="none")))
@@ -90,7 +90,7 @@ def _channels_plan():
 
 
 def _fcts_per_iteration(graph, ecmp_key: str, iterations: int) -> np.ndarray:
-    from hetero_ns3.network.replay import run_plan
+    from hetero_ns3.network.ns3.replay import run_plan
 
     rep = repeat_plan(_channels_plan(), iterations)
     res = run_plan(graph, rep.plan, _config(ecmp_key))
@@ -100,13 +100,13 @@ def _fcts_per_iteration(graph, ecmp_key: str, iterations: int) -> np.ndarray:
     return np.stack([fct[it == k] for k in range(iterations)])
 
 
-def test_iterations_repeat_exactly_when_hashing_per_connection(native, uneven_spines):
+def test_iterations_repeat_exactly_when_hashing_per_connection(capi, uneven_spines):
     fct = _fcts_per_iteration(uneven_spines, "connection", 4)
     for k in range(1, 4):
         np.testing.assert_allclose(fct[k], fct[0], rtol=1e-9)
 
 
-def test_per_flow_hashing_changes_paths_between_iterations(native, uneven_spines):
+def test_per_flow_hashing_changes_paths_between_iterations(capi, uneven_spines):
     # The witness that the test above can fail: the same plan hashed per flow task sends later
     # iterations' messages over other spines (other delays), hence other FCTs.
     fct = _fcts_per_iteration(uneven_spines, "flow", 4)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from hetero_ns3.network.config import BufferConfig, CcConfig, NetworkConfig, NicConfig, PfcConfig
-from hetero_ns3.network.roce import egress_port, simulate_flows
+from hetero_ns3.network.ns3.roce import egress_port, simulate_flows
 from hetero_ns3.topology import resolve_topology
 
 pytestmark = pytest.mark.ns3
@@ -42,7 +42,7 @@ def _ideal_single(size: int, hops: int, frame_extra: int = 0) -> float:
 @pytest.mark.parametrize(
     ("topology", "src", "dst", "hops"), [("star:2", "h0", "h1", 2), ("leafspine:2,2,1", "h0", "h1", 4)]
 )
-def test_single_flow_fct_is_size_over_goodput_plus_latency(native, topology, src, dst, hops):
+def test_single_flow_fct_is_size_over_goodput_plus_latency(capi, topology, src, dst, hops):
     graph = resolve_topology(topology, RATE, DELAY)
     size = 2_000_000
     flows = pd.DataFrame({"src": [src], "dst": [dst], "size_bytes": [size], "start_s": [10e-6]})
@@ -54,7 +54,7 @@ def test_single_flow_fct_is_size_over_goodput_plus_latency(native, topology, src
     assert res.ports["drops_total"].sum() == 0
 
 
-def test_hpcc_single_flow_pays_int_overhead(native):
+def test_hpcc_single_flow_pays_int_overhead(capi):
     graph = resolve_topology("star:2", RATE, DELAY)
     size = 2_000_000
     flows = pd.DataFrame({"src": ["h0"], "dst": ["h1"], "size_bytes": [size], "start_s": [0.0]})
@@ -66,7 +66,7 @@ def test_hpcc_single_flow_pays_int_overhead(native):
 
 
 @pytest.mark.parametrize("cc", ["none", "dcqcn", "hpcc"])
-def test_incast_with_pfc_is_lossless_and_fair(native, cc):
+def test_incast_with_pfc_is_lossless_and_fair(capi, cc):
     graph = resolve_topology("star:9", RATE, DELAY)
     cfg = NetworkConfig(cc=CcConfig(kind=cc), buffer=BufferConfig(switch_buffer_bytes=1_000_000))
     res = simulate_flows(graph, _incast(), cfg)
@@ -90,7 +90,7 @@ def test_incast_with_pfc_is_lossless_and_fair(native, cc):
         assert _jain((f["size_bytes"] / f["fct_s"]).to_numpy()) >= 0.95
 
 
-def test_pfc_off_small_buffer_drops_with_reason_and_recovers(native):
+def test_pfc_off_small_buffer_drops_with_reason_and_recovers(capi):
     graph = resolve_topology("star:9", RATE, DELAY)
     cfg = NetworkConfig(
         cc=CcConfig(kind="none"),
@@ -109,7 +109,7 @@ def test_pfc_off_small_buffer_drops_with_reason_and_recovers(native):
     assert p.loc[egress_port(graph, "sw0", "h0"), "drops_lossy_buffer_full"] == p["drops_lossy_buffer_full"].sum()
 
 
-def test_hpcc_queue_well_below_dcqcn(native):
+def test_hpcc_queue_well_below_dcqcn(capi):
     graph = resolve_topology("star:9", RATE, DELAY)
     port = egress_port(graph, "sw0", "h0")
     p99 = {}
@@ -120,11 +120,13 @@ def test_hpcc_queue_well_below_dcqcn(native):
     assert p99["hpcc"] < 0.25 * p99["dcqcn"]
 
 
-def test_dcqcn_late_joiner_converges_to_fair_share(native):
+def test_dcqcn_late_joiner_converges_to_fair_share(capi):
+    # The default preset's 300 us increase timer needs a few periods to share: a 8 MB flow joins a 20 MB one
+    # after 1 ms (measured: 0.98 of the fair-share rate; 2 MB after 200 us gives 0.81).
     graph = resolve_topology("star:3", RATE, DELAY)
-    late = 2_000_000
+    late = 8_000_000
     flows = pd.DataFrame(
-        {"src": ["h1", "h2"], "dst": ["h0", "h0"], "size_bytes": [8_000_000, late], "start_s": [0.0, 200e-6]}
+        {"src": ["h1", "h2"], "dst": ["h0", "h0"], "size_bytes": [20_000_000, late], "start_s": [0.0, 1e-3]}
     )
     res = simulate_flows(graph, flows, NetworkConfig(cc=CcConfig(kind="dcqcn")))
     f = res.flows
@@ -132,24 +134,11 @@ def test_dcqcn_late_joiner_converges_to_fair_share(native):
     # the long flow is still running when the late flow ends: they shared the link throughout
     assert f["finish_s"][0] > f["finish_s"][1]
     fair_fct = late * (SEG + HDR) / SEG * 8 / (RATE / 2)
-    assert fair_fct / float(f["fct_s"][1]) == pytest.approx(1.0, abs=0.2)
+    assert fair_fct / float(f["fct_s"][1]) == pytest.approx(1.0, abs=0.1)
 
 
-def test_switching_cc_changes_results(native):
-    graph = resolve_topology("star:9", RATE, DELAY)
-    fcts = {}
-    for cc in ("none", "dcqcn", "hpcc"):
-        res = simulate_flows(graph, _incast(), NetworkConfig(cc=CcConfig(kind=cc)))
-        fcts[cc] = res.flows["fct_s"].to_numpy()
-        if cc == "none":
-            assert res.ports["ecn_marks"].sum() > 0  # marks happen, nobody reacts
-    assert not np.allclose(fcts["none"], fcts["dcqcn"], rtol=1e-3)
-    assert not np.allclose(fcts["none"], fcts["hpcc"], rtol=1e-3)
-    assert not np.allclose(fcts["dcqcn"], fcts["hpcc"], rtol=1e-3)
-
-
-def test_multi_port_host_uses_its_forwarding_table_and_port_segment_sizes(native):
-    from hetero_ns3.netgraph import GraphLink, GraphNode, make_graph
+def test_multi_port_host_uses_its_forwarding_table_and_port_segment_sizes(capi):
+    from hetero_ns3.topology.graph import GraphLink, GraphNode, make_graph
 
     nodes = [
         GraphNode("g0", "host"),
@@ -190,7 +179,7 @@ def test_multi_port_host_uses_its_forwarding_table_and_port_segment_sizes(native
     assert ports.loc[4, "tx_data_bytes"] == b_size  # g0's PCIe port (link 2, end a)
 
 
-def test_headroom_is_what_keeps_pfc_lossless(native):
+def test_headroom_is_what_keeps_pfc_lossless(capi):
     """With the automatic headroom the incast is lossless (above); shrink it below one round trip of
     in-flight data and the same incast drops frames, named headroom_overflow, at the ingress ports."""
     graph = resolve_topology("star:9", RATE, DELAY)

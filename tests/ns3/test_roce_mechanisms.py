@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 
 from hetero_ns3.network.config import (
-    ATTRIBUTE_MAP,
     COALESCED_ACK_INTERVAL,
     CcConfig,
     EcnConfig,
@@ -17,21 +16,13 @@ from hetero_ns3.network.config import (
     NicConfig,
     RoutingConfig,
 )
-from hetero_ns3.network.roce import open_network, simulate_flows
+from hetero_ns3.network.ns3.roce import open_network, simulate_flows
 from hetero_ns3.topology import resolve_topology
 
 pytestmark = pytest.mark.ns3
 
 RATE = 100e9
 DELAY = 1e-6
-
-
-def test_every_mapped_attribute_exists(native):
-    ns = native
-    for b in ATTRIBUTE_MAP:
-        tid = ns.TypeId.LookupByName(b.type_id)
-        info = ns.TypeId.AttributeInformation()
-        assert tid.LookupAttributeByName(b.attribute, info), f"{b.type_id}::{b.attribute} (for {b.path}) is missing"
 
 
 @pytest.mark.parametrize(
@@ -66,7 +57,7 @@ def _incast(n: int = 8) -> pd.DataFrame:
     )
 
 
-def test_same_seed_same_results_and_reruns_in_one_process(native):
+def test_same_seed_same_results_and_reruns_in_one_process(capi):
     graph = resolve_topology("star:9", RATE, DELAY)
     cfg = NetworkConfig(cc=CcConfig(kind="dcqcn"))
     a = simulate_flows(graph, _incast(), cfg, seed=7)
@@ -79,7 +70,7 @@ def test_same_seed_same_results_and_reruns_in_one_process(native):
     assert not a.flows["fct_s"].equals(c.flows["fct_s"])  # ECN draws depend on the seed
 
 
-def test_ecmp_seed_spreads_flows_over_paths(native):
+def test_ecmp_seed_spreads_flows_over_paths(capi):
     graph = resolve_topology("leafspine:2,4,4", RATE, DELAY)
     flows = pd.DataFrame(
         {
@@ -174,7 +165,7 @@ def test_link_rate_change_and_link_down_recovery(native):
 
 
 @pytest.mark.parametrize(("scheduler", "weights"), [("strict", (1,) * 8), ("wrr", (1, 1, 1, 1, 1, 3, 1, 1))])
-def test_class_scheduling_strict_and_weighted(native, scheduler, weights):
+def test_class_scheduling_strict_and_weighted(capi, scheduler, weights):
     graph = resolve_topology("star:3", RATE, DELAY)
     size = 2_000_000
     frames = math.ceil(size / 4096)
@@ -201,7 +192,7 @@ def test_class_scheduling_strict_and_weighted(native, scheduler, weights):
     assert low == pytest.approx(total, rel=0.02)
 
 
-def test_cnp_rate_limit_and_ack_coalescing(native):
+def test_cnp_rate_limit_and_ack_coalescing(capi):
     graph = resolve_topology("star:9", RATE, DELAY)
     # CC none never slows down, so marking goes on for the whole incast (about 0.65 ms)
     runs = {}
@@ -222,7 +213,7 @@ def test_cnp_rate_limit_and_ack_coalescing(native):
     assert runs[10] > 3 * runs[50]
 
 
-def test_default_ack_interval_coalesces_for_dcqcn_and_none_not_hpcc(native):
+def test_default_ack_interval_coalesces_for_dcqcn_and_none_not_hpcc(capi):
     graph = resolve_topology("star:2", RATE, DELAY)
     flows = pd.DataFrame({"src": ["h0"], "dst": ["h1"], "size_bytes": [1_000_000], "start_s": [0.0]})
     frames = math.ceil(1_000_000 / 4096)
@@ -248,7 +239,7 @@ def _fcts_by_seed(graph, flows: pd.DataFrame, cfg: NetworkConfig, seeds: tuple[i
     return out
 
 
-def test_coalesced_acks_keep_fcts_of_per_frame_acks_cc_none(native):
+def test_coalesced_acks_keep_fcts_of_per_frame_acks_cc_none(capi):
     # 2 leaves x 1 spine: 4 flows each way share one uplink per direction (4:1); the ACKs ride the
     # reverse path behind the other direction's data. Per-frame ACKs take 64 B of every 4158 B there.
     graph = resolve_topology("leafspine:2,1,4", RATE, DELAY)
@@ -261,7 +252,7 @@ def test_coalesced_acks_keep_fcts_of_per_frame_acks_cc_none(native):
     assert coalesced.mean() == pytest.approx(per_frame.mean(), rel=0.03)
 
 
-def test_coalesced_acks_keep_fcts_of_per_frame_acks_dcqcn(native):
+def test_coalesced_acks_keep_fcts_of_per_frame_acks_dcqcn(capi):
     # Same pattern under DCQCN: ECN marks and CNPs make FCTs seed-dependent (random marking), so compare
     # over seeds: the mean FCT within 6 %.
     graph = resolve_topology("leafspine:2,1,4", RATE, DELAY)
@@ -282,7 +273,7 @@ def test_coalesced_acks_keep_fcts_of_per_frame_acks_dcqcn(native):
         assert ideal <= f.max() <= 1.05 * hi
 
 
-def test_ack_request_keeps_window_limited_sender_going(native):
+def test_ack_request_keeps_window_limited_sender_going(capi):
     # star at 100G / 1 us: the BDP window (~12 frames) is smaller than the default ACK interval (16), so
     # without the AckReq bit on the frame that fills the window the sender would wait for the 1 ms RTO.
     graph = resolve_topology("star:2", RATE, DELAY)
@@ -299,7 +290,7 @@ def test_ack_request_keeps_window_limited_sender_going(native):
 
 
 @pytest.mark.parametrize("tolerant", [False, True])
-def test_packet_spray_reordering_go_back_n_vs_reorder_tolerant(native, tolerant):
+def test_packet_spray_reordering_go_back_n_vs_reorder_tolerant(capi, tolerant):
     graph = resolve_topology("leafspine:2,4,4", RATE, DELAY)
     flows = pd.DataFrame(
         {
@@ -328,12 +319,12 @@ def test_packet_spray_reordering_go_back_n_vs_reorder_tolerant(native, tolerant)
         assert (f["retransmits"] > 0).any()  # reordering looks like loss to go-back-N
 
 
-def test_ecn_marks_in_simulation_follow_the_queue(native):
+def test_ecn_marks_in_simulation_follow_the_queue(capi):
     """A queue held by static PFC thresholds in an 8 -> 1 incast (CC none: nobody reacts to marks).
     Expected marks = sum over 0.2 us queue samples of p(q) x frames sent in the interval; the
     bottleneck port's mark counter must match within 4 Poisson sigma + 5 %."""
     from hetero_ns3.network.config import PfcConfig
-    from hetero_ns3.network.roce import egress_port
+    from hetero_ns3.network.ns3.roce import egress_port
 
     graph = resolve_topology("star:9", RATE, DELAY)
     flows = pd.DataFrame(

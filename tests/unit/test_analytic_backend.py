@@ -4,12 +4,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hetero_ns3.analytic import AnalyticConfig, Framing, simulate_flows, simulate_plan
-from hetero_ns3.dag import critical_path_s
 from hetero_ns3.errors import ScenarioError, SimulationError
-from hetero_ns3.netgraph import HOST, SWITCH, GraphLink, GraphNode, make_graph
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.network.analytic import AnalyticConfig, Framing, simulate_flows, simulate_plan
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import critical_path_s
 from hetero_ns3.topology import leaf_spine, star
+from hetero_ns3.topology.graph import HOST, SWITCH, GraphLink, GraphNode, make_graph
 
 ENGINES = ["native", "numpy"]
 
@@ -282,7 +282,7 @@ def _mix64_int(x: int) -> int:
 
 def test_packet_hash_follows_the_switch_formula():
     # RoceNode::SelectPort with RdmaNetwork's source port per flow id, in plain Python integers.
-    from hetero_ns3.analytic.routes import packet_backend_hash
+    from hetero_ns3.network.analytic.routes import packet_backend_hash
 
     seq, node, src, dst, seed = (
         np.array([0, 7, 12345]),

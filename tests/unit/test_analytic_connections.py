@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hetero_ns3.analytic import AnalyticConfig, simulate_plan
-from hetero_ns3.analytic.native import load_kernel
-from hetero_ns3.analytic.routes import _stats_numpy, gather_rows, link_arrays, route_flows
 from hetero_ns3.errors import ScenarioError, SimulationError
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.network.analytic import AnalyticConfig, simulate_plan
+from hetero_ns3.network.analytic.native import load_kernel
+from hetero_ns3.network.analytic.routes import _stats_numpy, gather_rows, link_arrays, route_flows
+from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.topology import leaf_spine
 
 

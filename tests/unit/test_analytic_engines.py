@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hetero_ns3.analytic import AnalyticConfig, simulate_flows, simulate_plan
-from hetero_ns3.dag import FLOW
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.network.analytic import AnalyticConfig, simulate_flows, simulate_plan
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import FLOW
 from hetero_ns3.topology import leaf_spine
 
 
@@ -62,7 +62,7 @@ def test_flows_with_release_times_agree():
 
 
 def test_auto_falls_back_to_numpy_with_a_warning(monkeypatch, tmp_path):
-    import hetero_ns3.analytic.native as native
+    import hetero_ns3.network.analytic.native as native
     from hetero_ns3.errors import NativeBuildError
 
     monkeypatch.setattr(native, "_LIB", None)

@@ -1,4 +1,4 @@
-"""The flow table of a plan (:mod:`hetero_ns3.analytic.flows`): native and numpy give the flow rows and the
+"""The flow table of a plan (:mod:`hetero_ns3.network.analytic.flows`): native and numpy give the flow rows and the
 connections of ``ExecutionPlan.flow_connections``, and the native event loop still reports tasks that
 never become ready."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hetero_ns3.analytic.flows import plan_flows
-from hetero_ns3.analytic.native import load_kernel, replay_native, successors_native
-from hetero_ns3.dag import FLOW
 from hetero_ns3.errors import SimulationError
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.network.analytic.flows import plan_flows
+from hetero_ns3.network.analytic.native import load_kernel, replay_native, successors_native
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import FLOW
 
 native = pytest.mark.skipif(load_kernel() is None, reason="no C compiler for the analytic kernel")
 

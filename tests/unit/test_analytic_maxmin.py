@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from hetero_ns3.analytic import maxmin_rates
+from hetero_ns3.network.analytic import maxmin_rates
 
 INF = np.inf
 

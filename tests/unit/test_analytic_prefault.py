@@ -1,4 +1,4 @@
-"""Pre-faulting output arrays (:mod:`hetero_ns3.analytic.prefault`) never changes their contents."""
+"""Pre-faulting output arrays (:mod:`hetero_ns3.network.analytic.prefault`) never changes their contents."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from hetero_ns3.analytic.prefault import populate, populating
+from hetero_ns3.network.analytic.prefault import populate, populating
 
 
 def test_populate_keeps_what_is_written_and_reports_the_pages():

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hetero_ns3.analytic import AnalyticConfig, simulate_plan
-from hetero_ns3.analytic.native import load_kernel
-from hetero_ns3.analytic.routes import (
+from hetero_ns3.errors import SimulationError
+from hetero_ns3.network.analytic import AnalyticConfig, simulate_plan
+from hetero_ns3.network.analytic.native import load_kernel
+from hetero_ns3.network.analytic.routes import (
     FlowPaths,
     LinkArrays,
     ecmp_hash,
@@ -20,11 +21,11 @@ from hetero_ns3.analytic.routes import (
     packet_backend_hash,
     route_flows,
 )
-from hetero_ns3.dag import ExecutionPlan
-from hetero_ns3.errors import SimulationError
-from hetero_ns3.netgraph import GraphLink, GraphNode, NetGraph, make_graph, routing_tables
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import ExecutionPlan
 from hetero_ns3.topology import build_graph, leaf_spine, load_cluster
+from hetero_ns3.topology.graph import GraphLink, GraphNode, NetGraph, make_graph
+from hetero_ns3.topology.routing import routing_tables
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 PRESETS = ("h100-fattree", "dgx-h100-rail", "mixed-2node", "h100-leafspine-2to1")
@@ -77,7 +78,7 @@ def reference_paths(
 
 def random_flows(graph: NetGraph, n: int, seed: int) -> tuple[np.ndarray, ...]:
     rng = np.random.default_rng(seed)
-    hosts = np.array(graph.host_indices())
+    hosts = np.array(graph.gpu_indices())
     src = rng.choice(hosts, n)
     dst = rng.choice(hosts, n)
     keep = src != dst
@@ -198,6 +199,6 @@ def test_iterations_match_the_pre_change_engine(case):
         pytest.skip("the golden figures come from the native event loop")
     name, ecmp = case
     g = graph_of(name)
-    r = simulate_plan(g, plan_on(g.host_names()[:32], 400, 3), AnalyticConfig(ecmp_hash=ecmp, ecmp_key="flow"), seed=5)
+    r = simulate_plan(g, plan_on(g.gpu_names()[:32], 400, 3), AnalyticConfig(ecmp_hash=ecmp, ecmp_key="flow"), seed=5)
     got = (float(np.nanmax(r.times.finish_s)), float(r.flows.fct_s.sum()), float(r.link_bytes.sum()))
     assert got == GOLDEN[case]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hetero_ns3.analytic import AnalyticConfig, simulate_plan
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, busbw_factor, estimate_plan, plan_collective
 from hetero_ns3.collectives.testbeds import rail_cluster
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.network.analytic import AnalyticConfig, simulate_plan
+from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.topology import star
 
 CONFIG = AnalyticConfig()  # framing as the packet backend's NIC

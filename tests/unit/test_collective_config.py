@@ -10,7 +10,7 @@ from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, get_algorithm,
 from hetero_ns3.collectives.schedules import schedule_from_dict
 from hetero_ns3.collectives.tuning import default_tuning_path, tuning_from_dict
 from hetero_ns3.errors import PlanningError, ScenarioError
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.topology import star
 
 

@@ -6,9 +6,9 @@ import pytest
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, busbw_factor, choose, estimate_plan, plan_collective
 from hetero_ns3.collectives.testbeds import rail_cluster
-from hetero_ns3.netgraph import HOST, SWITCH, GraphLink, GraphNode, make_graph
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.topology import star
+from hetero_ns3.topology.graph import HOST, SWITCH, GraphLink, GraphNode, make_graph
 
 GiB = 1 << 30
 

@@ -9,8 +9,8 @@ from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, estimate_plan,
 from hetero_ns3.collectives.algorithms.ring import ring_orders
 from hetero_ns3.collectives.schedules import default_schedule_dir
 from hetero_ns3.collectives.testbeds import rail_cluster
-from hetero_ns3.dag import FLOW
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import FLOW
 from hetero_ns3.topology import star
 
 

@@ -7,8 +7,8 @@ import pytest
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, estimate_plan, plan_collective
 from hetero_ns3.collectives.testbeds import rail_cluster
-from hetero_ns3.dag import FLOW, critical_path_s
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import FLOW, critical_path_s
 from hetero_ns3.topology import star
 
 

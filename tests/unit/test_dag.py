@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from hetero_ns3 import dag
-from hetero_ns3.dag import FLOW, critical_path_s
 from hetero_ns3.errors import PlanningError
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan import dag
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import FLOW, critical_path_s
 
 
 def test_streams_serialize_compute_and_flows_run_concurrently():

@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hetero_ns3.analytic import simulate_plan
-from hetero_ns3.cosim.iterations import boundary_deps, repeat_plan
-from hetero_ns3.cosim.runner import load_run_cluster, lower_scenario, run_scenario
-from hetero_ns3.dag import COMPUTE, FLOW, critical_path_s
 from hetero_ns3.errors import PlanningError, ScenarioError
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.network.analytic import simulate_plan
+from hetero_ns3.pipeline import load_run_cluster, lower_scenario, run_scenario
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import COMPUTE, FLOW, critical_path_s
+from hetero_ns3.plan.iterations import boundary_deps, repeat_plan
 from hetero_ns3.results import GpuMeta, load_run, summarize
 from hetero_ns3.results.breakdown import TERMS
 from hetero_ns3.scenario.loader import load_scenario, scenario_from_dict
@@ -209,7 +209,7 @@ def test_run_iterations_must_be_a_positive_integer(bad):
     with pytest.raises(ScenarioError, match=r"run\.iterations \(") as err:
         load_scenario(REPO / "scenarios" / "demo.toml", [f"run.iterations={bad}"])
     assert "integer" in str(err.value)
-    assert load_scenario(REPO / "scenarios" / "demo.toml", ["run.iterations=3"]).section("run").iterations == 3
+    assert load_scenario(REPO / "scenarios" / "demo.toml", ["run.iterations=3"]).run.iterations == 3
 
 
 def test_only_flows_and_kernels_of_a_gpu_gate_its_next_iteration():

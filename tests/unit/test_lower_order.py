@@ -1,6 +1,6 @@
 """``lower_workload`` emits ops and instances in the documented order, read from ``Workload.ops``.
 
-The order (hetero_ns3/cosim/lower.py) is Kahn's algorithm over ops and collective instances (all
+The order (hetero_ns3/plan/lower.py) is Kahn's algorithm over ops and collective instances (all
 members as one node), smallest node id first, a node's id being the smallest op id among its ops.
 This reference walks the expanded :class:`~hetero_ns3.workload.artefact.Op` objects; the lowering
 reads program columns instead (hetero_ns3/workload/optable.py). Task ids are positions, so the
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hetero_ns3.cosim.runner import load_run_cluster, lower_scenario
+from hetero_ns3.pipeline import load_run_cluster, lower_scenario
 from hetero_ns3.scenario.loader import load_scenario, scenario_from_dict
 from hetero_ns3.topology import build_graph
 

@@ -2,7 +2,7 @@
 
 ``CallTemplates`` (hetero_ns3/collectives/templates.py) replays repeated collective calls from a
 recorded block of tasks. These tests compare plans built with and without it: every field of the
-:class:`~hetero_ns3.dag.ExecutionPlan` (dtypes too), labels, categories and the dependency CSR.
+:class:`~hetero_ns3.plan.dag.ExecutionPlan` (dtypes too), labels, categories and the dependency CSR.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import pytest
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
 from hetero_ns3.collectives.templates import CallTemplates
 from hetero_ns3.collectives.testbeds import rail_cluster
-from hetero_ns3.cosim.runner import load_run_cluster, lower_scenario
-from hetero_ns3.dag import COMM_STREAM, ExecutionPlan
 from hetero_ns3.errors import PlanningError
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.pipeline import load_run_cluster, lower_scenario
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import COMM_STREAM, ExecutionPlan
 from hetero_ns3.scenario.loader import load_scenario, scenario_from_dict
 from hetero_ns3.topology import build_graph
 
@@ -40,14 +40,10 @@ def assert_same_plan(a: ExecutionPlan, b: ExecutionPlan) -> None:
             assert x == y, f"ExecutionPlan.{f.name} differs"
 
 
-def _lower_both(sc, monkeypatch):
+def _lower_both(sc):
     cluster = load_run_cluster(sc)
     graph = build_graph(cluster)
-    out = {}
-    for flag in ("0", "1"):
-        monkeypatch.setenv("HETERO_NS3_PLAN_REUSE", flag)
-        out[flag] = lower_scenario(sc, graph, cluster)[1]
-    return out["0"], out["1"]
+    return tuple(lower_scenario(sc, graph, cluster, reuse=flag)[1] for flag in (False, True))
 
 
 def _toy(topology: str, parallelism: dict, model: dict | None = None, **sections):
@@ -99,16 +95,16 @@ SCENARIOS = {
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_reuse_gives_the_same_plan(name, monkeypatch):
-    plain, reused = _lower_both(SCENARIOS[name](), monkeypatch)
+def test_reuse_gives_the_same_plan(name):
+    plain, reused = _lower_both(SCENARIOS[name]())
     assert_same_plan(plain.plan, reused.plan)
     assert plain.op_exit == reused.op_exit
     assert plain.choices == reused.choices and plain.n_collectives == reused.n_collectives
 
 
-def test_moe_scenario_has_all_to_all(monkeypatch):
+def test_moe_scenario_has_all_to_all():
     """The MoE case above really exercises all-to-all (else it would test nothing new)."""
-    _, low = _lower_both(SCENARIOS["moe_ep"](), monkeypatch)
+    _, low = _lower_both(SCENARIOS["moe_ep"]())
     assert any(k.startswith("ep:all_to_all") for k in low.choices)
 
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hetero_ns3.dag import TaskTimes, critical_path_s
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import TaskTimes, critical_path_s
 from hetero_ns3.results import GpuMeta, summarize
 from hetero_ns3.results.breakdown import TERMS
 
 
-def one_f_one_b(pp: int, m: int, tf: float, tb: float, stage_scale=None):
-    """A pure-compute 1F1B pipeline (PipeDream-Flush order): stage i warms up with pp-i-1 forwards."""
+def one_f_one_b(pp: int, m: int, tf: float, tb: float, stage_scale=None, slowed=True):
+    """A pure-compute 1F1B pipeline (PipeDream-Flush order): stage i warms up with pp-i-1 forwards.
+
+    ``stage_scale[i]`` multiplies stage i's kernel times; ``slowed``: the GPU is that much slower (its
+    GpuMeta slowdown), else it has that much more work on a GPU as fast as the others."""
     scale = stage_scale or [1.0] * pp
     gpus = [f"n{i}.g0" for i in range(pp)]
     b = PlanBuilder(gpus)
@@ -52,7 +55,7 @@ def one_f_one_b(pp: int, m: int, tf: float, tb: float, stage_scale=None):
                 pos[i] += 1
                 progressed = True
         assert progressed, "schedule deadlocked"
-    meta = {g: GpuMeta("A100", i) for i, g in enumerate(gpus)}
+    meta = {g: GpuMeta("A100", i, scale[i] if slowed else 1.0) for i, g in enumerate(gpus)}
     return b.build(), meta
 
 
@@ -94,6 +97,18 @@ def test_unbalanced_pipeline_straggler_wait_is_the_load_excess(slow):
     assert abs(bubbles[0] - 9.0) <= 3.0 * (slow - 1.0) + 1e-9
 
 
+@pytest.mark.parametrize("more", [2.0, 1.05])
+def test_unbalanced_pipeline_on_equal_gpus_is_bubble(more):
+    """Stage 2 has `more` x the work on a GPU as fast as the others: no straggler, the waits are bubble."""
+    plan, meta = one_f_one_b(4, 8, 1.0, 2.0, stage_scale=[1.0, 1.0, more, 1.0], slowed=False)
+    s = summarize(plan, critical_path_s(plan, 0.0), meta)
+    check_closure(s)
+    for g, bd in s.per_gpu.items():
+        assert bd.straggler_wait_s == pytest.approx(0.0, abs=1e-9), g
+        assert bd.other_s == pytest.approx(0.0, abs=1e-9), g
+        assert bd.pipeline_bubble_s == pytest.approx(s.iteration_time_s - bd.compute_s, rel=1e-9), g
+
+
 def _longest_path(plan, flow_time):
     """Independent longest path: memoised recursion from every task over its dependencies."""
     import functools
@@ -108,8 +123,11 @@ def _longest_path(plan, flow_time):
     return max(finish(i) for i in range(len(plan)))
 
 
-def ring_dp(n_gpus, compute, flow_chunk=1 << 20, nodes=None, fwd_bwd_split=True):
-    """DP: fwd+bwd per GPU, then a ring all-reduce (2(n-1) steps of flows), then an optimizer step."""
+def ring_dp(n_gpus, compute, flow_chunk=1 << 20, nodes=None, fwd_bwd_split=True, slowdown=None):
+    """DP: fwd+bwd per GPU, then a ring all-reduce (2(n-1) steps of flows), then an optimizer step.
+
+    ``slowdown[i]``: GPU i's GpuMeta slowdown (default 1: all as fast; give compute[i] / compute[j]
+    when GPU i computes the same work more slowly)."""
     gpus = [f"g{i}" for i in range(n_gpus)]
     nodes = nodes or [0] * n_gpus
     b = PlanBuilder(gpus)
@@ -129,7 +147,8 @@ def ring_dp(n_gpus, compute, flow_chunk=1 << 20, nodes=None, fwd_bwd_split=True)
         recv = new
     for i, g in enumerate(gpus):
         b.add_compute(g, 0.01, [recv[i]], label="opt")
-    meta = {g: GpuMeta("H100" if i else "A100", nodes[i]) for i, g in enumerate(gpus)}
+    slowdown = slowdown or [1.0] * n_gpus
+    meta = {g: GpuMeta("H100" if i else "A100", nodes[i], slowdown[i]) for i, g in enumerate(gpus)}
     return b.build(), meta
 
 
@@ -145,9 +164,9 @@ def test_infinitely_fast_network_gives_compute_critical_path():
 
 def test_slow_gpu_raises_straggler_wait_on_the_others():
     base_plan, meta = ring_dp(4, [1.0] * 4)
-    slow_plan, _ = ring_dp(4, [2.0, 1.0, 1.0, 1.0])
+    slow_plan, slow_meta = ring_dp(4, [2.0, 1.0, 1.0, 1.0], slowdown=[2.0, 1.0, 1.0, 1.0])
     base = summarize(base_plan, critical_path_s(base_plan, 0.1), meta)
-    slow = summarize(slow_plan, critical_path_s(slow_plan, 0.1), meta)
+    slow = summarize(slow_plan, critical_path_s(slow_plan, 0.1), slow_meta)
     check_closure(base)
     check_closure(slow)
     assert base.overall.straggler_wait_s == pytest.approx(0.0, abs=1e-9)
@@ -204,9 +223,11 @@ def test_hidden_comm_is_not_exposed_and_reductions_count_as_comm():
     a, bb = s.per_gpu["a"], s.per_gpu["b"]
     assert s.iteration_time_s == pytest.approx(3.0)
     assert a.compute_s == pytest.approx(3.0) and a.exposed_inter_node_comm_s == 0.0
-    # b waits 1.0 on a's compute (reached through a dp flow: straggler), 0.25 flow, 0.5 reduction,
-    # then from 2.75 to 3.0 on a's last kernel (no communication in between, a is more loaded: straggler)
-    assert bb.straggler_wait_s == pytest.approx(1.25)
+    # b waits 1.0 on a's compute (reached through a dp flow), 0.25 flow, 0.5 reduction, then from 2.75
+    # to 3.0 on a's last kernel. a is as fast as b (same type, no slowdown) and nothing held it up: it
+    # has more work, a load imbalance, counted as bubble (not straggler wait: no slower GPU).
+    assert bb.straggler_wait_s == 0.0
+    assert bb.pipeline_bubble_s == pytest.approx(1.25)
     assert bb.exposed_inter_node_comm_s == pytest.approx(0.75)
     assert bb.compute_s == pytest.approx(1.0)
     assert bb.other_s == pytest.approx(0.0)

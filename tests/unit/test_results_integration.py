@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hetero_ns3.analytic import simulate_plan
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
 from hetero_ns3.collectives.testbeds import rail_cluster
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.network.analytic import simulate_plan
+from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.results import GpuMeta, summarize, write_run
 
 
@@ -41,7 +41,8 @@ def test_slow_gpu_under_real_collectives_and_flow_level_network(tmp_path):
     base = summarize(plan, simulate_plan(graph, plan).times, meta)
     plan_s, _ = dp_iteration(graph, slow_c)
     out = simulate_plan(graph, plan_s)
-    slow = summarize(plan_s, out.times, meta)
+    slow_meta = {**meta, gpus[0]: GpuMeta(meta[gpus[0]].gpu_type, meta[gpus[0]].node, 2.0)}  # 6 ms vs 3 ms
+    slow = summarize(plan_s, out.times, slow_meta)
     for s in (base, slow):
         for g, bd in s.per_gpu.items():
             assert bd.total_s == pytest.approx(s.iteration_time_s, rel=1e-9), g
@@ -49,11 +50,13 @@ def test_slow_gpu_under_real_collectives_and_flow_level_network(tmp_path):
         # a 2-node ring is paced by its network hops (400 Gb/s NIC vs 3.6 TB/s NVLink): the exposed
         # communication is the inter-node part
         assert s.overall.exposed_inter_node_comm_s > 0.05e-3
-        assert s.overall.exposed_intra_node_comm_s < 0.25 * s.overall.exposed_inter_node_comm_s
+        # (the slow case also counts the ring's end skew as communication, of the hops it sits on: up to 1/3)
+        bound = 0.25 if s is base else 1.0 / 3.0
+        assert s.overall.exposed_intra_node_comm_s < bound * s.overall.exposed_inter_node_comm_s
     assert base.overall_max.straggler_wait_s < 1e-6
-    for g in gpus[1:]:  # the others wait the 3 ms the slow GPU computes longer (plus the ring's end skew)
+    for g in gpus[1:]:  # the others wait the 3 ms the slow GPU computes longer (the end skew is communication)
         assert slow.per_gpu[g].straggler_wait_s == pytest.approx(3e-3, rel=0.05)
-    assert slow.per_gpu[gpus[0]].straggler_wait_s < 0.01 * 3e-3  # only the end skew
+    assert slow.per_gpu[gpus[0]].straggler_wait_s < 0.01 * 3e-3
 
     paths = write_run(
         tmp_path,

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hetero_ns3.dag import FLOW, TaskTimes, critical_path_s
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import FLOW, TaskTimes, critical_path_s
 from hetero_ns3.results import (
     GpuMeta,
     atomic,
@@ -313,7 +313,7 @@ def test_timeline_color_keys_split_passes_of_compute_only():
 
 
 def test_runs_of_several_iterations_keep_the_iteration_of_each_task(tmp_path):
-    from hetero_ns3.cosim.iterations import repeat_plan
+    from hetero_ns3.plan.iterations import repeat_plan
     from hetero_ns3.results import load_run
 
     rep = repeat_plan(small_plan(), 3)

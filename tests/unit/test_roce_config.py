@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 import pytest
 
 from hetero_ns3.errors import ScenarioError
-from hetero_ns3.netgraph import GraphLink, GraphNode, make_graph
+from hetero_ns3.network.cc_presets import DCQCN_PRESETS, DEFAULT_DCQCN_PRESET, HPCC_PRESETS
 from hetero_ns3.network.config import (
     ATTRIBUTE_MAP,
     BufferConfig,
@@ -21,6 +23,7 @@ from hetero_ns3.network.config import (
     attribute_settings,
 )
 from hetero_ns3.network.flows_io import DEFAULT_PRIORITY, flow_arrays, read_flows_csv
+from hetero_ns3.topology.graph import GraphLink, GraphNode, make_graph
 
 
 def _star(n: int = 3):
@@ -36,6 +39,8 @@ def _star(n: int = 3):
         (lambda: DcqcnConfig(g=0.0), "cc.dcqcn.g"),
         (lambda: DcqcnConfig(rate_ai_bps=-1), "cc.dcqcn.rate_ai_bps"),
         (lambda: HpccConfig(eta=1.5), "cc.hpcc.eta"),
+        (lambda: CcConfig(kind="dcqcn", preset="recommended"), "cc.preset"),
+        (lambda: CcConfig(kind="none", preset="paper"), "cc.preset"),
         (lambda: HpccConfig(max_stage=-1), "cc.hpcc.max_stage"),
         (lambda: PfcConfig(lossless_classes=(3, 9)), "pfc.lossless_classes[1]"),
         (lambda: PfcConfig(pause_quanta=0), "pfc.pause_quanta"),
@@ -60,8 +65,10 @@ def test_attribute_settings_cover_the_table_and_render_units():
     assert len(settings) == len(ATTRIBUTE_MAP)
     assert settings["ns3::RdmaNic::CongestionControl"] == "ns3::RdmaHpcc"
     assert settings["ns3::RoceMmu::LosslessClasses"] == "8"
-    assert settings["ns3::RdmaNic::CnpInterval"] == "50000000ps"
-    assert settings["ns3::RdmaDcqcn::RateAi"] == "40000000bps"
+    # DCQCN and the receiver's CNP interval come from the default preset (hpcc-artifact)
+    assert settings["ns3::RdmaNic::CnpInterval"] == "0ps"
+    assert settings["ns3::RdmaDcqcn::RateAi"] == "5000000bps"
+    assert settings["ns3::RdmaDcqcn::IncreaseReferenceRate"] == "25000000000bps"
     assert settings["ns3::RoceNetDevice::Scheduler"] == "Strict"
     assert settings["ns3::RoceNetDevice::WrrWeights"] == "1 1 1 1 1 1 1 1"
     assert len({(b.type_id, b.attribute) for b in ATTRIBUTE_MAP}) == len(ATTRIBUTE_MAP)
@@ -132,9 +139,35 @@ def test_missing_column_and_file(tmp_path):
 
 
 def test_buffer_too_small_for_headroom_names_the_field():
-    from hetero_ns3.network.roce import check_buffers
+    from hetero_ns3.network.ns3.roce import check_buffers
 
     g = _star(8)
     with pytest.raises(ScenarioError, match=r"^buffer.switch_buffer_bytes \(10000\) leaves no shared buffer"):
         check_buffers(g, NetworkConfig(buffer=BufferConfig(10_000)))
     check_buffers(g, NetworkConfig(pfc=PfcConfig(enabled=False), buffer=BufferConfig(10_000)))  # lossy: no reserve
+
+
+@pytest.mark.parametrize(("kind", "presets"), [("dcqcn", DCQCN_PRESETS), ("hpcc", HPCC_PRESETS)])
+def test_every_preset_is_complete_and_valid(kind, presets):
+    cls = DcqcnConfig if kind == "dcqcn" else HpccConfig
+    keys = {f.name for f in dataclasses.fields(cls)}
+    for name, values in presets.items():
+        assert keys <= set(values), f"{kind} preset {name} lacks {keys - set(values)}"
+        cls(**{k: v for k, v in values.items() if k in keys})  # validates
+        cc = CcConfig(kind=kind, preset=name)
+        resolved = cc.dcqcn_params() if kind == "dcqcn" else cc.hpcc_params()
+        assert resolved == dict(values)
+
+
+def test_explicit_fields_override_the_preset():
+    cc = CcConfig(kind="dcqcn", preset="paper", dcqcn=DcqcnConfig(rate_ai_bps=1e9))
+    params = cc.dcqcn_params()
+    assert params["rate_ai_bps"] == 1e9 and params["g"] == DCQCN_PRESETS["paper"]["g"]
+    settings = dict(attribute_settings(NetworkConfig(cc=cc, nic=NicConfig(cnp_interval_s=7e-6))))
+    assert settings["ns3::RdmaDcqcn::RateAi"] == "1000000000bps"
+    assert settings["ns3::RdmaDcqcn::FastRecoverySteps"] == "5"
+    assert settings["ns3::RdmaNic::CnpInterval"] == "7000000ps"  # explicit nic field beats the preset's 50 us
+    assert dict(attribute_settings(NetworkConfig(cc=cc)))["ns3::RdmaNic::CnpInterval"] == "50000000ps"
+    hp = dict(attribute_settings(NetworkConfig(cc=CcConfig(kind="hpcc", preset="recommended"))))
+    assert (hp["ns3::RdmaHpcc::Eta"], hp["ns3::RdmaHpcc::MaxStage"]) == ("0.99", "0")
+    assert CcConfig().dcqcn_params()["g"] == DCQCN_PRESETS[DEFAULT_DCQCN_PRESET]["g"]

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from hetero_ns3.scenario import scenario_from_dict
-from hetero_ns3.scenario.sections import resolve_cluster_gpus
+from hetero_ns3.scenario.cluster import resolve_cluster_gpus
 from hetero_ns3.workload.planner import resolve
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hetero_ns3.errors import ScenarioError
-from hetero_ns3.scenario import apply_overrides, load_scenario, parse_override, register_section, scenario_from_dict
+from hetero_ns3.scenario import apply_overrides, load_scenario, parse_override, scenario_from_dict
 from hetero_ns3.workload.parallel import ParallelPlan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -109,19 +109,17 @@ def test_apply_overrides_does_not_mutate() -> None:
         apply_overrides(BASE, ["parallelism.tp.x=1"])
 
 
-@dataclasses.dataclass(frozen=True)
-class _DemoSection:
-    rate: float = dataclasses.field(default=100e9, metadata={"unit": "rate"})
-    seed: int = 1
+def test_sections_are_typed_fields_and_unknown_sections_fail() -> None:
+    from hetero_ns3.scenario import SECTIONS
 
-
-def test_registry_accepts_new_sections() -> None:
-    register_section("test_demo_section", _DemoSection)
-    sc = scenario_from_dict({**BASE, "test_demo_section": {"rate": "400Gbps"}}, ["test_demo_section.seed=7"])
-    assert sc.test_demo_section == _DemoSection(rate=400e9, seed=7)
-    assert sc.section("absent") is None
-    with pytest.raises(ScenarioError, match="already registered"):
-        register_section("test_demo_section", ParallelPlan)
+    sc = scenario_from_dict(BASE, ["run.seed=7"])
+    assert sc.run.seed == 7 and sc.present >= {"parallelism", "run"}
+    assert sc.faults.gpus == () and sc.network.cc.kind  # absent sections take their defaults
+    assert [f for f in SECTIONS if not hasattr(sc, f)] == []
+    with pytest.raises(ScenarioError, match=r"\[test_demo_section\] is not a known scenario section; valid sections"):
+        scenario_from_dict({**BASE, "test_demo_section": {"rate": "400Gbps"}})
+    with pytest.raises(ScenarioError, match=r"\[model\] section is missing"):
+        scenario_from_dict({"run": {"seed": 2}}).require("model", purpose="planning")
 
 
 def test_bad_toml_and_missing_file(tmp_path) -> None:

@@ -6,10 +6,10 @@ from collections import Counter
 
 import pytest
 
-from hetero_ns3.netgraph import routing_tables
 from hetero_ns3.paths import preset_dir
 from hetero_ns3.topology import bisection_bandwidth, build_graph, ecmp_path_count, load_cluster, parse_cluster
 from hetero_ns3.topology.loader import pcie_rate_bps
+from hetero_ns3.topology.routing import routing_tables
 
 PRESETS = sorted(p.stem for p in preset_dir("topologies").glob("*.toml"))
 LEVELS = {
@@ -54,8 +54,8 @@ def test_levels_gpu_mix(level):
     assert nic_bps == pytest.approx(NIC_TBPS[level] * 1e12)
     assert dict(Counter(g.gpu_type for g in c.gpus())) == LEVELS[level]
     g = build_graph(c)
-    assert g.host_names() == [x.name for x in c.gpus()]
-    assert Counter(n.gpu_type for n in g.nodes if n.kind == "host") == Counter(LEVELS[level])
+    assert g.gpu_names() == [x.name for x in c.gpus()]
+    assert Counter(n.gpu_type for n in g.nodes if n.kind == "host" and n.role == "gpu") == Counter(LEVELS[level])
 
 
 def test_gpu_info_fields():
@@ -81,9 +81,10 @@ def test_gpu_info_fields():
 def test_dgx_h100_element_counts():
     g = build_graph(load_cluster("dgx-h100-rail"))
     roles = Counter(n.role for n in g.nodes)
-    assert roles == {"gpu": 128, "nvswitch": 16, "pcie-switch": 128, "nic": 128, "rail": 8, "spine": 8}
+    assert roles == {"gpu": 128, "nvswitch": 16, "pcie-switch": 128, "nic": 128, "rail": 8, "spine": 8, "nvls": 16}
     kinds = Counter((link.kind, link.rate_bps) for link in g.links)
     assert kinds[("nvlink", 3.6e12)] == 128  # 450 GB/s per GPU per direction
+    assert kinds[("nvlink", 8 * 3.6e12)] == 16  # NVSwitch to its NVLS endpoint: all 8 ports together
     assert kinds[("pcie", pcie_rate_bps(5, 16))] == 256  # GPU and NIC to their PCIe switch
     assert kinds[("network", 400e9)] == 128
     assert kinds[("network", 800e9)] == 8 * 8  # 16 x 400G down per rail switch, 1:1 -> 8 x 800G up
@@ -99,7 +100,7 @@ def test_pcie_rate_closed_form():
 def test_all_pairs_reachable_and_loop_free(name):
     g = build_graph(load_cluster(name))
     tables = routing_tables(g)
-    hosts = g.host_indices()
+    hosts = g.gpu_indices()  # NVLS endpoints are reachable inside their node only
     for d in hosts:
         for s in hosts:
             if s != d:
@@ -118,7 +119,7 @@ def test_routes_respect_servers(name):
     g = build_graph(c)
     tables = routing_tables(g)
     info = {x.name: x for x in c.gpus()}
-    hosts = g.host_indices()
+    hosts = g.gpu_indices()
     for s in hosts[::5]:
         for d in hosts[::3]:
             if s == d:

@@ -17,8 +17,8 @@ from collections import Counter
 import pytest
 
 from hetero_ns3.errors import ScenarioError
-from hetero_ns3.netgraph import routing_tables
 from hetero_ns3.topology import bisection_bandwidth, ecmp_path_count, plain_network
+from hetero_ns3.topology.routing import routing_tables
 from hetero_ns3.topology.spec import NetworkSpec, TierSpec
 from hetero_ns3.topology.summary import tier_oversubscription
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hetero_ns3.errors import ScenarioError
-from hetero_ns3.netgraph import routing_tables
 from hetero_ns3.topology import resolve_topology
+from hetero_ns3.topology.routing import routing_tables
 
 
 def test_star_counts_and_names():

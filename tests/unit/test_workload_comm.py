@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from hetero_ns3.scenario.sections import ClusterSection, NodeGroupSpec, inline_gpus
+from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gpus
 from hetero_ns3.workload.artefact import Workload
 from hetero_ns3.workload.memory import embedding_params_per_rank, head_params_per_rank, layer_params_per_rank
 from hetero_ns3.workload.models import get_model

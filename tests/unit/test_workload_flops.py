@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hetero_ns3.scenario.sections import ClusterSection, NodeGroupSpec, inline_gpus
+from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gpus
 from hetero_ns3.workload.models import get_model
 from hetero_ns3.workload.parallel import ParallelPlan
 from hetero_ns3.workload.planner import build_plan

@@ -6,7 +6,7 @@ import pytest
 
 from hetero_ns3.compute.config import ComputeConfig
 from hetero_ns3.errors import PlanningError
-from hetero_ns3.scenario.sections import ClusterSection, NodeGroupSpec, inline_gpus
+from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gpus
 from hetero_ns3.workload.memory import layer_activation_bytes
 from hetero_ns3.workload.models import get_model
 from hetero_ns3.workload.parallel import ParallelPlan

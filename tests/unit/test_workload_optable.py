@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from hetero_ns3.errors import PlanningError
-from hetero_ns3.scenario.sections import ClusterSection, NodeGroupSpec, inline_gpus
+from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gpus
 from hetero_ns3.workload.artefact import Program, ProgramOp, Workload, expand_op
 from hetero_ns3.workload.models import get_model
 from hetero_ns3.workload.optable import op_graph, op_table

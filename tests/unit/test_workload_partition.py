@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from hetero_ns3.scenario.sections import ClusterSection, NodeGroupSpec, inline_gpus
+from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gpus
 from hetero_ns3.workload.compiler import StepPrograms
 from hetero_ns3.workload.models import get_model
 from hetero_ns3.workload.parallel import ParallelPlan

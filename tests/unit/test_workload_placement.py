@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from hetero_ns3.errors import ScenarioError
-from hetero_ns3.scenario.sections import ClusterSection, NodeGroupSpec, inline_gpus
+from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gpus
 from hetero_ns3.workload.models import get_model
 from hetero_ns3.workload.parallel import ParallelPlan
 from hetero_ns3.workload.placement import place

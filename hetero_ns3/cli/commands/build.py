@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"library: {built.library}")
     print(f"key: {built.key[:16]}")
     if args.load:
-        from hetero_ns3.network import ns3env
+        from hetero_ns3.network.ns3 import ns3env
 
         ns3env.load_module(ROCE_MODULE)
         print(f"loaded into ns-3 (import took {ns3env.ns_import_seconds():.1f} s)")

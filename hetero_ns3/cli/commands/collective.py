@@ -4,8 +4,8 @@ Plans the collective for each size with the NCCL-like planner, runs the plan thr
 prints nccl-tests' columns (size, count, type, redop, root, time, algbw, busbw) plus the planner's
 choice. busbw uses nccl-tests' factors (see :func:`hetero_ns3.collectives.busbw_factor`).
 
-Backends: ``analytic`` (flow-level max-min replay, :mod:`hetero_ns3.analytic`), ``ns3`` (packet
-level, :mod:`hetero_ns3.network.replay`), ``model`` (the cost model's closed form, no replay) and
+Backends: ``analytic`` (flow-level max-min replay, :mod:`hetero_ns3.network.analytic`), ``ns3`` (packet
+level, :mod:`hetero_ns3.network.ns3.replay`), ``model`` (the cost model's closed form, no replay) and
 ``closed-form`` (the planner's own alpha-beta replay of the plan, :func:`estimate_plan`).
 """
 
@@ -24,15 +24,17 @@ from hetero_ns3.collectives import (
     normalize_op,
     plan_collective,
 )
-from hetero_ns3.dag import ExecutionPlan
 from hetero_ns3.errors import ScenarioError, SimulationError, field_error
-from hetero_ns3.netgraph import NetGraph
-from hetero_ns3.plan_builder import PlanBuilder
+from hetero_ns3.network.backend import backend_names
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import ExecutionPlan
+from hetero_ns3.topology.graph import NetGraph
 from hetero_ns3.units import parse_rate, parse_size, parse_time
 
 NAME = "collective"
 HELP = "nccl-tests-style benchmark of a collective (size, time, algbw, busbw) on a topology"
-BACKENDS = ("analytic", "ns3", "model", "closed-form")
+#: The network backends of the registry, plus the planner's prediction and the closed-form estimate.
+BACKENDS = (*backend_names(), "model", "closed-form")
 DTYPES = {"int8": 1, "uint8": 1, "half": 2, "bfloat16": 2, "float": 4, "int32": 4, "double": 8, "int64": 8}
 JSON_KEYS = ("op", "size_bytes", "time_s", "algbw_GBps", "busbw_GBps", "algo", "protocol", "channels")
 _log = logging.getLogger(__name__)
@@ -94,29 +96,17 @@ def select_group(graph_gpus: tuple[str, ...], args: argparse.Namespace) -> tuple
 
 
 def run_backend(backend: str, graph: NetGraph, plan: ExecutionPlan, env: CollectiveEnv, args) -> float:
-    """Makespan (s) of ``plan`` on ``backend``."""
+    """Makespan (s) of ``plan`` on ``backend`` (a network backend of the registry, or ``closed-form``)."""
     if backend == "closed-form":
         return estimate_plan(plan, env).makespan_s
-    if backend == "analytic":
-        from hetero_ns3.analytic import simulate_plan
+    from hetero_ns3.network.backend import get_backend
+    from hetero_ns3.network.config import CcConfig, NetworkConfig
 
-        # The backend's default framing is the packet backend's (same goodput on both backends).
-        return simulate_plan(graph, plan, seed=args.seed).times.makespan_s
-    if backend == "ns3":
-        try:
-            from hetero_ns3.network.config import CcConfig, NetworkConfig
-            from hetero_ns3.network.replay import run_plan
-        except ImportError as err:
-            raise SimulationError(
-                f"the ns3 backend is unavailable: hetero_ns3.network.replay.run_plan cannot be imported ({err}); "
-                "use --backend analytic"
-            ) from None
-        config = NetworkConfig(cc=CcConfig(kind=args.cc)) if args.cc else NetworkConfig()
-        out = run_plan(graph, plan, config, args.seed)
-        if not out.completed:
-            raise SimulationError(f"the ns3 replay stopped before every task finished (at {out.sim_time_s:.6f} s)")
-        return out.times.makespan_s
-    raise field_error("--backend", backend, "is not a backend", f"use one of {list(BACKENDS)}")
+    config = NetworkConfig(cc=CcConfig(kind=args.cc)) if args.cc else NetworkConfig()
+    out = get_backend(backend, "--backend").run(plan, graph, config, seed=args.seed)
+    if not out.completed:
+        raise SimulationError(f"the {backend} replay stopped before every task finished (at {out.sim_time_s:.6f} s)")
+    return out.times.makespan_s
 
 
 def run(args: argparse.Namespace) -> int:

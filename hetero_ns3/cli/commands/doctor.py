@@ -54,7 +54,17 @@ def run(args: argparse.Namespace) -> int:
         ok = False
     rows.append(("cache", f"{native_build.cache_dir()} (set ${native_build.CACHE_ENV} to move it)"))
     if ok and not args.no_load:
-        from hetero_ns3.network import ns3env
+        from hetero_ns3.network.ns3 import capi, ns3env
+
+        t0 = time.perf_counter()
+        try:
+            capi.load_library()
+            rows.append(
+                ("C ABI (run path)", f"loads OK (ctypes, ABI {capi.ABI_VERSION}, {time.perf_counter() - t0:.2f} s)")
+            )
+        except NativeBuildError as err:
+            rows.append(("C ABI (run path)", f"FAILED: {str(err).splitlines()[0]}"))
+            ok = False
 
         t0 = time.perf_counter()
         try:

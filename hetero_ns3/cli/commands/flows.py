@@ -19,7 +19,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         required=True,
         help="star:N, leafspine:L,S,H, a topology preset name or a topology file",
     )
-    p.add_argument("--cc", choices=("hpcc", "dcqcn", "none"), default="dcqcn", help="congestion control")
+    p.add_argument("--cc", choices=("hpcc", "dcqcn", "dctcp", "none"), default="dcqcn", help="congestion control")
+    p.add_argument(
+        "--cc-preset",
+        default=None,
+        help="parameter preset of --cc (dcqcn: paper, hpcc-artifact, connectx [default]; hpcc: paper [default], "
+        "recommended); see docs/roce.md",
+    )
     p.add_argument("--out", "-o", required=True, help="output directory (flows.csv, ports.csv)")
     p.add_argument("--link-rate", default="100Gbps", help="rate of every link of star/leafspine (default 100Gbps)")
     p.add_argument("--link-delay", default="1us", help="delay of every link of star/leafspine (default 1us)")
@@ -42,9 +48,11 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.flows)
     table = read_flows_csv(path)
     arrays = flow_arrays(graph, table, source=path.name)  # validates before ns-3 is imported
-    config = replace(NetworkConfig(), cc=CcConfig(kind=args.cc), pfc=PfcConfig(enabled=not args.no_pfc))
+    config = replace(
+        NetworkConfig(), cc=CcConfig(kind=args.cc, preset=args.cc_preset), pfc=PfcConfig(enabled=not args.no_pfc)
+    )
 
-    from hetero_ns3.network.roce import simulate_flows
+    from hetero_ns3.network.ns3.roce import simulate_flows
 
     res = simulate_flows(graph, arrays, config, seed=args.seed, stop_time_s=stop)
     out = Path(args.out)
@@ -55,5 +63,6 @@ def run(args: argparse.Namespace) -> int:
     flows_out["slowdown"] = res.flows["slowdown"].to_numpy()
     flows_out.to_csv(out / "flows.csv", index=False)
     res.ports.to_csv(out / "ports.csv", index=False)
-    print(f"flows ({args.cc}, {args.topology}): {res.summary()}; wrote {out / 'flows.csv'} and {out / 'ports.csv'}")
+    label = f"{args.cc}/{args.cc_preset}" if args.cc_preset else args.cc
+    print(f"flows ({label}, {args.topology}): {res.summary()}; wrote {out / 'flows.csv'} and {out / 'ports.csv'}")
     return 0 if res.completed == len(res.flows) else 1

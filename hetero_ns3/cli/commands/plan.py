@@ -25,6 +25,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SECTION.KEY=VALUE",
         help="override a scenario value, e.g. --set parallelism.tp=4 (repeatable)",
     )
+    p.add_argument(
+        "--chakra-out",
+        metavar="DIR",
+        help="also write the workload as per-rank Chakra ET files + comm_group.json (docs/chakra.md)",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of text")
     p.add_argument("--per-rank", action="store_true", help="with --out, also write ops.csv: every rank's ops, expanded")
 
@@ -58,6 +63,13 @@ def run(args: argparse.Namespace) -> int:
     from hetero_ns3.workload.planner import plan_scenario
 
     scenario = load_scenario(args.scenario, args.overrides)
+    if scenario.workload is not None and scenario.workload.chakra is not None:
+        from hetero_ns3.errors import ScenarioError
+
+        raise ScenarioError(
+            f"{args.scenario}: workload.chakra is a trace, not a model to compile; `hetero-ns3 run` imports it "
+            "(plan compiles [model] + [parallelism])"
+        )
     plan = plan_scenario(scenario)
     summary = plan.summary()
     print(json.dumps(summary, indent=1) if args.json else format_summary(summary))
@@ -73,4 +85,10 @@ def run(args: argparse.Namespace) -> int:
             paths.append(out / "ops.csv")
         if not args.json:
             print(f"wrote      {', '.join(str(p) for p in [*paths, out / 'scenario.resolved.json'])}")
+    if args.chakra_out:
+        from hetero_ns3.workload.chakra_export import export_chakra
+
+        written = export_chakra(plan.workload, args.chakra_out)
+        if not args.json:
+            print(f"chakra     {len(written) - 1} rank files + {written[-1].name} in {args.chakra_out}")
     return 0

@@ -17,7 +17,9 @@ HELP = (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", help="scenario TOML file (or a name in scenarios/)")
-    p.add_argument("--backend", choices=("ns3", "analytic"), default=None, help="default: [run] backend (ns3)")
+    from hetero_ns3.network.backend import backend_names
+
+    p.add_argument("--backend", choices=backend_names(), default=None, help="default: [run] backend (ns3)")
     p.add_argument("--out", default=None, help="run directory (default: runs/<scenario>-<backend>)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.add_argument("--no-progress", action="store_true", help="do not show progress over simulated time")
@@ -40,14 +42,14 @@ class _Progress:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hetero_ns3.cosim.runner import run_scenario
     from hetero_ns3.paths import resolve_preset
+    from hetero_ns3.pipeline import run_scenario
     from hetero_ns3.results import format_summary
     from hetero_ns3.scenario.loader import load_scenario
 
     path = resolve_preset(args.scenario, "scenarios")
     scenario = load_scenario(path, args.overrides)
-    backend = args.backend or (scenario.section("run").backend if scenario.section("run") else "ns3")
+    backend = args.backend or scenario.run.backend
     out = Path(args.out) if args.out else Path("runs") / f"{path.stem}-{backend}"
     progress = None if args.no_progress else _Progress()
     print(f"hetero-ns3 run: {path.name} on the {backend} backend -> {out}", file=sys.stderr)
@@ -66,5 +68,15 @@ def run(args: argparse.Namespace) -> int:
         f"compute-only iteration {st['compute_only_iteration_s'] * 1e3:.3f} ms; MFU {100 * st['mfu']:.1f}%; "
         f"planning {st['plan_s']:.1f} s, {outcome.backend} backend {st['backend_wall_s']:.1f} s"
     )
+    for job in st.get("jobs", ()):
+        alone = (
+            f"; alone {job['alone_iteration_time_s'] * 1e3:.3f} ms, slowdown {job['slowdown']:.3f}x"
+            if "slowdown" in job
+            else ""
+        )
+        print(
+            f"job {job['name']}: {job['gpus']} GPUs on nodes {job['nodes']} ({job['placement']}), iteration "
+            f"{job['iteration_time_s'] * 1e3:.3f} ms, MFU {100 * job['mfu']:.1f}%{alone}"
+        )
     print(f"run directory: {outcome.paths.root}")
     return 0

@@ -1,5 +1,5 @@
 """Built-in collective algorithms, one module each; importing this package registers them."""
 
-from hetero_ns3.collectives.algorithms import alltoall, hierarchical, p2p, pxn, ring, tree
+from hetero_ns3.collectives.algorithms import alltoall, hierarchical, nvls, nvls_tree, p2p, pxn, ring, tree
 
-__all__ = ["alltoall", "hierarchical", "p2p", "pxn", "ring", "tree"]
+__all__ = ["alltoall", "hierarchical", "nvls", "nvls_tree", "p2p", "pxn", "ring", "tree"]

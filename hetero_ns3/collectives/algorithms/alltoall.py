@@ -73,7 +73,7 @@ def emit_a2a(em: Emitter, route: Route) -> None:
                 continue
             legs = route(i, j)
             for c, nb in enumerate(split(mat[i][j], qps)):
-                prev = (entry[i], entry[j])
+                prev: tuple[int, ...] = (entry[i], entry[j])
                 for a, b in legs:
                     f = em.flow(group[a], group[b], nb, prev, c, "a2a")
                     prev = (f,)

@@ -74,7 +74,7 @@ def ring_edges(group: Sequence[str], orders: list[list[int]], op: str, size: int
     """Directed edges (src, dst, payload bytes) of a ring ``op`` over ``channels`` channels."""
     n = len(group)
     per_ch = split(size, channels)
-    edges = []
+    edges: list[tuple[str, str, float]] = []
     for c in range(channels):
         order = orders[c % len(orders)]
         d = per_ch[c]

@@ -1,0 +1,126 @@
+"""A scenario whose workload is a Chakra trace (``[workload] chakra = ...``): import, repeat, simulate.
+
+The per-rank ET files are imported into the plan of one iteration
+(:func:`~hetero_ns3.workload.chakra_import.import_chakra`) with rank r on the r-th GPU of the cluster,
+repeated over ``run.iterations`` and replayed on the backend like a compiled workload. This module is the
+Chakra branch of :func:`hetero_ns3.pipeline.run_scenario`. See docs/chakra.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hetero_ns3.compute.gpus import get_gpu
+from hetero_ns3.errors import ScenarioError
+from hetero_ns3.network.backend import Backend, ProgressFn
+from hetero_ns3.pipeline import RunOutcome, collective_env, gpu_slowdowns, load_run_cluster, simulate
+from hetero_ns3.plan.dag import COMPUTE, ExecutionPlan
+from hetero_ns3.plan.iterations import repeat_plan
+from hetero_ns3.results import GpuMeta, recording_run, summarize, versions_info
+from hetero_ns3.scenario.loader import Scenario
+from hetero_ns3.topology import ClusterSpec, build_graph
+from hetero_ns3.topology.graph import NetGraph
+from hetero_ns3.workload.chakra_import import ChakraImport, ImportOptions, import_chakra, load_chakra
+
+log = logging.getLogger(__name__)
+
+
+def compute_only_s(plan: ExecutionPlan) -> float:
+    """The iteration if communication were free: the longest path through ``plan`` with only the trace's
+    compute nodes (category ``compute``) taking time (flows and the collective planner's latency and
+    reduction tasks zero); stream order is in the dependencies, so the compute streams stay in order."""
+    if "compute" not in plan.categories or not len(plan):
+        return 0.0
+    cat = plan.categories.index("compute")
+    dur = np.where((plan.kind == COMPUTE) & (plan.category == cat), plan.duration_s, 0.0).tolist()
+    ptr, idx = plan.dep_ptr.tolist(), plan.dep_idx.tolist()
+    finish = [0.0] * len(dur)
+    for t, d in enumerate(dur):  # task ids are a topological order
+        a, b = ptr[t], ptr[t + 1]
+        finish[t] = d + (max(finish[i] for i in idx[a:b]) if b > a else 0.0)
+    return max(finish)
+
+
+def lower_chakra(scenario: Scenario, graph: NetGraph, cluster: ClusterSpec) -> ChakraImport:
+    """Import the scenario's Chakra trace onto the cluster's GPUs, in order (one GPU per rank)."""
+    section = scenario.workload
+    if section is None or section.chakra is None:
+        raise ScenarioError("workload.chakra is not set; name a directory or glob of per-rank ET files")
+    traces, groups = load_chakra(section.chakra, section.comm_groups, scenario.base_dir)
+    infos = cluster.gpus()
+    if len(infos) != len(traces):
+        raise ScenarioError(
+            f"workload.chakra ({section.chakra!r}) has {len(traces)} ranks but the cluster "
+            f"({scenario.cluster.topology if scenario.cluster else '?'}) has {len(infos)} GPUs; rank r runs on the "
+            "r-th GPU, so use a topology with as many GPUs as the trace has ranks"
+        )
+    extra = scenario.compute.extra_gpus()
+    gpus = [(g.name, get_gpu(g.gpu_type, extra)) for g in infos]
+    colls = scenario.collectives
+    opts = ImportOptions(
+        durations=section.durations,
+        cpu_ops=section.cpu_ops,
+        ctrl_deps=section.ctrl_deps,
+        roofline=scenario.compute.roofline(scenario.base_dir),
+        slowdown=gpu_slowdowns(scenario.faults, cluster),
+        overrides=colls.overrides(),
+        priority=colls.priorities(),
+    )
+    imp = import_chakra(traces, groups, gpus, collective_env(scenario, graph), opts)
+    if imp.untimed:
+        log.warning(
+            "chakra: %d compute nodes have no duration (durations=%s) and no num_ops / tensor_size: zero time",
+            imp.untimed,
+            section.durations,
+        )
+    if imp.dropped_deps:
+        log.info("chakra: dropped %d dependencies on ids absent from their file", imp.dropped_deps)
+    return imp
+
+
+def run_chakra(scenario: Scenario, out_dir: str | Path, engine: Backend, progress: ProgressFn | None) -> RunOutcome:
+    """Simulate ``run.iterations`` iterations of the trace and write the run directory ``out_dir``."""
+    run = scenario.run
+    stats: dict[str, Any] = {"backend": engine.name, "seed": run.seed}
+    with recording_run(out_dir, scenario_resolved=scenario.resolved(), versions=versions_info(run.seed)) as rec:
+        t0 = time.perf_counter()
+        cluster = load_run_cluster(scenario)
+        graph = build_graph(cluster)
+        imp = lower_chakra(scenario, graph, cluster)
+        repeated = repeat_plan(imp.plan, run.iterations)
+        plan = repeated.plan
+        rec.plan, rec.iteration = plan, (repeated.iteration if run.iterations > 1 else None)
+        rec.gpu_meta = {g.name: GpuMeta(g.gpu_type, g.node) for g in cluster.gpus()}
+        stats.update(
+            plan_s=time.perf_counter() - t0,
+            iterations=run.iterations,
+            tasks_per_iteration=repeated.tasks_per_iteration,
+            tasks=len(plan),
+            flows=plan.n_flows,
+            collectives=imp.n_collectives,
+            collective_choices=dict(imp.choices),
+            compute_only_iteration_s=compute_only_s(imp.plan),
+            chakra={
+                "ranks": imp.n_ranks,
+                "nodes": dict(imp.node_counts),
+                "dropped_deps": imp.dropped_deps,
+                "untimed_compute_nodes": imp.untimed,
+                "flops": imp.flops,
+            },
+        )
+        t1 = time.perf_counter()
+        res = simulate(engine, plan, graph, scenario, progress, rec)
+        stats.update(res.stats)
+        stats["backend_wall_s"] = time.perf_counter() - t1
+        summary = summarize(plan, res.times, rec.gpu_meta, rec.iteration)
+        peak = sum(get_gpu(g.gpu_type, scenario.compute.extra_gpus()).peak_flops(scenario.compute.precision)
+                   for g in cluster.gpus())  # fmt: skip
+        t = summary.iteration_time_s
+        stats["mfu"] = imp.flops / (t * peak) if t and peak else 0.0
+        paths = rec.finish(res.times, res.flows, extra_summary={"run": stats})
+    return RunOutcome(paths, summary, engine.name, stats)

@@ -1,0 +1,80 @@
+"""``hetero-ns3 validate``: run the validation suite (simulated vs published) and report the errors.
+
+Exit status 0 only if every counted case is within its tolerance; cases marked ``pending`` in the
+suite are reported but not counted (and run only with ``--pending``). Cases and sources:
+``hetero_ns3/data/validation/suite.toml``, docs/validation.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+NAME = "validate"
+HELP = (
+    "run the validation suite (Megatron SC'21 rows, nccl-tests curves, NIC ceilings) and compare with published values"
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quick", action="store_true", help="only the quick cases (analytic backend, about a minute)")
+    p.add_argument("--out", metavar="DIR", help="write validation.csv and validation.json here")
+    p.add_argument("--suite", help="suite TOML (default: the one shipped in hetero_ns3/data/validation)")
+    p.add_argument("--pending", action="store_true", help="also run cases marked pending (reported, not counted)")
+    p.add_argument("--case", action="append", default=[], metavar="NAME", help="run only these cases (repeatable)")
+
+
+def _row(o) -> str:
+    c = o.case
+    flag = "yes" if o.within else ("pending" if c.pending else "NO")
+    return f"{c.name:<38} {c.metric:<12} {c.published:>11.4g} {o.simulated:>11.4g} {o.error_pct:>+8.2f} {100 * c.tolerance:>5.0f}  {flag}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from hetero_ns3.errors import ScenarioError
+    from hetero_ns3.validation import load_suite, run_case
+
+    base, cases = load_suite(args.suite)
+    if args.case:
+        known = {c.name for c in cases}
+        missing = [n for n in args.case if n not in known]
+        if missing:
+            raise ScenarioError(f"--case ({missing[0]!r}) is not a case of the suite; use one of {sorted(known)}")
+        cases = tuple(c for c in cases if c.name in args.case)
+    if args.quick:
+        cases = tuple(c for c in cases if c.quick)
+    skipped = [c for c in cases if c.pending and not args.pending]
+    cases = tuple(c for c in cases if args.pending or not c.pending)
+    print(f"{'case':<38} {'metric':<12} {'published':>11} {'simulated':>11} {'error%':>8} {'tol%':>5}  within")
+    outcomes = []
+    for c in cases:
+        o = run_case(c, base)
+        outcomes.append(o)
+        print(_row(o), flush=True)
+    for c in skipped:
+        print(
+            f"{c.name:<38} {c.metric:<12} {c.published:>11.4g} {'-':>11} {'-':>8} {100 * c.tolerance:>5.0f}  pending (not run)"
+        )
+    counted = [o for o in outcomes if not o.case.pending]
+    bad = [o for o in counted if not o.within]
+    print(f"{len(counted) - len(bad)}/{len(counted)} counted cases within tolerance; {len(skipped)} pending not run")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        records = [o.record() for o in outcomes]
+        records += [
+            {"case": c.name, "metric": c.metric, "published": c.published, "simulated": None, "error_pct": None,
+             "tolerance_pct": 100 * c.tolerance, "within_tolerance": None, "pending": c.pending, "source": c.source,
+             "wall_s": 0.0}
+            for c in skipped
+        ]  # fmt: skip
+        (out / "validation.json").write_text(json.dumps(records, indent=1))
+        with open(out / "validation.csv", "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(records[0]) if records else ["case"])
+            w.writeheader()
+            w.writerows(records)
+        print(f"wrote {out / 'validation.csv'} and {out / 'validation.json'}", file=sys.stderr)
+    return 0 if not bad else 1

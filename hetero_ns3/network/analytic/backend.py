@@ -1,0 +1,71 @@
+"""The flow-level backend behind the :class:`~hetero_ns3.network.backend.Backend` interface."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hetero_ns3.errors import ScenarioError
+from hetero_ns3.network.analytic.api import simulate_plan
+from hetero_ns3.network.analytic.config import AnalyticConfig
+from hetero_ns3.network.backend import BackendRun, ProgressFn
+from hetero_ns3.network.config import NetworkConfig
+from hetero_ns3.plan.dag import ExecutionPlan
+from hetero_ns3.scenario.faults import FaultsSection
+from hetero_ns3.topology.graph import NetGraph, make_graph
+
+
+def config_for(network: NetworkConfig) -> AnalyticConfig:
+    """The analytic settings matching ``[network]``: the packet backend's framing per link kind (same goodput
+    on both backends) and its ECMP key."""
+    return AnalyticConfig.like_nic(network.nic, ecmp_key=network.routing.ecmp_key)
+
+
+def apply_static_link_faults(graph: NetGraph, faults: FaultsSection) -> NetGraph:
+    """The graph with links degraded from t = 0 (the flow level has fixed link rates)."""
+    links = list(graph.links)
+    for i, lf in enumerate(faults.links):
+        if lf.at > 0:
+            raise ScenarioError(
+                f"faults.links[{i}].at ({lf.at} s) > 0 needs the ns3 backend (the analytic backend has fixed link "
+                "rates); use --backend ns3 or at = 0"
+            )
+        if lf.rate_factor == 0:
+            raise ScenarioError(
+                f"faults.links[{i}].rate_factor (0) takes the link down: only the ns3 backend simulates that"
+            )
+        j = next((k for k, lk in enumerate(links) if {lk.a, lk.b} == {lf.a, lf.b}), None)
+        if j is None:
+            raise ScenarioError(f"faults.links[{i}]: no link between {lf.a!r} and {lf.b!r}; name two adjacent nodes")
+        links[j] = dataclasses.replace(links[j], rate_bps=links[j].rate_bps * lf.rate_factor)
+    return make_graph(graph.nodes, links)
+
+
+class AnalyticBackend:
+    """Max-min fair flows on routed paths (docs/analytic.md)."""
+
+    name = "analytic"
+    time_varying_faults = False
+
+    def run(
+        self,
+        plan: ExecutionPlan,
+        graph: NetGraph,
+        config: NetworkConfig,
+        *,
+        seed: int,
+        faults: FaultsSection | None = None,
+        progress: ProgressFn | None = None,
+        stall_limit_s: float = 60.0,
+    ) -> BackendRun:
+        if faults is not None and faults.links:
+            graph = apply_static_link_faults(graph, faults)
+        res = simulate_plan(graph, plan, config=config_for(config), seed=seed)
+        return BackendRun(
+            res.times,
+            res.flows,
+            completed=True,
+            interrupted=False,
+            sim_time_s=float(res.times.makespan_s),
+            stats={"events": int(getattr(res.stats, "events", 0))},
+            raw=res,
+        )

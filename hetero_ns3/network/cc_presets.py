@@ -1,0 +1,102 @@
+"""Named parameter sets of the congestion controls (``[network.cc] preset = ...``).
+
+A preset gives every field of :class:`~hetero_ns3.network.config.DcqcnConfig` (plus the receiver's
+CNP interval, ``nic.cnp_interval_s``) or of :class:`~hetero_ns3.network.config.HpccConfig`; a field
+set explicitly in the scenario overrides its preset value. Sources are cited per preset and in
+``docs/roce.md`` ("Presets"); constants not in the public calibration notes
+(``shared/reference/calibration/README.md``) are marked there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+DCQCN_PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {
+        # Zhu et al., SIGCOMM'15, as carried by the author's ns-3 code (bobzhuyb/ns3-rdma) and htsim:
+        # the paper's pseudocode resets Rt = Rc on every cut (clamp on). R_HAI, min rate and the
+        # decrease interval are not given there: ours (10 x R_AI, 100 Mb/s, 4 us).
+        "paper": MappingProxyType(
+            {
+                "g": 1.0 / 256,
+                "alpha_update_interval_s": 55e-6,
+                "rate_increase_interval_s": 55e-6,
+                "byte_counter_bytes": 10_000_000,
+                "fast_recovery_steps": 5,
+                "rate_ai_bps": 40e6,
+                "rate_hai_bps": 400e6,
+                "increase_reference_rate_bps": 0.0,
+                "min_rate_bps": 100e6,
+                "rate_decrease_interval_s": 4e-6,
+                "clamp_target_rate": True,
+                "cnp_interval_s": 50e-6,
+            }
+        ),
+        # HPCC ns-3 artifact (alibaba-edu/High-Precision-Congestion-Control@9f4be2a, simulation/run.py and
+        # mix/config.txt; SimAI inherits it): Mellanox-like, increase steps 5 / 50 Mb/s per 25 Gb/s of line
+        # rate, no byte counter, CNP for every ECN-marked packet. g is not in the notes: the paper's 1/256.
+        "hpcc-artifact": MappingProxyType(
+            {
+                "g": 1.0 / 256,
+                "alpha_update_interval_s": 1e-6,
+                "rate_increase_interval_s": 300e-6,
+                "byte_counter_bytes": 0,
+                "fast_recovery_steps": 1,
+                "rate_ai_bps": 5e6,
+                "rate_hai_bps": 50e6,
+                "increase_reference_rate_bps": 25e9,
+                "min_rate_bps": 1e9,
+                "rate_decrease_interval_s": 4e-6,
+                "clamp_target_rate": False,
+                "cnp_interval_s": 0.0,
+            }
+        ),
+        # NVIDIA ConnectX defaults (DOCA "DCQCN CC parameters"): alpha += (1 - 1019/1024) per 1 us period
+        # with a CNP, rate-reduce monitor period 4 us, min rate 1 Mb/s (in the calibration notes); rate
+        # increase timer 300 us, byte reset 32767 B, threshold F = 1, AI 5 Mb/s, HAI 50 Mb/s, clamp_tgt_rate 0
+        # (same page, not re-checked here). Receiver: min_time_between_cnps 4 us (same page, not re-checked).
+        "connectx": MappingProxyType(
+            {
+                "g": 5.0 / 1024,
+                "alpha_update_interval_s": 1e-6,
+                "rate_increase_interval_s": 300e-6,
+                "byte_counter_bytes": 32767,
+                "fast_recovery_steps": 1,
+                "rate_ai_bps": 5e6,
+                "rate_hai_bps": 50e6,
+                "increase_reference_rate_bps": 0.0,
+                "min_rate_bps": 1e6,
+                "rate_decrease_interval_s": 4e-6,
+                "clamp_target_rate": False,
+                "cnp_interval_s": 4e-6,
+            }
+        ),
+    }
+)
+"""DCQCN presets: every DcqcnConfig field plus ``cnp_interval_s`` (the receiver's ``nic.cnp_interval_s``)."""
+
+DEFAULT_DCQCN_PRESET = "hpcc-artifact"
+"""Preset used when ``cc.preset`` is not set (see docs/roce.md for why)."""
+
+HPCC_PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {
+        # Li et al., SIGCOMM'19: eta 0.95, maxStage 5; W_AI as a rate 50 Mb/s (our earlier default).
+        "paper": MappingProxyType({"eta": 0.95, "max_stage": 5, "rate_ai_bps": 50e6, "min_rate_bps": 100e6}),
+        # The HPCC authors' later recommendation (calibration notes): eta 0.99 with maxStage 0.
+        "recommended": MappingProxyType({"eta": 0.99, "max_stage": 0, "rate_ai_bps": 50e6, "min_rate_bps": 100e6}),
+    }
+)
+"""HPCC presets: every HpccConfig field."""
+
+DEFAULT_HPCC_PRESET = "paper"
+"""HPCC preset used when ``cc.preset`` is not set."""
+
+PRESETS: Mapping[str, Mapping[str, Mapping[str, Any]]] = MappingProxyType(
+    {"dcqcn": DCQCN_PRESETS, "hpcc": HPCC_PRESETS}
+)
+"""Presets by congestion-control kind."""
+
+DEFAULT_PRESETS: Mapping[str, str] = MappingProxyType({"dcqcn": DEFAULT_DCQCN_PRESET, "hpcc": DEFAULT_HPCC_PRESET})
+"""Default preset by kind."""

@@ -1,0 +1,18 @@
+// Umbrella header of hetero_ns3's native RoCE module (PFC, ECN, INT, DCQCN, HPCC, DCTCP).
+#ifndef HETERO_NS3_MODULE_H
+#define HETERO_NS3_MODULE_H
+#include "rdma-cc-probe.h"
+#include "rdma-congestion-ops.h"
+#include "rdma-dcqcn.h"
+#include "rdma-dctcp.h"
+#include "rdma-hpcc.h"
+#include "rdma-network.h"
+#include "rdma-nic.h"
+#include "rdma-queue-pair.h"
+#include "roce-channel.h"
+#include "roce-mmu.h"
+#include "roce-net-device.h"
+#include "roce-node.h"
+#include "roce-packet.h"
+#include "roce-switch.h"
+#endif

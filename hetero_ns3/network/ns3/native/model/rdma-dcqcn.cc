@@ -1,0 +1,277 @@
+#include "rdma-dcqcn.h"
+
+#include "ns3/boolean.h"
+#include "ns3/double.h"
+#include "ns3/simulator.h"
+#include "ns3/uinteger.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ns3
+{
+
+NS_OBJECT_ENSURE_REGISTERED(RdmaDcqcn);
+
+TypeId
+RdmaDcqcn::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("ns3::RdmaDcqcn")
+            .SetParent<RdmaCongestionOps>()
+            .SetGroupName("HeteroNs3")
+            .AddConstructor<RdmaDcqcn>()
+            .AddAttribute("G",
+                          "Gain g of the alpha moving average (paper: 1/256)",
+                          DoubleValue(1.0 / 256),
+                          MakeDoubleAccessor(&RdmaDcqcn::m_g),
+                          MakeDoubleChecker<double>(0.0, 1.0))
+            .AddAttribute("AlphaUpdateInterval",
+                          "Alpha decays once per interval without CNP (paper: K = 55 us)",
+                          TimeValue(MicroSeconds(55)),
+                          MakeTimeAccessor(&RdmaDcqcn::m_alphaInterval),
+                          MakeTimeChecker(NanoSeconds(1)))
+            .AddAttribute("RateIncreaseInterval",
+                          "Rate increase timer T (paper: 55 us)",
+                          TimeValue(MicroSeconds(55)),
+                          MakeTimeAccessor(&RdmaDcqcn::m_increaseInterval),
+                          MakeTimeChecker(NanoSeconds(1)))
+            .AddAttribute("ByteCounter",
+                          "Rate increase byte counter B, bytes (paper: 10 MB); 0 disables it (increase "
+                          "stages then come from the timer alone, as in NIC implementations)",
+                          UintegerValue(10000000),
+                          MakeUintegerAccessor(&RdmaDcqcn::m_byteCounter),
+                          MakeUintegerChecker<uint64_t>(0))
+            .AddAttribute("FastRecoverySteps",
+                          "Fast recovery steps F (paper: 5)",
+                          UintegerValue(5),
+                          MakeUintegerAccessor(&RdmaDcqcn::m_f),
+                          MakeUintegerChecker<uint32_t>(1))
+            .AddAttribute("RateAi",
+                          "Additive increase step R_AI (paper: 40 Mbps)",
+                          DataRateValue(DataRate("40Mbps")),
+                          MakeDataRateAccessor(&RdmaDcqcn::m_rai),
+                          MakeDataRateChecker())
+            .AddAttribute("RateHai",
+                          "Hyper increase step R_HAI",
+                          DataRateValue(DataRate("400Mbps")),
+                          MakeDataRateAccessor(&RdmaDcqcn::m_rhai),
+                          MakeDataRateChecker())
+            .AddAttribute("IncreaseReferenceRate",
+                          "When non-zero, RateAi and RateHai are given at this line rate and scaled with the "
+                          "queue pair's line rate (HPCC artifact: 5 / 50 Mbps per 25 Gbps); 0: absolute",
+                          DataRateValue(DataRate(0)),
+                          MakeDataRateAccessor(&RdmaDcqcn::m_increaseRef),
+                          MakeDataRateChecker())
+            .AddAttribute("MinRate",
+                          "Lower bound of the sending rate",
+                          DataRateValue(DataRate("100Mbps")),
+                          MakeDataRateAccessor(&RdmaDcqcn::m_minRate),
+                          MakeDataRateChecker())
+            .AddAttribute("RateDecreaseInterval",
+                          "At most one rate decrease per interval",
+                          TimeValue(MicroSeconds(4)),
+                          MakeTimeAccessor(&RdmaDcqcn::m_decreaseInterval),
+                          MakeTimeChecker(Time(0)))
+            .AddAttribute("ClampTargetRate",
+                          "Set Rt = Rc on every cut (paper); false: only if the rate increased since the last cut",
+                          BooleanValue(false),
+                          MakeBooleanAccessor(&RdmaDcqcn::m_clampTarget),
+                          MakeBooleanChecker())
+            .AddTraceSource("Rate",
+                            "Current sending rate Rc, bit/s",
+                            MakeTraceSourceAccessor(&RdmaDcqcn::m_rc),
+                            "ns3::TracedValueCallback::Double")
+            .AddTraceSource("TargetRate",
+                            "Target rate Rt, bit/s",
+                            MakeTraceSourceAccessor(&RdmaDcqcn::m_rt),
+                            "ns3::TracedValueCallback::Double")
+            .AddTraceSource("Alpha",
+                            "Congestion estimate alpha",
+                            MakeTraceSourceAccessor(&RdmaDcqcn::m_alpha),
+                            "ns3::TracedValueCallback::Double");
+    return tid;
+}
+
+RdmaDcqcn::RdmaDcqcn() = default;
+
+std::string
+RdmaDcqcn::GetName() const
+{
+    return "dcqcn";
+}
+
+double
+RdmaDcqcn::GetAlpha() const
+{
+    return m_alpha;
+}
+
+double
+RdmaDcqcn::GetTargetRate() const
+{
+    return m_rt;
+}
+
+void
+RdmaDcqcn::Init(RdmaQueuePair* qp)
+{
+    m_qp = qp;
+    m_rc = qp->lineRateBps;
+    m_rt = qp->lineRateBps;
+    m_alpha = 1.0;
+    m_idleSince = Simulator::Now();
+    double ref = static_cast<double>(m_increaseRef.GetBitRate());
+    m_increaseScale = ref > 0 ? qp->lineRateBps / ref : 1.0;
+    qp->windowBytes = 0;
+    Apply();
+}
+
+void
+RdmaDcqcn::Apply()
+{
+    m_qp->rateBps = m_rc;
+}
+
+void
+RdmaDcqcn::OnCnp()
+{
+    Time now = Simulator::Now();
+    if (!m_active)
+    {
+        if (m_everDecreased)
+        {
+            // Alpha kept decaying (once per AlphaUpdateInterval without CNP) while the timers were idle.
+            // Before the first CNP there is no history: alpha keeps its initial value 1.
+            double periods = std::floor((now - m_idleSince).GetSeconds() / m_alphaInterval.GetSeconds());
+            m_alpha = m_alpha.Get() * std::pow(1.0 - m_g, periods);
+        }
+        m_active = true;
+        m_alphaEvent = Simulator::Schedule(m_alphaInterval, &RdmaDcqcn::AlphaTimer, this);
+    }
+    m_cnpSinceAlphaUpdate = true;
+    if (m_everDecreased && now - m_lastDecrease < m_decreaseInterval)
+    {
+        // One cut per RateDecreaseInterval: this CNP is served at the end of the interval.
+        if (!m_decreaseEvent.IsPending())
+        {
+            m_decreaseEvent = Simulator::Schedule(m_lastDecrease + m_decreaseInterval - now, &RdmaDcqcn::Decrease, this);
+        }
+        return;
+    }
+    Decrease();
+}
+
+void
+RdmaDcqcn::Decrease()
+{
+    m_everDecreased = true;
+    m_lastDecrease = Simulator::Now();
+    if (m_clampTarget || m_increasedSinceCut)
+    {
+        m_rt = m_rc.Get();
+    }
+    m_increasedSinceCut = false;
+    m_rc = std::max(m_rc.Get() * (1.0 - m_alpha.Get() / 2.0), static_cast<double>(m_minRate.GetBitRate()));
+    m_t = 0;
+    m_b = 0;
+    m_bytes = 0;
+    Apply();
+    m_increaseEvent.Cancel();
+    m_increaseEvent = Simulator::Schedule(m_increaseInterval, &RdmaDcqcn::IncreaseTimer, this);
+}
+
+void
+RdmaDcqcn::AlphaTimer()
+{
+    // alpha = (1 - g) alpha + g if a CNP arrived during the interval, else (1 - g) alpha.
+    m_alpha = (1.0 - m_g) * m_alpha.Get() + (m_cnpSinceAlphaUpdate ? m_g : 0.0);
+    m_cnpSinceAlphaUpdate = false;
+    if (m_active)
+    {
+        m_alphaEvent = Simulator::Schedule(m_alphaInterval, &RdmaDcqcn::AlphaTimer, this);
+    }
+}
+
+void
+RdmaDcqcn::IncreaseTimer()
+{
+    ++m_t;
+    Increase();
+    if (m_active)
+    {
+        m_increaseEvent = Simulator::Schedule(m_increaseInterval, &RdmaDcqcn::IncreaseTimer, this);
+    }
+}
+
+void
+RdmaDcqcn::OnSent(uint32_t bytes)
+{
+    if (!m_active || m_byteCounter == 0)
+    {
+        return;
+    }
+    m_bytes += bytes;
+    if (m_bytes >= m_byteCounter)
+    {
+        m_bytes -= m_byteCounter;
+        ++m_b;
+        Increase();
+    }
+}
+
+void
+RdmaDcqcn::Increase()
+{
+    double line = m_qp->lineRateBps;
+    double rt = m_rt.Get();
+    m_increasedSinceCut = true;
+    if (m_byteCounter == 0)
+    {
+        // Timer only (NIC style): stages 0..F-1 fast recovery, F additive, above F hyper.
+        if (m_t == m_f)
+        {
+            rt += m_increaseScale * static_cast<double>(m_rai.GetBitRate());
+        }
+        else if (m_t > m_f)
+        {
+            rt += m_increaseScale * static_cast<double>(m_rhai.GetBitRate());
+        }
+    }
+    else if (std::max(m_t, m_b) < m_f)
+    {
+        // fast recovery: Rt unchanged
+    }
+    else if (std::min(m_t, m_b) >= m_f)
+    {
+        uint32_t i = std::min(m_t, m_b) - m_f + 1;
+        rt += i * m_increaseScale * static_cast<double>(m_rhai.GetBitRate());
+    }
+    else
+    {
+        rt += m_increaseScale * static_cast<double>(m_rai.GetBitRate());
+    }
+    m_rt = std::min(rt, line);
+    m_rc = std::min((m_rt.Get() + m_rc.Get()) / 2.0, line);
+    if (line - m_rc.Get() < 1e-6 * line)
+    {
+        // back at line rate: stop the timers until the next CNP
+        m_rc = line;
+        m_active = false;
+        m_idleSince = Simulator::Now();
+        Simulator::Remove(m_alphaEvent);
+        Simulator::Remove(m_increaseEvent);
+    }
+    Apply();
+}
+
+void
+RdmaDcqcn::Stop()
+{
+    m_active = false;
+    Simulator::Remove(m_alphaEvent);
+    Simulator::Remove(m_increaseEvent);
+    Simulator::Remove(m_decreaseEvent);
+}
+
+} // namespace ns3

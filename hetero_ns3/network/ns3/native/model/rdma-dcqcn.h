@@ -1,0 +1,84 @@
+#ifndef HETERO_NS3_RDMA_DCQCN_H
+#define HETERO_NS3_RDMA_DCQCN_H
+
+#include "rdma-congestion-ops.h"
+
+#include "ns3/data-rate.h"
+#include "ns3/event-id.h"
+#include "ns3/nstime.h"
+#include "ns3/traced-value.h"
+
+namespace ns3
+{
+
+/**
+ * \brief DCQCN reaction point (Zhu et al., SIGCOMM 2015).
+ *
+ * Rate decrease on CNP: Rt = Rc, Rc = Rc (1 - alpha/2), alpha = (1-g) alpha + g (at most once
+ * per RateDecreaseInterval). With ClampTargetRate false, Rt is only reset when a rate increase
+ * happened since the previous cut (so back-to-back CNPs keep the pre-congestion target, as in
+ * Mellanox NICs' clamp_tgt_rate = 0 mode). Alpha decays as alpha = (1-g) alpha every AlphaUpdateInterval
+ * without CNP. Rate increase events come from a timer (RateIncreaseInterval, T) and a byte
+ * counter (ByteCounter, B); with counters t and b since the last decrease: fast recovery
+ * while max(t, b) < F (Rc = (Rt + Rc)/2), additive increase (Rt += R_AI) when one exceeds
+ * F, hyper increase (Rt += i R_HAI) when both do. Timers only run while Rc is below line
+ * rate; alpha decay over idle periods is applied when the next CNP arrives.
+ */
+class RdmaDcqcn : public RdmaCongestionOps
+{
+  public:
+    /** \return the TypeId. */
+    static TypeId GetTypeId();
+    RdmaDcqcn();
+
+    void Init(RdmaQueuePair* qp) override;
+    void OnCnp() override;
+    void OnSent(uint32_t bytes) override;
+    void Stop() override;
+    std::string GetName() const override;
+
+    /** \return the current alpha. */
+    double GetAlpha() const;
+    /** \return the target rate Rt, bit/s. */
+    double GetTargetRate() const;
+
+  private:
+    void AlphaTimer();
+    void IncreaseTimer();
+    void Increase();
+    void Decrease();
+    void Apply();
+
+    double m_g;
+    Time m_alphaInterval;
+    Time m_increaseInterval;
+    uint64_t m_byteCounter;
+    uint32_t m_f;
+    DataRate m_rai;
+    DataRate m_rhai;
+    DataRate m_increaseRef;
+    double m_increaseScale{1.0};
+    DataRate m_minRate;
+    Time m_decreaseInterval;
+    bool m_clampTarget;
+    bool m_increasedSinceCut{true};
+
+    TracedValue<double> m_alpha{1.0}; //!< congestion estimate alpha (trace source Alpha)
+    TracedValue<double> m_rc{0};      //!< current rate Rc, bit/s (trace source Rate)
+    TracedValue<double> m_rt{0};      //!< target rate Rt, bit/s (trace source TargetRate)
+    uint32_t m_t{0};
+    uint32_t m_b{0};
+    uint64_t m_bytes{0};
+    bool m_active{false};
+    Time m_lastDecrease;
+    Time m_idleSince;
+    bool m_everDecreased{false};
+    EventId m_alphaEvent;
+    EventId m_increaseEvent;
+    EventId m_decreaseEvent;
+    bool m_cnpSinceAlphaUpdate{false};
+};
+
+} // namespace ns3
+
+#endif

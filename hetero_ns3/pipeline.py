@@ -1,0 +1,235 @@
+"""The spine: a scenario through every stage to a run directory. Nothing else composes the stages.
+
+    load (scenario/) -> compile workload + compute (workload/, compute/) -> lower to an ExecutionPlan and
+    repeat per iteration (plan/, collectives/) -> backend.run (network/) -> summary, tables, trace (results/)
+
+``run_scenario`` is what ``hetero-ns3 run`` (and the benchmarks and sweeps) call. Each stage is a pure
+function of its package; this module only wires them and records what each produced, so that a failure
+or Ctrl-C still leaves a partial run directory (``summary.json`` with the status and reason).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hetero_ns3.collectives import CollectiveEnv, load_tuning
+from hetero_ns3.errors import ScenarioError, SimulationError
+from hetero_ns3.network.backend import Backend, BackendRun, ProgressFn, get_backend
+from hetero_ns3.plan.dag import ExecutionPlan
+from hetero_ns3.plan.iterations import repeat_plan
+from hetero_ns3.plan.lower import Lowered, lower_workload
+from hetero_ns3.results import GpuMeta, RunPaths, recording_run, summarize, versions_info
+from hetero_ns3.results.recorder import RunRecorder
+from hetero_ns3.scenario.faults import FaultsSection
+from hetero_ns3.scenario.loader import Scenario
+from hetero_ns3.topology import ClusterSpec, build_graph, load_cluster
+from hetero_ns3.topology.graph import NetGraph
+from hetero_ns3.workload.planner import Plan, plan_scenario
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("ns3", "analytic")
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What :func:`run_scenario` produced."""
+
+    paths: RunPaths
+    summary: Any
+    """:class:`hetero_ns3.results.Summary` of the run (per-iteration times and steady-state breakdown)."""
+    backend: str
+    stats: Mapping[str, Any]
+
+
+def load_run_cluster(scenario: Scenario) -> ClusterSpec:
+    """The scenario's cluster as a topology (``[cluster] topology = ...`` is required to simulate)."""
+    cluster = scenario.cluster
+    if cluster is None or cluster.topology is None:
+        raise ScenarioError(
+            "cluster.topology is required to simulate the network (inline [[cluster.groups]] only plan compute); "
+            "set cluster.topology to a preset such as 'h0' or a topology file"
+        )
+    ref: str | Path = cluster.topology
+    if (scenario.base_dir / cluster.topology).is_file():
+        ref = scenario.base_dir / cluster.topology
+    return load_cluster(ref)
+
+
+def gpu_slowdowns(faults: FaultsSection, cluster: ClusterSpec) -> dict[str, float]:
+    """GPU name -> compute-duration multiplier from ``[[faults.gpus]]`` (factors of overlapping rules multiply)."""
+    gpus = cluster.gpus()
+    out: dict[str, float] = {}
+    for i, rule in enumerate(faults.gpus):
+        hit = [
+            g.name
+            for g in gpus
+            if (rule.gpu is not None and g.name == rule.gpu)
+            or (rule.gpu_type is not None and g.gpu_type == rule.gpu_type)
+            or (rule.node is not None and g.node == rule.node)
+        ]
+        if not hit:
+            sel = rule.gpu or rule.gpu_type or rule.node
+            raise ScenarioError(f"faults.gpus[{i}] selects no GPU ({sel!r}); GPUs look like {gpus[0].name!r}")
+        for name in hit:
+            out[name] = out.get(name, 1.0) * rule.factor
+    return out
+
+
+def gpu_meta(cluster: ClusterSpec, wplan: Plan, faults: FaultsSection | None = None) -> dict[str, GpuMeta]:
+    """GPU name -> :class:`GpuMeta` for the breakdown: type, node and slowdown.
+
+    The slowdown is the GPU type's time per layer (``wplan.layer_time``, forward + backward, from the
+    roofline) over the fastest type's, times the GPU's ``[[faults.gpus]]`` factor: 1 for every GPU of a
+    homogeneous cluster without faults, so that no wait is straggler wait there (issue 19).
+    """
+    layer_time: Mapping[str, float] = wplan.layer_time or {}
+    fastest = min((t for t in layer_time.values() if t > 0), default=0.0)
+    factor = gpu_slowdowns(faults or FaultsSection(), cluster)
+    out = {}
+    for g in cluster.gpus():
+        t = layer_time.get(g.gpu_type, 0.0)
+        by_type = t / fastest if fastest > 0 and t > 0 else 1.0
+        out[g.name] = GpuMeta(g.gpu_type, g.node, by_type * factor.get(g.name, 1.0))
+    return out
+
+
+def collective_env(scenario: Scenario, graph: NetGraph) -> CollectiveEnv:
+    """The collective planner's view of ``graph`` with the scenario's tuning (``[collectives]``)."""
+    colls = scenario.collectives
+    tuning_path = colls.tuning
+    if tuning_path is not None and (scenario.base_dir / tuning_path).is_file():
+        tuning_path = str(scenario.base_dir / tuning_path)
+    tuning = load_tuning(tuning_path)
+    if colls.tuning_overrides():
+        tuning = dataclasses.replace(tuning, **colls.tuning_overrides())  # type: ignore[arg-type]
+    return CollectiveEnv.from_graph(graph, tuning)
+
+
+def lower_plan(
+    wplan: Plan, scenario: Scenario, env: CollectiveEnv, cluster: ClusterSpec, *, reuse: bool = True
+) -> Lowered:
+    """Lower a compiled workload into one iteration's execution plan (faults and ``[collectives]`` applied)."""
+    colls = scenario.collectives
+    return lower_workload(
+        wplan.workload,
+        env,
+        slowdown=gpu_slowdowns(scenario.faults, cluster),
+        overrides=colls.overrides(),
+        priority=colls.priorities(),
+        reuse=reuse,
+    )
+
+
+def lower_scenario(
+    scenario: Scenario, graph: NetGraph, cluster: ClusterSpec, *, reuse: bool = True
+) -> tuple[Plan, Lowered]:
+    """Plan the workload and lower it into one execution plan (``reuse``: see :func:`lower_workload`)."""
+    wplan = plan_scenario(scenario)
+    return wplan, lower_plan(wplan, scenario, collective_env(scenario, graph), cluster, reuse=reuse)
+
+
+def simulate(
+    engine: Backend,
+    plan: ExecutionPlan,
+    graph: NetGraph,
+    scenario: Scenario,
+    progress: ProgressFn | None = None,
+    rec: RunRecorder | None = None,
+) -> BackendRun:
+    """Replay ``plan`` on ``engine``; keep what finished in ``rec``; raise on interrupt or stall."""
+    run = scenario.run
+    res = engine.run(
+        plan, graph, scenario.network, seed=run.seed, faults=scenario.faults, progress=progress,
+        stall_limit_s=run.stall_limit,
+    )  # fmt: skip
+    if rec is not None:
+        rec.times, rec.flows_df = res.times, res.flows
+    if res.interrupted:
+        raise KeyboardInterrupt  # recording_run writes the partial times with status "interrupted"
+    if not res.completed:
+        done = int(np.isfinite(res.times.finish_s).sum())
+        raise SimulationError(
+            f"the {engine.name} replay stalled: {done} of {len(plan)} tasks finished by "
+            f"{res.sim_time_s:.6f} s simulated (a link down with no alternative path?)"
+        )
+    return res
+
+
+def run_scenario(
+    scenario: Scenario,
+    out_dir: str | Path,
+    *,
+    backend: str | None = None,
+    progress: ProgressFn | None = None,
+) -> RunOutcome:
+    """Simulate ``run.iterations`` training iterations of ``scenario`` and write the run directory ``out_dir``.
+
+    The workload is lowered once into the plan of one iteration, which is repeated
+    (:func:`~hetero_ns3.plan.iterations.repeat_plan`) and replayed whole on the backend. A scenario with
+    ``[[jobs]]`` goes through :func:`~hetero_ns3.jobs.run_jobs` (one plan per job, merged), one with
+    ``[workload] chakra`` through :func:`~hetero_ns3.chakra_run.run_chakra` (the plan imported from the trace).
+    """
+    run = scenario.run
+    backend = backend or run.backend
+    engine = get_backend(backend)
+    if scenario.jobs:
+        from hetero_ns3.jobs import run_jobs
+
+        return run_jobs(scenario, out_dir, engine, progress)
+    if scenario.workload is not None and scenario.workload.chakra is not None:
+        from hetero_ns3.chakra_run import run_chakra
+
+        return run_chakra(scenario, out_dir, engine, progress)
+    stats: dict[str, Any] = {"backend": backend, "seed": run.seed}
+    resolved = scenario.resolved()
+    with recording_run(out_dir, scenario_resolved=resolved, versions=versions_info(run.seed)) as rec:
+        t0 = time.perf_counter()
+        cluster = load_run_cluster(scenario)
+        graph = build_graph(cluster)
+        wplan, lowered = lower_scenario(scenario, graph, cluster)
+        repeated = repeat_plan(lowered.plan, run.iterations)
+        plan = repeated.plan
+        rec.plan, rec.iteration = plan, (repeated.iteration if run.iterations > 1 else None)
+        rec.gpu_meta = gpu_meta(cluster, wplan, scenario.faults)
+        stats.update(
+            plan_s=time.perf_counter() - t0,
+            iterations=run.iterations,
+            tasks_per_iteration=repeated.tasks_per_iteration,
+            tasks=len(plan),
+            flows=plan.n_flows,
+            collectives=lowered.n_collectives,
+            collective_choices=dict(lowered.choices),
+            compute_only_iteration_s=wplan.compute_time,
+            model_flops=wplan.model_flops,
+            peak_flops=wplan.peak_flops,
+        )
+        log.info(
+            "plan: %d tasks, %d flows, %d collective calls per iteration; %d iteration(s)",
+            len(lowered.plan),
+            lowered.plan.n_flows,
+            lowered.n_collectives,
+            run.iterations,
+        )
+        t1 = time.perf_counter()
+        res = simulate(engine, plan, graph, scenario, progress, rec)
+        stats.update(res.stats)
+        times, flows_df = res.times, res.flows
+        stats["backend_wall_s"] = time.perf_counter() - t1
+        summary = summarize(plan, times, rec.gpu_meta, rec.iteration)
+        stats["mfu"] = mfu_of(wplan, summary.iteration_time_s)
+        paths = rec.finish(times, flows_df, extra_summary={"run": stats})
+    return RunOutcome(paths, summary, backend, stats)
+
+
+def mfu_of(wplan: Plan, iteration_time_s: float) -> float:
+    """Model FLOPs of one iteration over the time of one (steady-state) iteration at the GPUs' peak."""
+    return wplan.model_flops / (iteration_time_s * wplan.peak_flops) if iteration_time_s else 0.0

@@ -1,0 +1,220 @@
+"""Lower a compiled Workload into one ExecutionPlan (compute tasks + flow tasks, one DAG).
+
+Every compute op becomes a compute task on its rank's GPU (its duration scaled by the GPU's slowdown
+factor, for straggler what-ifs). Every collective *instance* (the member ops of one NCCL call) goes
+through the collective planner once, which adds its flows, reductions and latency tasks; each member
+op then completes at the planner's exit task on its GPU. Pure Python, no ns-3.
+
+Ordering: ops and instances are emitted in a topological order of the op graph (instances count as
+one node whose dependencies are the union of their members'), so that every task depends only on
+tasks already emitted, as :class:`~hetero_ns3.plan.builder.PlanBuilder` requires. Cost is linear in ops,
+dependencies and emitted tasks; the per-rank ops are read as columns of the worker programs
+(:mod:`hetero_ns3.workload.optable`), never built as :class:`~hetero_ns3.workload.artefact.Op` objects.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
+from hetero_ns3.collectives.templates import CallTemplates
+from hetero_ns3.collectives.types import CollectiveOverride
+from hetero_ns3.errors import PlanningError
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import COMM_STREAM, COMPUTE_STREAM, ExecutionPlan
+from hetero_ns3.workload.artefact import ProgramOp, Workload
+from hetero_ns3.workload.gcpause import gc_paused
+from hetero_ns3.workload.optable import OpTable, op_graph, op_table
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """The execution plan of one iteration and how it maps back to the workload."""
+
+    plan: ExecutionPlan
+    op_exit: Mapping[int, tuple[int, ...]]
+    """Workload op id -> task ids whose completion completes the op on its GPU."""
+    choices: Mapping[str, int] = field(default_factory=dict)
+    """Count of collective calls per ``dim:op:algo/protocol/channels`` choice."""
+    n_collectives: int = 0
+
+
+#: Traffic class per parallel dimension (all lossless by default; see docs/cosim.md).
+DEFAULT_PRIORITY = {"tp": 3, "ep": 3, "pp": 3, "dp": 3}
+
+
+def _group(p: ProgramOp, t: int) -> tuple[str, ...]:
+    """The group of tp member ``t``'s op of ``p`` (as :func:`~hetero_ns3.workload.artefact.expand_op`)."""
+    return p.groups[t] if len(p.groups) > 1 else p.groups[0]
+
+
+class _Lowering:
+    """State of one :func:`lower_workload` call: the op table as lists, every op's exit tasks, the calls."""
+
+    def __init__(self, table: OpTable, gpu_of: list[str]) -> None:
+        self.table = table
+        self.gpu_of = gpu_of
+        self.rank = table.rank.tolist()
+        self.member = table.member.tolist()
+        self.dep_ptr = table.dep_ptr.tolist()
+        self.dep_pos = table.dep_pos.tolist()
+        self.exit_of: list[tuple[int, ...]] = [()] * len(table)
+        """Per position: task ids whose completion completes the op on its GPU."""
+        self.calls: dict[tuple, CollectiveCall] = {}
+        """(op, group, bytes, peer, dim) -> the unnamed call of that shape."""
+
+    def dep_tasks(self, i: int) -> list[int]:
+        """Exit tasks of the dependencies of the op at position ``i`` (``Op.deps`` order, repeats kept)."""
+        a, b = self.dep_ptr[i], self.dep_ptr[i + 1]
+        exit_of = self.exit_of
+        if b - a == 1:
+            return list(exit_of[self.dep_pos[a]])
+        out: list[int] = []
+        for d in self.dep_pos[a:b]:
+            out.extend(exit_of[d])
+        return out
+
+    def call_of(
+        self, members: list[int], overrides: Mapping[str, CollectiveOverride]
+    ) -> tuple[CollectiveCall, str, dict[str, list[int]]]:
+        """An instance's call (unnamed, shared by every call of its shape), its name, its members per GPU.
+
+        The call has the dimension's ``overrides`` applied; members are listed in workload order.
+        """
+        prog_op, gpu_of, rank = self.table.prog_op, self.gpu_of, self.rank
+        head = prog_op[members[0]]
+        if head.collective in ("send", "recv"):
+            send = next(m for m in members if prog_op[m].collective == "send")
+            recv = next(m for m in members if prog_op[m].collective == "recv")
+            src, dst = gpu_of[rank[send]], gpu_of[rank[recv]]
+            p = prog_op[send]
+            key: tuple = ("send_recv", (src, dst), p.bytes, dst, head.dim)
+            name = p.name
+            by_gpu = {src: [send], dst: [recv]}
+        else:
+            by_gpu = {}
+            for m in members:
+                by_gpu.setdefault(gpu_of[rank[m]], []).append(m)
+            key = (head.collective, _group(head, self.member[members[0]]), head.bytes, None, head.dim)
+            name = head.name
+        call = self.calls.get(key)
+        if call is None:
+            op, group, size, peer, dim = key
+            ov = overrides.get(dim) or CollectiveOverride()
+            call = self.calls[key] = CollectiveCall(
+                op, tuple(group), int(size), algo=ov.algo, protocol=ov.protocol, channels=ov.channels, peer=peer
+            )
+        return call, name, by_gpu
+
+
+def lower_workload(
+    workload: Workload,
+    env: CollectiveEnv,
+    *,
+    slowdown: Mapping[str, float] | None = None,
+    overrides: Mapping[str, CollectiveOverride] | None = None,
+    priority: Mapping[str, int] | None = None,
+    reuse: bool = True,
+) -> Lowered:
+    """Expand ``workload`` into one :class:`ExecutionPlan` using the collective planner.
+
+    ``slowdown[gpu]`` multiplies the compute durations of that GPU (1 = nominal). ``overrides[dim]``
+    fixes the algorithm / protocol / channels of that dimension's collectives (``tp``, ``pp``,
+    ``dp``, ``ep``). ``priority[dim]`` is the traffic class of that dimension's flows.
+
+    ``reuse`` replays repeated collective calls from templates (same plan, much faster; see
+    docs/collectives.md, "Lowering speed"); ``reuse=False`` emits every call afresh (the reference the
+    template tests compare against).
+    """
+    with gc_paused():  # millions of small, acyclic objects: collections would find nothing to free
+        builder, op_exit, choices, n_coll = _emit(workload, env, slowdown or {}, overrides or {}, priority or {}, reuse)
+        # The emission's per-op lists and templates are freed by now, before the plan is frozen and
+        # validated (which needs temporaries of its own): a lower peak than building inside _emit.
+        return Lowered(builder.build(copy=False), op_exit, choices, n_coll)  # the builder is dropped here
+
+
+def _emit(
+    workload: Workload,
+    env: CollectiveEnv,
+    slowdown: Mapping[str, float],
+    overrides: Mapping[str, CollectiveOverride],
+    priority: Mapping[str, int],
+    reuse: bool,
+) -> tuple[PlanBuilder, dict[int, tuple[int, ...]], dict[str, int], int]:
+    """Emit every task into a builder (:func:`lower_workload`'s defaults resolved); return it with each
+    op's exit tasks, the algorithm choices and the call count."""
+    templates = CallTemplates() if reuse else None
+    prio = {**DEFAULT_PRIORITY, **priority}
+    gpu_of = [slot.gpu for slot in workload.ranks]
+    table = op_table(workload)
+    graph = op_graph(table)
+
+    builder = PlanBuilder(list(dict.fromkeys(gpu_of)))  # rank order, each GPU once
+    low = _Lowering(table, gpu_of)
+    gidx_of = [builder.gpu_index(g) for g in gpu_of]
+    slow_of = [float(slowdown.get(g, 1.0)) for g in gpu_of]
+    choices: dict[str, int] = {}
+    n_coll = 0
+
+    prog_op, rank_of, exit_of, dep_tasks = table.prog_op, low.rank, low.exit_of, low.dep_tasks
+    dep_ptr, dep_pos = low.dep_ptr, low.dep_pos
+    mem_ptr, mem_pos = graph.mem_ptr.tolist(), graph.mem_pos.tolist()
+    first_pos = graph.mem_pos[graph.mem_ptr[:-1]].tolist()  # the op of a single-op node
+    is_instance = graph.is_instance.tolist()
+    indeg, succ_ptr, succ = graph.indeg.tolist(), graph.succ_ptr.tolist(), graph.succ.tolist()
+    # Kahn's algorithm, smallest node first (node order = order of the smallest op id of the node).
+    heap = [nd for nd, k in enumerate(indeg) if k == 0]
+    heapq.heapify(heap)
+    emitted = 0
+    add_compute, add_barrier = builder.add_compute, builder.add_barrier
+    heappop, heappush = heapq.heappop, heapq.heappush
+    while heap:
+        nd = heappop(heap)
+        emitted += 1
+        if not is_instance[nd]:
+            i = first_pos[nd]
+            p = prog_op[i]
+            r = rank_of[i]
+            a = dep_ptr[i]
+            # One dependency (the usual case): its exit tuple as is (the builder copies what it is given).
+            deps = exit_of[dep_pos[a]] if dep_ptr[i + 1] - a == 1 else dep_tasks(i)
+            if p.kind == "compute":
+                stream = COMPUTE_STREAM if p.stream == "compute" else COMM_STREAM
+                tid = add_compute(gidx_of[r], p.duration * slow_of[r], deps, stream, p.name, "compute")
+            else:  # a comm op outside any instance: nothing to move
+                tid = add_barrier(gidx_of[r], deps, label=p.name)
+            exit_of[i] = (tid,)
+        else:
+            members = mem_pos[mem_ptr[nd] : mem_ptr[nd + 1]]
+            head = prog_op[members[0]]
+            call, name, by_gpu = low.call_of(members, overrides)
+            entry = {g: [t for m in ms for t in dep_tasks(m)] for g, ms in by_gpu.items()}
+            if call.size_bytes <= 0:
+                for g, ms in by_gpu.items():
+                    tid = builder.add_barrier(g, entry[g], label=head.name, category=head.dim or "comm")
+                    for m in ms:
+                        exit_of[m] = (tid,)
+            else:
+                category, cls = head.dim or "comm", prio.get(head.dim, 0)
+                if templates is not None:  # as plan_collective(..., templates=templates), without a named call
+                    res = templates.plan(builder, call, env, entry, category, cls, name=name)
+                else:
+                    res = plan_collective(builder, replace(call, name=name), env, entry, category, cls)
+                n_coll += 1
+                key = f"{head.dim}:{call.op}:{res.algo}/{res.protocol}/{res.channels}"
+                choices[key] = choices.get(key, 0) + 1
+                exits_of = res.exits
+                for g, ms in by_gpu.items():
+                    exits = tuple(exits_of[g])
+                    for m in ms:
+                        exit_of[m] = exits
+        for s in succ[succ_ptr[nd] : succ_ptr[nd + 1]]:
+            k = indeg[s] - 1
+            indeg[s] = k
+            if k == 0:
+                heappush(heap, s)
+    if emitted != len(indeg):
+        raise PlanningError(f"workload has a dependency cycle: {len(indeg) - emitted} ops/instances never became ready")
+    return builder, dict(zip(table.ids.tolist(), exit_of, strict=True)), choices, n_coll

@@ -1,0 +1,99 @@
+"""The ``[cluster]`` section: a topology preset (or file), or inline node groups for compute-only planning."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hetero_ns3.compute.gpus import get_gpu
+from hetero_ns3.errors import ScenarioError, field_error
+
+
+@dataclass(frozen=True)
+class NodeGroupSpec:
+    """An inline node group (compute-only planning without a topology preset).
+
+    Attributes:
+        gpu_type: catalog GPU type of every GPU in the group.
+        nodes: number of nodes.
+        gpus_per_node: GPUs per node.
+        name: group label (default ``g<index>``).
+    """
+
+    gpu_type: str
+    nodes: int = 1
+    gpus_per_node: int = 8
+    name: str = ""
+
+    def validate(self, where: str) -> None:
+        if self.nodes < 1:
+            raise field_error(f"{where}.nodes", self.nodes, "must be >= 1")
+        if self.gpus_per_node < 1:
+            raise field_error(f"{where}.gpus_per_node", self.gpus_per_node, "must be >= 1")
+
+
+@dataclass(frozen=True)
+class InlineGpu:
+    """A GPU of an inline cluster (same attributes as ``hetero_ns3.topology`` GpuInfo)."""
+
+    name: str
+    node: int
+    local_index: int
+    gpu_type: str
+    group: str
+
+
+@dataclass(frozen=True)
+class ClusterSection:
+    """The ``[cluster]`` section: a topology preset name or path, or inline node groups.
+
+    Attributes:
+        topology: preset name (``h0``..``h4``) or path of a topology TOML, loaded by
+            ``hetero_ns3.topology.load_cluster``.
+        groups: inline node groups (``[[cluster.groups]]``) when no topology is given; GPUs are
+            named ``n<node>.g<index>``.
+    """
+
+    topology: str | None = None
+    groups: tuple[NodeGroupSpec, ...] = ()
+
+    def validate(self, where: str = "cluster") -> None:
+        if (self.topology is None) == (not self.groups):
+            raise ScenarioError(
+                f"{where} needs exactly one of {where}.topology (a preset such as 'h0' or a path) or [[{where}.groups]]"
+            )
+
+
+def inline_gpus(
+    cluster: ClusterSection, where: str = "cluster", extra_gpus: dict | None = None
+) -> tuple[InlineGpu, ...]:
+    """GPUs of an inline cluster, numbered node by node."""
+    out: list[InlineGpu] = []
+    node = 0
+    for i, g in enumerate(cluster.groups):
+        try:
+            get_gpu(g.gpu_type, extra_gpus)
+        except ScenarioError as err:
+            raise field_error(
+                f"{where}.groups[{i}].gpu_type", g.gpu_type, "is not a known GPU type", str(err)
+            ) from None
+        gname = g.name or f"g{i}"
+        for _ in range(g.nodes):
+            out += [InlineGpu(f"n{node}.g{k}", node, k, g.gpu_type, gname) for k in range(g.gpus_per_node)]
+            node += 1
+    return tuple(out)
+
+
+def resolve_cluster_gpus(
+    cluster: ClusterSection, base_dir: Path | None = None, extra_gpus: dict | None = None
+) -> tuple[Any, ...]:
+    """The cluster's GPUs: inline groups, or ``hetero_ns3.topology.load_cluster(topology).gpus()``."""
+    if cluster.topology is None:
+        return inline_gpus(cluster, extra_gpus=extra_gpus)
+    from hetero_ns3.topology.loader import load_cluster
+
+    ref: str | Path = cluster.topology
+    if base_dir is not None and (base_dir / cluster.topology).is_file():
+        ref = base_dir / cluster.topology
+    return tuple(load_cluster(ref).gpus())

@@ -1,0 +1,43 @@
+"""The ``[run]`` section: backend, seed, stall limit, iterations."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from hetero_ns3.errors import field_error
+
+
+@dataclass(frozen=True)
+class RunSection:
+    """How to run the scenario."""
+
+    backend: str = "ns3"
+    """``ns3``: packet level (the native RoCE module); ``analytic``: flow level (max-min fair sharing)."""
+    seed: int = 1
+    """Seed of every random choice (ECMP hashing, ECN marking); same seed, same results."""
+    stall_limit: float = dataclasses.field(default=60.0, metadata={"unit": "time"})
+    """Packet level: stop (and report a failed run) after this much simulated time without progress."""
+    iterations: int = 1
+    """Training iterations to simulate back to back (>= 1). With N >= 2 the reported iteration time
+    and breakdown are the mean over iterations 2..N (steady state); see docs/cosim.md."""
+
+    job_baselines: bool = False
+    """Multi-job scenarios (``[[jobs]]``): also simulate each job alone on the same placement and report its
+    slowdown (shared iteration time / alone iteration time)."""
+
+    def validate(self, where: str = "run") -> None:
+        from hetero_ns3.network.backend import backend_names
+
+        if self.backend not in backend_names():
+            raise field_error(
+                f"{where}.backend", self.backend, "is not a backend", f"use one of {list(backend_names())}"
+            )
+        if self.iterations < 1:
+            raise field_error(
+                f"{where}.iterations", self.iterations, "must be an integer >= 1", "e.g. --set run.iterations=3"
+            )
+        if not 1 <= self.seed < 2**32:
+            raise field_error(f"{where}.seed", self.seed, "must be an integer in [1, 2**32)")
+        if not self.stall_limit > 0:
+            raise field_error(f"{where}.stall_limit", self.stall_limit, "must be a positive time", "e.g. '60s'")

@@ -1,0 +1,191 @@
+"""Validation suite: simulated figures against published measurements (``hetero-ns3 validate``).
+
+Cases are data (``hetero_ns3/data/validation/suite.toml``): each names what to simulate (a scenario
+file, or one collective on a topology), the published value with its source URL, the metric and a
+relative tolerance. :func:`run_case` simulates one case on the analytic backend without writing a
+run directory; :func:`run_suite` runs a list of them. docs/validation.md lists the cases.
+"""
+
+from __future__ import annotations
+
+import time
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hetero_ns3.errors import ScenarioError, field_error
+from hetero_ns3.paths import PACKAGE_DATA
+
+SUITE_PATH = PACKAGE_DATA / "validation" / "suite.toml"
+KINDS = ("scenario", "collective")
+METRICS = ("step_time_s", "busbw_GBps", "algbw_GBps", "mfu_pct")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One validation case.
+
+    Attributes:
+        name: identifier (``megatron.gpt-1.7b``).
+        kind: ``scenario`` (a training iteration) or ``collective`` (one collective call).
+        metric: step_time_s, mfu_pct (scenario) or busbw_GBps, algbw_GBps (collective).
+        published: the published value, in the metric's unit.
+        tolerance: allowed relative error, e.g. 0.10.
+        source: URL or citation of the published value.
+        quick: part of ``validate --quick``.
+        pending: expected to fail until a named feature lands (reported, not counted).
+        scenario: scenario path relative to the suite file (kind scenario).
+        op, topology, gpus, size: collective, topology preset, first N GPUs, bytes (kind collective).
+        algo: forced algorithm (collective), e.g. ``ring``.
+        ranks: explicit GPU names of the collective's group (instead of ``gpus``).
+        note: free text.
+    """
+
+    name: str
+    kind: str
+    metric: str
+    published: float
+    tolerance: float
+    source: str
+    quick: bool = False
+    pending: str = ""
+    scenario: str = ""
+    op: str = ""
+    topology: str = ""
+    gpus: int = 0
+    size: int = 0
+    algo: str = ""
+    ranks: tuple[str, ...] = field(default=())
+    note: str = ""
+    overrides: tuple[str, ...] = field(default=())
+
+
+def load_suite(path: str | Path | None = None) -> tuple[Path, tuple[Case, ...]]:
+    """Read the suite file; errors name the case index and field."""
+    p = Path(path) if path else SUITE_PATH
+    if not p.is_file():
+        raise ScenarioError(f"validation suite {str(p)!r} does not exist")
+    with open(p, "rb") as fh:
+        data = tomllib.load(fh)
+    cases = []
+    known = set(Case.__dataclass_fields__)
+    for i, tbl in enumerate(data.get("case", [])):
+        where = f"{p.name}: case[{i}]"
+        unknown = sorted(set(tbl) - known)
+        if unknown:
+            raise field_error(
+                f"{where}.{unknown[0]}", tbl[unknown[0]], "is not a case field", f"valid: {sorted(known)}"
+            )
+        for key in ("name", "kind", "metric", "published", "tolerance", "source"):
+            if key not in tbl:
+                raise ScenarioError(f"{where}.{key} is missing")
+        if tbl["kind"] not in KINDS:
+            raise field_error(f"{where}.kind", tbl["kind"], "is not a case kind", f"use one of {list(KINDS)}")
+        if tbl["metric"] not in METRICS:
+            raise field_error(f"{where}.metric", tbl["metric"], "is not a metric", f"use one of {list(METRICS)}")
+        tbl = dict(tbl)
+        tbl["overrides"] = tuple(tbl.get("overrides", ()))
+        tbl["ranks"] = tuple(tbl.get("ranks", ()))
+        cases.append(Case(**tbl))
+    return p.parent, tuple(cases)
+
+
+def simulate_scenario(path: Path, overrides: Sequence[str] = ()) -> dict[str, float]:
+    """Plan, lower and replay one iteration of a scenario on the analytic backend (no run directory).
+
+    Returns ``step_time_s``, ``mfu_pct`` (model FLOPs without recomputation over the summed peaks)
+    and ``compute_only_s``.
+    """
+    from hetero_ns3.errors import SimulationError
+    from hetero_ns3.network.backend import get_backend
+    from hetero_ns3.pipeline import gpu_meta, load_run_cluster, lower_scenario
+    from hetero_ns3.results import summarize
+    from hetero_ns3.scenario.loader import load_scenario
+    from hetero_ns3.topology import build_graph
+
+    scenario = load_scenario(path, list(overrides))
+    cluster = load_run_cluster(scenario)
+    graph = build_graph(cluster)
+    wplan, lowered = lower_scenario(scenario, graph, cluster)
+    run = scenario.run
+    res = get_backend("analytic").run(
+        lowered.plan, graph, scenario.network, seed=run.seed, faults=scenario.faults, stall_limit_s=run.stall_limit
+    )
+    if not res.completed:
+        raise SimulationError(f"{path.name}: the analytic replay did not finish every task")
+    summary = summarize(lowered.plan, res.times, gpu_meta(cluster, wplan, scenario.faults), None)
+    t = summary.iteration_time_s
+    return {
+        "step_time_s": t,
+        "mfu_pct": 100.0 * wplan.model_flops / (t * wplan.peak_flops) if t else 0.0,
+        "compute_only_s": wplan.compute_time,
+    }
+
+
+def simulate_collective(case: Case) -> dict[str, float]:
+    """One collective of ``case.size`` bytes over the first ``case.gpus`` GPUs of ``case.topology``."""
+    from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, busbw_factor, plan_collective
+    from hetero_ns3.network.analytic import simulate_plan
+    from hetero_ns3.plan.builder import PlanBuilder
+    from hetero_ns3.topology import resolve_topology
+
+    graph = resolve_topology(case.topology)
+    env = CollectiveEnv.from_graph(graph)
+    group = case.ranks or (env.gpus[: case.gpus] if case.gpus else env.gpus)
+    call = CollectiveCall(case.op, group, int(case.size), algo=case.algo or None)
+    builder = PlanBuilder(group)
+    plan_collective(builder, call, env)
+    t = simulate_plan(graph, builder.build(), seed=1).times.makespan_s
+    algbw = case.size / t / 1e9
+    return {"time_s": t, "algbw_GBps": algbw, "busbw_GBps": algbw * busbw_factor(call.op, len(group))}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Result of one case."""
+
+    case: Case
+    simulated: float
+    error_pct: float
+    within: bool
+    wall_s: float
+    detail: dict[str, float]
+
+    def record(self) -> dict[str, Any]:
+        c = self.case
+        return {
+            "case": c.name,
+            "metric": c.metric,
+            "published": c.published,
+            "simulated": self.simulated,
+            "error_pct": self.error_pct,
+            "tolerance_pct": 100.0 * c.tolerance,
+            "within_tolerance": self.within,
+            "pending": c.pending,
+            "source": c.source,
+            "wall_s": self.wall_s,
+        }
+
+
+def run_case(case: Case, base: Path) -> Outcome:
+    """Simulate one case and compare it with its published value."""
+    t0 = time.perf_counter()
+    if case.kind == "scenario":
+        detail = simulate_scenario(base / case.scenario, case.overrides)
+    else:
+        detail = simulate_collective(case)
+    sim = detail[case.metric]
+    err = 100.0 * (sim - case.published) / case.published
+    return Outcome(case, sim, err, abs(err) <= 100.0 * case.tolerance, time.perf_counter() - t0, detail)
+
+
+def run_suite(cases: Sequence[Case], base: Path, on_done: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    out = []
+    for c in cases:
+        o = run_case(c, base)
+        out.append(o)
+        if on_done:
+            on_done(o)
+    return out

@@ -1,0 +1,326 @@
+"""One training iteration compiled step by step: :class:`IterationCompiler` behind ``compile_workload``.
+
+Each worker (the tp ranks of one pipeline stage of one replica) gets one program, built in named
+steps that follow Megatron-LM's iteration:
+
+* :meth:`IterationCompiler.forward_step` / :meth:`~IterationCompiler.backward_step`: one schedule
+  step of one microbatch and model chunk (embedding, layers, head) with its pipeline p2p;
+* :meth:`~IterationCompiler.pipeline_p2p`: the send or receive of activations / gradients between
+  neighbouring (virtual) stages;
+* :meth:`~IterationCompiler.gradient_sync`: one gradient bucket's DP reduction (or, after the
+  optimizer under the distributed optimizer, its parameter all-gather), dense and expert parts;
+* :meth:`~IterationCompiler.tied_embeddings`: the embedding-gradient all-reduce between first and last stage;
+* :meth:`~IterationCompiler.optimizer_step`: the Adam step over the local shard, the parameter
+  all-gathers and the host overhead.
+
+Ids are handed out in emission order, so the order of these calls fixes the workload (deterministic
+for a scenario). docs/workload.md describes what each step contains.
+"""
+
+from __future__ import annotations
+
+from hetero_ns3.compute.roofline import Kernel
+from hetero_ns3.workload import layers as L
+from hetero_ns3.workload.artefact import Program, Workload
+from hetero_ns3.workload.compiler import (
+    GRAD_BYTES,
+    OPTIMIZER_BYTES_PER_PARAM,
+    Bucket,
+    CompileSpec,
+    StepPrograms,
+    _Ids,
+    _ProgramBuilder,
+    bucketize,
+    params_in_grad_order,
+)
+from hetero_ns3.workload.placement import Placement
+from hetero_ns3.workload.schedule import Step as PipelineStep
+from hetero_ns3.workload.schedule import pipeline_schedule
+
+Groups = tuple[tuple[str, ...], ...]
+
+
+class IterationCompiler:
+    """Compiles one iteration of ``spec`` on ``placement`` into worker programs (:meth:`compile`)."""
+
+    def __init__(self, spec: CompileSpec, placement: Placement) -> None:
+        plan, model = spec.plan, spec.model
+        self.spec, self.placement, self.plan, self.model = spec, placement, plan, model
+        self.tp, self.pp, self.dp = plan.tp, plan.pp, placement.dp
+        self.chunks = plan.chunks
+        self.n_v = self.pp * self.chunks
+        self.firsts = [sum(spec.stage_layers[:v]) for v in range(self.n_v)]
+        self.ids = _Ids()
+        self.progs = StepPrograms(spec)
+        self.gbytes = GRAD_BYTES[plan.grad_reduce_dtype]
+        self.zero = plan.zero_stage
+        sp_div = self.tp if plan.sequence_parallel and self.tp > 1 else 1
+        self.act_p2p = L.ACT_BYTES * plan.micro_batch * model.seq_len * model.hidden / sp_div
+        self.dp_kind = "reduce_scatter" if self.zero >= 1 else "all_reduce"
+        self.tied_sync = model.tie_embeddings and self.pp > 1
+        self.emb_grad_bytes = 4.0 * model.padded_vocab(self.tp) * model.hidden / self.tp
+        self.orders = {v: params_in_grad_order(spec, v, self.tp, self.pp) for v in range(self.n_v)}
+        self.buckets = {v: bucketize(self.orders[v], plan.bucket_params) for v in range(self.n_v)}
+        self._gpu_memo: dict[tuple[int, int, int], str] = {}
+        self._group_memo: dict[tuple[str, int, int], Groups] = {}
+        self._group_of = {
+            "dp": lambda t, s, _r: placement.dp_group(t, s),
+            "edp": placement.edp_group,
+            "ep": placement.ep_group,
+        }
+
+    # -- lookups -------------------------------------------------------------------------------
+
+    def gpu(self, t: int, stage: int, rep: int) -> str:
+        """GPU name of rank (t, stage, rep) (memoized: the compiler asks for the same ranks many times)."""
+        key = (t, stage, rep)
+        name = self._gpu_memo.get(key)
+        if name is None:
+            name = self._gpu_memo[key] = self.placement.slot(t, stage, rep).gpu
+        return name
+
+    def member_groups(self, kind: str, stage: int, rep: int) -> Groups:
+        """Per tp index, the GPU names of the ``dp``, ``edp`` or ``ep`` group of (stage, replica) (memoized)."""
+        key = (kind, stage, rep)
+        groups = self._group_memo.get(key)
+        if groups is None:
+            of = self._group_of[kind]
+            groups = self._group_memo[key] = tuple(tuple(s.gpu for s in of(t, stage, rep)) for t in range(self.tp))
+        return groups
+
+    # -- building blocks -----------------------------------------------------------------------
+
+    def run_steps(self, w: _ProgramBuilder, steps: list[L.Step], tag: str, phase: str, mb: int, chunk: int) -> None:
+        """Emit a layer program: compute kernels, TP / EP collectives and joins."""
+        ids = self.ids
+        for st in steps:
+            if isinstance(st, L.Compute):
+                f, b, t = self.progs.cost(w.gpu_type, st.kernels)
+                w.compute(f"{tag}.{st.name}", f, b, t, phase, mb, chunk)
+            elif isinstance(st, L.Join):
+                w.join()
+            elif st.dim == "tp":
+                w.comm(
+                    f"{tag}.{st.name}",
+                    st.collective,
+                    st.bytes,
+                    (w.gpus,),
+                    "tp",
+                    ids.instance(),
+                    st.mode,
+                    phase,
+                    mb,
+                    chunk,
+                )
+            else:  # ep: the same tp index in the replicas of this EP block
+                groups = self.member_groups("ep", w.stage, w.replica)
+                inst = ids.instance(("ep", w.stage, w.replica // self.plan.ep, phase, mb, chunk, tag, st.name))
+                w.comm(f"{tag}.{st.name}", st.collective, st.bytes, groups, "ep", inst, st.mode, phase, mb, chunk)
+
+    def pipeline_p2p(
+        self, w: _ProgramBuilder, peer_stage: int, send: bool, phase: str, mb: int, chunk: int, v_from: int
+    ) -> None:
+        """Send to / receive from ``peer_stage`` the activation (F) or gradient (B) of virtual stage ``v_from``."""
+        coll = "send" if send else "recv"
+        rep, tp = w.replica, self.tp
+        if send:
+            groups = tuple((self.gpu(t, w.stage, rep), self.gpu(t, peer_stage, rep)) for t in range(tp))
+        else:
+            groups = tuple((self.gpu(t, peer_stage, rep), self.gpu(t, w.stage, rep)) for t in range(tp))
+        inst = self.ids.instance(("pp", rep, phase, mb, v_from))
+        w.comm(
+            f"{phase}{mb}.c{chunk}.pp.{coll}",
+            coll,
+            self.act_p2p,
+            groups,
+            "pp",
+            inst,
+            "async",
+            phase,
+            mb,
+            chunk,
+            join=not send,
+        )
+        if not send:
+            w.join()
+
+    def gradient_sync(
+        self,
+        w: _ProgramBuilder,
+        chunk: int,
+        bk: Bucket,
+        kind: str,
+        nbytes: float,
+        collective: str,
+        dep: int | None = None,
+    ) -> None:
+        """One bucket's DP collective (``kind`` grad or param_ag), dense over dp and expert over edp."""
+        for part, n in (("dense", bk.dense), ("expert", bk.expert)):
+            if part == "dense":
+                groups = self.member_groups("dp", w.stage, w.replica)
+                key: tuple = ("dp", kind, part, w.stage, chunk, bk.index)
+            else:
+                groups = self.member_groups("edp", w.stage, w.replica)
+                key = ("dp", kind, part, w.stage, w.replica % self.plan.ep, chunk, bk.index)
+            if n <= 0 or len(groups[0]) < 2:
+                continue
+            extra = (dep,) if dep is not None else ()
+            oid = w.comm(
+                f"dp.{kind}.{part}.c{chunk}.b{bk.index}",
+                collective,
+                n * nbytes,
+                groups,
+                "dp",
+                self.ids.instance(key),
+                "async",
+                "opt",
+                join=False,
+                extra_deps=extra,
+            )
+            w.sync_ops.append(oid)
+
+    def tied_embeddings(self, w: _ProgramBuilder) -> None:
+        """All-reduce of the tied embedding gradient between the first and the last stage."""
+        pp, tp = self.pp, self.tp
+        groups = tuple((self.gpu(t, 0, w.replica), self.gpu(t, pp - 1, w.replica)) for t in range(tp))
+        inst = self.ids.instance(("emb", w.replica))
+        w.sync_ops.append(
+            w.comm("emb.grad_sync", "all_reduce", self.emb_grad_bytes, groups, "pp", inst, "async", "opt", join=False)
+        )
+
+    def optimizer_step(self, w: _ProgramBuilder) -> None:
+        """Adam over the local shard after every gradient sync; parameter all-gathers; host overhead."""
+        chunks, pp, dp, plan = self.chunks, self.pp, self.dp, self.plan
+        dense = sum(d for c in range(chunks) for _u, d, _e in self.orders[c * pp + w.stage])
+        expert = sum(e for c in range(chunks) for _u, _d, e in self.orders[c * pp + w.stage])
+        local = dense / dp + expert / max(1, dp // plan.ep) if self.zero >= 1 else dense + expert
+        f, b, t = self.progs.cost(w.gpu_type, (Kernel("adam", "memory", 0.0, OPTIMIZER_BYTES_PER_PARAM * local),))
+        w.flush()
+        w.pending_join += w.sync_ops
+        w.compute("optimizer", f, b, t, "opt", -1, -1)
+        opt = w.flush()
+        if self.zero >= 1 and not plan.overlap_param_gather:
+            for c in range(chunks):
+                for bk in self.buckets[c * pp + w.stage]:
+                    self.gradient_sync(w, c, bk, "param_ag", L.ACT_BYTES, "all_gather", opt)
+        if self.spec.host_overhead_s > 0:  # data loading, logging, Python between iterations
+            w.compute("host", 0.0, 0.0, self.spec.host_overhead_s, "opt", -1, -1)
+            w.flush()
+
+    def prefetch_params(self, w: _ProgramBuilder) -> None:
+        """``overlap_param_gather``: every bucket's parameter all-gather at the start of the iteration (the
+        parameters of the previous optimizer step), in forward order; :meth:`_param_gate` makes the
+        first forward of a bucket's earliest unit wait for it."""
+        self._gates = {}
+        for c in range(self.chunks):
+            for bk in reversed(self.buckets[c * self.pp + w.stage]):
+                before = len(w.sync_ops)
+                self.gradient_sync(w, c, bk, "param_ag", L.ACT_BYTES, "all_gather")
+                if len(w.sync_ops) > before:
+                    self._gates[(c, bk.last_unit)] = w.sync_ops[before:]
+
+    def _param_gate(self, w: _ProgramBuilder, chunk: int, unit: str) -> None:
+        gate = self._gates.pop((chunk, unit), None)
+        if gate:
+            w.flush()
+            w.pending_join += gate
+
+    # -- schedule steps ------------------------------------------------------------------------
+
+    def forward_step(self, w: _ProgramBuilder, s: PipelineStep) -> None:
+        """Forward of one microbatch on one chunk: receive, embedding, layers, head or send."""
+        pp, n_v, progs = self.pp, self.n_v, self.progs
+        v = s.chunk * pp + w.stage
+        first, n_layers = self.firsts[v], self.spec.stage_layers[v]
+        tag, mb, ch = f"{s.phase}{s.microbatch}.c{s.chunk}", s.microbatch, s.chunk
+        if v > 0:
+            self.pipeline_p2p(w, (v - 1) % pp, False, "F", mb, ch, v - 1)
+        if v == 0:
+            self._param_gate(w, ch, "emb")
+            self.run_steps(w, progs.program("emb_f"), f"{tag}.emb", "F", mb, ch)
+        for layer in range(first, first + n_layers):
+            self._param_gate(w, ch, f"L{layer}")
+            self.run_steps(w, progs.program("layer_f", layer), f"{tag}.L{layer}", "F", mb, ch)
+        if v == n_v - 1:
+            self._param_gate(w, ch, "head")
+            self.run_steps(w, progs.program("head_f"), f"{tag}.head", "F", mb, ch)
+        else:
+            self.pipeline_p2p(w, (v + 1) % pp, True, "F", mb, ch, v)
+
+    def backward_step(self, w: _ProgramBuilder, s: PipelineStep, final: bool) -> None:
+        """Backward of one microbatch on one chunk; on the chunk's last backward (``final``) each
+        bucket's reduction is issued as soon as its last unit is done (overlapped DDP)."""
+        pp, n_v, progs, plan = self.pp, self.n_v, self.progs, self.plan
+        gbytes, dp_kind = self.gbytes, self.dp_kind
+        v = s.chunk * pp + w.stage
+        first, n_layers = self.firsts[v], self.spec.stage_layers[v]
+        tag, mb, ch = f"{s.phase}{s.microbatch}.c{s.chunk}", s.microbatch, s.chunk
+        ready = {bk.last_unit: bk for bk in self.buckets[v]} if final and plan.overlap_grad_reduce else {}
+        if v < n_v - 1:
+            self.pipeline_p2p(w, (v + 1) % pp, False, "B", mb, ch, v + 1)
+        else:
+            self.run_steps(w, progs.program("head_b"), f"{tag}.head", "B", mb, ch)
+            if "head" in ready:
+                self.gradient_sync(w, ch, ready["head"], "grad", gbytes, dp_kind)
+            if final and self.tied_sync:
+                self.tied_embeddings(w)
+        for layer in reversed(range(first, first + n_layers)):
+            self.run_steps(w, progs.program("layer_b", layer), f"{tag}.L{layer}", "B", mb, ch)
+            if f"L{layer}" in ready:
+                self.gradient_sync(w, ch, ready[f"L{layer}"], "grad", gbytes, dp_kind)
+        if v == 0:
+            self.run_steps(w, progs.program("emb_b"), f"{tag}.emb", "B", mb, ch)
+            if "emb" in ready:
+                self.gradient_sync(w, ch, ready["emb"], "grad", gbytes, dp_kind)
+            if final and self.tied_sync:
+                self.tied_embeddings(w)
+        else:
+            self.pipeline_p2p(w, (v - 1) % pp, True, "B", mb, ch, v)
+
+    def worker_program(self, stage: int, rep: int) -> Program:
+        """The program of worker (stage, replica): its schedule, the late gradient syncs, the optimizer."""
+        plan, pp = self.plan, self.pp
+        slots = self.placement.tp_group(stage, rep)
+        w = _ProgramBuilder(
+            stage, rep, tuple(s.rank for s in slots), tuple(s.gpu for s in slots), slots[0].gpu_type, self.ids
+        )
+        steps = pipeline_schedule(plan.schedule, pp, stage, self.spec.replica_microbatches[rep], self.chunks)
+        self._gates: dict[tuple[int, str], list[int]] = {}
+        if self.zero >= 1 and plan.overlap_param_gather:
+            self.prefetch_params(w)
+        last_b = {s.chunk: i for i, s in enumerate(steps) if s.phase == "B"}
+        for i, s in enumerate(steps):
+            if s.phase == "F":
+                self.forward_step(w, s)
+            else:
+                self.backward_step(w, s, i == last_b[s.chunk])
+        if not plan.overlap_grad_reduce:
+            for c in range(self.chunks):
+                for bk in self.buckets[c * pp + stage]:
+                    self.gradient_sync(w, c, bk, "grad", self.gbytes, self.dp_kind)
+        self.optimizer_step(w)
+        w.flush()
+        return w.program()
+
+    def compile(self) -> Workload:
+        """Every worker's program (replica-major, stage-minor) and the workload's metadata."""
+        plan, spec = self.plan, self.spec
+        programs = [self.worker_program(stage, rep) for rep in range(self.dp) for stage in range(self.pp)]
+        meta = {
+            "model": self.model.name,
+            "tp": self.tp,
+            "pp": self.pp,
+            "dp": self.dp,
+            "ep": plan.ep,
+            "vpp": self.chunks,
+            "schedule": plan.schedule,
+            "recompute": plan.recompute,
+            "sequence_parallel": plan.sequence_parallel,
+            "zero_stage": self.zero,
+            "micro_batch": plan.micro_batch,
+            "global_batch": plan.global_batch,
+            "stage_layers": list(spec.stage_layers),
+            "replica_microbatches": list(spec.replica_microbatches),
+            "buckets_per_virtual_stage": {str(v): len(self.buckets[v]) for v in range(self.n_v)},
+        }
+        return Workload(self.placement.slots, tuple(programs), self.tp, meta)

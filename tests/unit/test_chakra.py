@@ -1,0 +1,265 @@
+"""Chakra execution traces: import (``[workload] chakra``) and export (``hetero-ns3 plan --chakra-out``).
+
+The public sample is the Chakra feeder's own test trace (tests/data/chakra, Apache-2.0, see its README);
+multi-rank traces are written by the chakra package's own generator; round trips compare the imported
+plan with :func:`~hetero_ns3.plan.lower.lower_workload`'s, array for array.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pb = pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
+protolib = pytest.importorskip("chakra.src.third_party.utils.protolib")
+generator = pytest.importorskip("chakra.src.generator.generator")
+
+from hetero_ns3.chakra_run import lower_chakra  # noqa: E402
+from hetero_ns3.cli.main import main  # noqa: E402
+from hetero_ns3.collectives import CollectiveCall, plan_collective  # noqa: E402
+from hetero_ns3.compute.gpus import get_gpu  # noqa: E402
+from hetero_ns3.compute.roofline import Roofline  # noqa: E402
+from hetero_ns3.errors import ScenarioError  # noqa: E402
+from hetero_ns3.pipeline import collective_env, load_run_cluster, lower_scenario, run_scenario  # noqa: E402
+from hetero_ns3.plan.builder import PlanBuilder  # noqa: E402
+from hetero_ns3.plan.dag import COMPUTE, FLOW  # noqa: E402
+from hetero_ns3.scenario.loader import scenario_from_dict  # noqa: E402
+from hetero_ns3.scenario.workload import WorkloadSection  # noqa: E402
+from hetero_ns3.topology import build_graph  # noqa: E402
+from hetero_ns3.workload.chakra_export import export_chakra  # noqa: E402
+from hetero_ns3.workload.chakra_format import write_trace  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_lower_templates import SCENARIOS, assert_same_plan  # noqa: E402
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+SAMPLE = DATA / "chakra"
+ONE_GPU = SAMPLE / "one-gpu.toml"
+FOUR_GPU = DATA / "one-node-4gpu.toml"
+
+
+def _chakra_scenario(traces: Path | str, topology: Path = FOUR_GPU, **workload):
+    raw = {"cluster": {"topology": str(topology)}, "workload": {"chakra": str(traces), **workload}}
+    return scenario_from_dict(raw)
+
+
+def _import(sc):
+    cluster = load_run_cluster(sc)
+    return lower_chakra(sc, build_graph(cluster), cluster)
+
+
+def _sample_gpu_kernel_time_s() -> float:
+    """Sum of the sample's GPU-side COMP node durations, read with chakra's own decoder."""
+    import gzip
+
+    total = 0
+    with gzip.open(SAMPLE / "feeder.0.et.gz", "rb") as fh:
+        protolib.decodeMessage(fh, pb.GlobalMetadata())
+        while True:
+            n = pb.Node()
+            if not protolib.decodeMessage(fh, n):
+                break
+            cpu = any(a.name == "is_cpu_op" and a.bool_val for a in n.attr)
+            total += n.duration_micros if n.type == pb.COMP_NODE and not cpu else 0
+    return total * 1e-6
+
+
+def test_public_sample_runs_end_to_end_on_the_analytic_backend(tmp_path):
+    """One rank of a real PyTorch trace on one GPU: host ops skipped, every kernel on the one compute
+    stream, collectives of a one-rank group move nothing, so the iteration is the sum of the kernel times."""
+    sc = _chakra_scenario(SAMPLE, ONE_GPU)
+    out = run_scenario(sc, tmp_path / "run", backend="analytic")
+    assert out.stats["chakra"]["nodes"] == {"COMP_NODE": 3643, "COMM_COLL_NODE": 21}
+    assert out.stats["tasks"] == 3664
+    expected = _sample_gpu_kernel_time_s()
+    assert expected > 0.1
+    assert out.summary.iteration_time_s == pytest.approx(expected, rel=1e-9)
+    assert (tmp_path / "run" / "summary.json").is_file()
+
+
+def test_sample_ctrl_deps_are_the_host_call_tree(tmp_path):
+    """With ctrl_deps as ordering constraints the sample has a cycle: a clear error, not a hang."""
+    with pytest.raises(ScenarioError, match="dependency cycle"):
+        _import(_chakra_scenario(SAMPLE, ONE_GPU, ctrl_deps=True))
+
+
+def test_generator_all_reduce_is_planned_by_our_collective_planner(tmp_path, monkeypatch):
+    """Traces written by chakra's own generator (one ALL_REDUCE node per rank) import to exactly the
+    plan of that call from plan_collective."""
+    monkeypatch.chdir(tmp_path)
+    generator.one_comm_coll_node_allreduce(4, 1 << 20)
+    sc = _chakra_scenario(tmp_path / "ALL_REDUCE.*.et")
+    imp = _import(sc)
+    cluster = load_run_cluster(sc)
+    gpus = [g.name for g in cluster.gpus()]
+    b = PlanBuilder(gpus)
+    plan_collective(b, CollectiveCall("all_reduce", tuple(gpus), 1 << 20, name="ALL_REDUCE"),
+                    collective_env(sc, build_graph(cluster)), {g: [] for g in gpus}, "comm", 0)  # fmt: skip
+    assert_same_plan(b.build(), imp.plan)
+    assert imp.n_collectives == 1
+    res = run_scenario(sc, tmp_path / "run", backend="analytic")
+    assert res.summary.iteration_time_s > 0 and res.stats["flows"] == imp.plan.n_flows > 0
+
+
+def test_generator_dependent_compute_nodes_keep_their_order(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    generator.two_comp_nodes_dependent(4, 7)
+    imp = _import(_chakra_scenario(tmp_path))
+    p = imp.plan
+    assert len(p) == 8 and np.allclose(p.duration_s, 7e-6)
+    for t in range(1, 8, 2):  # the child depends on its parent on the same GPU
+        assert (t - 1) in p.dep_idx[p.dep_ptr[t] : p.dep_ptr[t + 1]] and p.gpu[t] == p.gpu[t - 1]
+
+
+def _roundtrip(name: str, tmp_path: Path):
+    sc = SCENARIOS[name]()
+    cluster = load_run_cluster(sc)
+    graph = build_graph(cluster)
+    wplan, low = lower_scenario(sc, graph, cluster)
+    paths = export_chakra(wplan.workload, tmp_path / "et")
+    imported = dataclasses.replace(
+        sc, model=None, parallelism=None, workload=WorkloadSection(chakra=str(paths[0].parent))
+    )
+    return low, lower_chakra(imported, graph, cluster), paths
+
+
+@pytest.mark.parametrize("name", ["coarse_pp4", "tree_pp_sends", "overrides_priorities", "moe_ep"])
+def test_export_then_import_gives_the_same_plan(name, tmp_path):
+    """Export -> import rebuilds lower_workload's plan exactly (PP sends/receives, TP / DP / EP collectives,
+    per-dimension overrides and priorities)."""
+    low, imp, paths = _roundtrip(name, tmp_path)
+    assert_same_plan(low.plan, imp.plan)
+    assert dict(low.choices) == dict(imp.choices) and low.n_collectives == imp.n_collectives
+    assert paths[-1].name == "comm_group.json"
+
+
+def _strip_extensions(src: Path, dst: Path) -> None:
+    """Copy ET files keeping only Chakra's own attributes (what another tool writes)."""
+    dst.mkdir()
+    for f in sorted(src.glob("*.et")):
+        nodes = []
+        with open(f, "rb") as fh:
+            protolib.decodeMessage(fh, pb.GlobalMetadata())
+            while True:
+                n = pb.Node()
+                if not protolib.decodeMessage(fh, n):
+                    break
+                keep = [a for a in n.attr if not a.name.startswith("hns3_")]
+                del n.attr[:]
+                n.attr.extend(keep)
+                nodes.append(n)
+        write_trace(dst / f.name, nodes)
+    (dst / "comm_group.json").write_text((src / "comm_group.json").read_text())
+
+
+def test_standard_attributes_alone_give_the_same_workload(tmp_path):
+    """Without our hns3_* attributes (as a foreign reader sees the files): same task counts per kind,
+    same dependency count, same flow bytes, compute durations equal to the microsecond rounding. (A
+    scenario without per-dimension [collectives] choices: those need our hns3_dim attribute.)"""
+    low, _, paths = _roundtrip("coarse_pp4", tmp_path)
+    _strip_extensions(paths[0].parent, tmp_path / "std")
+    sc = _chakra_scenario(tmp_path / "std", FOUR_GPU)
+    imp = _import(dataclasses.replace(sc, collectives=SCENARIOS["coarse_pp4"]().collectives))
+    a, b = low.plan, imp.plan
+    for kind in (COMPUTE, FLOW):
+        assert (a.kind == kind).sum() == (b.kind == kind).sum()
+    assert len(a.dep_idx) == len(b.dep_idx)
+    assert a.size_bytes[a.kind == FLOW].sum() == b.size_bytes[b.kind == FLOW].sum()
+    da, db = np.sort(a.duration_s[a.kind == COMPUTE]), np.sort(b.duration_s[b.kind == COMPUTE])
+    assert np.abs(da - db).max() <= 0.5e-6 + 1e-12
+
+
+def _write(path: Path, nodes=(), version: str = "1.0.0") -> None:
+    with open(path, "wb") as fh:
+        protolib.encodeMessage(fh, pb.GlobalMetadata(version=version))
+        for n in nodes:
+            protolib.encodeMessage(fh, n)
+
+
+def _comp(i: int, **attrs) -> object:
+    n = pb.Node(id=i, name=f"k{i}", type=pb.COMP_NODE)
+    for k, v in attrs.items():
+        n.attr.append(pb.AttributeProto(name=k, **v))
+    return n
+
+
+def test_schema_version_mismatch_names_the_version(tmp_path):
+    for r in range(4):
+        _write(tmp_path / f"t.{r}.et", [_comp(0)], version="2.0.0" if r == 2 else "1.0.0")
+    with pytest.raises(ScenarioError, match=r"t\.2\.et: Chakra schema version '2\.0\.0' is not supported"):
+        _import(_chakra_scenario(tmp_path))
+
+
+def test_missing_rank_file_and_bad_glob(tmp_path):
+    for r in (0, 1, 3):
+        _write(tmp_path / f"t.{r}.et", [_comp(0)])
+    with pytest.raises(ScenarioError, match="the file of rank 2 is missing"):
+        _import(_chakra_scenario(tmp_path))
+    with pytest.raises(ScenarioError, match="matches no Chakra ET files"):
+        _import(_chakra_scenario(tmp_path / "nothing*.et"))
+
+
+def test_rank_count_must_match_the_cluster(tmp_path):
+    for r in range(2):
+        _write(tmp_path / f"t.{r}.et", [_comp(0)])
+    with pytest.raises(ScenarioError, match="has 2 ranks but the cluster .* has 4 GPUs"):
+        _import(_chakra_scenario(tmp_path))
+
+
+def test_roofline_durations_from_flops_and_bytes(tmp_path):
+    """durations='roofline': a compute-bound and a memory-bound node, timed from the H100's catalog peak,
+    HBM bandwidth and efficiencies (the trace's own duration ignored)."""
+    big = {"num_ops": {"int64_val": 10**12}, "tensor_size": {"uint64_val": 10**6}}
+    mem = {"num_ops": {"int64_val": 10**3}, "tensor_size": {"uint64_val": 10**9}}
+    for r in range(4):
+        a, b = _comp(0, **big), _comp(1, **mem)
+        a.duration_micros = b.duration_micros = 5
+        _write(tmp_path / f"t.{r}.et", [a, b])
+    p = _import(_chakra_scenario(tmp_path, durations="roofline")).plan
+    h100 = get_gpu("H100-SXM")
+    e = Roofline("bf16").efficiency(h100)
+    first, second = p.duration_s[p.gpu == 0]  # tasks run node 0 of every rank, then node 1
+    assert first == pytest.approx(1e12 / (h100.peak_flops("bf16") * e.gemm) + e.launch_overhead_s)
+    assert second == pytest.approx(1e9 / (h100.hbm_bw_Bps * e.memory) + e.launch_overhead_s)
+    assert _import(_chakra_scenario(tmp_path)).plan.duration_s[0] == pytest.approx(5e-6)
+
+
+def test_members_must_agree_on_a_collective(tmp_path):
+    for r in range(4):
+        n = pb.Node(id=0, name="ar", type=pb.COMM_COLL_NODE)
+        n.attr.extend([pb.AttributeProto(name="comm_type", int64_val=pb.ALL_REDUCE),
+                       pb.AttributeProto(name="comm_size", int64_val=1024 if r else 2048)])  # fmt: skip
+        _write(tmp_path / f"t.{r}.et", [n])
+    with pytest.raises(ScenarioError, match="every member must issue the same calls"):
+        _import(_chakra_scenario(tmp_path))
+
+
+def test_plan_cli_writes_chakra_files(tmp_path, capsys):
+    sc = tmp_path / "s.toml"
+    sc.write_text(
+        '[model]\nname = "toy"\nlayers = 2\nhidden = 1024\nheads = 8\nffn_hidden = 4096\nvocab = 512\nseq_len = 512\n'
+        "[parallelism]\ntp = 2\npp = 2\nglobal_batch = 4\nmicro_batch = 1\n"
+        f'[cluster]\ntopology = "{FOUR_GPU}"\n'
+    )
+    assert main(["plan", str(sc), "--chakra-out", str(tmp_path / "et")]) == 0
+    assert "4 rank files + comm_group.json" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "et").iterdir())[:2] == ["comm_group.json", "workload.0.et"]
+    imp = _import(_chakra_scenario(tmp_path / "et"))
+    assert imp.n_ranks == 4 and imp.n_collectives > 0 and imp.plan.n_flows > 0
+
+
+def test_trace_and_model_together_is_an_error():
+    raw = {"model": {"name": "gpt3-125m"}, "workload": {"chakra": "x/"}, "cluster": {"topology": "h0"}}
+    with pytest.raises(ScenarioError, match=r"\[model\] and workload.chakra are both in"):
+        scenario_from_dict(raw)
+
+
+def test_run_cli_bad_glob_exits_2(tmp_path, capsys):
+    sc = tmp_path / "s.toml"
+    sc.write_text(f'[cluster]\ntopology = "{FOUR_GPU}"\n[workload]\nchakra = "none/*.et"\n')
+    assert main(["run", str(sc), "--backend", "analytic", "--out", str(tmp_path / "run")]) == 2
+    assert "workload.chakra ('none/*.et')" in capsys.readouterr().err

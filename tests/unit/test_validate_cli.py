@@ -1,0 +1,53 @@
+"""``hetero-ns3 validate --quick`` passes inside the test suite; suite files fail cleanly."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from hetero_ns3.cli.main import main
+from hetero_ns3.errors import ScenarioError
+from hetero_ns3.validation import load_suite
+
+
+def test_validate_quick_passes_and_writes_tables(tmp_path, capsys) -> None:
+    assert main(["validate", "--quick", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "megatron.gpt-1.7b" in out and "counted cases within tolerance" in out
+    records = json.loads((tmp_path / "validation.json").read_text())
+    run = [r for r in records if r["simulated"] is not None]
+    assert run and all(r["within_tolerance"] for r in run if not r["pending"])
+    assert all(r["source"] for r in records)
+    with open(tmp_path / "validation.csv") as fh:
+        assert len(list(csv.DictReader(fh))) == len(records)
+
+
+def test_suite_cases_are_complete() -> None:
+    _base, cases = load_suite()
+    names = {c.name for c in cases}
+    assert len(names) == len(cases)
+    assert sum(n.startswith("megatron.") for n in names) == 10
+    assert "megatron-core.gpt3-175b.h100x128" in names
+    for c in cases:
+        assert c.source and c.published > 0 and 0 < c.tolerance < 1
+
+
+def test_bad_suite_names_the_field(tmp_path) -> None:
+    p = tmp_path / "s.toml"
+    p.write_text(
+        '[[case]]\nname = "x"\nkind = "movie"\nmetric = "step_time_s"\npublished = 1\ntolerance = 0.1\nsource = "s"\n'
+    )
+    with pytest.raises(ScenarioError, match=r"case\[0\]\.kind"):
+        load_suite(p)
+
+
+def test_failing_case_exits_1(tmp_path) -> None:
+    p = tmp_path / "s.toml"
+    p.write_text(
+        '[[case]]\nname = "nic"\nkind = "collective"\nop = "all_reduce"\ntopology = "a100-fattree"\n'
+        'ranks = ["n0.g0", "n1.g0"]\nsize = 1073741824\nmetric = "busbw_GBps"\npublished = 48.0\n'
+        'tolerance = 0.05\nsource = "deliberately wrong: an HDR NIC does not reach 48 GB/s"\n'
+    )
+    assert main(["validate", "--suite", str(p)]) == 1
