@@ -3,21 +3,40 @@
 # The one install path shared by the README (scripts/demo.sh, scripts/test.sh), CI (.ci/run) and the
 # Docker image (docker/Dockerfile).
 #
-#   scripts/install.sh [--no-dev] [--no-editable]
+#   scripts/install.sh [--no-dev] [--no-editable] [--extras cluster,notebooks] [--browser]
+#     --extras    optional extras to install besides (or, with --no-dev, instead of) dev
+#     --browser   also install a headless Chromium (Debian/Ubuntu apt-get, as root) when none is found:
+#                 the report test loads pages in it (it is skipped, with its reason, where none exists)
 #   VENV=/path/to/venv  (default: .venv in the repository)   PYTHON=python3.12 (default: python3)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${VENV:-$repo/.venv}"
 python="${PYTHON:-python3}"
-extras="[dev]"
+dev="dev"
+more=""
 editable="-e"
-for arg in "$@"; do
-  case "$arg" in
-    --no-dev) extras="" ;;
+browser=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-dev) dev="" ;;
     --no-editable) editable="" ;;
-    *) echo "install.sh: unknown option $arg (use --no-dev, --no-editable)" >&2; exit 2 ;;
+    --extras) shift; more="${1:-}" ;;
+    --browser) browser=1 ;;
+    *) echo "install.sh: unknown option $1 (use --no-dev, --no-editable, --extras LIST, --browser)" >&2; exit 2 ;;
   esac
+  shift
 done
+extras="$(echo "$dev,$more" | sed 's/^,//; s/,$//')"
+[ -n "$extras" ] && extras="[$extras]"
+
+if [ "$browser" = 1 ] && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null) \
+      || echo "install.sh: could not install chromium; the browser test will be skipped" >&2
+  else
+    echo "install.sh: no chromium and no root apt-get; the browser test will be skipped" >&2
+  fi
+fi
 
 if ! "$python" -c 'import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] < (3, 14) else 1)'; then
   echo "install.sh: hetero_ns3 needs Python 3.11-3.13 (the ns3 wheel exists for those); found $("$python" --version 2>&1). Set PYTHON=python3.11." >&2

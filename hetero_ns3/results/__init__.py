@@ -9,6 +9,7 @@ from hetero_ns3.results.meta import GpuMeta, resolve_gpu_meta
 from hetero_ns3.results.reader import RunData, load_run
 from hetero_ns3.results.recorder import RunRecorder, recording_run
 from hetero_ns3.results.rundir import RunPaths, load_plan, save_plan, write_partial, write_run
+from hetero_ns3.results.study_reader import load_study
 from hetero_ns3.results.summary import Summary, format_summary, summarize
 from hetero_ns3.results.tables import flows_frame, tasks_frame
 from hetero_ns3.results.trace import chrome_trace
@@ -29,6 +30,7 @@ __all__ = [
     "format_summary",
     "load_plan",
     "load_run",
+    "load_study",
     "recording_run",
     "resolve_gpu_meta",
     "save_plan",

@@ -7,6 +7,8 @@ Layout (every file written atomically: temporary file in the same directory, the
     plan.npz                 the ExecutionPlan arrays (numpy), reloadable with load_plan()
     tasks.csv                one row per task (tables.tasks_frame), with its training iteration
     flows.csv                one row per flow (tables.flows_frame)
+    tasks.parquet            the same tables as Parquet (typed columns; schema in docs/results.md)
+    flows.parquet
     trace.json               Chrome trace / Perfetto
     plots/breakdown.png      breakdown bars per GPU type
     plots/timeline.png       Gantt of the run (all its iterations)
@@ -52,6 +54,8 @@ class RunPaths:
     plan: Path
     tasks: Path
     flows: Path
+    tasks_parquet: Path
+    flows_parquet: Path
     trace: Path
     summary: Path
     plots: Path
@@ -68,6 +72,8 @@ class RunPaths:
             plan=root / "plan.npz",
             tasks=root / "tasks.csv",
             flows=root / "flows.csv",
+            tasks_parquet=root / "tasks.parquet",
+            flows_parquet=root / "flows.parquet",
             trace=root / "trace.json",
             summary=root / "summary.json",
             plots=root / "plots",
@@ -129,6 +135,12 @@ def load_plan(path: str | os.PathLike[str]) -> ExecutionPlan:
 
 def _write_csv(path: Path, df: pd.DataFrame) -> None:
     atomic.write_with(path, lambda tmp: df.to_csv(tmp, index=False))
+
+
+def _write_parquet(path: Path, df: pd.DataFrame) -> None:
+    from hetero_ns3.results.tables import write_parquet
+
+    write_parquet(path, df)
 
 
 def _now() -> str:
@@ -220,10 +232,18 @@ def write_run(
     atomic.write_json(paths.scenario, dict(scenario_resolved))
     atomic.write_json(paths.versions, dict(versions))
     save_plan(paths.plan, plan)
-    _write_csv(paths.tasks, tasks_frame(plan, times, meta, iteration))
-    _write_csv(paths.flows, flows_frame(plan, times, meta, flows_df))
+    tasks_df = tasks_frame(plan, times, meta, iteration)
+    flows_table = flows_frame(plan, times, meta, flows_df)
+    _write_csv(paths.tasks, tasks_df)
+    _write_csv(paths.flows, flows_table)
     files = ["scenario.resolved.json", "versions.json", "plan.npz", "tasks.csv", "flows.csv"]
     errors: dict[str, str] = {}
+    for name, path, df in (
+        ("tasks.parquet", paths.tasks_parquet, tasks_df),
+        ("flows.parquet", paths.flows_parquet, flows_table),
+    ):
+        if _try(errors, name, lambda path=path, df=df: _write_parquet(path, df)):
+            files.append(name)
     if _try(
         errors,
         "trace.json",
@@ -303,10 +323,21 @@ def write_partial(
         counts = plan_counts(plan, times, meta)
         if _try(errors, "plan.npz", lambda: save_plan(paths.plan, plan)):
             files.append("plan.npz")
-        if _try(errors, "tasks.csv", lambda: _write_csv(paths.tasks, tasks_frame(plan, times, meta, iteration))):
-            files.append("tasks.csv")
-        if _try(errors, "flows.csv", lambda: _write_csv(paths.flows, flows_frame(plan, times, meta, flows_df))):
-            files.append("flows.csv")
+        tables = {}
+        if _try(errors, "tasks", lambda: tables.update(tasks=tasks_frame(plan, times, meta, iteration))):
+            for name, path, writer in (
+                ("tasks.csv", paths.tasks, _write_csv),
+                ("tasks.parquet", paths.tasks_parquet, _write_parquet),
+            ):
+                if _try(errors, name, lambda path=path, writer=writer: writer(path, tables["tasks"])):
+                    files.append(name)
+        if _try(errors, "flows", lambda: tables.update(flows=flows_frame(plan, times, meta, flows_df))):
+            for name, path, writer in (
+                ("flows.csv", paths.flows, _write_csv),
+                ("flows.parquet", paths.flows_parquet, _write_parquet),
+            ):
+                if _try(errors, name, lambda path=path, writer=writer: writer(path, tables["flows"])):
+                    files.append(name)
         if times is not None:
             fin = np.asarray(times.finish_s, dtype=float)
             counts["simulated_time_reached_s"] = float(np.nanmax(fin)) if np.isfinite(fin).any() else 0.0

@@ -141,3 +141,27 @@ def flows_frame(
         raise SimulationError(f"per-flow extra table has {len(extra)} rows, the plan has {len(df)} flows")
     extra = extra.reset_index(drop=True)
     return pd.concat([df.drop(columns=[c for c in extra.columns if c in df.columns]), extra], axis=1)
+
+
+def write_parquet(path, df: pd.DataFrame) -> None:
+    """Write a table as Parquet (atomic): numbers keep their dtypes, text columns are Arrow ``string``.
+
+    Object columns holding non-strings (a backend's per-flow lists, say) are written as JSON text.
+    """
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from hetero_ns3.results import atomic
+
+    out = df.copy()
+    for col in out.columns:
+        if out[col].dtype == object or isinstance(out[col].dtype, pd.CategoricalDtype):
+            vals = out[col].tolist()
+            if not all(v is None or isinstance(v, str) for v in vals):
+                vals = [v if v is None or isinstance(v, str) else json.dumps(v, default=str) for v in vals]
+            out[col] = pd.Series(vals, index=out.index, dtype="string")
+    table = pa.Table.from_pandas(out, preserve_index=False)
+    schema = pa.schema([f.with_type(pa.string()) if f.type == pa.large_string() else f for f in table.schema])
+    atomic.write_with(path, lambda tmp: pq.write_table(table.cast(schema), tmp))

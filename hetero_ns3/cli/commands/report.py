@@ -1,0 +1,22 @@
+"""``hetero-ns3 report``: a self-contained HTML page of a run directory or a study directory."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "report"
+HELP = "render a self-contained HTML report of a run directory or a study directory (hetero-ns3 sweep)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", help="a run directory (summary.json) or a study directory (study.parquet)")
+    p.add_argument("--out", default=None, help="HTML file to write (default: DIR/report.html)")
+    p.add_argument("--top", type=int, default=15, help="slowest flows listed in a run report (default 15)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from hetero_ns3.studies.report import render_report
+
+    path = render_report(args.dir, args.out, args.top)
+    print(f"report: {path}")
+    return 0
