@@ -36,12 +36,13 @@ RdmaDcqcn::GetTypeId()
                           TimeValue(MicroSeconds(55)),
                           MakeTimeAccessor(&RdmaDcqcn::m_increaseInterval),
                           MakeTimeChecker(NanoSeconds(1)))
-            .AddAttribute("ByteCounter",
-                          "Rate increase byte counter B, bytes (paper: 10 MB); 0 disables it (increase "
-                          "stages then come from the timer alone, as in NIC implementations)",
-                          UintegerValue(10000000),
-                          MakeUintegerAccessor(&RdmaDcqcn::m_byteCounter),
-                          MakeUintegerChecker<uint64_t>(0))
+            .AddAttribute(
+                "ByteCounter",
+                "Rate increase byte counter B, bytes (paper: 10 MB); 0 disables it (increase "
+                "stages then come from the timer alone, as in NIC implementations)",
+                UintegerValue(10000000),
+                MakeUintegerAccessor(&RdmaDcqcn::m_byteCounter),
+                MakeUintegerChecker<uint64_t>(0))
             .AddAttribute("FastRecoverySteps",
                           "Fast recovery steps F (paper: 5)",
                           UintegerValue(5),
@@ -57,12 +58,13 @@ RdmaDcqcn::GetTypeId()
                           DataRateValue(DataRate("400Mbps")),
                           MakeDataRateAccessor(&RdmaDcqcn::m_rhai),
                           MakeDataRateChecker())
-            .AddAttribute("IncreaseReferenceRate",
-                          "When non-zero, RateAi and RateHai are given at this line rate and scaled with the "
-                          "queue pair's line rate (HPCC artifact: 5 / 50 Mbps per 25 Gbps); 0: absolute",
-                          DataRateValue(DataRate(0)),
-                          MakeDataRateAccessor(&RdmaDcqcn::m_increaseRef),
-                          MakeDataRateChecker())
+            .AddAttribute(
+                "IncreaseReferenceRate",
+                "When non-zero, RateAi and RateHai are given at this line rate and scaled with the "
+                "queue pair's line rate (HPCC artifact: 5 / 50 Mbps per 25 Gbps); 0: absolute",
+                DataRateValue(DataRate(0)),
+                MakeDataRateAccessor(&RdmaDcqcn::m_increaseRef),
+                MakeDataRateChecker())
             .AddAttribute("MinRate",
                           "Lower bound of the sending rate",
                           DataRateValue(DataRate("100Mbps")),
@@ -74,7 +76,8 @@ RdmaDcqcn::GetTypeId()
                           MakeTimeAccessor(&RdmaDcqcn::m_decreaseInterval),
                           MakeTimeChecker(Time(0)))
             .AddAttribute("ClampTargetRate",
-                          "Set Rt = Rc on every cut (paper); false: only if the rate increased since the last cut",
+                          "Set Rt = Rc on every cut (paper); false: only if the rate increased "
+                          "since the last cut",
                           BooleanValue(false),
                           MakeBooleanAccessor(&RdmaDcqcn::m_clampTarget),
                           MakeBooleanChecker())
@@ -141,9 +144,10 @@ RdmaDcqcn::OnCnp()
     {
         if (m_everDecreased)
         {
-            // Alpha kept decaying (once per AlphaUpdateInterval without CNP) while the timers were idle.
-            // Before the first CNP there is no history: alpha keeps its initial value 1.
-            double periods = std::floor((now - m_idleSince).GetSeconds() / m_alphaInterval.GetSeconds());
+            // Alpha kept decaying (once per AlphaUpdateInterval without CNP) while the timers were
+            // idle. Before the first CNP there is no history: alpha keeps its initial value 1.
+            double periods =
+                std::floor((now - m_idleSince).GetSeconds() / m_alphaInterval.GetSeconds());
             m_alpha = m_alpha.Get() * std::pow(1.0 - m_g, periods);
         }
         m_active = true;
@@ -155,7 +159,8 @@ RdmaDcqcn::OnCnp()
         // One cut per RateDecreaseInterval: this CNP is served at the end of the interval.
         if (!m_decreaseEvent.IsPending())
         {
-            m_decreaseEvent = Simulator::Schedule(m_lastDecrease + m_decreaseInterval - now, &RdmaDcqcn::Decrease, this);
+            m_decreaseEvent = Simulator::Schedule(
+                m_lastDecrease + m_decreaseInterval - now, &RdmaDcqcn::Decrease, this);
         }
         return;
     }
@@ -172,7 +177,8 @@ RdmaDcqcn::Decrease()
         m_rt = m_rc.Get();
     }
     m_increasedSinceCut = false;
-    m_rc = std::max(m_rc.Get() * (1.0 - m_alpha.Get() / 2.0), static_cast<double>(m_minRate.GetBitRate()));
+    m_rc = std::max(m_rc.Get() * (1.0 - m_alpha.Get() / 2.0),
+                    static_cast<double>(m_minRate.GetBitRate()));
     m_t = 0;
     m_b = 0;
     m_bytes = 0;

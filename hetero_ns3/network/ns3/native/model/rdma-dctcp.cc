@@ -12,28 +12,29 @@ NS_OBJECT_ENSURE_REGISTERED(RdmaDctcp);
 TypeId
 RdmaDctcp::GetTypeId()
 {
-    static TypeId tid = TypeId("ns3::RdmaDctcp")
-                            .SetParent<RdmaCongestionOps>()
-                            .SetGroupName("HeteroNs3")
-                            .AddConstructor<RdmaDctcp>()
-                            .AddAttribute("G",
-                                          "Gain g of the marked-fraction moving average (paper: 1/16)",
-                                          DoubleValue(1.0 / 16),
-                                          MakeDoubleAccessor(&RdmaDctcp::m_g),
-                                          MakeDoubleChecker<double>(0.0, 1.0))
-                            .AddAttribute("MinRate",
-                                          "Lower bound of the sending rate (window >= MinRate x base RTT)",
-                                          DataRateValue(DataRate("100Mbps")),
-                                          MakeDataRateAccessor(&RdmaDctcp::m_minRate),
-                                          MakeDataRateChecker())
-                            .AddTraceSource("Window",
-                                            "Send window W, bytes",
-                                            MakeTraceSourceAccessor(&RdmaDctcp::m_w),
-                                            "ns3::TracedValueCallback::Double")
-                            .AddTraceSource("Alpha",
-                                            "Estimate of the marked fraction alpha",
-                                            MakeTraceSourceAccessor(&RdmaDctcp::m_alpha),
-                                            "ns3::TracedValueCallback::Double");
+    static TypeId tid =
+        TypeId("ns3::RdmaDctcp")
+            .SetParent<RdmaCongestionOps>()
+            .SetGroupName("HeteroNs3")
+            .AddConstructor<RdmaDctcp>()
+            .AddAttribute("G",
+                          "Gain g of the marked-fraction moving average (paper: 1/16)",
+                          DoubleValue(1.0 / 16),
+                          MakeDoubleAccessor(&RdmaDctcp::m_g),
+                          MakeDoubleChecker<double>(0.0, 1.0))
+            .AddAttribute("MinRate",
+                          "Lower bound of the sending rate (window >= MinRate x base RTT)",
+                          DataRateValue(DataRate("100Mbps")),
+                          MakeDataRateAccessor(&RdmaDctcp::m_minRate),
+                          MakeDataRateChecker())
+            .AddTraceSource("Window",
+                            "Send window W, bytes",
+                            MakeTraceSourceAccessor(&RdmaDctcp::m_w),
+                            "ns3::TracedValueCallback::Double")
+            .AddTraceSource("Alpha",
+                            "Estimate of the marked fraction alpha",
+                            MakeTraceSourceAccessor(&RdmaDctcp::m_alpha),
+                            "ns3::TracedValueCallback::Double");
     return tid;
 }
 

@@ -125,7 +125,8 @@ RdmaHpcc::OnAck(const RocePacket& ack, uint64_t)
                 continue;
             }
             double txRate = (now.txBytes - prev.txBytes) * 8.0 / dt;
-            double ui = std::min(now.qlenBytes, prev.qlenBytes) * 8.0 / (now.rateBps * m_t) + txRate / now.rateBps;
+            double ui = std::min(now.qlenBytes, prev.qlenBytes) * 8.0 / (now.rateBps * m_t) +
+                        txRate / now.rateBps;
             if (!any || ui > u)
             {
                 u = ui;

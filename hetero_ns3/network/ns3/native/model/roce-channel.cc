@@ -1,13 +1,11 @@
 #include "roce-channel.h"
 
-#include "roce-net-device.h"
-
-#include "roce-pool.h"
-
 #include "ns3/abort.h"
 #include "ns3/event-impl.h"
 #include "ns3/node.h"
 #include "ns3/simulator.h"
+#include "roce-net-device.h"
+#include "roce-pool.h"
 
 namespace ns3
 {
@@ -50,30 +48,33 @@ namespace
  */
 class RoceArrivalEvent : public EventImpl
 {
-  public:
+public:
     RoceArrivalEvent(RoceNetDevice* dev, Ptr<RocePacket> p)
-        : m_dev(dev),
-          m_packet(std::move(p))
+        : m_dev(dev)
+        , m_packet(std::move(p))
     {
     }
 
-    static void* operator new(std::size_t bytes)
+    static void*
+    operator new(std::size_t bytes)
     {
         return RoceFreeList<sizeof(RoceArrivalEvent)>::Allocate(bytes);
     }
 
-    static void operator delete(void* ptr, std::size_t bytes)
+    static void
+    operator delete(void* ptr, std::size_t bytes)
     {
         RoceFreeList<sizeof(RoceArrivalEvent)>::Release(ptr, bytes);
     }
 
-  protected:
-    void Notify() override
+protected:
+    void
+    Notify() override
     {
         m_dev->Receive(std::move(m_packet));
     }
 
-  private:
+private:
     RoceNetDevice* m_dev;
     Ptr<RocePacket> m_packet;
 };

@@ -1,9 +1,8 @@
 #include "roce-node.h"
 
-#include "roce-net-device.h"
-
 #include "ns3/boolean.h"
 #include "ns3/uinteger.h"
+#include "roce-net-device.h"
 
 namespace ns3
 {
@@ -22,11 +21,12 @@ RoceNode::GetTypeId()
                           UintegerValue(0),
                           MakeUintegerAccessor(&RoceNode::m_ecmpSeed),
                           MakeUintegerChecker<uint32_t>())
-            .AddAttribute("PacketSpray",
-                          "Hash the sequence number too: per-packet spraying instead of per-flow ECMP",
-                          BooleanValue(false),
-                          MakeBooleanAccessor(&RoceNode::m_spray),
-                          MakeBooleanChecker());
+            .AddAttribute(
+                "PacketSpray",
+                "Hash the sequence number too: per-packet spraying instead of per-flow ECMP",
+                BooleanValue(false),
+                MakeBooleanAccessor(&RoceNode::m_spray),
+                MakeBooleanChecker());
     return tid;
 }
 
