@@ -2,6 +2,7 @@
 
 #include "dag-replay.h"
 #include "ns3/config.h"
+#include "ns3/log.h"
 #include "ns3/object-factory.h"
 #include "ns3/rng-seed-manager.h"
 #include "ns3/simulator.h"
@@ -15,6 +16,8 @@
 #include <vector>
 
 using namespace ns3;
+
+NS_LOG_COMPONENT_DEFINE("Hns3Capi");
 
 struct Hns3Network
 {
@@ -35,6 +38,7 @@ int
 Fail(const std::string& what)
 {
     g_error = what;
+    NS_LOG_DEBUG("C ABI call failed: " << what);
     return -1;
 }
 
@@ -89,6 +93,7 @@ extern "C"
     int
     hns3_set_default(const char* name, const char* value)
     {
+        NS_LOG_FUNCTION(name << value);
         if (!Config::SetDefaultFailSafe(name, StringValue(value)))
         {
             return Fail(std::string("Config::SetDefault(") + name + ", " + value +
@@ -118,6 +123,7 @@ extern "C"
     void
     hns3_set_seed(uint32_t seed, uint64_t run)
     {
+        NS_LOG_FUNCTION(seed << run);
         RngSeedManager::SetSeed(seed);
         RngSeedManager::SetRun(run);
     }
@@ -125,6 +131,7 @@ extern "C"
     int
     hns3_set_scheduler(const char* typeId)
     {
+        NS_LOG_FUNCTION(typeId);
         TypeId tid;
         if (!TypeId::LookupByNameFailSafe(typeId, &tid))
         {
@@ -139,6 +146,7 @@ extern "C"
     void
     hns3_simulator_run_for(double durationSeconds)
     {
+        NS_LOG_FUNCTION(durationSeconds);
         Simulator::Stop(Seconds(durationSeconds));
         Simulator::Run();
     }
@@ -158,6 +166,7 @@ extern "C"
     void
     hns3_simulator_destroy(void)
     {
+        NS_LOG_FUNCTION_NOARGS();
         Simulator::Destroy();
     }
 
@@ -256,6 +265,7 @@ extern "C"
     int
     hns3_network_run(Hns3Network* net, double stopSeconds)
     {
+        NS_LOG_FUNCTION(net << stopSeconds);
         return Guard("Run", [&] { net->net->Run(Seconds(stopSeconds)); });
     }
 
@@ -415,6 +425,7 @@ extern "C"
     int
     hns3_replay_start(Hns3Replay* replay)
     {
+        NS_LOG_FUNCTION(replay);
         return Guard("Start", [&] { replay->replay->Start(); });
     }
 

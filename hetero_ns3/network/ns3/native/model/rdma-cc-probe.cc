@@ -1,12 +1,15 @@
 #include "rdma-cc-probe.h"
 
 #include "ns3/callback.h"
+#include "ns3/log.h"
 #include "ns3/simulator.h"
 #include "rdma-nic.h"
 #include "roce-switch.h"
 
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RdmaCcProbe");
 
 NS_OBJECT_ENSURE_REGISTERED(RdmaCcProbe);
 

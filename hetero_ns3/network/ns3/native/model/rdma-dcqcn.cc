@@ -2,6 +2,7 @@
 
 #include "ns3/boolean.h"
 #include "ns3/double.h"
+#include "ns3/log.h"
 #include "ns3/simulator.h"
 #include "ns3/uinteger.h"
 
@@ -10,6 +11,8 @@
 
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RdmaDcqcn");
 
 NS_OBJECT_ENSURE_REGISTERED(RdmaDcqcn);
 
@@ -119,6 +122,7 @@ RdmaDcqcn::GetTargetRate() const
 void
 RdmaDcqcn::Init(RdmaQueuePair* qp)
 {
+    NS_LOG_FUNCTION(this << qp);
     m_qp = qp;
     m_rc = qp->lineRateBps;
     m_rt = qp->lineRateBps;
@@ -151,6 +155,7 @@ RdmaDcqcn::OnCnp()
             m_alpha = m_alpha.Get() * std::pow(1.0 - m_g, periods);
         }
         m_active = true;
+        NS_LOG_DEBUG("flow " << m_qp->flowId << ": first CNP since idle, alpha " << m_alpha.Get());
         m_alphaEvent = Simulator::Schedule(m_alphaInterval, &RdmaDcqcn::AlphaTimer, this);
     }
     m_cnpSinceAlphaUpdate = true;
@@ -182,6 +187,8 @@ RdmaDcqcn::Decrease()
     m_t = 0;
     m_b = 0;
     m_bytes = 0;
+    NS_LOG_DEBUG("flow " << m_qp->flowId << ": CNP cut, rate " << m_rc.Get() << " bit/s, target "
+                         << m_rt.Get() << " bit/s, alpha " << m_alpha.Get());
     Apply();
     m_increaseEvent.Cancel();
     m_increaseEvent = Simulator::Schedule(m_increaseInterval, &RdmaDcqcn::IncreaseTimer, this);
@@ -267,7 +274,10 @@ RdmaDcqcn::Increase()
         m_idleSince = Simulator::Now();
         Simulator::Remove(m_alphaEvent);
         Simulator::Remove(m_increaseEvent);
+        NS_LOG_DEBUG("flow " << m_qp->flowId << ": back at line rate " << line << " bit/s");
     }
+    NS_LOG_LOGIC("flow " << m_qp->flowId << ": increase (T " << m_t << ", BC " << m_b << "), rate "
+                         << m_rc.Get() << " bit/s, target " << m_rt.Get() << " bit/s");
     Apply();
 }
 

@@ -1,11 +1,14 @@
 #include "rdma-dctcp.h"
 
 #include "ns3/double.h"
+#include "ns3/log.h"
 
 #include <algorithm>
 
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RdmaDctcp");
 
 NS_OBJECT_ENSURE_REGISTERED(RdmaDctcp);
 
@@ -49,6 +52,7 @@ RdmaDctcp::GetName() const
 void
 RdmaDctcp::Init(RdmaQueuePair* qp)
 {
+    NS_LOG_FUNCTION(this << qp);
     m_qp = qp;
     m_t = qp->baseRtt.GetSeconds();
     m_alpha = 1.0;
@@ -64,6 +68,8 @@ RdmaDctcp::Apply(double w)
     m_w = std::clamp(w, wmin, wmax);
     m_qp->windowBytes = std::max<uint64_t>(static_cast<uint64_t>(m_w.Get()), 1);
     m_qp->rateBps = std::min(m_w.Get() * 8.0 / m_t, m_qp->lineRateBps);
+    NS_LOG_LOGIC("flow " << m_qp->flowId << ": window " << m_qp->windowBytes << " B, rate "
+                         << m_qp->rateBps << " bit/s");
 }
 
 void

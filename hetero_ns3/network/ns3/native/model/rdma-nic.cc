@@ -2,6 +2,7 @@
 
 #include "ns3/abort.h"
 #include "ns3/boolean.h"
+#include "ns3/log.h"
 #include "ns3/simulator.h"
 #include "ns3/uinteger.h"
 #include "rdma-congestion-ops.h"
@@ -11,6 +12,8 @@
 
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RdmaNic");
 
 NS_OBJECT_ENSURE_REGISTERED(RdmaNic);
 
@@ -224,6 +227,9 @@ RdmaNic::StartQueuePair(Ptr<RdmaQueuePair> qp)
             static_cast<uint64_t>(qp->lineRateBps * qp->baseRtt.GetSeconds() / 8.0), qp->segment);
     }
     m_tx[qp->flowId] = qp;
+    NS_LOG_INFO("host " << m_nodeIndex << ": QP of flow " << qp->flowId << " starts, " << qp->size
+                        << " B to host " << qp->dst << " on port " << port << ", "
+                        << qp->cc->GetName());
     if (qp->size == 0)
     {
         FinishQp(PeekPointer(qp));
@@ -365,6 +371,8 @@ RdmaNic::Rto(RdmaQueuePair* qp)
         qp->rtoEvent = Simulator::Schedule(due - now, &RdmaNic::Rto, this, qp);
         return;
     }
+    NS_LOG_DEBUG("host " << m_nodeIndex << ": RTO of flow " << qp->flowId << ", go back to "
+                         << qp->sndUna);
     qp->sndNxt = qp->sndUna;
     ++qp->retransmits;
     qp->lastProgress = now;
@@ -414,6 +422,7 @@ RdmaNic::OnData(Ptr<RocePacket> p, uint32_t port)
     {
         rx.lastCnp = now;
         ++rx.cnps;
+        NS_LOG_LOGIC("host " << m_nodeIndex << ": CNP sent for flow " << p->flowId);
         m_cnpSentTrace(p->flowId);
         SendControl(RocePacketType::CNP, *p, rx.expected, false);
     }
@@ -435,6 +444,7 @@ RdmaNic::OnData(Ptr<RocePacket> p, uint32_t port)
         if (complete && !rx.done)
         {
             rx.done = true;
+            NS_LOG_INFO("host " << m_nodeIndex << ": flow " << p->flowId << " received in full");
             if (!m_rxComplete.IsNull())
             {
                 m_rxComplete(p->flowId);
@@ -536,6 +546,8 @@ RdmaNic::OnAckOrNack(const RocePacket& p, bool nack)
 void
 RdmaNic::FinishQp(RdmaQueuePair* qp)
 {
+    NS_LOG_INFO("host " << m_nodeIndex << ": QP of flow " << qp->flowId << " finished, "
+                        << qp->retransmits << " retransmissions");
     qp->finished = true;
     Simulator::Remove(qp->rtoEvent);
     qp->cc->Stop();

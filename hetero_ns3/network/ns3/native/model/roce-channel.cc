@@ -2,6 +2,7 @@
 
 #include "ns3/abort.h"
 #include "ns3/event-impl.h"
+#include "ns3/log.h"
 #include "ns3/node.h"
 #include "ns3/simulator.h"
 #include "roce-net-device.h"
@@ -9,6 +10,8 @@
 
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RoceChannel");
 
 NS_OBJECT_ENSURE_REGISTERED(RoceChannel);
 
@@ -32,6 +35,7 @@ RoceChannel::RoceChannel() = default;
 void
 RoceChannel::Attach(Ptr<RoceNetDevice> dev)
 {
+    NS_LOG_FUNCTION(this << dev);
     int slot = m_dev[0] ? 1 : 0;
     NS_ABORT_MSG_IF(m_dev[1], "RoceChannel already has two ends");
     m_dev[slot] = dev;

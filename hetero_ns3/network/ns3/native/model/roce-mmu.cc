@@ -3,10 +3,13 @@
 #include "ns3/abort.h"
 #include "ns3/boolean.h"
 #include "ns3/double.h"
+#include "ns3/log.h"
 #include "ns3/uinteger.h"
 
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RoceMmu");
 
 NS_OBJECT_ENSURE_REGISTERED(RoceMmu);
 
@@ -96,6 +99,7 @@ RoceMmu::SetBufferBytes(uint64_t bytes)
 void
 RoceMmu::Setup(uint32_t nPorts, const std::vector<uint64_t>& headroom)
 {
+    NS_LOG_FUNCTION(this << nPorts);
     m_headroom.assign(nPorts, 0);
     uint64_t reserved = 0;
     if (m_pfcEnabled && m_losslessMask != 0)

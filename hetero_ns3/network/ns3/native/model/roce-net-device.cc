@@ -3,6 +3,7 @@
 #include "ns3/abort.h"
 #include "ns3/enum.h"
 #include "ns3/event-impl.h"
+#include "ns3/log.h"
 #include "ns3/node.h"
 #include "ns3/simulator.h"
 #include "ns3/string.h"
@@ -16,6 +17,8 @@
 
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RoceNetDevice");
 
 NS_OBJECT_ENSURE_REGISTERED(RoceNetDevice);
 
@@ -341,6 +344,8 @@ RoceNetDevice::SendPfc(uint8_t cls, uint16_t quanta)
     p->pfcQuanta = quanta;
     p->size = 64;
     p->ecnCapable = false;
+    NS_LOG_LOGIC("port " << m_localPort << ": PFC " << (quanta > 0 ? "pause" : "resume")
+                         << " sent, class " << static_cast<int>(cls) << ", quanta " << quanta);
     if (quanta > 0)
     {
         ++m_pauseSent;
@@ -493,6 +498,9 @@ RoceNetDevice::Receive(Ptr<RocePacket> p)
     {
         uint8_t c = p->pfcClass & 7;
         m_pfcRxTrace(c, p->pfcQuanta);
+        NS_LOG_LOGIC("port " << m_localPort << ": PFC " << (p->pfcQuanta > 0 ? "pause" : "resume")
+                             << " received, class " << static_cast<int>(c) << ", quanta "
+                             << p->pfcQuanta);
         if (p->pfcQuanta == 0)
         {
             Resume(c);
@@ -531,6 +539,8 @@ void
 RoceNetDevice::RecordDrop(const RocePacket& p, uint32_t reason)
 {
     ++m_drops[reason];
+    NS_LOG_LOGIC("port " << m_localPort << ": drop of a frame of flow " << p.flowId << " ("
+                         << RoceDropReasonName(reason) << ")");
     m_dropTrace(p.flowId, reason);
 }
 
@@ -548,6 +558,7 @@ RoceNetDevice::SetLinkUp(bool up)
         return;
     }
     m_linkUp = up;
+    NS_LOG_INFO("port " << m_localPort << (up ? ": link up" : ": link down"));
     if (!up)
     {
         for (uint32_t c = 0; c < N_CLASSES; ++c)

@@ -1,11 +1,14 @@
 #include "roce-node.h"
 
 #include "ns3/boolean.h"
+#include "ns3/log.h"
 #include "ns3/uinteger.h"
 #include "roce-net-device.h"
 
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RoceNode");
 
 NS_OBJECT_ENSURE_REGISTERED(RoceNode);
 
@@ -55,6 +58,7 @@ RoceNode::GetNPorts() const
 void
 RoceNode::AddRoute(uint32_t dst, uint32_t port)
 {
+    NS_LOG_FUNCTION(this << dst << port);
     NS_ABORT_MSG_IF(port >= m_ports.size(), "route to " << dst << " names unknown port " << port);
     if (dst >= m_routes.size())
     {

@@ -2,6 +2,7 @@
 
 #include "ns3/boolean.h"
 #include "ns3/double.h"
+#include "ns3/log.h"
 #include "ns3/simulator.h"
 #include "ns3/uinteger.h"
 #include "roce-net-device.h"
@@ -10,6 +11,8 @@
 
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RoceSwitch");
 
 NS_OBJECT_ENSURE_REGISTERED(RoceSwitch);
 
@@ -101,6 +104,7 @@ RoceSwitch::IsHost() const
 void
 RoceSwitch::Setup(uint64_t bufferBytes)
 {
+    NS_LOG_FUNCTION(this << bufferBytes);
     NS_ABORT_MSG_IF(m_kmax < m_kmin,
                     "RoceSwitch: EcnKmaxBytes (" << m_kmax << ") < EcnKminBytes (" << m_kmin
                                                  << ")");
@@ -230,6 +234,8 @@ RoceSwitch::NotifyDequeue(uint32_t port, RocePacket& p)
     if (m_ecnEnabled && p.ecnCapable && !p.ce && ShouldMark(port, dev->GetQueueBytes(cls)))
     {
         p.ce = true;
+        NS_LOG_LOGIC("switch " << m_nodeIndex << " port " << port << ": ECN mark, flow "
+                               << p.flowId);
         dev->RecordEcnMark();
         m_ecnMarkTrace(port, p.flowId);
     }
