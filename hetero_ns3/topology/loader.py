@@ -6,11 +6,11 @@ The file format is documented in ``docs/topologies.md``.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from hetero_ns3.errors import ScenarioError, field_error
+from hetero_ns3.inputs import did_you_mean, read_toml
 from hetero_ns3.paths import resolve_preset
 from hetero_ns3.topology import catalog
 from hetero_ns3.topology.spec import (
@@ -46,7 +46,10 @@ def _keys(table: dict[str, Any], path: str, allowed: set[str]) -> None:
     extra = sorted(set(table) - allowed)
     if extra:
         raise field_error(
-            f"{path}.{extra[0]}", table[extra[0]], "is not a known field", f"use one of {sorted(allowed)}"
+            f"{path}.{extra[0]}",
+            table[extra[0]],
+            "is not a known field",
+            f"{did_you_mean(extra[0], allowed).lstrip('; ')} use one of {sorted(allowed)}".lstrip(),
         )
 
 
@@ -277,10 +280,7 @@ def parse_cluster(data: dict[str, Any], source: str = "<cluster>") -> ClusterSpe
 def load_cluster(ref: str | Path) -> ClusterSpec:
     """Load a cluster: a preset name in ``topologies/`` (e.g. ``h2``) or a path to a TOML file."""
     path = resolve_preset(ref, "topologies")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as err:
-        raise ScenarioError(f"{path}: not valid TOML: {err}") from None
+    data = read_toml(path, "topology file")
     try:
         return parse_cluster(data, str(path))
     except ScenarioError as err:
