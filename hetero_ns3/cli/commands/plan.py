@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
+from hetero_ns3.outputs import check_out_dir
 from hetero_ns3.scenario import load_scenario
 
 NAME = "plan"
@@ -57,12 +57,12 @@ def format_summary(s: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     from hetero_ns3.workload.planner import plan_scenario
 
+    out = check_out_dir(args.out) if args.out is not None else None
     scenario = load_scenario(args.scenario, args.overrides)
     plan = plan_scenario(scenario)
     summary = plan.summary()
     print(json.dumps(summary, indent=1) if args.json else format_summary(summary))
-    if args.out:
-        out = Path(args.out)
+    if out is not None:
         paths = plan.write(out)
         (out / "scenario.resolved.json").write_text(json.dumps(scenario.resolved(), indent=1, default=str))
         if args.per_rank:

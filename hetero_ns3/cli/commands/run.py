@@ -42,6 +42,7 @@ class _Progress:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hetero_ns3.outputs import check_out_dir
     from hetero_ns3.paths import resolve_preset
     from hetero_ns3.pipeline import run_scenario
     from hetero_ns3.results import format_summary
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     path = resolve_preset(args.scenario, "scenarios")
     scenario = load_scenario(path, args.overrides)
     backend = args.backend or scenario.run.backend
-    out = Path(args.out) if args.out else Path("runs") / f"{path.stem}-{backend}"
+    out = check_out_dir(args.out if args.out is not None else Path("runs") / f"{path.stem}-{backend}")
     progress = None if args.no_progress else _Progress()
     print(f"hetero-ns3 run: {path.name} on the {backend} backend -> {out}", file=sys.stderr)
     try:
