@@ -30,6 +30,7 @@ from hetero_ns3.results import GpuMeta, RunPaths, recording_run, summarize, vers
 from hetero_ns3.results.recorder import RunRecorder
 from hetero_ns3.scenario.faults import FaultsSection
 from hetero_ns3.scenario.loader import Scenario
+from hetero_ns3.signals import Interrupted, last_signal
 from hetero_ns3.topology import ClusterSpec, build_graph, load_cluster
 from hetero_ns3.topology.graph import NetGraph
 from hetero_ns3.workload.planner import Plan, plan_scenario
@@ -136,7 +137,8 @@ def simulate(
     if rec is not None:
         rec.times, rec.flows_df = res.times, res.flows
     if res.interrupted:
-        raise KeyboardInterrupt  # recording_run writes the partial times with status "interrupted"
+        # recording_run writes the partial times with status "interrupted" (the reason names the signal)
+        raise Interrupted(last_signal() or "KeyboardInterrupt")
     if not res.completed:
         done = int(np.isfinite(res.times.finish_s).sum())
         raise SimulationError(
