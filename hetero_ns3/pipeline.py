@@ -22,6 +22,7 @@ import numpy as np
 
 from hetero_ns3.collectives import CollectiveEnv, load_tuning
 from hetero_ns3.errors import ScenarioError, SimulationError
+from hetero_ns3.limits import check_estimate, check_shape, estimate_from_ops
 from hetero_ns3.network.backend import Backend, BackendRun, ProgressFn, get_backend
 from hetero_ns3.plan.dag import ExecutionPlan
 from hetero_ns3.plan.iterations import repeat_plan
@@ -154,12 +155,17 @@ def run_scenario(
     *,
     backend: str | None = None,
     progress: ProgressFn | None = None,
+    force: bool = False,
 ) -> RunOutcome:
     """Simulate ``run.iterations`` training iterations of ``scenario`` and write the run directory ``out_dir``.
 
     The workload is lowered once into the plan of one iteration, which is repeated
     (:func:`~hetero_ns3.plan.iterations.repeat_plan`) and replayed whole on the backend. A scenario with
     ``[[jobs]]`` goes through :func:`~hetero_ns3.jobs.run_jobs` (one plan per job, merged).
+
+    Before any work, and again once the workload is compiled (before lowering), the run's size is
+    estimated (:mod:`hetero_ns3.limits`); one that would not fit in memory raises PlanningError naming
+    the estimate and the knob to turn, unless ``force``. Each phase is logged (INFO) as it starts.
     """
     run = scenario.run
     backend = backend or run.backend
@@ -168,13 +174,22 @@ def run_scenario(
         from hetero_ns3.jobs import run_jobs
 
         return run_jobs(scenario, out_dir, engine, progress)
+    check_shape(scenario, backend, force=force)
     stats: dict[str, Any] = {"backend": backend, "seed": run.seed}
     resolved = scenario.resolved()
     with recording_run(out_dir, scenario_resolved=resolved, versions=versions_info(run.seed)) as rec:
         t0 = time.perf_counter()
         cluster = load_run_cluster(scenario)
         graph = build_graph(cluster)
-        wplan, lowered = lower_scenario(scenario, graph, cluster)
+        log.info("planning the workload ...")
+        wplan = plan_scenario(scenario)
+        est = estimate_from_ops(wplan.workload.n_ops, run.iterations, backend)
+        log.info("estimate: %s", est.describe())
+        check_estimate(est, "this run", force=force)
+        log.info("lowering %d ops into tasks and flows ...", wplan.workload.n_ops)
+        lowered = lower_plan(wplan, scenario, collective_env(scenario, graph), cluster)
+        if run.iterations > 1:
+            log.info("repeating %d tasks over %d iterations ...", len(lowered.plan), run.iterations)
         repeated = repeat_plan(lowered.plan, run.iterations)
         plan = repeated.plan
         rec.plan, rec.iteration = plan, (repeated.iteration if run.iterations > 1 else None)
@@ -199,12 +214,14 @@ def run_scenario(
             run.iterations,
         )
         t1 = time.perf_counter()
+        log.info("simulating on the %s backend ...", backend)
         res = simulate(engine, plan, graph, scenario, progress, rec)
         stats.update(res.stats)
         times, flows_df = res.times, res.flows
         stats["backend_wall_s"] = time.perf_counter() - t1
         summary = summarize(plan, times, rec.gpu_meta, rec.iteration)
         stats["mfu"] = mfu_of(wplan, summary.iteration_time_s)
+        log.info("writing the run directory %s (%d tasks) ...", out_dir, len(plan))
         paths = rec.finish(times, flows_df, extra_summary={"run": stats})
     return RunOutcome(paths, summary, backend, stats)
 

@@ -59,6 +59,15 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"hetero-ns3 {args.command}: error: {type(err).__name__}: {err}", file=sys.stderr)
         return 2
+    except MemoryError:
+        if args.debug:
+            traceback.print_exc()
+        print(
+            f"hetero-ns3 {args.command}: error: MemoryError: ran out of memory; make the run smaller (fewer "
+            "microbatches or iterations, a coarser plan, --backend analytic)",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM (hetero_ns3.signals)
         print(f"hetero-ns3 {args.command}: {interrupt_reason(err)}", file=sys.stderr)
         return exit_status(err)

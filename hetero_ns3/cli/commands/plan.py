@@ -26,6 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="override a scenario value, e.g. --set parallelism.tp=4 (repeatable)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of text")
+    p.add_argument("--force", action="store_true", help="plan even when the up-front estimate says it will not fit")
     p.add_argument("--per-rank", action="store_true", help="with --out, also write ops.csv: every rank's ops, expanded")
 
 
@@ -55,10 +56,12 @@ def format_summary(s: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hetero_ns3.limits import check_plan_shape
     from hetero_ns3.workload.planner import plan_scenario
 
     out = check_out_dir(args.out) if args.out is not None else None
     scenario = load_scenario(args.scenario, args.overrides)
+    check_plan_shape(scenario, force=args.force)
     plan = plan_scenario(scenario)
     summary = plan.summary()
     print(json.dumps(summary, indent=1) if args.json else format_summary(summary))

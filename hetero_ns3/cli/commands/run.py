@@ -23,6 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="run directory (default: runs/<scenario>-<backend>)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.add_argument("--no-progress", action="store_true", help="do not show progress over simulated time")
+    p.add_argument("--force", action="store_true", help="run even when the up-front estimate says it will not fit")
 
 
 class _Progress:
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     progress = None if args.no_progress else _Progress()
     print(f"hetero-ns3 run: {path.name} on the {backend} backend -> {out}", file=sys.stderr)
     try:
-        outcome = run_scenario(scenario, out, backend=backend, progress=progress)
+        outcome = run_scenario(scenario, out, backend=backend, progress=progress, force=args.force)
     finally:
         if progress is not None:
             progress.close()
