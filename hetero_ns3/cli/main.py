@@ -16,7 +16,7 @@ from types import ModuleType
 
 import hetero_ns3.cli.commands as _commands_pkg
 from hetero_ns3 import __version__
-from hetero_ns3.errors import HeteroNs3Error
+from hetero_ns3.errors import HeteroNs3Error, NativeBuildError
 from hetero_ns3.signals import exit_status, interrupt_reason, stop_on_signals
 
 
@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     except HeteroNs3Error as err:
         if args.debug:
             traceback.print_exc()
-        print(f"hetero-ns3 {args.command}: error: {type(err).__name__}: {err}", file=sys.stderr)
+        msg = str(err) if isinstance(err, NativeBuildError) else " ".join(str(err).split())  # one line
+        print(f"hetero-ns3 {args.command}: error: {type(err).__name__}: {msg}", file=sys.stderr)
         return 2
     except MemoryError:
         if args.debug:

@@ -55,7 +55,8 @@ def read_flows_csv(path: str | Path) -> pd.DataFrame:
     try:
         df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=True)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"flows file {str(p)!r} is not a readable CSV: {exc}") from None
+        detail = " ".join(str(exc).split())
+        raise ScenarioError(f"flows file {str(p)!r} is not a readable CSV: {detail}") from None
     df.columns = [str(c).strip() for c in df.columns]
     check_columns(df, p.name)
     return df
