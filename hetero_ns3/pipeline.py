@@ -22,6 +22,7 @@ import numpy as np
 
 from hetero_ns3.collectives import CollectiveEnv, load_tuning
 from hetero_ns3.errors import ScenarioError, SimulationError
+from hetero_ns3.limits import check_estimate, check_shape, estimate_from_ops
 from hetero_ns3.network.backend import Backend, BackendRun, ProgressFn, get_backend
 from hetero_ns3.plan.dag import ExecutionPlan
 from hetero_ns3.plan.iterations import repeat_plan
@@ -30,6 +31,7 @@ from hetero_ns3.results import GpuMeta, RunPaths, recording_run, summarize, vers
 from hetero_ns3.results.recorder import RunRecorder
 from hetero_ns3.scenario.faults import FaultsSection
 from hetero_ns3.scenario.loader import Scenario
+from hetero_ns3.signals import Interrupted, last_signal
 from hetero_ns3.topology import ClusterSpec, build_graph, load_cluster
 from hetero_ns3.topology.graph import NetGraph
 from hetero_ns3.workload.planner import Plan, plan_scenario
@@ -154,7 +156,8 @@ def simulate(
     if rec is not None:
         rec.times, rec.flows_df = res.times, res.flows
     if res.interrupted:
-        raise KeyboardInterrupt  # recording_run writes the partial times with status "interrupted"
+        # recording_run writes the partial times with status "interrupted" (the reason names the signal)
+        raise Interrupted(last_signal() or "KeyboardInterrupt")
     if not res.completed:
         done = int(np.isfinite(res.times.finish_s).sum())
         raise SimulationError(
@@ -170,6 +173,7 @@ def run_scenario(
     *,
     backend: str | None = None,
     progress: ProgressFn | None = None,
+    force: bool = False,
 ) -> RunOutcome:
     """Simulate ``run.iterations`` training iterations of ``scenario`` and write the run directory ``out_dir``.
 
@@ -177,6 +181,10 @@ def run_scenario(
     (:func:`~hetero_ns3.plan.iterations.repeat_plan`) and replayed whole on the backend. A scenario with
     ``[[jobs]]`` goes through :func:`~hetero_ns3.jobs.run_jobs` (one plan per job, merged), one with
     ``[workload] chakra`` through :func:`~hetero_ns3.chakra_run.run_chakra` (the plan imported from the trace).
+
+    Before any work, and again once the workload is compiled (before lowering), the run's size is
+    estimated (:mod:`hetero_ns3.limits`); one that would not fit in memory raises PlanningError naming
+    the estimate and the knob to turn, unless ``force``. Each phase is logged (INFO) as it starts.
     """
     run = scenario.run
     backend = backend or run.backend
@@ -185,6 +193,7 @@ def run_scenario(
         from hetero_ns3.jobs import run_jobs
 
         return run_jobs(scenario, out_dir, engine, progress)
+    check_shape(scenario, backend, force=force)
     if scenario.workload is not None and scenario.workload.chakra is not None:
         from hetero_ns3.chakra_run import run_chakra
 
@@ -195,7 +204,15 @@ def run_scenario(
         t0 = time.perf_counter()
         cluster = load_run_cluster(scenario)
         graph = build_graph(cluster)
-        wplan, lowered = lower_scenario(scenario, graph, cluster)
+        log.info("planning the workload ...")
+        wplan = plan_scenario(scenario)
+        est = estimate_from_ops(wplan.workload.n_ops, run.iterations, backend)
+        log.info("estimate: %s", est.describe())
+        check_estimate(est, "this run", force=force)
+        log.info("lowering %d ops into tasks and flows ...", wplan.workload.n_ops)
+        lowered = lower_plan(wplan, scenario, collective_env(scenario, graph), cluster)
+        if run.iterations > 1:
+            log.info("repeating %d tasks over %d iterations ...", len(lowered.plan), run.iterations)
         repeated = repeat_plan(lowered.plan, run.iterations)
         plan = repeated.plan
         rec.plan, rec.iteration = plan, (repeated.iteration if run.iterations > 1 else None)
@@ -220,12 +237,14 @@ def run_scenario(
             run.iterations,
         )
         t1 = time.perf_counter()
+        log.info("simulating on the %s backend ...", backend)
         res = simulate(engine, plan, graph, scenario, progress, rec)
         stats.update(res.stats)
         times, flows_df = res.times, res.flows
         stats["backend_wall_s"] = time.perf_counter() - t1
         summary = summarize(plan, times, rec.gpu_meta, rec.iteration)
         stats["mfu"] = mfu_of(wplan, summary.iteration_time_s)
+        log.info("writing the run directory %s (%d tasks) ...", out_dir, len(plan))
         paths = rec.finish(times, flows_df, extra_summary={"run": stats})
     return RunOutcome(paths, summary, backend, stats)
 

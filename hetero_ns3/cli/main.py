@@ -16,7 +16,8 @@ from types import ModuleType
 
 import hetero_ns3.cli.commands as _commands_pkg
 from hetero_ns3 import __version__
-from hetero_ns3.errors import HeteroNs3Error
+from hetero_ns3.errors import HeteroNs3Error, NativeBuildError
+from hetero_ns3.signals import exit_status, interrupt_reason, stop_on_signals
 
 
 def _command_modules() -> list[ModuleType]:
@@ -51,15 +52,26 @@ def main(argv: list[str] | None = None) -> int:
     level = logging.DEBUG if args.debug else (logging.WARNING if args.quiet else logging.INFO)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
-        return int(args._run(args) or 0)
+        with stop_on_signals():
+            return int(args._run(args) or 0)
     except HeteroNs3Error as err:
         if args.debug:
             traceback.print_exc()
-        print(f"hetero-ns3 {args.command}: error: {type(err).__name__}: {err}", file=sys.stderr)
+        msg = str(err) if isinstance(err, NativeBuildError) else " ".join(str(err).split())  # one line
+        print(f"hetero-ns3 {args.command}: error: {type(err).__name__}: {msg}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"hetero-ns3 {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except MemoryError:
+        if args.debug:
+            traceback.print_exc()
+        print(
+            f"hetero-ns3 {args.command}: error: MemoryError: ran out of memory; make the run smaller (fewer "
+            "microbatches or iterations, a coarser plan, --backend analytic)",
+            file=sys.stderr,
+        )
+        return 2
+    except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM (hetero_ns3.signals)
+        print(f"hetero-ns3 {args.command}: {interrupt_reason(err)}", file=sys.stderr)
+        return exit_status(err)
 
 
 def entry() -> None:

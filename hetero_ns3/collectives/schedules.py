@@ -16,13 +16,13 @@ The planner then splits, slices and pipelines exactly as for the built-in ring.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 from hetero_ns3.collectives.emit import Emitter
 from hetero_ns3.collectives.env import CollectiveEnv
 from hetero_ns3.collectives.types import CollectiveCall, normalize_op
-from hetero_ns3.errors import ScenarioError, field_error
+from hetero_ns3.errors import field_error
+from hetero_ns3.inputs import read_toml
 from hetero_ns3.paths import preset_dir
 
 SCHEDULE_KINDS = ("ring",)
@@ -104,11 +104,5 @@ def schedule_from_dict(data: dict, source: str = "") -> CustomRing:
 def load_schedule_file(path: str | Path) -> CustomRing:
     """Parse and validate one schedule file."""
     p = Path(path)
-    try:
-        with open(p, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise ScenarioError(f"schedule file ({str(p)!r}) not found") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ScenarioError(f"schedule file ({str(p)!r}) is not valid TOML: {err}") from None
+    data = read_toml(p, "schedule file")
     return schedule_from_dict(data, str(p))

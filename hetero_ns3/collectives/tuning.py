@@ -6,14 +6,14 @@ Latencies are stored in seconds here (the file says microseconds, as NCCL's tabl
 from __future__ import annotations
 
 import functools
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hetero_ns3.collectives.types import PROTOCOLS
-from hetero_ns3.errors import ScenarioError, field_error
+from hetero_ns3.errors import field_error
+from hetero_ns3.inputs import read_toml
 from hetero_ns3.paths import preset_dir
 
 LINK_KINDS = ("nvlink", "pcie", "network")
@@ -264,13 +264,7 @@ def default_tuning_path() -> Path:
 
 @functools.lru_cache(maxsize=8)
 def _load_cached(path: str) -> Tuning:
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise ScenarioError(f"tuning file ({path!r}) not found; pass an existing TOML file") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ScenarioError(f"tuning file ({path!r}) is not valid TOML: {err}") from None
+    data = read_toml(path, "tuning file")
     return tuning_from_dict(data, source=path)
 
 

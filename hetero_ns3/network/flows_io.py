@@ -7,6 +7,7 @@ the file line) and the column. Pure Python: no ns-3 here.
 
 from __future__ import annotations
 
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from hetero_ns3.errors import ScenarioError
+from hetero_ns3.inputs import read_csv_text
 from hetero_ns3.topology.graph import HOST, NetGraph
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("src", "dst", "size_bytes", "start_s")
@@ -49,10 +51,12 @@ def read_flows_csv(path: str | Path) -> pd.DataFrame:
         raise ScenarioError(
             f"flows file {str(p)!r} does not exist; pass a CSV with columns {','.join(REQUIRED_COLUMNS)}"
         )
+    text = read_csv_text(p, "flows file")
     try:
-        df = pd.read_csv(p, dtype=str, keep_default_na=False, skipinitialspace=True)
+        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=True)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"flows file {str(p)!r} is not a readable CSV: {exc}") from None
+        detail = " ".join(str(exc).split())
+        raise ScenarioError(f"flows file {str(p)!r} is not a readable CSV: {detail}") from None
     df.columns = [str(c).strip() for c in df.columns]
     check_columns(df, p.name)
     return df

@@ -8,7 +8,9 @@ Usage (the CLI's ``run`` command)::
         paths = rec.finish(times, flows_df=backend_flows)
 
 An exception inside the block writes :func:`~hetero_ns3.results.rundir.write_partial` with status
-``failed`` (``interrupted`` for KeyboardInterrupt) and the reason, then propagates unchanged.
+``failed`` (``interrupted`` for KeyboardInterrupt, SIGINT or SIGTERM: see :mod:`hetero_ns3.signals`) and
+the reason, then propagates unchanged. On entry the files of a previous run in ``out_dir`` are removed
+(:func:`~hetero_ns3.results.rundir.clear_run_dir`), ``summary.json`` first.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import pandas as pd
 
 from hetero_ns3.plan.dag import ExecutionPlan, TaskTimes
 from hetero_ns3.results.meta import GpuMetaLike
-from hetero_ns3.results.rundir import RunPaths, write_partial, write_run
+from hetero_ns3.results.rundir import RunPaths, clear_run_dir, write_partial, write_run
+from hetero_ns3.signals import interrupt_reason
 
 log = logging.getLogger(__name__)
 
@@ -97,12 +100,13 @@ def recording_run(
 ) -> Iterator[RunRecorder]:
     """Yield a :class:`RunRecorder`; on an exception write the partial run directory, then re-raise."""
     rec = RunRecorder(out_dir, scenario_resolved=scenario_resolved, versions=versions)
+    clear_run_dir(out_dir)  # before any work: no previous run's summary.json may look current
     try:
         yield rec
     except BaseException as err:
         if rec.paths is None:  # the complete directory was not written
             interrupted = isinstance(err, KeyboardInterrupt)
-            reason = "interrupted (KeyboardInterrupt)" if interrupted else f"{type(err).__name__}: {err}"
+            reason = interrupt_reason(err) if interrupted else f"{type(err).__name__}: {err}"
             try:
                 rec.write_partial(reason, status="interrupted" if interrupted else "failed")
             except Exception as werr:  # noqa: BLE001 - never mask the run's own error

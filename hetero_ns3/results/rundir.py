@@ -21,6 +21,7 @@ A complete run has ``summary.json`` with ``status: "ok"``. A failed or interrupt
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import logging
 import os
@@ -164,6 +165,34 @@ def _start_writing(paths: RunPaths) -> None:
     directory reads as incomplete instead of pairing an old summary with new tables."""
     paths.root.mkdir(parents=True, exist_ok=True)
     paths.summary.unlink(missing_ok=True)
+
+
+def clear_run_dir(out_dir: str | os.PathLike[str]) -> list[str]:
+    """Remove a previous run's files from ``out_dir`` (only the names a run writes); return what went.
+
+    ``summary.json`` goes first, with one atomic unlink: from then on the directory reads as incomplete,
+    so an interruption part-way through clearing never leaves an old summary next to new tables. Files
+    that are not a run's (and directories other than ``plots/``) are left alone.
+    """
+    paths = RunPaths.at(out_dir)
+    if not paths.root.is_dir():
+        return []
+    removed = []
+    order = [paths.summary, paths.scenario, paths.versions, paths.plan, paths.tasks, paths.flows, paths.trace]
+    order += [paths.breakdown_png, paths.timeline_png]
+    for p in order:
+        if p.is_file() or p.is_symlink():
+            p.unlink(missing_ok=True)
+            removed.append(str(p.relative_to(paths.root)))
+    for d in (paths.root, paths.plots):
+        if d.is_dir():
+            for tmp in d.glob(".*.tmp"):  # left by an atomic write that was killed
+                tmp.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        paths.plots.rmdir()  # only if empty
+    if removed:
+        log.info("cleared the previous run in %s (%s)", paths.root, ", ".join(removed))
+    return removed
 
 
 def _gpu_table(plan: ExecutionPlan, meta: Sequence[GpuMeta]) -> dict[str, dict[str, Any]]:

@@ -8,8 +8,11 @@ A section dataclass declares its fields with type hints; optional ``metadata`` o
 
 Supported field types: ``int``, ``float``, ``str``, ``bool``, ``Literal[...]``, ``X | None``,
 ``tuple[X, ...]``, nested dataclasses, ``tuple[Dataclass, ...]`` (arrays of tables) and
-``Mapping[str, Any]`` (kept as a read-only dict). Values coming from ``--set`` overrides arrive as
-TOML literals or plain strings and are coerced (``"4"`` -> 4 for an int field).
+``Mapping[str, Any]`` (kept as a read-only dict). Types are strict: a string is never converted to
+an integer, number or boolean (``tp = "4"`` is an error naming ``parallelism.tp``). ``--set`` overrides
+are read as TOML literals first (``--set parallelism.tp=4`` is the integer 4; see
+:mod:`hetero_ns3.scenario.overrides`), so they need no conversion either. Fields with a ``unit`` accept
+strings with units (``"40MiB"``) by design.
 
 After construction, a dataclass may define ``validate(self, where: str) -> None`` to check
 cross-field rules; it raises :class:`~hetero_ns3.errors.ScenarioError` naming ``where.field``.
@@ -25,6 +28,7 @@ from types import MappingProxyType
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from hetero_ns3.errors import ScenarioError, field_error
+from hetero_ns3.inputs import did_you_mean
 from hetero_ns3.units import parse_rate, parse_size, parse_time
 
 T = TypeVar("T")
@@ -40,6 +44,13 @@ def _join(where: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{where}[{key}]"
     return f"{where}.{key}" if where else key
+
+
+def _strict_hint(value: Any, example: str) -> str:
+    """The fix for a quoted literal: values in files are not converted from strings."""
+    if isinstance(value, str):
+        return f"write it without quotes (e.g. {example}); strings are not converted"
+    return ""
 
 
 def _coerce(value: Any, tp: Any, where: str, unit: str | None) -> Any:
@@ -85,9 +96,7 @@ def _coerce(value: Any, tp: Any, where: str, unit: str | None) -> Any:
     if tp is bool:
         if isinstance(value, bool):
             return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-            return value.lower() in ("true", "1", "yes")
-        raise field_error(where, value, "must be true or false")
+        raise field_error(where, value, "must be true or false", _strict_hint(value, "true"))
     if tp is int:
         if unit == "size":
             return parse_size(value, where, allow_zero=True)
@@ -95,14 +104,9 @@ def _coerce(value: Any, tp: Any, where: str, unit: str | None) -> Any:
             raise field_error(where, value, "must be an integer")
         if isinstance(value, int):
             return value
-        if isinstance(value, float) and value.is_integer():
+        if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
             return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value.replace("_", ""))
-            except ValueError:
-                pass
-        raise field_error(where, value, "must be an integer")
+        raise field_error(where, value, "must be an integer", _strict_hint(value, "4"))
     if tp is float:
         if unit == "time":
             return parse_time(value, where)
@@ -114,12 +118,7 @@ def _coerce(value: Any, tp: Any, where: str, unit: str | None) -> Any:
             raise field_error(where, value, "must be a number")
         if isinstance(value, (int, float)):
             return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise field_error(where, value, "must be a number")
+        raise field_error(where, value, "must be a number", _strict_hint(value, "0.5"))
     if tp is str:
         if isinstance(value, (dict, list, bool)):
             raise field_error(where, value, "must be a string")
@@ -138,8 +137,12 @@ def load_dataclass(cls: type[T], data: Mapping[str, Any], where: str = "") -> T:
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
     unknown = [k for k in data if k not in fields]
     if unknown:
+        hint = did_you_mean(unknown[0], fields).removeprefix("; ")
         raise field_error(
-            _join(where, unknown[0]), data[unknown[0]], "is not a known key", f"valid keys: {sorted(fields)}"
+            _join(where, unknown[0]),
+            data[unknown[0]],
+            "is not a known key",
+            f"{hint + ' ' if hint else ''}valid keys: {sorted(fields)}",
         )
     kwargs: dict[str, Any] = {}
     for name, f in fields.items():

@@ -10,7 +10,6 @@ one field of :class:`Scenario` plus one entry there.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 from hetero_ns3.compute.config import ComputeConfig
 from hetero_ns3.errors import ScenarioError
+from hetero_ns3.inputs import did_you_mean, read_toml
 from hetero_ns3.network.config import NetworkConfig
 from hetero_ns3.scenario.cluster import ClusterSection
 from hetero_ns3.scenario.collectives import CollectivesSection
@@ -121,7 +121,10 @@ def scenario_from_dict(
     for name, table in data.items():
         spec = SECTIONS.get(name)
         if spec is None:
-            raise ScenarioError(f"[{name}] is not a known scenario section; valid sections: {sorted(SECTIONS)}")
+            raise ScenarioError(
+                f"[{name}] is not a known scenario section{did_you_mean(name, SECTIONS) or ';'} "
+                f"valid sections: {sorted(SECTIONS)}"
+            )
         if not spec.array and not isinstance(table, Mapping):
             raise ScenarioError(f"{name} ({table!r}) must be a table: write it as [{name}] with keys below it")
         sections[name] = spec.load(table, name)
@@ -152,13 +155,7 @@ def scenario_from_dict(
 def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     """Read scenario TOML ``path``, apply ``--set`` ``overrides`` (``"a.b=value"``), validate every section."""
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise ScenarioError(f"scenario file {str(path)!r} does not exist")
-    try:
-        with open(p, "rb") as fh:
-            raw = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as err:
-        raise ScenarioError(f"{p}: not valid TOML: {err}") from err
+    raw = read_toml(p, "scenario file")
     return scenario_from_dict(raw, overrides, source=str(p), base_dir=p.parent)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hetero_ns3.errors import ScenarioError
 from hetero_ns3.topology.fabric import node_fabric, nvls_endpoint
 from hetero_ns3.topology.graph import GraphLink, GraphNode, NetGraph, make_graph
 from hetero_ns3.topology.networks import Endpoint, fat_tree, leaf_spine, rail_optimized
@@ -52,4 +53,28 @@ def build_graph(cluster: ClusterSpec) -> NetGraph:
             ep_nodes.append(ep[0])
             ep_links.append(ep[1])
     net_nodes, net_links = build_network(cluster, nic_endpoints(cluster))
-    return make_graph(hosts + switches + net_nodes + ep_nodes, links + net_links + ep_links)
+    graph = make_graph(hosts + switches + net_nodes + ep_nodes, links + net_links + ep_links)
+    check_connected(graph, cluster.name)
+    return graph
+
+
+def check_connected(graph: NetGraph, name: str = "topology") -> None:
+    """Raise ScenarioError unless every host reaches every other one over links of non-zero rate."""
+    hosts = graph.host_indices()
+    if len(hosts) < 2:
+        return
+    adj = graph.adjacency()
+    seen = {hosts[0]}
+    stack = [hosts[0]]
+    while stack:
+        u = stack.pop()
+        for v, li in adj[u]:
+            if v not in seen and graph.links[li].rate_bps > 0:
+                seen.add(v)
+                stack.append(v)
+    cut = [graph.nodes[h].name for h in hosts if h not in seen]
+    if cut:
+        raise ScenarioError(
+            f"topology {name!r} is disconnected: {len(cut)} of {len(hosts)} GPUs (e.g. {cut[0]!r}) cannot reach "
+            f"{graph.nodes[hosts[0]].name!r}; give every node group NICs on the network (groups[].nics)"
+        )

@@ -6,11 +6,11 @@ The file format is documented in ``docs/topologies.md``.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from hetero_ns3.errors import ScenarioError, field_error
+from hetero_ns3.inputs import did_you_mean, read_toml
 from hetero_ns3.paths import resolve_preset
 from hetero_ns3.topology import catalog
 from hetero_ns3.topology.spec import (
@@ -46,7 +46,10 @@ def _keys(table: dict[str, Any], path: str, allowed: set[str]) -> None:
     extra = sorted(set(table) - allowed)
     if extra:
         raise field_error(
-            f"{path}.{extra[0]}", table[extra[0]], "is not a known field", f"use one of {sorted(allowed)}"
+            f"{path}.{extra[0]}",
+            table[extra[0]],
+            "is not a known field",
+            f"{did_you_mean(extra[0], allowed).lstrip('; ')} use one of {sorted(allowed)}".lstrip(),
         )
 
 
@@ -68,6 +71,16 @@ def _int(table: dict[str, Any], key: str, path: str, default: int | None = None,
         raise field_error(p, None, "is missing", f"give an integer >= {minimum}")
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
         raise field_error(p, v, f"must be an integer >= {minimum}")
+    return v
+
+
+def _explicit_count(table: dict[str, Any], key: str, path: str, meaning: str) -> int:
+    """A count whose 0 means "derive it": written in a file it must be >= 1 (leave it out for the default)."""
+    if key not in table:
+        return 0
+    v = table[key]
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise field_error(f"{path}.{key}", v, "must be an integer >= 1", f"leave it out to use the default ({meaning})")
     return v
 
 
@@ -225,7 +238,7 @@ def _network(t: dict[str, Any], path: str, groups: tuple[NodeGroup, ...]) -> Net
             uplink_delay_s=parse_time(tt.get("uplink_delay", "1us"), f"{tp}.uplink_delay"),
             buffer_bytes=parse_size(tt.get("buffer", 0), f"{tp}.buffer", allow_zero=True),
             oversubscription=_float(tt, "oversubscription", tp, 1.0, 1.0),
-            uplinks=_int(tt, "uplinks", tp, 0, minimum=0),
+            uplinks=_explicit_count(tt, "uplinks", tp, "from the uplink rate and oversubscription"),
         )
         if "uplinks" in tt and "oversubscription" in tt:
             raise field_error(f"{tp}.uplinks", tt["uplinks"], "and oversubscription exclude each other", "give one")
@@ -233,9 +246,9 @@ def _network(t: dict[str, Any], path: str, groups: tuple[NodeGroup, ...]) -> Net
         kind=kind,
         access_delay_s=parse_time(t.get("access_delay", "1us"), f"{path}.access_delay"),
         tiers=tiers,
-        rails=_int(t, "rails", path, 0, minimum=0),
+        rails=_explicit_count(t, "rails", path, "the largest NIC count per node"),
         nodes_per_pod=_int(t, "nodes_per_pod", path, 0, minimum=0),
-        spines=_int(t, "spines", path, 0, minimum=0),
+        spines=_explicit_count(t, "spines", path, "as many as uplinks per lower switch"),
         ports_per_leaf=_int(t, "ports_per_leaf", path, 0 if kind != LEAFSPINE else None, minimum=0),
         k=_int(t, "k", path, 0 if kind != FATTREE else None, minimum=0),
     )
@@ -277,10 +290,7 @@ def parse_cluster(data: dict[str, Any], source: str = "<cluster>") -> ClusterSpe
 def load_cluster(ref: str | Path) -> ClusterSpec:
     """Load a cluster: a preset name in ``topologies/`` (e.g. ``h2``) or a path to a TOML file."""
     path = resolve_preset(ref, "topologies")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as err:
-        raise ScenarioError(f"{path}: not valid TOML: {err}") from None
+    data = read_toml(path, "topology file")
     try:
         return parse_cluster(data, str(path))
     except ScenarioError as err:

@@ -11,6 +11,10 @@ from hetero_ns3.errors import ScenarioError
 from hetero_ns3.topology.graph import HOST, SWITCH, GraphLink, GraphNode, NetGraph, make_graph
 from hetero_ns3.topology.spec import NetworkSpec
 
+#: Largest host count / link count of an inline topology (a typo such as star:10000000 would take minutes).
+MAX_INLINE_HOSTS = 65_536
+MAX_INLINE_LINKS = 1_000_000
+
 
 def star(n_hosts: int, link_rate_bps: float = 100e9, link_delay_s: float = 1e-6) -> NetGraph:
     """``n_hosts`` hosts ``h0``.. on one switch ``sw0``; every link has the same rate (bit/s) and delay (s)."""
@@ -59,6 +63,15 @@ def parse_inline(spec: str, link_rate_bps: float, link_delay_s: float) -> NetGra
         raise ScenarioError(
             f"topology ({spec!r}) has non-integer arguments; write 'star:8' or 'leafspine:4,2,8'"
         ) from None
+    if kind == "star" and len(nums) == 1 and nums[0] > MAX_INLINE_HOSTS:
+        raise ScenarioError(f"topology ({spec!r}) has more than {MAX_INLINE_HOSTS} hosts; use fewer")
+    if kind == "leafspine" and len(nums) == 3:
+        hosts, links = nums[0] * nums[2], nums[0] * (nums[1] + nums[2])
+        if hosts > MAX_INLINE_HOSTS or links > MAX_INLINE_LINKS:
+            raise ScenarioError(
+                f"topology ({spec!r}) has {hosts} hosts and {links} links, over the inline limit "
+                f"({MAX_INLINE_HOSTS} hosts, {MAX_INLINE_LINKS} links); use fewer"
+            )
     if kind == "star":
         if len(nums) != 1:
             raise ScenarioError(f"topology ({spec!r}) takes one number: 'star:N'")

@@ -68,7 +68,7 @@ def test_bad_override_exits_2_naming_field(capsys) -> None:
     assert "ScenarioError: parallelism.global_batch (2) gives 1 microbatches per replica" in err
     assert "fewer than parallelism.pp (2)" in err
     assert main(["plan", str(EXAMPLE), "--set", "parallelism.tpp=2"]) == 2
-    assert "parallelism.tpp (2) is not a known key; valid keys:" in capsys.readouterr().err
+    assert "parallelism.tpp (2) is not a known key; did you mean 'tp'? valid keys:" in capsys.readouterr().err
 
 
 def test_console_script_runs() -> None:

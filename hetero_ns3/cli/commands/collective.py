@@ -15,6 +15,7 @@ import argparse
 import json
 import logging
 
+from hetero_ns3.cli.commands._common import link_args
 from hetero_ns3.collectives import (
     CollectiveCall,
     CollectiveEnv,
@@ -29,7 +30,7 @@ from hetero_ns3.network.backend import backend_names
 from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.plan.dag import ExecutionPlan
 from hetero_ns3.topology.graph import NetGraph
-from hetero_ns3.units import parse_rate, parse_size, parse_time
+from hetero_ns3.units import parse_size
 
 NAME = "collective"
 HELP = "nccl-tests-style benchmark of a collective (size, time, algbw, busbw) on a topology"
@@ -55,8 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", "-b", choices=BACKENDS, default="analytic", help="network backend (default analytic)")
     p.add_argument("--cc", help="congestion control of the ns3 backend: none, dcqcn, hpcc")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="float", help="element type for the count column")
-    p.add_argument("--link-rate", default="100Gbps", help="link rate of star:/leafspine: topologies")
-    p.add_argument("--link-delay", default="1us", help="link delay of star:/leafspine: topologies")
+    p.add_argument("--link-rate", help="link rate of star:/leafspine: topologies (default 100Gbps)")
+    p.add_argument("--link-delay", help="link delay of star:/leafspine: topologies (default 1us)")
     p.add_argument("--tuning", help="tuning TOML (default collectives/tuning.toml)")
     p.add_argument("--seed", type=int, default=1, help="ECMP / simulation seed (>= 1)")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of the table")
@@ -80,13 +81,16 @@ def parse_sizes(text: str) -> list[int]:
 
 
 def select_group(graph_gpus: tuple[str, ...], args: argparse.Namespace) -> tuple[str, ...]:
-    if args.ranks:
+    if args.ranks is not None:
         group = tuple(x.strip() for x in args.ranks.split(",") if x.strip())
+        if not group:
+            raise field_error("--ranks", args.ranks, "names no GPU", f"list GPUs, e.g. {','.join(graph_gpus[:2])}")
+        if len(set(group)) != len(group):
+            dup = next(g for g in group if group.count(g) > 1)
+            raise field_error("--ranks", dup, "is listed twice", "give each GPU once")
         unknown = [g for g in group if g not in graph_gpus]
         if unknown:
             raise field_error("--ranks", unknown[0], "is not a GPU of the topology", f"e.g. {list(graph_gpus[:3])}")
-        if len(group) < 1:
-            raise field_error("--ranks", args.ranks, "names no GPU")
         return group
     if args.gpus is not None:
         if not 1 <= args.gpus <= len(graph_gpus):
@@ -118,9 +122,7 @@ def run(args: argparse.Namespace) -> int:
     if args.cc and args.backend != "ns3":
         raise field_error("--cc", args.cc, f"applies to the ns3 backend only (backend is {args.backend})")
     sizes = parse_sizes(args.sizes)
-    graph = resolve_topology(
-        args.topology, parse_rate(args.link_rate, "--link-rate"), parse_time(args.link_delay, "--link-delay")
-    )
+    graph = resolve_topology(args.topology, *link_args(args.topology, args.link_rate, args.link_delay))
     env = CollectiveEnv.from_graph(graph, load_tuning(args.tuning) if args.tuning else None)
     group = select_group(env.gpus, args)
     n = len(group)
@@ -130,6 +132,13 @@ def run(args: argparse.Namespace) -> int:
             raise field_error("--peer", None, "is needed for send_recv on one GPU", "give --peer or use --gpus 2")
         peer = peer or group[1]
         env.check_gpu(peer, "--peer")
+        if peer == group[0]:
+            raise field_error("--peer", peer, "is the sending GPU itself", "give another GPU")
+    elif n < 2:
+        raise ScenarioError(
+            f"{op} on one rank ({group[0]}) has nothing to communicate; use --gpus 2 or more, a topology with "
+            "more GPUs (e.g. star:2), or send_recv with --peer"
+        )
     members = group if (peer is None or peer in group) else (*group, peer)
     tsize = DTYPES[args.dtype]
     rows = []

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hetero_ns3.units import parse_rate, parse_time
+from hetero_ns3.cli.commands._common import link_args
+from hetero_ns3.units import parse_time
 
 NAME = "flows"
 HELP = "simulate flows (src,dst,size_bytes,start_s[,priority]) on a topology with PFC/ECN and HPCC/DCQCN"
@@ -27,8 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "recommended); see docs/roce.md",
     )
     p.add_argument("--out", "-o", required=True, help="output directory (flows.csv, ports.csv)")
-    p.add_argument("--link-rate", default="100Gbps", help="rate of every link of star/leafspine (default 100Gbps)")
-    p.add_argument("--link-delay", default="1us", help="delay of every link of star/leafspine (default 1us)")
+    p.add_argument("--link-rate", help="rate of every link of star/leafspine (default 100Gbps)")
+    p.add_argument("--link-delay", help="delay of every link of star/leafspine (default 1us)")
     p.add_argument("--seed", type=int, default=1, help="random seed (ECN marking; default 1)")
     p.add_argument("--no-pfc", action="store_true", help="disable PFC (lossy switches, go-back-N recovery)")
     p.add_argument("--stop-time", default=None, help="stop the simulation at this time (e.g. 10ms)")
@@ -39,10 +40,11 @@ def run(args: argparse.Namespace) -> int:
 
     from hetero_ns3.network.config import CcConfig, NetworkConfig, PfcConfig
     from hetero_ns3.network.flows_io import flow_arrays, read_flows_csv
+    from hetero_ns3.outputs import check_out_dir
     from hetero_ns3.topology import resolve_topology
 
-    rate = parse_rate(args.link_rate, "--link-rate")
-    delay = parse_time(args.link_delay, "--link-delay")
+    out = check_out_dir(args.out)
+    rate, delay = link_args(args.topology, args.link_rate, args.link_delay)
     stop = parse_time(args.stop_time, "--stop-time", allow_zero=False) if args.stop_time else None
     graph = resolve_topology(args.topology, rate, delay)
     path = Path(args.flows)
@@ -55,7 +57,6 @@ def run(args: argparse.Namespace) -> int:
     from hetero_ns3.network.ns3.roce import simulate_flows
 
     res = simulate_flows(graph, arrays, config, seed=args.seed, stop_time_s=stop)
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     flows_out = table.copy()
     flows_out["finish_s"] = res.flows["finish_s"].to_numpy()

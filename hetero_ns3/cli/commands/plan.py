@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
+from hetero_ns3.outputs import check_out_dir
 from hetero_ns3.scenario import load_scenario
 
 NAME = "plan"
@@ -31,6 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="also write the workload as per-rank Chakra ET files + comm_group.json (docs/chakra.md)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of text")
+    p.add_argument("--force", action="store_true", help="plan even when the up-front estimate says it will not fit")
     p.add_argument("--per-rank", action="store_true", help="with --out, also write ops.csv: every rank's ops, expanded")
 
 
@@ -60,8 +61,10 @@ def format_summary(s: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hetero_ns3.limits import check_plan_shape
     from hetero_ns3.workload.planner import plan_scenario
 
+    out = check_out_dir(args.out) if args.out is not None else None
     scenario = load_scenario(args.scenario, args.overrides)
     if scenario.workload is not None and scenario.workload.chakra is not None:
         from hetero_ns3.errors import ScenarioError
@@ -70,11 +73,11 @@ def run(args: argparse.Namespace) -> int:
             f"{args.scenario}: workload.chakra is a trace, not a model to compile; `hetero-ns3 run` imports it "
             "(plan compiles [model] + [parallelism])"
         )
+    check_plan_shape(scenario, force=args.force)
     plan = plan_scenario(scenario)
     summary = plan.summary()
     print(json.dumps(summary, indent=1) if args.json else format_summary(summary))
-    if args.out:
-        out = Path(args.out)
+    if out is not None:
         paths = plan.write(out)
         (out / "scenario.resolved.json").write_text(json.dumps(scenario.resolved(), indent=1, default=str))
         if args.per_rank:

@@ -23,6 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="run directory (default: runs/<scenario>-<backend>)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.add_argument("--no-progress", action="store_true", help="do not show progress over simulated time")
+    p.add_argument("--force", action="store_true", help="run even when the up-front estimate says it will not fit")
 
 
 class _Progress:
@@ -42,6 +43,7 @@ class _Progress:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hetero_ns3.outputs import check_out_dir
     from hetero_ns3.paths import resolve_preset
     from hetero_ns3.pipeline import run_scenario
     from hetero_ns3.results import format_summary
@@ -50,11 +52,11 @@ def run(args: argparse.Namespace) -> int:
     path = resolve_preset(args.scenario, "scenarios")
     scenario = load_scenario(path, args.overrides)
     backend = args.backend or scenario.run.backend
-    out = Path(args.out) if args.out else Path("runs") / f"{path.stem}-{backend}"
+    out = check_out_dir(args.out if args.out is not None else Path("runs") / f"{path.stem}-{backend}")
     progress = None if args.no_progress else _Progress()
     print(f"hetero-ns3 run: {path.name} on the {backend} backend -> {out}", file=sys.stderr)
     try:
-        outcome = run_scenario(scenario, out, backend=backend, progress=progress)
+        outcome = run_scenario(scenario, out, backend=backend, progress=progress, force=args.force)
     finally:
         if progress is not None:
             progress.close()

@@ -31,10 +31,13 @@ def run(args: argparse.Namespace) -> int:
         for p in sorted(preset_dir("topologies").glob("*.toml")):
             print(p.stem)
         return 0
+    from hetero_ns3.outputs import check_out_file
     from hetero_ns3.topology import build_graph, load_cluster, resolve_topology
     from hetero_ns3.topology.simple import parse_inline
     from hetero_ns3.topology.summary import format_summary, summarize
 
+    if args.plot is not None:
+        check_out_file(args.plot, "--plot", (".png",))
     spec = args.topology
     graph = parse_inline(spec, 100e9, 1e-6)
     cluster = None
