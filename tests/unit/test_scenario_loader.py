@@ -65,14 +65,20 @@ def test_numbers_strict() -> None:
 @pytest.mark.parametrize(
     ("override", "pattern"),
     [
-        ("parallelism.tpp=4", r"parallelism\.tpp \(4\) is not a known key; did you mean 'tp'\? valid keys: \[.*'tp'.*\]"),
+        (
+            "parallelism.tpp=4",
+            r"parallelism\.tpp \(4\) is not a known key; did you mean 'tp'\? valid keys: \[.*'tp'.*\]",
+        ),
         ("parallelism.tp=four", r"parallelism\.tp \('four'\) must be an integer"),
         (
             "parallelism.schedule=zigzag",
             r"parallelism\.schedule \('zigzag'\) is not a valid choice; use one of \['1f1b', 'gpipe', 'interleaved'\]",
         ),
         ("parallelism.sequence_parallel=maybe", r"parallelism\.sequence_parallel \('maybe'\) must be true or false"),
-        ("netwrk.rate=1", r"\[netwrk\] is not a known scenario section; did you mean 'network'\? valid sections: \[.*'parallelism'.*\]"),
+        (
+            "netwrk.rate=1",
+            r"\[netwrk\] is not a known scenario section; did you mean 'network'\? valid sections: \[.*'parallelism'.*\]",
+        ),
         ("model.name=gpt5", r"model\.name \('gpt5'\) is not a catalog model"),
         ("parallelism.tp=0", r"parallelism\.tp \(0\) must be >= 1"),
         ("cluster.groups=[{gpu_type='H100-SXM', nodez=1}]", r"cluster\.groups\[0\]\.nodez \(1\) is not a known key"),
