@@ -25,6 +25,7 @@ CC_KINDS: dict[str, str] = {
     "dcqcn": "ns3::RdmaDcqcn",
     "hpcc": "ns3::RdmaHpcc",
     "dctcp": "ns3::RdmaDctcp",
+    "timely": "ns3::RdmaTimely",
 }
 """Congestion-control kinds and the ns-3 TypeId implementing each."""
 
@@ -149,17 +150,55 @@ class DctcpConfig:
 
 
 @dataclass(frozen=True)
+class TimelyConfig:
+    """TIMELY sender parameters (Mittal et al., SIGCOMM 2015, Algorithm 1), rate-based on RTT samples.
+
+    Defaults are the paper's (the HPCC ns-3 artifact uses the same alpha, beta, T_low, T_high, minRTT;
+    its additive step is line rate / 1000 and its floor 1 Gb/s, see ``docs/roce.md``)."""
+
+    alpha: float = 0.875
+    """EWMA weight of the newest RTT difference."""
+    beta: float = 0.8
+    """Multiplicative decrease factor."""
+    t_low_s: float = 50e-6
+    """Below this RTT the rate only grows additively, seconds."""
+    t_high_s: float = 500e-6
+    """Above this RTT the rate is cut by beta (1 - T_high / RTT), seconds."""
+    min_rtt_s: float = 20e-6
+    """Normalizer of the RTT gradient, seconds."""
+    rate_ai_bps: float = 10e6
+    """Additive increment delta per update, bit/s."""
+    hai_count: int = 5
+    """Consecutive non-positive gradients after which the increment is ``hai_factor`` x delta."""
+    hai_factor: int = 5
+    """Increment multiple N in hyper-active increase."""
+    min_rate_bps: float = 100e6
+    """Lower bound of the sending rate, bit/s."""
+
+    def __post_init__(self) -> None:
+        _fraction("cc.timely.alpha", self.alpha)
+        _fraction("cc.timely.beta", self.beta)
+        for name in ("t_low_s", "t_high_s", "min_rtt_s", "rate_ai_bps", "min_rate_bps"):
+            _positive(f"cc.timely.{name}", getattr(self, name))
+        if self.t_high_s <= self.t_low_s:
+            raise field_error("cc.timely.t_high_s", self.t_high_s, "must exceed cc.timely.t_low_s", "raise t_high_s")
+        _int_range("cc.timely.hai_count", self.hai_count, 1, 1_000_000)
+        _int_range("cc.timely.hai_factor", self.hai_factor, 1, 1_000_000)
+
+
+@dataclass(frozen=True)
 class CcConfig:
     """Congestion control: which strategy, its preset and explicit parameter overrides."""
 
     kind: str = "dcqcn"
-    """``none`` (line rate), ``dcqcn``, ``hpcc`` or ``dctcp``."""
+    """``none`` (line rate), ``dcqcn``, ``hpcc``, ``dctcp`` or ``timely``."""
     preset: str | None = None
     """Named parameter set of ``kind`` (:data:`~hetero_ns3.network.cc_presets.PRESETS`); None: the
     kind's default (DCQCN ``hpcc-artifact``, HPCC ``paper``). Fields set in ``dcqcn`` / ``hpcc`` override it."""
     dcqcn: DcqcnConfig = field(default_factory=DcqcnConfig)
     hpcc: HpccConfig = field(default_factory=HpccConfig)
     dctcp: DctcpConfig = field(default_factory=DctcpConfig)
+    timely: TimelyConfig = field(default_factory=TimelyConfig)
 
     def __post_init__(self) -> None:
         if self.kind not in CC_KINDS:
@@ -293,7 +332,7 @@ class NicConfig:
     """One ACK per this many in-order DATA frames (coalescing); the last frame of a flow and a frame that
     fills the sender's window are acknowledged at once (BTH AckReq). None: 1 with HPCC and DCTCP (per-packet
     INT feedback, per-packet ECN echo), :data:`COALESCED_ACK_INTERVAL` with ``none`` / ``dcqcn`` (rate control
-    by CNPs, not ACKs). See ``docs/roce.md``."""
+    by CNPs, not ACKs) and ``timely`` (one RTT sample per 64 KiB, the paper's completion event). See ``docs/roce.md``."""
     cnp_interval_s: float | None = None
     """At most one CNP per queue pair per interval, seconds; 0: one per ECN-marked frame. None: the DCQCN
     preset's value (``paper``: N = 50 us; ``connectx``: 4 us; ``hpcc-artifact``: 0)."""
@@ -409,6 +448,15 @@ ATTRIBUTE_MAP: tuple[AttributeBinding, ...] = (
     AttributeBinding("cc.hpcc.min_rate_bps", "ns3::RdmaHpcc", "MinRate", "rate"),
     AttributeBinding("cc.dctcp.g", "ns3::RdmaDctcp", "G", "float"),
     AttributeBinding("cc.dctcp.min_rate_bps", "ns3::RdmaDctcp", "MinRate", "rate"),
+    AttributeBinding("cc.timely.alpha", "ns3::RdmaTimely", "Alpha", "float"),
+    AttributeBinding("cc.timely.beta", "ns3::RdmaTimely", "Beta", "float"),
+    AttributeBinding("cc.timely.t_low_s", "ns3::RdmaTimely", "TLow", "time"),
+    AttributeBinding("cc.timely.t_high_s", "ns3::RdmaTimely", "THigh", "time"),
+    AttributeBinding("cc.timely.min_rtt_s", "ns3::RdmaTimely", "MinRtt", "time"),
+    AttributeBinding("cc.timely.rate_ai_bps", "ns3::RdmaTimely", "RateAi", "rate"),
+    AttributeBinding("cc.timely.hai_count", "ns3::RdmaTimely", "HaiCount", "int"),
+    AttributeBinding("cc.timely.hai_factor", "ns3::RdmaTimely", "HaiFactor", "int"),
+    AttributeBinding("cc.timely.min_rate_bps", "ns3::RdmaTimely", "MinRate", "rate"),
     AttributeBinding("pfc.enabled", "ns3::RoceMmu", "PfcEnabled", "bool"),
     AttributeBinding("pfc.lossless_mask", "ns3::RoceMmu", "LosslessClasses", "int"),
     AttributeBinding("pfc.dynamic_threshold", "ns3::RoceMmu", "PfcDynamic", "bool"),

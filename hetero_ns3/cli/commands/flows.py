@@ -19,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         required=True,
         help="star:N, leafspine:L,S,H, a topology preset name or a topology file",
     )
-    p.add_argument("--cc", choices=("hpcc", "dcqcn", "dctcp", "none"), default="dcqcn", help="congestion control")
+    p.add_argument("--cc", choices=("hpcc", "dcqcn", "dctcp", "timely", "none"), default="dcqcn", help="congestion control")
     p.add_argument(
         "--cc-preset",
         default=None,
