@@ -153,37 +153,39 @@ class DctcpConfig:
 class TimelyConfig:
     """TIMELY sender parameters (Mittal et al., SIGCOMM 2015, Algorithm 1), rate-based on RTT samples.
 
-    Defaults are the paper's (the HPCC ns-3 artifact uses the same alpha, beta, T_low, T_high, minRTT;
-    its additive step is line rate / 1000 and its floor 1 Gb/s, see ``docs/roce.md``)."""
+    None: the preset's value (:data:`~hetero_ns3.network.cc_presets.TIMELY_PRESETS`; default ``paper``)."""
 
-    alpha: float = 0.875
+    alpha: float | None = None
     """EWMA weight of the newest RTT difference."""
-    beta: float = 0.8
+    beta: float | None = None
     """Multiplicative decrease factor."""
-    t_low_s: float = 50e-6
+    t_low_s: float | None = None
     """Below this RTT the rate only grows additively, seconds."""
-    t_high_s: float = 500e-6
+    t_high_s: float | None = None
     """Above this RTT the rate is cut by beta (1 - T_high / RTT), seconds."""
-    min_rtt_s: float = 20e-6
+    min_rtt_s: float | None = None
     """Normalizer of the RTT gradient, seconds."""
-    rate_ai_bps: float = 10e6
+    rate_ai_bps: float | None = None
     """Additive increment delta per update, bit/s."""
-    hai_count: int = 5
+    hai_count: int | None = None
     """Consecutive non-positive gradients after which the increment is ``hai_factor`` x delta."""
-    hai_factor: int = 5
+    hai_factor: int | None = None
     """Increment multiple N in hyper-active increase."""
-    min_rate_bps: float = 100e6
+    min_rate_bps: float | None = None
     """Lower bound of the sending rate, bit/s."""
 
     def __post_init__(self) -> None:
-        _fraction("cc.timely.alpha", self.alpha)
-        _fraction("cc.timely.beta", self.beta)
+        for name in ("alpha", "beta"):
+            if getattr(self, name) is not None:
+                _fraction(f"cc.timely.{name}", getattr(self, name))
         for name in ("t_low_s", "t_high_s", "min_rtt_s", "rate_ai_bps", "min_rate_bps"):
-            _positive(f"cc.timely.{name}", getattr(self, name))
-        if self.t_high_s <= self.t_low_s:
+            if getattr(self, name) is not None:
+                _positive(f"cc.timely.{name}", getattr(self, name))
+        if self.t_low_s is not None and self.t_high_s is not None and self.t_high_s <= self.t_low_s:
             raise field_error("cc.timely.t_high_s", self.t_high_s, "must exceed cc.timely.t_low_s", "raise t_high_s")
-        _int_range("cc.timely.hai_count", self.hai_count, 1, 1_000_000)
-        _int_range("cc.timely.hai_factor", self.hai_factor, 1, 1_000_000)
+        for name in ("hai_count", "hai_factor"):
+            if getattr(self, name) is not None:
+                _int_range(f"cc.timely.{name}", getattr(self, name), 1, 1_000_000)
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,12 @@ class CcConfig:
         """Resolved DCQCN parameters: the preset's values, overridden by the fields set in ``dcqcn``."""
         values = dict(self._preset_of("dcqcn"))
         values.update(_given(self.dcqcn))
+        return values
+
+    def timely_params(self) -> dict[str, Any]:
+        """Resolved TIMELY parameters: the preset's values, overridden by the fields set in ``timely``."""
+        values = dict(self._preset_of("timely"))
+        values.update(_given(self.timely))
         return values
 
     def hpcc_params(self) -> dict[str, Any]:
@@ -501,6 +509,8 @@ def _lookup(config: NetworkConfig, path: str) -> Any:
         return config.cc.dcqcn_params()[path.removeprefix("cc.dcqcn.")]
     if path.startswith("cc.hpcc."):
         return config.cc.hpcc_params()[path.removeprefix("cc.hpcc.")]
+    if path.startswith("cc.timely."):
+        return config.cc.timely_params()[path.removeprefix("cc.timely.")]
     if path == "nic.cnp_interval_s" and config.nic.cnp_interval_s is None:
         return config.cc.dcqcn_params()["cnp_interval_s"]
     obj: Any = config
