@@ -54,7 +54,8 @@ class FlowResults:
     cc_trace: pd.DataFrame | None = None
     """With ``simulate_flows(..., trace_cc=True)``: every congestion-control state change and signal
     (``ns3::RdmaCcProbe``): time_s, flow_id, kind (one of :data:`CC_TRACE_KINDS`), value (bit/s for
-    rates, bytes for windows, alpha, egress port index for ECN marks). None otherwise."""
+    rates, bytes for windows, alpha, egress port index for ECN marks, seconds for TIMELY RTT samples). None
+    otherwise."""
 
     @property
     def completed(self) -> int:
