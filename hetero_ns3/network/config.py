@@ -181,8 +181,6 @@ class TimelyConfig:
         for name in ("t_low_s", "t_high_s", "min_rtt_s", "rate_ai_bps", "min_rate_bps"):
             if getattr(self, name) is not None:
                 _positive(f"cc.timely.{name}", getattr(self, name))
-        if self.t_low_s is not None and self.t_high_s is not None and self.t_high_s <= self.t_low_s:
-            raise field_error("cc.timely.t_high_s", self.t_high_s, "must exceed cc.timely.t_low_s", "raise t_high_s")
         for name in ("hai_count", "hai_factor"):
             if getattr(self, name) is not None:
                 _int_range(f"cc.timely.{name}", getattr(self, name), 1, 1_000_000)
@@ -210,6 +208,11 @@ class CcConfig:
             if self.preset not in names:
                 fix = f"use one of {list(names)}" if names else f"cc.kind = {self.kind!r} has no presets; remove it"
                 raise field_error("cc.preset", self.preset, f"is not a preset of {self.kind}", fix)
+        if self.kind == "timely":
+            p = self.timely_params()
+            if p["t_high_s"] <= p["t_low_s"]:
+                fix = f"set cc.timely.t_high_s above t_low_s = {p['t_low_s']}"
+                raise field_error("cc.timely.t_high_s", p["t_high_s"], "must exceed cc.timely.t_low_s", fix)
 
     def _preset_of(self, kind: str) -> Mapping[str, Any]:
         name = self.preset if self.kind == kind and self.preset is not None else DEFAULT_PRESETS[kind]

@@ -44,6 +44,6 @@ def test_bad_timely_fields_name_the_field(kwargs, path):
         TimelyConfig(**kwargs)
 
 
-def test_t_high_must_exceed_t_low():
-    with pytest.raises(ScenarioError, match="t_high_s"):
-        TimelyConfig(t_low_s=100e-6, t_high_s=50e-6)
+def test_t_high_must_exceed_t_low_after_the_preset_is_applied():
+    with pytest.raises(ScenarioError, match=r"cc\.timely\.t_high_s"):
+        CcConfig(kind="timely", timely=TimelyConfig(t_low_s=600e-6))  # paper T_high is 500 us
