@@ -12,6 +12,7 @@ This module is the multi-job branch of :func:`hetero_ns3.pipeline.run_scenario`.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from hetero_ns3.plan.dag import ExecutionPlan, TaskTimes
 from hetero_ns3.plan.iterations import RepeatedPlan, repeat_plan
 from hetero_ns3.plan.merge import delay_start, merge_plans, prefix_labels
 from hetero_ns3.results import GpuMeta, recording_run, summarize, versions_info
+from hetero_ns3.results.meta import GpuMetaLike
 from hetero_ns3.results.summary import Summary
 from hetero_ns3.scenario.jobs import JobSection
 from hetero_ns3.scenario.loader import Scenario
@@ -49,7 +51,7 @@ class JobPlan:
         return self.repeated.iteration if self.job.iterations > 1 else None
 
 
-def job_summary(jp: JobPlan, times: TaskTimes, meta: dict[str, GpuMeta]) -> Summary:
+def job_summary(jp: JobPlan, times: TaskTimes, meta: Mapping[str, GpuMetaLike]) -> Summary:
     """The iteration time and breakdown of one job from its own tasks' times (start offset excluded)."""
     return summarize(jp.repeated.plan, times, {g: meta[g] for g in jp.gpus}, jp.iteration)
 

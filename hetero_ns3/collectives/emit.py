@@ -203,7 +203,7 @@ class Emitter:
             self._tails.setdefault(dst, []).extend(ids[-w:])
         for (gpu, _), tid in self._last_compute.items():
             self._tails.setdefault(gpu, []).append(tid)
-        exits = {}
+        exits: dict[str, tuple[int, ...]] = {}
         for g in gpus:
             tails = self._tails.get(g)
             if not tails:

@@ -74,6 +74,7 @@ class CallTemplates:
         if isinstance(state, _Recorded):
             self.stats["replayed"] += 1
             off = builder.replay(state.block, call.label if name is None else (name or call.op), deps)
+            exits: dict[str, tuple[int, ...]]
             if state.single_exits is not None:
                 exits = {g: (off + r,) for g, r in state.single_exits}
             else:

@@ -135,9 +135,9 @@ def tuning_from_dict(data: Mapping[str, Any], source: str = "") -> Tuning:
     }
     proto = _table(data, "protocol")
     wire = _per_proto(proto.get("wire_factor"), "protocol.wire_factor")
-    for p, v in wire.items():
-        if v < 1.0:
-            raise field_error(f"protocol.wire_factor.{p}", v, "must be >= 1 (wire bytes per payload byte)")
+    for p, factor in wire.items():
+        if factor < 1.0:
+            raise field_error(f"protocol.wire_factor.{p}", factor, "must be >= 1 (wire bytes per payload byte)")
     enabled = proto.get("enabled", list(PROTOCOLS))
     if not enabled or any(p not in PROTOCOLS for p in enabled):
         raise field_error("protocol.enabled", enabled, "must list protocols", f"choose from {list(PROTOCOLS)}")
@@ -224,9 +224,9 @@ def nvls_from_dict(t: Mapping[str, Any]) -> NvlsTuning:
     if not isinstance(eff, Mapping) or not eff:
         raise field_error("nvls.efficiency", eff, "must be a table {Hopper = 0.85, ...}")
     effs = {str(k): _num(eff, k, "nvls.efficiency", positive=True) for k in eff}
-    for k, v in effs.items():
-        if v > 1.0:
-            raise field_error(f"nvls.efficiency.{k}", v, "must be in (0, 1]")
+    for k, e in effs.items():
+        if e > 1.0:
+            raise field_error(f"nvls.efficiency.{k}", e, "must be in (0, 1]")
     caps_t = t.get("tree_max_channel_GBps")
     if not isinstance(caps_t, Mapping):
         raise field_error("nvls.tree_max_channel_GBps", caps_t, "must be a table {Hopper = [n1, n2, n4], ...}")

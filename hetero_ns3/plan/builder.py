@@ -15,7 +15,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -305,8 +305,8 @@ class PlanBuilder:
             first_on.setdefault(key, t)
             last_on[key] = t
         specials: dict[int, list] = {t: [t, None, key, 0, 0] for key, t in first_on.items()}
-        for tid, key in entry_of.items():
-            specials.setdefault(tid - first, [tid - first, None, None, 0, 0])[1] = key
+        for tid, entry_key in entry_of.items():
+            specials.setdefault(tid - first, [tid - first, None, None, 0, 0])[1] = entry_key
         ext_owner = set(owner[~internal].tolist())
         if not ext_owner <= specials.keys():
             return None  # a dependency outside the block that neither rule explains
@@ -381,7 +381,7 @@ class PlanBuilder:
             stream_mask = tuple([p is not None for p in prevs])
             vals.extend(p for p in prevs if p is not None)
         else:
-            vals.extend(prevs)
+            vals.extend(cast("list[int]", prevs))  # no None in prevs on this branch
         if vals and (min(vals) < 0 or max(vals) >= off):
             raise PlanningError(f"tasks from {off} on depend on unknown task ids {sorted(set(vals))}")
         key = (tuple(entry_shape), stream_mask)
@@ -400,12 +400,22 @@ class PlanBuilder:
             label = tpl.label_local + n_labels
         else:
             label = np.asarray([self._intern_label(t) for t in texts], dtype=np.int32)[tpl.label_local]
-        arrays = (self._kind, self._gpu, self._dst, self._size, self._dur, self._stream, self._prio, self._cat)
+        arrays: tuple[array[Any], ...] = (
+            self._kind,
+            self._gpu,
+            self._dst,
+            self._size,
+            self._dur,
+            self._stream,
+            self._prio,
+            self._cat,
+        )
         for arr, raw in zip(arrays, tpl.fixed, strict=True):
             arr.frombytes(raw)
-        self._label.frombytes(memoryview(label).cast("B"))
-        self._dep_ptr.frombytes(memoryview(ends + self._dep_ptr[-1]).cast("B"))
-        self._dep_idx.frombytes(memoryview(dep).cast("B"))
+        # numpy's stubs give ndarray __buffer__ only for Python >= 3.12 (mypy checks as 3.11)
+        self._label.frombytes(memoryview(label).cast("B"))  # type: ignore[arg-type]
+        self._dep_ptr.frombytes(memoryview(ends + self._dep_ptr[-1]).cast("B"))  # type: ignore[arg-type]
+        self._dep_idx.frombytes(memoryview(dep).cast("B"))  # type: ignore[arg-type]
         tails.update(zip(tpl.tail_keys, [r + off for r in tpl.tail_rel], strict=True))
         return off
 

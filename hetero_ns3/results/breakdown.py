@@ -75,7 +75,7 @@ class Breakdown:
     other_s: float
 
     @classmethod
-    def from_array(cls, values: Sequence[float]) -> Breakdown:
+    def from_array(cls, values: Sequence[float] | np.ndarray) -> Breakdown:
         return cls(*(float(v) for v in values))
 
     def as_array(self) -> np.ndarray:

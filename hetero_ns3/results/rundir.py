@@ -26,6 +26,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -242,7 +243,7 @@ def write_run(
         ("tasks.parquet", paths.tasks_parquet, tasks_df),
         ("flows.parquet", paths.flows_parquet, flows_table),
     ):
-        if _try(errors, name, lambda path=path, df=df: _write_parquet(path, df)):
+        if _try(errors, name, partial(_write_parquet, path, df)):
             files.append(name)
     if _try(
         errors,
@@ -323,20 +324,20 @@ def write_partial(
         counts = plan_counts(plan, times, meta)
         if _try(errors, "plan.npz", lambda: save_plan(paths.plan, plan)):
             files.append("plan.npz")
-        tables = {}
+        tables: dict[str, pd.DataFrame] = {}
         if _try(errors, "tasks", lambda: tables.update(tasks=tasks_frame(plan, times, meta, iteration))):
             for name, path, writer in (
                 ("tasks.csv", paths.tasks, _write_csv),
                 ("tasks.parquet", paths.tasks_parquet, _write_parquet),
             ):
-                if _try(errors, name, lambda path=path, writer=writer: writer(path, tables["tasks"])):
+                if _try(errors, name, partial(writer, path, tables["tasks"])):
                     files.append(name)
         if _try(errors, "flows", lambda: tables.update(flows=flows_frame(plan, times, meta, flows_df))):
             for name, path, writer in (
                 ("flows.csv", paths.flows, _write_csv),
                 ("flows.parquet", paths.flows_parquet, _write_parquet),
             ):
-                if _try(errors, name, lambda path=path, writer=writer: writer(path, tables["flows"])):
+                if _try(errors, name, partial(writer, path, tables["flows"])):
                     files.append(name)
         if times is not None:
             fin = np.asarray(times.finish_s, dtype=float)

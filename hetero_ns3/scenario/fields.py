@@ -67,11 +67,10 @@ def _coerce(value: Any, tp: Any, where: str, unit: str | None) -> Any:
             raise field_error(where, value, "is not a valid choice", f"use one of {list(choices)}")
         return value
     if origin is tuple:
-        args = get_args(tp)
         if isinstance(value, str):
             raise field_error(where, value, "must be a list", "write e.g. [1, 2]")
         items = value if isinstance(value, (list, tuple)) else [value]
-        inner = args[0]
+        inner = get_args(tp)[0]
         return tuple(_coerce(v, inner, _join(where, i), unit) for i, v in enumerate(items))
     if origin in (Mapping, dict, typing.Mapping) or tp is dict:
         if not isinstance(value, Mapping):

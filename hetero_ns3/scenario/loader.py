@@ -126,7 +126,7 @@ def scenario_from_dict(
             raise ScenarioError(f"{name} ({table!r}) must be a table: write it as [{name}] with keys below it")
         sections[name] = spec.load(table, name)
     if "jobs" in sections:
-        clash = [k for k in ("model", "parallelism") if k in sections]
+        clash: list[str] = [k for k in ("model", "parallelism") if k in sections]
         if clash:
             raise ScenarioError(
                 f"[{clash[0]}] and [[jobs]] are both in {source}: with jobs, each job has its own model and "

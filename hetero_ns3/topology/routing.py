@@ -169,8 +169,8 @@ def _table_parts(graph: NetGraph) -> list[TablePart]:
     router = _Router(graph)
     parts: list[TablePart] = []
     gateways: dict[int, list[int]] = {}
-    for g, hosts in enumerate(router.served):
-        for h in hosts:
+    for g, served in enumerate(router.served):
+        for h in served:
             gateways.setdefault(h, []).append(g)
     members: dict[int, list[int]] = {}
     for u, z in enumerate(router.zone):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from hetero_ns3.compute.gpus import GpuSpec
 from hetero_ns3.compute.roofline import Kernel, Roofline
@@ -129,6 +130,7 @@ class _ProgramBuilder:
         """
         self.flush()
         oid = self.ids.op()
+        stream: Literal["compute", "comm"]
         if mode == "blocking":
             deps = self._chain_deps() + tuple(extra_deps)
             stream = "compute"

@@ -211,7 +211,7 @@ class IterationCompiler:
         """``overlap_param_gather``: every bucket's parameter all-gather at the start of the iteration (the
         parameters of the previous optimizer step), in forward order; :meth:`_param_gate` makes the
         first forward of a bucket's earliest unit wait for it."""
-        self._gates = {}
+        self._gates: dict[tuple[int, str], list[int]] = {}
         for c in range(self.chunks):
             for bk in reversed(self.buckets[c * self.pp + w.stage]):
                 before = len(w.sync_ops)
@@ -285,7 +285,7 @@ class IterationCompiler:
             stage, rep, tuple(s.rank for s in slots), tuple(s.gpu for s in slots), slots[0].gpu_type, self.ids
         )
         steps = pipeline_schedule(plan.schedule, pp, stage, self.spec.replica_microbatches[rep], self.chunks)
-        self._gates: dict[tuple[int, str], list[int]] = {}
+        self._gates = {}
         if self.zero >= 1 and plan.overlap_param_gather:
             self.prefetch_params(w)
         last_b = {s.chunk: i for i, s in enumerate(steps) if s.phase == "B"}

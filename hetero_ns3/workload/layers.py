@@ -165,12 +165,12 @@ def _col_parallel_bwd(c: LayerContext, name: str, dgrad: Kernel, wgrad: Kernel) 
     ]
 
 
-def _tp_enter(c: LayerContext, name: str) -> list[Step]:
+def _tp_enter(c: LayerContext, name: str) -> list[Comm]:
     """Forward entry of a TP region: all-gather under SP, nothing otherwise."""
     return [Comm(f"{name}.ag", "all_gather", c.act_bytes, "tp")] if _sp(c) else []
 
 
-def _tp_exit(c: LayerContext, name: str) -> list[Step]:
+def _tp_exit(c: LayerContext, name: str) -> list[Comm]:
     """Forward exit of a TP region: reduce-scatter under SP, all-reduce otherwise (tp > 1)."""
     if c.tp == 1:
         return []
@@ -284,11 +284,11 @@ def moe_dispatch_bytes(c: LayerContext) -> float:
 
 
 def _moe_exchange(c: LayerContext, name: str, forward_in: bool) -> list[Step]:
-    a2a = [Comm(f"{name}.a2a", "all_to_all", moe_dispatch_bytes(c), "ep")] if c.ep > 1 else []
+    a2a: list[Step] = [Comm(f"{name}.a2a", "all_to_all", moe_dispatch_bytes(c), "ep")] if c.ep > 1 else []
     if c.tp == 1:
         return a2a
     gathered = moe_dispatch_bytes(c) * c.tp
-    tp = [
+    tp: list[Step] = [
         Comm(f"{name}.{'ag' if forward_in else 'rs'}", "all_gather" if forward_in else "reduce_scatter", gathered, "tp")
     ]
     return a2a + tp if forward_in else tp + a2a

@@ -111,9 +111,9 @@ def place(gpus: Sequence[GpuLike], tp: int, pp: int, dp: int, ep: int = 1, order
     slots = []
     for r, g in enumerate(ordered):
         coord, rest = {}, r
-        for d in dims:
-            coord[d] = rest % size[d]
-            rest //= size[d]
+        for dim in dims:
+            coord[dim] = rest % size[dim]
+            rest //= size[dim]
         slots.append(RankSlot(r, coord["tp"], coord["pp"], coord["dp"], g.name, g.gpu_type, g.node, g.group))
     pl = Placement(tp, pp, dp, ep, dims, tuple(slots))
     for s in range(pp):

@@ -173,12 +173,12 @@ def partition(
         stage_layers = [sum(vlayers[c * pp + s] for c in range(chunks)) for s in range(pp)]
         rep_t = []
         for d in range(dp):
-            per_stage = []
+            stage_s = []
             for s in range(pp):
                 g = placement.slot(0, s, d).gpu_type
                 extra = (emb_t[g] if s == 0 else 0.0) + (head_t[g] if s == pp - 1 else 0.0)
-                per_stage.append(stage_layers[s] * layer_t[g] + extra)
-            rep_t.append(max(per_stage))
+                stage_s.append(stage_layers[s] * layer_t[g] + extra)
+            rep_t.append(max(stage_s))
         minimum = pp if plan.schedule in ("1f1b", "interleaved") and pp > 1 else 1
         if plan.schedule == "interleaved":
             if m_total % pp:

@@ -148,6 +148,7 @@ class NvlsTree:
             have: list[list[int]] = []
             for x, gpus in enumerate(nodes):
                 ep = eps[x]
+                assert ep is not None  # checked when registering the endpoints above
                 reads = [em.flow(g, ep, part, (ready[g],), ch, "nvls-read", scale[g]) for g in gpus]
                 red = em.b.add_barrier(ep, reads, label=em.label(ch, "nvls-reduce"), category=em.category)
                 have.append([em.flow(ep, g, heads[j], (red,), ch, "nvls-result", scale[g]) for j, g in enumerate(gpus)])
@@ -174,6 +175,7 @@ class NvlsTree:
                     have[x][j] = final[x]
             for x, gpus in enumerate(nodes):
                 ep = eps[x]
+                assert ep is not None  # checked when registering the endpoints above
                 stores = [
                     em.flow(g, ep, heads[j], (have[x][j],), ch, "nvls-store", scale[g]) for j, g in enumerate(gpus)
                 ]

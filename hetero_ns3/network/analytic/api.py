@@ -123,7 +123,8 @@ def _run(lib: ctypes.CDLL | None, config: AnalyticConfig, *args, **kwargs) -> tu
     """Run the event loop: native with ``lib``, else numpy; returns the result and the engine used."""
     kwargs.update(tolerance_s=config.time_tolerance_s, incremental=config.incremental)
     if lib is not None:
-        return replay_native(lib, *args, keep_drain=False, **kwargs), "native"
+        # mypy cannot see that *args ends at ``capacity``, before ``keep_drain``
+        return replay_native(lib, *args, keep_drain=False, **kwargs), "native"  # type: ignore[misc]
     return replay(*args, **kwargs), "numpy"
 
 

@@ -16,6 +16,7 @@ import ctypes
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +63,7 @@ class ReplayArgs(ctypes.Structure):
     ]  # fmt: skip
 
 
-def _declare(fn: ctypes._CFuncPtr, restype: type | None, argtypes: list[type]) -> None:
+def _declare(fn: Any, restype: type | None, argtypes: list[type]) -> None:  # fn: a ctypes function pointer
     fn.restype = restype
     fn.argtypes = argtypes
 
@@ -98,7 +99,7 @@ def replay_layout(lib: ctypes.CDLL) -> tuple[int, list[tuple[str, int, int]]]:
 
 def binding_layout() -> tuple[int, list[tuple[str, int, int]]]:
     """:func:`replay_layout` as :class:`ReplayArgs` has it."""
-    fields = [(name, getattr(ReplayArgs, name)) for name, _ in ReplayArgs._fields_]
+    fields = [(name, getattr(ReplayArgs, name)) for name, *_ in ReplayArgs._fields_]
     return ctypes.sizeof(ReplayArgs), [(name, f.offset, f.size) for name, f in fields]
 
 
@@ -265,7 +266,9 @@ def replay_native(
         "lat": None if latency_s is None else np.ascontiguousarray(latency_s, np.float64),
         "cap": np.ascontiguousarray(capacity, np.float64),
     }
-    hops = _hop_figures(latency_s, links, store_and_forward, int(arrs["res"].shape[1]), ideal_out)
+    res, cap = arrs["res"], arrs["cap"]
+    assert res is not None and cap is not None
+    hops = _hop_figures(latency_s, links, store_and_forward, int(res.shape[1]), ideal_out)
     fl_times = (None, None) if flow_times_out is None else tuple(map(_ptr, _checked(flow_times_out)))
     start = np.empty(n) if counters is None else counters
     finish = np.empty(n)
@@ -275,9 +278,9 @@ def replay_native(
     args = ReplayArgs(
         n=n,
         **{name: _ptr(a) for name, a in arrs.items()},
-        nflows=int(arrs["res"].shape[0]),
-        W=int(arrs["res"].shape[1]),
-        nres=int(arrs["cap"].shape[0]),
+        nflows=int(res.shape[0]),
+        W=int(res.shape[1]),
+        nres=int(cap.shape[0]),
         delay=_ptr(delay),
         payload=_ptr(payload),
         overhead=_ptr(overhead),

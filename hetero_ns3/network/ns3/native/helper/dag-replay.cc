@@ -77,27 +77,31 @@ DagReplay::SetTasks(uint32_t n,
     for (uint32_t i = 0; i < n; ++i)
     {
         NS_ABORT_MSG_IF(gpu[i] < 0 || static_cast<uint32_t>(gpu[i]) >= nGpus,
-                        "DagReplay: task " << i << " names GPU " << gpu[i] << " outside 0.." << nGpus - 1);
+                        "DagReplay: task " << i << " names GPU " << gpu[i] << " outside 0.."
+                                           << nGpus - 1);
         m_srcNode[i] = gpuNode[gpu[i]];
         if (kind[i] == 1)
         {
             NS_ABORT_MSG_IF(dst[i] < 0 || static_cast<uint32_t>(dst[i]) >= nGpus,
                             "DagReplay: flow task " << i << " has destination GPU " << dst[i]);
-            NS_ABORT_MSG_IF(bytes[i] <= 0, "DagReplay: flow task " << i << " has " << bytes[i] << " bytes");
+            NS_ABORT_MSG_IF(bytes[i] <= 0,
+                            "DagReplay: flow task " << i << " has " << bytes[i] << " bytes");
             m_dstNode[i] = gpuNode[dst[i]];
             m_bytes[i] = static_cast<uint64_t>(bytes[i]);
             m_priority[i] = static_cast<uint8_t>(priority[i]);
         }
         else
         {
-            NS_ABORT_MSG_IF(durationSeconds[i] < 0, "DagReplay: compute task " << i << " has a negative duration");
+            NS_ABORT_MSG_IF(durationSeconds[i] < 0,
+                            "DagReplay: compute task " << i << " has a negative duration");
             m_duration[i] = Seconds(durationSeconds[i]);
         }
         for (int64_t k = depPtr[i]; k < depPtr[i + 1]; ++k)
         {
             int32_t d = depIdx[k];
             NS_ABORT_MSG_IF(d < 0 || static_cast<uint32_t>(d) >= i,
-                            "DagReplay: task " << i << " depends on task " << d << " (must be an earlier task)");
+                            "DagReplay: task " << i << " depends on task " << d
+                                               << " (must be an earlier task)");
             ++succCount[d + 1];
         }
         m_pending[i] = static_cast<uint32_t>(depPtr[i + 1] - depPtr[i]);
@@ -122,7 +126,8 @@ void
 DagReplay::SetConnections(const int64_t* connection, uint32_t n)
 {
     NS_ABORT_MSG_IF(n != m_kind.size(),
-                    "DagReplay::SetConnections: " << n << " rows for a plan of " << m_kind.size() << " tasks");
+                    "DagReplay::SetConnections: " << n << " rows for a plan of " << m_kind.size()
+                                                  << " tasks");
     m_connection.assign(n, 0);
     for (uint32_t i = 0; i < n; ++i)
     {
@@ -130,7 +135,8 @@ DagReplay::SetConnections(const int64_t* connection, uint32_t n)
         {
             continue;
         }
-        NS_ABORT_MSG_IF(connection[i] < 0 || connection[i] > int64_t(std::numeric_limits<uint32_t>::max()),
+        NS_ABORT_MSG_IF(connection[i] < 0 ||
+                            connection[i] > int64_t(std::numeric_limits<uint32_t>::max()),
                         "DagReplay: flow task " << i << " has connection id " << connection[i]);
         m_connection[i] = static_cast<uint32_t>(connection[i]);
     }
@@ -162,7 +168,8 @@ DagReplay::Release(uint32_t task)
     if (m_kind[task] == 1)
     {
         uint32_t id = m_connection.empty()
-                          ? m_network->CreateFlow(m_srcNode[task], m_dstNode[task], m_bytes[task], m_priority[task])
+                          ? m_network->CreateFlow(
+                                m_srcNode[task], m_dstNode[task], m_bytes[task], m_priority[task])
                           : m_network->CreateFlow(m_srcNode[task],
                                                   m_dstNode[task],
                                                   m_bytes[task],

@@ -1,11 +1,10 @@
 #ifndef HETERO_NS3_DAG_REPLAY_H
 #define HETERO_NS3_DAG_REPLAY_H
 
-#include "rdma-network.h"
-
 #include "ns3/nstime.h"
 #include "ns3/object.h"
 #include "ns3/ptr.h"
+#include "rdma-network.h"
 
 #include <cstdint>
 #include <vector>
@@ -25,7 +24,7 @@ namespace ns3
  */
 class DagReplay : public Object
 {
-  public:
+public:
     /** \return the TypeId. */
     static TypeId GetTypeId();
     DagReplay();
@@ -52,27 +51,27 @@ class DagReplay : public Object
                   uint32_t nGpus);
 
     /**
-     * Give each task a connection id (\p n rows, call after SetTasks): a flow task's queue pair then
-     * takes its UDP source port (ECMP entropy) from its connection, so every flow of one connection
-     * follows one path. Flow tasks need ids in 0..2^32-1; compute tasks' entries are ignored.
-     * Without this call each flow hashes by its own RdmaNetwork flow id.
+     * Give each task a connection id (\p n rows, call after SetTasks): a flow task's queue pair
+     * then takes its UDP source port (ECMP entropy) from its connection, so every flow of one
+     * connection follows one path. Flow tasks need ids in 0..2^32-1; compute tasks' entries are
+     * ignored. Without this call each flow hashes by its own RdmaNetwork flow id.
      */
     void SetConnections(const int64_t* connection, uint32_t n);
 
     /** Release every task without dependencies at the current simulation time. */
     void Start();
 
-    uint32_t GetNTasks() const;         //!< \return tasks in the plan
-    uint32_t GetNCompleted() const;     //!< \return tasks finished so far
-    uint32_t GetNFlowsStarted() const;  //!< \return flow tasks handed to the network
+    uint32_t GetNTasks() const;                 //!< \return tasks in the plan
+    uint32_t GetNCompleted() const;             //!< \return tasks finished so far
+    uint32_t GetNFlowsStarted() const;          //!< \return flow tasks handed to the network
     std::vector<double> GetStartTimes() const;  //!< \return per task start, s (-1: not started)
     std::vector<double> GetFinishTimes() const; //!< \return per task finish, s (-1: unfinished)
     std::vector<int64_t> GetFlowIds() const;    //!< \return per task RdmaNetwork flow id (-1: none)
 
-  protected:
+protected:
     void DoDispose() override;
 
-  private:
+private:
     void Release(uint32_t task);
     void Complete(uint32_t task);
     void OnFlowComplete(uint32_t flowId);
@@ -84,8 +83,8 @@ class DagReplay : public Object
     std::vector<uint64_t> m_bytes;
     std::vector<Time> m_duration;
     std::vector<uint8_t> m_priority;
-    std::vector<uint32_t> m_pending;   //!< unfinished dependencies per task
-    std::vector<uint64_t> m_succPtr;   //!< successors, CSR
+    std::vector<uint32_t> m_pending; //!< unfinished dependencies per task
+    std::vector<uint64_t> m_succPtr; //!< successors, CSR
     std::vector<uint32_t> m_succIdx;
     std::vector<double> m_start;
     std::vector<double> m_finish;

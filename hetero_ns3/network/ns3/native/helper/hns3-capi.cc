@@ -1,14 +1,14 @@
 #include "hns3-capi.h"
 
 #include "dag-replay.h"
-#include "rdma-network.h"
-
 #include "ns3/config.h"
+#include "ns3/log.h"
 #include "ns3/object-factory.h"
 #include "ns3/rng-seed-manager.h"
 #include "ns3/simulator.h"
 #include "ns3/string.h"
 #include "ns3/type-id.h"
+#include "rdma-network.h"
 
 #include <cstring>
 #include <exception>
@@ -16,6 +16,8 @@
 #include <vector>
 
 using namespace ns3;
+
+NS_LOG_COMPONENT_DEFINE("Hns3Capi");
 
 struct Hns3Network
 {
@@ -36,11 +38,12 @@ int
 Fail(const std::string& what)
 {
     g_error = what;
+    NS_LOG_DEBUG("C ABI call failed: " << what);
     return -1;
 }
 
 /** Run \p body, turning a C++ exception into -1 and a message. */
-template <typename F>
+template<typename F>
 int
 Guard(const char* where, F&& body)
 {
@@ -60,7 +63,7 @@ Guard(const char* where, F&& body)
     }
 }
 
-template <typename T>
+template<typename T>
 int64_t
 CopyOut(const std::vector<T>& v, void* out, int64_t capacity)
 {
@@ -75,18 +78,22 @@ CopyOut(const std::vector<T>& v, void* out, int64_t capacity)
 
 extern "C"
 {
-    int hns3_abi_version(void)
+    int
+    hns3_abi_version(void)
     {
         return kAbiVersion;
     }
 
-    const char* hns3_last_error(void)
+    const char*
+    hns3_last_error(void)
     {
         return g_error.c_str();
     }
 
-    int hns3_set_default(const char* name, const char* value)
+    int
+    hns3_set_default(const char* name, const char* value)
     {
+        NS_LOG_FUNCTION(name << value);
         if (!Config::SetDefaultFailSafe(name, StringValue(value)))
         {
             return Fail(std::string("Config::SetDefault(") + name + ", " + value +
@@ -95,7 +102,8 @@ extern "C"
         return 0;
     }
 
-    int hns3_attribute_exists(const char* name)
+    int
+    hns3_attribute_exists(const char* name)
     {
         std::string full(name);
         auto sep = full.rfind("::");
@@ -112,14 +120,18 @@ extern "C"
         return tid.LookupAttributeByName(full.substr(sep + 2), &info) ? 1 : 0;
     }
 
-    void hns3_set_seed(uint32_t seed, uint64_t run)
+    void
+    hns3_set_seed(uint32_t seed, uint64_t run)
     {
+        NS_LOG_FUNCTION(seed << run);
         RngSeedManager::SetSeed(seed);
         RngSeedManager::SetRun(run);
     }
 
-    int hns3_set_scheduler(const char* typeId)
+    int
+    hns3_set_scheduler(const char* typeId)
     {
+        NS_LOG_FUNCTION(typeId);
         TypeId tid;
         if (!TypeId::LookupByNameFailSafe(typeId, &tid))
         {
@@ -131,33 +143,41 @@ extern "C"
         return 0;
     }
 
-    void hns3_simulator_run_for(double durationSeconds)
+    void
+    hns3_simulator_run_for(double durationSeconds)
     {
+        NS_LOG_FUNCTION(durationSeconds);
         Simulator::Stop(Seconds(durationSeconds));
         Simulator::Run();
     }
 
-    double hns3_simulator_now(void)
+    double
+    hns3_simulator_now(void)
     {
         return Simulator::Now().GetSeconds();
     }
 
-    uint64_t hns3_simulator_event_count(void)
+    uint64_t
+    hns3_simulator_event_count(void)
     {
         return Simulator::GetEventCount();
     }
 
-    void hns3_simulator_destroy(void)
+    void
+    hns3_simulator_destroy(void)
     {
+        NS_LOG_FUNCTION_NOARGS();
         Simulator::Destroy();
     }
 
-    Hns3Network* hns3_network_new(void)
+    Hns3Network*
+    hns3_network_new(void)
     {
         return new Hns3Network{CreateObject<RdmaNetwork>()};
     }
 
-    void hns3_network_free(Hns3Network* net)
+    void
+    hns3_network_free(Hns3Network* net)
     {
         if (net != nullptr)
         {
@@ -166,73 +186,91 @@ extern "C"
         }
     }
 
-    int hns3_network_add_nodes(Hns3Network* net, const uint8_t* isHost, const uint64_t* bufferBytes, uint32_t n)
+    int
+    hns3_network_add_nodes(Hns3Network* net,
+                           const uint8_t* isHost,
+                           const uint64_t* bufferBytes,
+                           uint32_t n)
     {
         return Guard("AddNodes", [&] { net->net->AddNodes(isHost, bufferBytes, n); });
     }
 
-    int hns3_network_add_links(Hns3Network* net,
-                               const uint32_t* a,
-                               const uint32_t* b,
-                               const double* rateBps,
-                               const double* delaySeconds,
-                               const uint32_t* segment,
-                               uint32_t n)
+    int
+    hns3_network_add_links(Hns3Network* net,
+                           const uint32_t* a,
+                           const uint32_t* b,
+                           const double* rateBps,
+                           const double* delaySeconds,
+                           const uint32_t* segment,
+                           uint32_t n)
     {
-        return Guard("AddLinks", [&] { net->net->AddLinks(a, b, rateBps, delaySeconds, segment, n); });
+        return Guard("AddLinks",
+                     [&] { net->net->AddLinks(a, b, rateBps, delaySeconds, segment, n); });
     }
 
-    int hns3_network_add_routes(Hns3Network* net,
-                                const uint32_t* node,
-                                const uint32_t* dst,
-                                const uint32_t* link,
-                                uint64_t n)
+    int
+    hns3_network_add_routes(Hns3Network* net,
+                            const uint32_t* node,
+                            const uint32_t* dst,
+                            const uint32_t* link,
+                            uint64_t n)
     {
         return Guard("AddRoutes", [&] { net->net->AddRoutes(node, dst, link, n); });
     }
 
-    int hns3_network_build(Hns3Network* net)
+    int
+    hns3_network_build(Hns3Network* net)
     {
         return Guard("Build", [&] { net->net->Build(); });
     }
 
-    int hns3_network_add_flows(Hns3Network* net,
-                               const uint32_t* src,
-                               const uint32_t* dst,
-                               const uint64_t* bytes,
-                               const uint8_t* priority,
-                               const double* startSeconds,
-                               uint32_t n)
+    int
+    hns3_network_add_flows(Hns3Network* net,
+                           const uint32_t* src,
+                           const uint32_t* dst,
+                           const uint64_t* bytes,
+                           const uint8_t* priority,
+                           const double* startSeconds,
+                           uint32_t n)
     {
-        return Guard("AddFlows", [&] { net->net->AddFlows(src, dst, bytes, priority, startSeconds, n); });
+        return Guard("AddFlows",
+                     [&] { net->net->AddFlows(src, dst, bytes, priority, startSeconds, n); });
     }
 
-    int hns3_network_sample_queues(Hns3Network* net,
-                                   const uint32_t* ports,
-                                   uint32_t n,
-                                   double intervalSeconds,
-                                   double untilSeconds)
+    int
+    hns3_network_sample_queues(Hns3Network* net,
+                               const uint32_t* ports,
+                               uint32_t n,
+                               double intervalSeconds,
+                               double untilSeconds)
     {
-        return Guard("SampleQueues",
-                     [&] { net->net->SampleQueues(ports, n, Seconds(intervalSeconds), Seconds(untilSeconds)); });
+        return Guard("SampleQueues", [&] {
+            net->net->SampleQueues(ports, n, Seconds(intervalSeconds), Seconds(untilSeconds));
+        });
     }
 
-    int hns3_network_set_link_rate(Hns3Network* net, uint32_t link, double rateBps, double atSeconds)
+    int
+    hns3_network_set_link_rate(Hns3Network* net, uint32_t link, double rateBps, double atSeconds)
     {
-        return Guard("SetLinkRate", [&] { net->net->SetLinkRate(link, rateBps, Seconds(atSeconds)); });
+        return Guard("SetLinkRate",
+                     [&] { net->net->SetLinkRate(link, rateBps, Seconds(atSeconds)); });
     }
 
-    int hns3_network_set_link_up(Hns3Network* net, uint32_t link, int up, double atSeconds)
+    int
+    hns3_network_set_link_up(Hns3Network* net, uint32_t link, int up, double atSeconds)
     {
         return Guard("SetLinkUp", [&] { net->net->SetLinkUp(link, up != 0, Seconds(atSeconds)); });
     }
 
-    int hns3_network_run(Hns3Network* net, double stopSeconds)
+    int
+    hns3_network_run(Hns3Network* net, double stopSeconds)
     {
+        NS_LOG_FUNCTION(net << stopSeconds);
         return Guard("Run", [&] { net->net->Run(Seconds(stopSeconds)); });
     }
 
-    uint32_t hns3_network_count(const Hns3Network* net, const char* what)
+    uint32_t
+    hns3_network_count(const Hns3Network* net, const char* what)
     {
         const RdmaNetwork& n = *net->net;
         std::string w(what);
@@ -259,7 +297,8 @@ extern "C"
         return 0;
     }
 
-    int64_t hns3_network_read(const Hns3Network* net, const char* name, void* out, int64_t capacity)
+    int64_t
+    hns3_network_read(const Hns3Network* net, const char* name, void* out, int64_t capacity)
     {
         const RdmaNetwork& n = *net->net;
         std::string w(name);
@@ -327,7 +366,8 @@ extern "C"
         return -1;
     }
 
-    Hns3Replay* hns3_replay_new(Hns3Network* net)
+    Hns3Replay*
+    hns3_replay_new(Hns3Network* net)
     {
         auto* r = new Hns3Replay{CreateObject<DagReplay>()};
         if (net != nullptr)
@@ -337,7 +377,8 @@ extern "C"
         return r;
     }
 
-    void hns3_replay_free(Hns3Replay* replay)
+    void
+    hns3_replay_free(Hns3Replay* replay)
     {
         if (replay != nullptr)
         {
@@ -346,40 +387,56 @@ extern "C"
         }
     }
 
-    int hns3_replay_set_tasks(Hns3Replay* replay,
-                              uint32_t n,
-                              const uint8_t* kind,
-                              const int32_t* gpu,
-                              const int32_t* dst,
-                              const int64_t* bytes,
-                              const double* durationSeconds,
-                              const uint8_t* priority,
-                              const int64_t* depPtr,
-                              const int32_t* depIdx,
-                              const uint32_t* gpuNode,
-                              uint32_t nGpus)
+    int
+    hns3_replay_set_tasks(Hns3Replay* replay,
+                          uint32_t n,
+                          const uint8_t* kind,
+                          const int32_t* gpu,
+                          const int32_t* dst,
+                          const int64_t* bytes,
+                          const double* durationSeconds,
+                          const uint8_t* priority,
+                          const int64_t* depPtr,
+                          const int32_t* depIdx,
+                          const uint32_t* gpuNode,
+                          uint32_t nGpus)
     {
         return Guard("SetTasks", [&] {
-            replay->replay->SetTasks(n, kind, gpu, dst, bytes, durationSeconds, priority, depPtr, depIdx, gpuNode, nGpus);
+            replay->replay->SetTasks(n,
+                                     kind,
+                                     gpu,
+                                     dst,
+                                     bytes,
+                                     durationSeconds,
+                                     priority,
+                                     depPtr,
+                                     depIdx,
+                                     gpuNode,
+                                     nGpus);
         });
     }
 
-    int hns3_replay_set_connections(Hns3Replay* replay, const int64_t* connection, uint32_t n)
+    int
+    hns3_replay_set_connections(Hns3Replay* replay, const int64_t* connection, uint32_t n)
     {
         return Guard("SetConnections", [&] { replay->replay->SetConnections(connection, n); });
     }
 
-    int hns3_replay_start(Hns3Replay* replay)
+    int
+    hns3_replay_start(Hns3Replay* replay)
     {
+        NS_LOG_FUNCTION(replay);
         return Guard("Start", [&] { replay->replay->Start(); });
     }
 
-    uint32_t hns3_replay_completed(const Hns3Replay* replay)
+    uint32_t
+    hns3_replay_completed(const Hns3Replay* replay)
     {
         return replay->replay->GetNCompleted();
     }
 
-    int64_t hns3_replay_read(const Hns3Replay* replay, const char* name, void* out, int64_t capacity)
+    int64_t
+    hns3_replay_read(const Hns3Replay* replay, const char* name, void* out, int64_t capacity)
     {
         const DagReplay& r = *replay->replay;
         std::string w(name);

@@ -29,7 +29,8 @@ extern "C"
     /** Message of the last failed call in this thread ("" if none). */
     const char* hns3_last_error(void);
 
-    /** Config::SetDefault(name, StringValue(value)); -1 if the attribute or value is not accepted. */
+    /** Config::SetDefault(name, StringValue(value)); -1 if the attribute or value is not accepted.
+     */
     int hns3_set_default(const char* name, const char* value);
     /** 1 if "ns3::Type::Attribute" names an existing attribute, else 0. */
     int hns3_attribute_exists(const char* name);
@@ -40,14 +41,17 @@ extern "C"
 
     /** Simulator::Stop(Seconds(duration)) then Simulator::Run(). */
     void hns3_simulator_run_for(double durationSeconds);
-    double hns3_simulator_now(void);            //!< Simulator::Now(), s
-    uint64_t hns3_simulator_event_count(void);  //!< Simulator::GetEventCount()
-    void hns3_simulator_destroy(void);          //!< Simulator::Destroy()
+    double hns3_simulator_now(void);           //!< Simulator::Now(), s
+    uint64_t hns3_simulator_event_count(void); //!< Simulator::GetEventCount()
+    void hns3_simulator_destroy(void);         //!< Simulator::Destroy()
 
     Hns3Network* hns3_network_new(void);
     /** Dispose the network and release the handle. */
     void hns3_network_free(Hns3Network* net);
-    int hns3_network_add_nodes(Hns3Network* net, const uint8_t* isHost, const uint64_t* bufferBytes, uint32_t n);
+    int hns3_network_add_nodes(Hns3Network* net,
+                               const uint8_t* isHost,
+                               const uint64_t* bufferBytes,
+                               uint32_t n);
     int hns3_network_add_links(Hns3Network* net,
                                const uint32_t* a,
                                const uint32_t* b,
@@ -73,18 +77,25 @@ extern "C"
                                    uint32_t n,
                                    double intervalSeconds,
                                    double untilSeconds);
-    int hns3_network_set_link_rate(Hns3Network* net, uint32_t link, double rateBps, double atSeconds);
+    int hns3_network_set_link_rate(Hns3Network* net,
+                                   uint32_t link,
+                                   double rateBps,
+                                   double atSeconds);
     int hns3_network_set_link_up(Hns3Network* net, uint32_t link, int up, double atSeconds);
     /** RdmaNetwork::Run(Seconds(stop)): until no events are left, or until `stop` when > 0. */
     int hns3_network_run(Hns3Network* net, double stopSeconds);
-    uint32_t hns3_network_count(const Hns3Network* net, const char* what); //!< nodes, links, ports, flows, completed
+    uint32_t hns3_network_count(const Hns3Network* net,
+                                const char* what); //!< nodes, links, ports, flows, completed
     /**
      * Result arrays: flow_start, flow_finish, flow_ack, flow_base_rtt, flow_ideal (double);
      * flow_retransmits, flow_cnps, flow_acks, flow_first_hops (uint32); port_paused (double);
      * port:<counter> (uint64, a counter name of RdmaNetwork::GetPortCounter); sample_time (double),
      * sample_port (uint32), sample_bytes, sample_tx_bytes (uint64).
      */
-    int64_t hns3_network_read(const Hns3Network* net, const char* name, void* out, int64_t capacity);
+    int64_t hns3_network_read(const Hns3Network* net,
+                              const char* name,
+                              void* out,
+                              int64_t capacity);
 
     Hns3Replay* hns3_replay_new(Hns3Network* net);
     void hns3_replay_free(Hns3Replay* replay);
@@ -105,7 +116,10 @@ extern "C"
     int hns3_replay_start(Hns3Replay* replay);
     uint32_t hns3_replay_completed(const Hns3Replay* replay);
     /** Result arrays: start, finish (double, -1 where not reached), flow_ids (int64, -1: none). */
-    int64_t hns3_replay_read(const Hns3Replay* replay, const char* name, void* out, int64_t capacity);
+    int64_t hns3_replay_read(const Hns3Replay* replay,
+                             const char* name,
+                             void* out,
+                             int64_t capacity);
 
 #ifdef __cplusplus
 }

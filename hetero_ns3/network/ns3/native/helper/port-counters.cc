@@ -49,23 +49,23 @@ ReadPortCounter(const RoceNetDevice& device, PortCounter counter)
 {
     switch (counter)
     {
-    case PortCounter::TX_BYTES:
-        return device.GetTxBytes();
-    case PortCounter::TX_PACKETS:
-        return device.GetTxPackets();
-    case PortCounter::TX_DATA_BYTES:
-        return device.GetTxDataBytes();
-    case PortCounter::PFC_PAUSE_SENT:
-        return device.GetPfcPauseSent();
-    case PortCounter::PFC_RESUME_SENT:
-        return device.GetPfcResumeSent();
-    case PortCounter::PFC_PAUSE_RECEIVED:
-        return device.GetPfcPauseReceived();
-    case PortCounter::ECN_MARKS:
-        return device.GetEcnMarks();
-    default:
-        return device.GetDrops(static_cast<uint32_t>(counter) -
-                               static_cast<uint32_t>(PortCounter::DROPS_FIRST));
+        case PortCounter::TX_BYTES:
+            return device.GetTxBytes();
+        case PortCounter::TX_PACKETS:
+            return device.GetTxPackets();
+        case PortCounter::TX_DATA_BYTES:
+            return device.GetTxDataBytes();
+        case PortCounter::PFC_PAUSE_SENT:
+            return device.GetPfcPauseSent();
+        case PortCounter::PFC_RESUME_SENT:
+            return device.GetPfcResumeSent();
+        case PortCounter::PFC_PAUSE_RECEIVED:
+            return device.GetPfcPauseReceived();
+        case PortCounter::ECN_MARKS:
+            return device.GetEcnMarks();
+        default:
+            return device.GetDrops(static_cast<uint32_t>(counter) -
+                                   static_cast<uint32_t>(PortCounter::DROPS_FIRST));
     }
 }
 

@@ -1,12 +1,11 @@
 #include "rdma-network.h"
 
-#include "port-counters.h"
-
 #include "ns3/abort.h"
-#include "ns3/log.h"
 #include "ns3/boolean.h"
+#include "ns3/log.h"
 #include "ns3/simulator.h"
 #include "ns3/uinteger.h"
+#include "port-counters.h"
 
 #include <algorithm>
 
@@ -20,14 +19,15 @@ NS_OBJECT_ENSURE_REGISTERED(RdmaNetwork);
 TypeId
 RdmaNetwork::GetTypeId()
 {
-    static TypeId tid = TypeId("ns3::RdmaNetwork")
-                            .SetParent<Object>()
-                            .SetGroupName("HeteroNs3")
-                            .AddConstructor<RdmaNetwork>()
-                            .AddTraceSource("FlowComplete",
-                                            "The last byte of a flow reached its destination: (flow id)",
-                                            MakeTraceSourceAccessor(&RdmaNetwork::m_flowComplete),
-                                            "ns3::TracedCallback::Uint32");
+    static TypeId tid =
+        TypeId("ns3::RdmaNetwork")
+            .SetParent<Object>()
+            .SetGroupName("HeteroNs3")
+            .AddConstructor<RdmaNetwork>()
+            .AddTraceSource("FlowComplete",
+                            "The last byte of a flow reached its destination: (flow id)",
+                            MakeTraceSourceAccessor(&RdmaNetwork::m_flowComplete),
+                            "ns3::TracedCallback::Uint32");
     return tid;
 }
 
@@ -102,12 +102,18 @@ RdmaNetwork::AddNodes(const uint8_t* isHost, const uint64_t* bufferBytes, uint32
 }
 
 uint32_t
-RdmaNetwork::AddLink(uint32_t a, uint32_t b, double rateBps, double delaySeconds, uint32_t segmentA, uint32_t segmentB)
+RdmaNetwork::AddLink(uint32_t a,
+                     uint32_t b,
+                     double rateBps,
+                     double delaySeconds,
+                     uint32_t segmentA,
+                     uint32_t segmentB)
 {
     NS_ABORT_MSG_IF(m_built, "RdmaNetwork::AddLink after Build");
     NS_ABORT_MSG_IF(a >= m_nodes.size() || b >= m_nodes.size() || a == b,
                     "RdmaNetwork::AddLink: bad ends " << a << ", " << b);
-    NS_ABORT_MSG_IF(!(rateBps > 0) || delaySeconds < 0, "RdmaNetwork::AddLink: rate must be > 0 and delay >= 0");
+    NS_ABORT_MSG_IF(!(rateBps > 0) || delaySeconds < 0,
+                    "RdmaNetwork::AddLink: rate must be > 0 and delay >= 0");
     uint32_t link = m_channels.size();
     Ptr<RoceChannel> ch = CreateObject<RoceChannel>();
     ch->SetAttribute("Delay", TimeValue(Seconds(delaySeconds)));
@@ -229,7 +235,8 @@ RdmaNetwork::ComputeBaseRtt(uint32_t src,
     uint32_t node = src;
     uint32_t seg = m_logic[src]->GetPort(m_logic[src]->SelectPort(probe))->GetSegmentBytes();
     uint64_t nFrames = bytes == 0 ? 0 : (bytes + seg - 1) / seg;
-    double wire = static_cast<double>(bytes) + nFrames * static_cast<double>(nic->DataFrameBytes(0));
+    double wire =
+        static_cast<double>(bytes) + nFrames * static_cast<double>(nic->DataFrameBytes(0));
     double frame = nic->DataFrameBytes(static_cast<uint32_t>(std::min<uint64_t>(seg, bytes)));
     double minRate = 1e300;
     double frameSum = 0;
@@ -239,8 +246,9 @@ RdmaNetwork::ComputeBaseRtt(uint32_t src,
     {
         uint32_t local = m_logic[node]->SelectPort(probe);
         NS_ABORT_MSG_IF(local == UINT32_MAX,
-                        "RdmaNetwork: no route from node " << node << " toward host " << dst << " (flow " << src
-                                                           << " -> " << dst << ")");
+                        "RdmaNetwork: no route from node " << node << " toward host " << dst
+                                                           << " (flow " << src << " -> " << dst
+                                                           << ")");
         Ptr<RoceNetDevice> dev = m_logic[node]->GetPort(local);
         if (hop == 1)
         {
@@ -267,7 +275,8 @@ RdmaNetwork::ComputeBaseRtt(uint32_t src,
         NS_ABORT_MSG_IF(node == UINT32_MAX, "RdmaNetwork: dangling port");
         if (node != dst && m_nics[node])
         {
-            NS_ABORT_MSG("RdmaNetwork: route from " << src << " to " << dst << " transits host " << node);
+            NS_ABORT_MSG("RdmaNetwork: route from " << src << " to " << dst << " transits host "
+                                                    << node);
         }
     }
     NS_ABORT_MSG_IF(node != dst, "RdmaNetwork: routing loop from " << src << " to " << dst);
@@ -278,7 +287,8 @@ RdmaNetwork::ComputeBaseRtt(uint32_t src,
 uint16_t
 RdmaNetwork::SourcePortOf(uint32_t key)
 {
-    // Multiplicative hash of the key into the dynamic port range (mirrored by the analytic backend).
+    // Multiplicative hash of the key into the dynamic port range (mirrored by the analytic
+    // backend).
     return static_cast<uint16_t>(49152 + (key * 2654435761u >> 18) % 16384);
 }
 
@@ -289,10 +299,12 @@ RdmaNetwork::CreateFlow(uint32_t src, uint32_t dst, uint64_t bytes, uint8_t prio
 }
 
 uint32_t
-RdmaNetwork::CreateFlow(uint32_t src, uint32_t dst, uint64_t bytes, uint8_t priority, uint32_t ecmpKey)
+RdmaNetwork::CreateFlow(
+    uint32_t src, uint32_t dst, uint64_t bytes, uint8_t priority, uint32_t ecmpKey)
 {
     NS_ABORT_MSG_IF(!m_built, "RdmaNetwork::CreateFlow before Build");
-    NS_ABORT_MSG_IF(src >= m_nodes.size() || !m_nics[src], "RdmaNetwork::CreateFlow: source " << src << " is not a host");
+    NS_ABORT_MSG_IF(src >= m_nodes.size() || !m_nics[src],
+                    "RdmaNetwork::CreateFlow: source " << src << " is not a host");
     NS_ABORT_MSG_IF(dst >= m_nodes.size() || !m_nics[dst],
                     "RdmaNetwork::CreateFlow: destination " << dst << " is not a host");
     NS_ABORT_MSG_IF(src == dst, "RdmaNetwork::CreateFlow: source and destination are both " << src);
@@ -314,7 +326,8 @@ RdmaNetwork::StartFlow(uint32_t id)
     FlowRecord& f = m_flows[id];
     NS_ABORT_MSG_IF(f.started, "RdmaNetwork::StartFlow: flow " << id << " already started");
     f.started = true;
-    NS_LOG_INFO("flow " << id << " starts: " << f.src << " -> " << f.dst << ", " << f.bytes << " B");
+    NS_LOG_INFO("flow " << id << " starts: " << f.src << " -> " << f.dst << ", " << f.bytes
+                        << " B");
     f.start = Simulator::Now().GetSeconds();
     Ptr<RdmaQueuePair> qp = Create<RdmaQueuePair>();
     qp->flowId = id;
@@ -345,7 +358,8 @@ void
 RdmaNetwork::ScheduleFlow(uint32_t id, Time at)
 {
     Time delay = at - Simulator::Now();
-    NS_ABORT_MSG_IF(delay.IsStrictlyNegative(), "RdmaNetwork::ScheduleFlow: start time " << at << " is in the past");
+    NS_ABORT_MSG_IF(delay.IsStrictlyNegative(),
+                    "RdmaNetwork::ScheduleFlow: start time " << at << " is in the past");
     Simulator::Schedule(delay, &RdmaNetwork::StartFlow, this, id);
 }
 
@@ -397,7 +411,8 @@ RdmaNetwork::OnSendComplete(uint32_t flow)
 void
 RdmaNetwork::SampleQueues(const uint32_t* ports, uint32_t n, Time interval, Time until)
 {
-    NS_ABORT_MSG_IF(!interval.IsStrictlyPositive(), "RdmaNetwork::SampleQueues: interval must be > 0");
+    NS_ABORT_MSG_IF(!interval.IsStrictlyPositive(),
+                    "RdmaNetwork::SampleQueues: interval must be > 0");
     m_samplePorts.assign(ports, ports + n);
     for (uint32_t p : m_samplePorts)
     {
@@ -419,8 +434,9 @@ RdmaNetwork::Sample()
         m_sampleB.push_back(m_ports[p]->GetTotalQueueBytes());
         m_sampleTx.push_back(m_ports[p]->GetTxBytes());
     }
-    bool more = m_sampleUntil.IsStrictlyPositive() ? Simulator::Now() + m_sampleInterval <= m_sampleUntil
-                                                   : m_completed < m_flows.size();
+    bool more = m_sampleUntil.IsStrictlyPositive()
+                    ? Simulator::Now() + m_sampleInterval <= m_sampleUntil
+                    : m_completed < m_flows.size();
     if (more)
     {
         Simulator::Schedule(m_sampleInterval, &RdmaNetwork::Sample, this);

@@ -1,17 +1,16 @@
 #ifndef HETERO_NS3_RDMA_NETWORK_H
 #define HETERO_NS3_RDMA_NETWORK_H
 
-#include "rdma-nic.h"
-#include "rdma-queue-pair.h"
-#include "roce-channel.h"
-#include "roce-net-device.h"
-#include "roce-switch.h"
-
 #include "ns3/callback.h"
 #include "ns3/node.h"
 #include "ns3/nstime.h"
 #include "ns3/object.h"
 #include "ns3/traced-callback.h"
+#include "rdma-nic.h"
+#include "rdma-queue-pair.h"
+#include "roce-channel.h"
+#include "roce-net-device.h"
+#include "roce-switch.h"
 
 #include <string>
 #include <vector>
@@ -35,7 +34,7 @@ namespace ns3
  */
 class RdmaNetwork : public Object
 {
-  public:
+public:
     /** \return the TypeId. */
     static TypeId GetTypeId();
     RdmaNetwork();
@@ -49,7 +48,12 @@ class RdmaNetwork : public Object
      * Add a full-duplex link. \p segmentA / \p segmentB: DATA payload bytes per frame of
      * the port at a / b (0 = RoceNetDevice default). \return link id.
      */
-    uint32_t AddLink(uint32_t a, uint32_t b, double rateBps, double delaySeconds, uint32_t segmentA, uint32_t segmentB);
+    uint32_t AddLink(uint32_t a,
+                     uint32_t b,
+                     double rateBps,
+                     double delaySeconds,
+                     uint32_t segmentA,
+                     uint32_t segmentB);
     /** Add \p n links from arrays (\p segment applies to both ends). */
     void AddLinks(const uint32_t* a,
                   const uint32_t* b,
@@ -74,7 +78,8 @@ class RdmaNetwork : public Object
      * instead of its flow id: flows with one key (one persistent connection) hash alike.
      * \return its id (dense, from 0).
      */
-    uint32_t CreateFlow(uint32_t src, uint32_t dst, uint64_t bytes, uint8_t priority, uint32_t ecmpKey);
+    uint32_t CreateFlow(
+        uint32_t src, uint32_t dst, uint64_t bytes, uint8_t priority, uint32_t ecmpKey);
     /** \return the RoCEv2 UDP source port (49152..65535) of a queue pair with ECMP key \p key. */
     static uint16_t SourcePortOf(uint32_t key);
     /** Start flow \p id at the current simulation time. */
@@ -91,7 +96,8 @@ class RdmaNetwork : public Object
     /** Run \p cb(flowId) whenever a flow's last byte reaches its destination. */
     void AddFlowCompleteCallback(Callback<void, uint32_t> cb);
 
-    /** Sample queue bytes of \p ports every \p interval until \p until (zero: while flows are unfinished). */
+    /** Sample queue bytes of \p ports every \p interval until \p until (zero: while flows are
+     * unfinished). */
     void SampleQueues(const uint32_t* ports, uint32_t n, Time interval, Time until);
     /** Change both directions of link \p link to \p rateBps at absolute time \p at. */
     void SetLinkRate(uint32_t link, double rateBps, Time at);
@@ -100,20 +106,23 @@ class RdmaNetwork : public Object
     /** Simulator::Run, stopping at \p stop when positive. */
     void Run(Time stop);
 
-    uint32_t GetNNodes() const;  //!< \return nodes
-    uint32_t GetNLinks() const;  //!< \return links
-    uint32_t GetNPorts() const;  //!< \return ports (2 per link)
-    uint32_t GetNFlows() const;  //!< \return flows created
-    uint32_t GetNFlowsCompleted() const; //!< \return flows whose data all arrived
+    uint32_t GetNNodes() const;                      //!< \return nodes
+    uint32_t GetNLinks() const;                      //!< \return links
+    uint32_t GetNPorts() const;                      //!< \return ports (2 per link)
+    uint32_t GetNFlows() const;                      //!< \return flows created
+    uint32_t GetNFlowsCompleted() const;             //!< \return flows whose data all arrived
     Ptr<RoceNetDevice> GetPort(uint32_t port) const; //!< \return port \p port
     Ptr<RoceSwitch> GetSwitch(uint32_t node) const;  //!< \return switch logic (nullptr for hosts)
     Ptr<RdmaNic> GetNic(uint32_t node) const;        //!< \return NIC (nullptr for switches)
-    Ptr<RdmaQueuePair> GetQueuePair(uint32_t flow) const; //!< \return sender state of a started flow
+    Ptr<RdmaQueuePair> GetQueuePair(
+        uint32_t flow) const; //!< \return sender state of a started flow
 
-    std::vector<double> GetFlowStartTimes() const;  //!< \return start, s (-1: not started)
-    std::vector<double> GetFlowFinishTimes() const; //!< \return last byte received, s (-1: unfinished)
-    std::vector<double> GetFlowAckTimes() const;    //!< \return last byte acknowledged at sender, s (-1)
-    std::vector<double> GetFlowBaseRtts() const;    //!< \return base RTT of the flow's path, s
+    std::vector<double> GetFlowStartTimes() const; //!< \return start, s (-1: not started)
+    std::vector<double> GetFlowFinishTimes()
+        const; //!< \return last byte received, s (-1: unfinished)
+    std::vector<double> GetFlowAckTimes()
+        const; //!< \return last byte acknowledged at sender, s (-1)
+    std::vector<double> GetFlowBaseRtts() const; //!< \return base RTT of the flow's path, s
     /**
      * \return ideal FCT per flow, s: the flow's wire bytes at the path's slowest rate, plus one
      * frame's serialization at every other hop, plus the propagation delays (-1: not started).
@@ -121,24 +130,27 @@ class RdmaNetwork : public Object
     std::vector<double> GetFlowIdealFcts() const;
     std::vector<uint32_t> GetFlowRetransmits() const; //!< \return go-back-N rewinds per flow
     std::vector<uint32_t> GetFlowCnps() const;        //!< \return CNPs sent by each flow's receiver
-    std::vector<uint32_t> GetFlowAcks() const;        //!< \return in-order ACKs sent by each flow's receiver
-    std::vector<uint32_t> GetFlowFirstHops() const;   //!< \return first switch port chosen (port id) per flow
+    std::vector<uint32_t> GetFlowAcks()
+        const; //!< \return in-order ACKs sent by each flow's receiver
+    std::vector<uint32_t> GetFlowFirstHops()
+        const; //!< \return first switch port chosen (port id) per flow
     /**
      * Per-port counter: tx_bytes, tx_packets, tx_data_bytes, pfc_pause_sent, pfc_resume_sent,
      * pfc_pause_received, ecn_marks, drops_no_route, drops_lossy_buffer_full,
      * drops_headroom_overflow, drops_link_down.
      */
     std::vector<uint64_t> GetPortCounter(const std::string& name) const;
-    std::vector<double> GetPortPausedSeconds() const; //!< \return paused time per port, s
-    std::vector<double> GetQueueSampleTimes() const;  //!< \return sample times, s
+    std::vector<double> GetPortPausedSeconds() const;  //!< \return paused time per port, s
+    std::vector<double> GetQueueSampleTimes() const;   //!< \return sample times, s
     std::vector<uint32_t> GetQueueSamplePorts() const; //!< \return sample ports
     std::vector<uint64_t> GetQueueSampleBytes() const; //!< \return sampled queue bytes
-    std::vector<uint64_t> GetQueueSampleTxBytes() const; //!< \return sampled cumulative tx bytes of the port
+    std::vector<uint64_t> GetQueueSampleTxBytes()
+        const; //!< \return sampled cumulative tx bytes of the port
 
-  protected:
+protected:
     void DoDispose() override;
 
-  private:
+private:
     struct FlowRecord
     {
         uint32_t src;
@@ -157,7 +169,12 @@ class RdmaNetwork : public Object
     void OnReceiveComplete(uint32_t flow);
     void OnSendComplete(uint32_t flow);
     void Sample();
-    Time ComputeBaseRtt(uint32_t src, uint32_t dst, uint16_t sport, uint64_t bytes, uint32_t* firstPort, double* ideal) const;
+    Time ComputeBaseRtt(uint32_t src,
+                        uint32_t dst,
+                        uint16_t sport,
+                        uint64_t bytes,
+                        uint32_t* firstPort,
+                        double* ideal) const;
 
     std::vector<Ptr<Node>> m_nodes;
     std::vector<Ptr<RoceNode>> m_logic;

@@ -1,13 +1,15 @@
 #include "rdma-cc-probe.h"
 
+#include "ns3/callback.h"
+#include "ns3/log.h"
+#include "ns3/simulator.h"
 #include "rdma-nic.h"
 #include "roce-switch.h"
 
-#include "ns3/callback.h"
-#include "ns3/simulator.h"
-
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RdmaCcProbe");
 
 NS_OBJECT_ENSURE_REGISTERED(RdmaCcProbe);
 
@@ -36,19 +38,22 @@ RdmaCcProbe::Record(uint32_t flow, Kind kind, double value)
 void
 RdmaCcProbe::WatchNic(Ptr<RdmaNic> nic)
 {
-    nic->TraceConnectWithoutContext("CongestionControlCreated", MakeCallback(&RdmaCcProbe::OnCcCreated, this));
-    nic->TraceConnectWithoutContext("CnpSent",
-                                    Callback<void, uint32_t>([this](uint32_t f) { Record(f, CNP_SENT, 0); }));
-    nic->TraceConnectWithoutContext("CnpReceived",
-                                    Callback<void, uint32_t>([this](uint32_t f) { Record(f, CNP_RECEIVED, 0); }));
+    nic->TraceConnectWithoutContext("CongestionControlCreated",
+                                    MakeCallback(&RdmaCcProbe::OnCcCreated, this));
+    nic->TraceConnectWithoutContext(
+        "CnpSent", Callback<void, uint32_t>([this](uint32_t f) { Record(f, CNP_SENT, 0); }));
+    nic->TraceConnectWithoutContext("CnpReceived", Callback<void, uint32_t>([this](uint32_t f) {
+                                        Record(f, CNP_RECEIVED, 0);
+                                    }));
 }
 
 void
 RdmaCcProbe::WatchSwitch(Ptr<RoceSwitch> sw)
 {
     sw->TraceConnectWithoutContext(
-        "EcnMark",
-        Callback<void, uint32_t, uint32_t>([this](uint32_t port, uint32_t f) { Record(f, ECN_MARK, port); }));
+        "EcnMark", Callback<void, uint32_t, uint32_t>([this](uint32_t port, uint32_t f) {
+            Record(f, ECN_MARK, port);
+        }));
 }
 
 void
@@ -66,8 +71,9 @@ RdmaCcProbe::OnCcCreated(uint32_t flow, Ptr<RdmaCongestionOps> cc)
         Kind k = kind;
         // TraceConnectWithoutContext returns false when the strategy has no such source.
         cc->TraceConnectWithoutContext(
-            name,
-            Callback<void, double, double>([this, flow, k](double, double now) { Record(flow, k, now); }));
+            name, Callback<void, double, double>([this, flow, k](double, double now) {
+                Record(flow, k, now);
+            }));
     }
 }
 

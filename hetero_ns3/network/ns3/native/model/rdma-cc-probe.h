@@ -1,10 +1,9 @@
 #ifndef HETERO_NS3_RDMA_CC_PROBE_H
 #define HETERO_NS3_RDMA_CC_PROBE_H
 
-#include "rdma-congestion-ops.h"
-
 #include "ns3/object.h"
 #include "ns3/ptr.h"
+#include "rdma-congestion-ops.h"
 
 #include <cstdint>
 #include <vector>
@@ -26,7 +25,7 @@ class RoceSwitch;
  */
 class RdmaCcProbe : public Object
 {
-  public:
+public:
     /** What a record is. */
     enum Kind : uint8_t
     {
@@ -57,7 +56,7 @@ class RdmaCcProbe : public Object
     std::vector<uint8_t> GetKinds() const;  //!< \return record kinds (Kind)
     std::vector<double> GetValues() const;  //!< \return record values
 
-  private:
+private:
     void Record(uint32_t flow, Kind kind, double value);
     void OnCcCreated(uint32_t flow, Ptr<RdmaCongestionOps> cc);
 

@@ -1,7 +1,11 @@
 #include "rdma-congestion-ops.h"
 
+#include "ns3/log.h"
+
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RdmaCongestionOps");
 
 NS_OBJECT_ENSURE_REGISTERED(RdmaCongestionOps);
 NS_OBJECT_ENSURE_REGISTERED(RdmaCcNone);
@@ -22,6 +26,7 @@ RdmaCongestionOps::~RdmaCongestionOps() = default;
 void
 RdmaCongestionOps::Init(RdmaQueuePair* qp)
 {
+    NS_LOG_FUNCTION(this << qp);
     m_qp = qp;
     qp->rateBps = qp->lineRateBps;
     qp->windowBytes = 0;
@@ -45,6 +50,7 @@ RdmaCongestionOps::OnSent(uint32_t)
 void
 RdmaCongestionOps::Stop()
 {
+    NS_LOG_FUNCTION(this);
 }
 
 bool

@@ -1,10 +1,9 @@
 #ifndef HETERO_NS3_RDMA_CONGESTION_OPS_H
 #define HETERO_NS3_RDMA_CONGESTION_OPS_H
 
+#include "ns3/object.h"
 #include "rdma-queue-pair.h"
 #include "roce-packet.h"
-
-#include "ns3/object.h"
 
 #include <string>
 
@@ -19,7 +18,7 @@ namespace ns3
  */
 class RdmaCongestionOps : public Object
 {
-  public:
+public:
     /** \return the TypeId. */
     static TypeId GetTypeId();
     RdmaCongestionOps();
@@ -40,7 +39,7 @@ class RdmaCongestionOps : public Object
     /** \return short name (none, dcqcn, hpcc). */
     virtual std::string GetName() const;
 
-  protected:
+protected:
     void DoDispose() override;
     RdmaQueuePair* m_qp{nullptr}; //!< the queue pair (owned by the NIC, outlives this)
 };
@@ -48,7 +47,7 @@ class RdmaCongestionOps : public Object
 /** \brief `none`: send at line rate (baselines). Same behaviour as the base class. */
 class RdmaCcNone : public RdmaCongestionOps
 {
-  public:
+public:
     /** \return the TypeId. */
     static TypeId GetTypeId();
     std::string GetName() const override;

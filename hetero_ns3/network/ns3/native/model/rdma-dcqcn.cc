@@ -2,6 +2,7 @@
 
 #include "ns3/boolean.h"
 #include "ns3/double.h"
+#include "ns3/log.h"
 #include "ns3/simulator.h"
 #include "ns3/uinteger.h"
 
@@ -10,6 +11,8 @@
 
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RdmaDcqcn");
 
 NS_OBJECT_ENSURE_REGISTERED(RdmaDcqcn);
 
@@ -36,12 +39,13 @@ RdmaDcqcn::GetTypeId()
                           TimeValue(MicroSeconds(55)),
                           MakeTimeAccessor(&RdmaDcqcn::m_increaseInterval),
                           MakeTimeChecker(NanoSeconds(1)))
-            .AddAttribute("ByteCounter",
-                          "Rate increase byte counter B, bytes (paper: 10 MB); 0 disables it (increase "
-                          "stages then come from the timer alone, as in NIC implementations)",
-                          UintegerValue(10000000),
-                          MakeUintegerAccessor(&RdmaDcqcn::m_byteCounter),
-                          MakeUintegerChecker<uint64_t>(0))
+            .AddAttribute(
+                "ByteCounter",
+                "Rate increase byte counter B, bytes (paper: 10 MB); 0 disables it (increase "
+                "stages then come from the timer alone, as in NIC implementations)",
+                UintegerValue(10000000),
+                MakeUintegerAccessor(&RdmaDcqcn::m_byteCounter),
+                MakeUintegerChecker<uint64_t>(0))
             .AddAttribute("FastRecoverySteps",
                           "Fast recovery steps F (paper: 5)",
                           UintegerValue(5),
@@ -57,12 +61,13 @@ RdmaDcqcn::GetTypeId()
                           DataRateValue(DataRate("400Mbps")),
                           MakeDataRateAccessor(&RdmaDcqcn::m_rhai),
                           MakeDataRateChecker())
-            .AddAttribute("IncreaseReferenceRate",
-                          "When non-zero, RateAi and RateHai are given at this line rate and scaled with the "
-                          "queue pair's line rate (HPCC artifact: 5 / 50 Mbps per 25 Gbps); 0: absolute",
-                          DataRateValue(DataRate(0)),
-                          MakeDataRateAccessor(&RdmaDcqcn::m_increaseRef),
-                          MakeDataRateChecker())
+            .AddAttribute(
+                "IncreaseReferenceRate",
+                "When non-zero, RateAi and RateHai are given at this line rate and scaled with the "
+                "queue pair's line rate (HPCC artifact: 5 / 50 Mbps per 25 Gbps); 0: absolute",
+                DataRateValue(DataRate(0)),
+                MakeDataRateAccessor(&RdmaDcqcn::m_increaseRef),
+                MakeDataRateChecker())
             .AddAttribute("MinRate",
                           "Lower bound of the sending rate",
                           DataRateValue(DataRate("100Mbps")),
@@ -74,7 +79,8 @@ RdmaDcqcn::GetTypeId()
                           MakeTimeAccessor(&RdmaDcqcn::m_decreaseInterval),
                           MakeTimeChecker(Time(0)))
             .AddAttribute("ClampTargetRate",
-                          "Set Rt = Rc on every cut (paper); false: only if the rate increased since the last cut",
+                          "Set Rt = Rc on every cut (paper); false: only if the rate increased "
+                          "since the last cut",
                           BooleanValue(false),
                           MakeBooleanAccessor(&RdmaDcqcn::m_clampTarget),
                           MakeBooleanChecker())
@@ -116,6 +122,7 @@ RdmaDcqcn::GetTargetRate() const
 void
 RdmaDcqcn::Init(RdmaQueuePair* qp)
 {
+    NS_LOG_FUNCTION(this << qp);
     m_qp = qp;
     m_rc = qp->lineRateBps;
     m_rt = qp->lineRateBps;
@@ -141,12 +148,14 @@ RdmaDcqcn::OnCnp()
     {
         if (m_everDecreased)
         {
-            // Alpha kept decaying (once per AlphaUpdateInterval without CNP) while the timers were idle.
-            // Before the first CNP there is no history: alpha keeps its initial value 1.
-            double periods = std::floor((now - m_idleSince).GetSeconds() / m_alphaInterval.GetSeconds());
+            // Alpha kept decaying (once per AlphaUpdateInterval without CNP) while the timers were
+            // idle. Before the first CNP there is no history: alpha keeps its initial value 1.
+            double periods =
+                std::floor((now - m_idleSince).GetSeconds() / m_alphaInterval.GetSeconds());
             m_alpha = m_alpha.Get() * std::pow(1.0 - m_g, periods);
         }
         m_active = true;
+        NS_LOG_DEBUG("flow " << m_qp->flowId << ": first CNP since idle, alpha " << m_alpha.Get());
         m_alphaEvent = Simulator::Schedule(m_alphaInterval, &RdmaDcqcn::AlphaTimer, this);
     }
     m_cnpSinceAlphaUpdate = true;
@@ -155,7 +164,8 @@ RdmaDcqcn::OnCnp()
         // One cut per RateDecreaseInterval: this CNP is served at the end of the interval.
         if (!m_decreaseEvent.IsPending())
         {
-            m_decreaseEvent = Simulator::Schedule(m_lastDecrease + m_decreaseInterval - now, &RdmaDcqcn::Decrease, this);
+            m_decreaseEvent = Simulator::Schedule(
+                m_lastDecrease + m_decreaseInterval - now, &RdmaDcqcn::Decrease, this);
         }
         return;
     }
@@ -172,10 +182,13 @@ RdmaDcqcn::Decrease()
         m_rt = m_rc.Get();
     }
     m_increasedSinceCut = false;
-    m_rc = std::max(m_rc.Get() * (1.0 - m_alpha.Get() / 2.0), static_cast<double>(m_minRate.GetBitRate()));
+    m_rc = std::max(m_rc.Get() * (1.0 - m_alpha.Get() / 2.0),
+                    static_cast<double>(m_minRate.GetBitRate()));
     m_t = 0;
     m_b = 0;
     m_bytes = 0;
+    NS_LOG_DEBUG("flow " << m_qp->flowId << ": CNP cut, rate " << m_rc.Get() << " bit/s, target "
+                         << m_rt.Get() << " bit/s, alpha " << m_alpha.Get());
     Apply();
     m_increaseEvent.Cancel();
     m_increaseEvent = Simulator::Schedule(m_increaseInterval, &RdmaDcqcn::IncreaseTimer, this);
@@ -261,7 +274,10 @@ RdmaDcqcn::Increase()
         m_idleSince = Simulator::Now();
         Simulator::Remove(m_alphaEvent);
         Simulator::Remove(m_increaseEvent);
+        NS_LOG_DEBUG("flow " << m_qp->flowId << ": back at line rate " << line << " bit/s");
     }
+    NS_LOG_LOGIC("flow " << m_qp->flowId << ": increase (T " << m_t << ", BC " << m_b << "), rate "
+                         << m_rc.Get() << " bit/s, target " << m_rt.Get() << " bit/s");
     Apply();
 }
 

@@ -1,12 +1,11 @@
 #ifndef HETERO_NS3_RDMA_DCQCN_H
 #define HETERO_NS3_RDMA_DCQCN_H
 
-#include "rdma-congestion-ops.h"
-
 #include "ns3/data-rate.h"
 #include "ns3/event-id.h"
 #include "ns3/nstime.h"
 #include "ns3/traced-value.h"
+#include "rdma-congestion-ops.h"
 
 namespace ns3
 {
@@ -17,16 +16,16 @@ namespace ns3
  * Rate decrease on CNP: Rt = Rc, Rc = Rc (1 - alpha/2), alpha = (1-g) alpha + g (at most once
  * per RateDecreaseInterval). With ClampTargetRate false, Rt is only reset when a rate increase
  * happened since the previous cut (so back-to-back CNPs keep the pre-congestion target, as in
- * Mellanox NICs' clamp_tgt_rate = 0 mode). Alpha decays as alpha = (1-g) alpha every AlphaUpdateInterval
- * without CNP. Rate increase events come from a timer (RateIncreaseInterval, T) and a byte
- * counter (ByteCounter, B); with counters t and b since the last decrease: fast recovery
+ * Mellanox NICs' clamp_tgt_rate = 0 mode). Alpha decays as alpha = (1-g) alpha every
+ * AlphaUpdateInterval without CNP. Rate increase events come from a timer (RateIncreaseInterval, T)
+ * and a byte counter (ByteCounter, B); with counters t and b since the last decrease: fast recovery
  * while max(t, b) < F (Rc = (Rt + Rc)/2), additive increase (Rt += R_AI) when one exceeds
  * F, hyper increase (Rt += i R_HAI) when both do. Timers only run while Rc is below line
  * rate; alpha decay over idle periods is applied when the next CNP arrives.
  */
 class RdmaDcqcn : public RdmaCongestionOps
 {
-  public:
+public:
     /** \return the TypeId. */
     static TypeId GetTypeId();
     RdmaDcqcn();
@@ -42,7 +41,7 @@ class RdmaDcqcn : public RdmaCongestionOps
     /** \return the target rate Rt, bit/s. */
     double GetTargetRate() const;
 
-  private:
+private:
     void AlphaTimer();
     void IncreaseTimer();
     void Increase();

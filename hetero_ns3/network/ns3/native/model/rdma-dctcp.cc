@@ -1,39 +1,43 @@
 #include "rdma-dctcp.h"
 
 #include "ns3/double.h"
+#include "ns3/log.h"
 
 #include <algorithm>
 
 namespace ns3
 {
 
+NS_LOG_COMPONENT_DEFINE("RdmaDctcp");
+
 NS_OBJECT_ENSURE_REGISTERED(RdmaDctcp);
 
 TypeId
 RdmaDctcp::GetTypeId()
 {
-    static TypeId tid = TypeId("ns3::RdmaDctcp")
-                            .SetParent<RdmaCongestionOps>()
-                            .SetGroupName("HeteroNs3")
-                            .AddConstructor<RdmaDctcp>()
-                            .AddAttribute("G",
-                                          "Gain g of the marked-fraction moving average (paper: 1/16)",
-                                          DoubleValue(1.0 / 16),
-                                          MakeDoubleAccessor(&RdmaDctcp::m_g),
-                                          MakeDoubleChecker<double>(0.0, 1.0))
-                            .AddAttribute("MinRate",
-                                          "Lower bound of the sending rate (window >= MinRate x base RTT)",
-                                          DataRateValue(DataRate("100Mbps")),
-                                          MakeDataRateAccessor(&RdmaDctcp::m_minRate),
-                                          MakeDataRateChecker())
-                            .AddTraceSource("Window",
-                                            "Send window W, bytes",
-                                            MakeTraceSourceAccessor(&RdmaDctcp::m_w),
-                                            "ns3::TracedValueCallback::Double")
-                            .AddTraceSource("Alpha",
-                                            "Estimate of the marked fraction alpha",
-                                            MakeTraceSourceAccessor(&RdmaDctcp::m_alpha),
-                                            "ns3::TracedValueCallback::Double");
+    static TypeId tid =
+        TypeId("ns3::RdmaDctcp")
+            .SetParent<RdmaCongestionOps>()
+            .SetGroupName("HeteroNs3")
+            .AddConstructor<RdmaDctcp>()
+            .AddAttribute("G",
+                          "Gain g of the marked-fraction moving average (paper: 1/16)",
+                          DoubleValue(1.0 / 16),
+                          MakeDoubleAccessor(&RdmaDctcp::m_g),
+                          MakeDoubleChecker<double>(0.0, 1.0))
+            .AddAttribute("MinRate",
+                          "Lower bound of the sending rate (window >= MinRate x base RTT)",
+                          DataRateValue(DataRate("100Mbps")),
+                          MakeDataRateAccessor(&RdmaDctcp::m_minRate),
+                          MakeDataRateChecker())
+            .AddTraceSource("Window",
+                            "Send window W, bytes",
+                            MakeTraceSourceAccessor(&RdmaDctcp::m_w),
+                            "ns3::TracedValueCallback::Double")
+            .AddTraceSource("Alpha",
+                            "Estimate of the marked fraction alpha",
+                            MakeTraceSourceAccessor(&RdmaDctcp::m_alpha),
+                            "ns3::TracedValueCallback::Double");
     return tid;
 }
 
@@ -48,6 +52,7 @@ RdmaDctcp::GetName() const
 void
 RdmaDctcp::Init(RdmaQueuePair* qp)
 {
+    NS_LOG_FUNCTION(this << qp);
     m_qp = qp;
     m_t = qp->baseRtt.GetSeconds();
     m_alpha = 1.0;
@@ -63,6 +68,8 @@ RdmaDctcp::Apply(double w)
     m_w = std::clamp(w, wmin, wmax);
     m_qp->windowBytes = std::max<uint64_t>(static_cast<uint64_t>(m_w.Get()), 1);
     m_qp->rateBps = std::min(m_w.Get() * 8.0 / m_t, m_qp->lineRateBps);
+    NS_LOG_LOGIC("flow " << m_qp->flowId << ": window " << m_qp->windowBytes << " B, rate "
+                         << m_qp->rateBps << " bit/s");
 }
 
 void

@@ -1,12 +1,15 @@
 #include "rdma-hpcc.h"
 
 #include "ns3/double.h"
+#include "ns3/log.h"
 #include "ns3/uinteger.h"
 
 #include <algorithm>
 
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RdmaHpcc");
 
 NS_OBJECT_ENSURE_REGISTERED(RdmaHpcc);
 
@@ -68,6 +71,7 @@ RdmaHpcc::GetU() const
 void
 RdmaHpcc::Init(RdmaQueuePair* qp)
 {
+    NS_LOG_FUNCTION(this << qp);
     m_qp = qp;
     m_t = qp->baseRtt.GetSeconds();
     m_wc = qp->lineRateBps * m_t / 8.0;
@@ -89,6 +93,8 @@ RdmaHpcc::ComputeWindow(double u, bool updateWc)
         {
             m_incStage = 0;
             m_wc = w;
+            NS_LOG_LOGIC("flow " << m_qp->flowId << ": U " << u << ", multiplicative update, Wc "
+                                 << w << " B");
         }
     }
     else
@@ -125,7 +131,8 @@ RdmaHpcc::OnAck(const RocePacket& ack, uint64_t)
                 continue;
             }
             double txRate = (now.txBytes - prev.txBytes) * 8.0 / dt;
-            double ui = std::min(now.qlenBytes, prev.qlenBytes) * 8.0 / (now.rateBps * m_t) + txRate / now.rateBps;
+            double ui = std::min(now.qlenBytes, prev.qlenBytes) * 8.0 / (now.rateBps * m_t) +
+                        txRate / now.rateBps;
             if (!any || ui > u)
             {
                 u = ui;

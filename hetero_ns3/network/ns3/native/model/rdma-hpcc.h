@@ -1,10 +1,9 @@
 #ifndef HETERO_NS3_RDMA_HPCC_H
 #define HETERO_NS3_RDMA_HPCC_H
 
-#include "rdma-congestion-ops.h"
-
 #include "ns3/data-rate.h"
 #include "ns3/traced-value.h"
+#include "rdma-congestion-ops.h"
 
 namespace ns3
 {
@@ -21,7 +20,7 @@ namespace ns3
  */
 class RdmaHpcc : public RdmaCongestionOps
 {
-  public:
+public:
     /** \return the TypeId. */
     static TypeId GetTypeId();
     RdmaHpcc();
@@ -34,7 +33,7 @@ class RdmaHpcc : public RdmaCongestionOps
     /** \return the smoothed normalized inflight U. */
     double GetU() const;
 
-  private:
+private:
     double ComputeWindow(double u, bool updateWc);
 
     double m_eta;
@@ -42,8 +41,8 @@ class RdmaHpcc : public RdmaCongestionOps
     DataRate m_rai;
     DataRate m_minRate;
 
-    double m_t{0};      // base RTT, s
-    double m_wc{0};     // reference window, bytes
+    double m_t{0};              // base RTT, s
+    double m_wc{0};             // reference window, bytes
     TracedValue<double> m_w{0}; //!< window W, bytes (trace source Window)
     double m_u{1.0};
     uint32_t m_incStage{0};

@@ -1,17 +1,19 @@
 #include "rdma-nic.h"
 
-#include "rdma-congestion-ops.h"
-#include "roce-net-device.h"
-
 #include "ns3/abort.h"
 #include "ns3/boolean.h"
+#include "ns3/log.h"
 #include "ns3/simulator.h"
 #include "ns3/uinteger.h"
+#include "rdma-congestion-ops.h"
+#include "roce-net-device.h"
 
 #include <algorithm>
 
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RdmaNic");
 
 NS_OBJECT_ENSURE_REGISTERED(RdmaNic);
 
@@ -24,17 +26,19 @@ RdmaNic::GetTypeId()
             .SetGroupName("HeteroNs3")
             .AddConstructor<RdmaNic>()
             .AddAttribute("CongestionControl",
-                          "TypeId of the congestion-control strategy (ns3::RdmaCcNone, ns3::RdmaDcqcn, ns3::RdmaHpcc, "
+                          "TypeId of the congestion-control strategy (ns3::RdmaCcNone, "
+                          "ns3::RdmaDcqcn, ns3::RdmaHpcc, "
                           "ns3::RdmaDctcp)",
                           TypeIdValue(RdmaCcNone::GetTypeId()),
                           MakeTypeIdAccessor(&RdmaNic::m_ccTypeId),
                           MakeTypeIdChecker())
-            .AddAttribute("AckInterval",
-                          "Send one ACK per this many in-order DATA frames (ACK coalescing); frames with "
-                          "AckReq set (last frame, window full) are acknowledged at once",
-                          UintegerValue(1),
-                          MakeUintegerAccessor(&RdmaNic::m_ackInterval),
-                          MakeUintegerChecker<uint32_t>(1))
+            .AddAttribute(
+                "AckInterval",
+                "Send one ACK per this many in-order DATA frames (ACK coalescing); frames with "
+                "AckReq set (last frame, window full) are acknowledged at once",
+                UintegerValue(1),
+                MakeUintegerAccessor(&RdmaNic::m_ackInterval),
+                MakeUintegerChecker<uint32_t>(1))
             .AddAttribute("CnpInterval",
                           "At most one CNP per queue pair per interval",
                           TimeValue(MicroSeconds(50)),
@@ -45,18 +49,20 @@ RdmaNic::GetTypeId()
                           TimeValue(MicroSeconds(10)),
                           MakeTimeAccessor(&RdmaNic::m_nackInterval),
                           MakeTimeChecker(Time(0)))
-            .AddAttribute("RetransmitTimeout",
-                          "Go back to the first unacknowledged byte after this long without progress",
-                          TimeValue(MilliSeconds(1)),
-                          MakeTimeAccessor(&RdmaNic::m_rto),
-                          MakeTimeChecker(NanoSeconds(1)))
+            .AddAttribute(
+                "RetransmitTimeout",
+                "Go back to the first unacknowledged byte after this long without progress",
+                TimeValue(MilliSeconds(1)),
+                MakeTimeAccessor(&RdmaNic::m_rto),
+                MakeTimeChecker(NanoSeconds(1)))
             .AddAttribute("AckPriority",
                           "Traffic class of ACK, NACK and CNP frames",
                           UintegerValue(7),
                           MakeUintegerAccessor(&RdmaNic::m_ackPriority),
                           MakeUintegerChecker<uint32_t>(0, 7))
             .AddAttribute("HeaderBytes",
-                          "Per-frame overhead of DATA frames: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4",
+                          "Per-frame overhead of DATA frames: Ethernet 14 + IPv4 20 + UDP 8 + BTH "
+                          "12 + ICRC 4 + FCS 4",
                           UintegerValue(62),
                           MakeUintegerAccessor(&RdmaNic::m_headerBytes),
                           MakeUintegerChecker<uint32_t>())
@@ -70,13 +76,15 @@ RdmaNic::GetTypeId()
                           UintegerValue(42),
                           MakeUintegerAccessor(&RdmaNic::m_intBytes),
                           MakeUintegerChecker<uint32_t>())
-            .AddAttribute("ReorderTolerant",
-                          "Keep out-of-order DATA (no NACK); recover losses by RetransmitTimeout only",
-                          BooleanValue(false),
-                          MakeBooleanAccessor(&RdmaNic::m_reorderTolerant),
-                          MakeBooleanChecker())
+            .AddAttribute(
+                "ReorderTolerant",
+                "Keep out-of-order DATA (no NACK); recover losses by RetransmitTimeout only",
+                BooleanValue(false),
+                MakeBooleanAccessor(&RdmaNic::m_reorderTolerant),
+                MakeBooleanChecker())
             .AddAttribute("UseWindow",
-                          "Limit inflight bytes to one BDP (line rate x base RTT) for strategies without a window",
+                          "Limit inflight bytes to one BDP (line rate x base RTT) for strategies "
+                          "without a window",
                           BooleanValue(false),
                           MakeBooleanAccessor(&RdmaNic::m_useWindow),
                           MakeBooleanChecker())
@@ -164,7 +172,8 @@ RdmaNic::Prepare()
     }
     NS_ABORT_MSG_IF(!m_ccTypeId.IsChildOf(RdmaCongestionOps::GetTypeId()) &&
                         m_ccTypeId != RdmaCongestionOps::GetTypeId(),
-                    "RdmaNic::CongestionControl " << m_ccTypeId.GetName() << " is not an RdmaCongestionOps");
+                    "RdmaNic::CongestionControl " << m_ccTypeId.GetName()
+                                                  << " is not an RdmaCongestionOps");
     m_ccFactory.SetTypeId(m_ccTypeId);
     m_ccNeedsInt = m_ccFactory.Create<RdmaCongestionOps>()->NeedsInt();
     m_factoryReady = true;
@@ -202,8 +211,8 @@ RdmaNic::StartQueuePair(Ptr<RdmaQueuePair> qp)
     probe.sport = qp->sport;
     uint32_t port = SelectPort(probe);
     NS_ABORT_MSG_IF(port == UINT32_MAX,
-                    "RdmaNic: host " << m_nodeIndex << " has no route to host " << qp->dst << " (flow "
-                                     << qp->flowId << ")");
+                    "RdmaNic: host " << m_nodeIndex << " has no route to host " << qp->dst
+                                     << " (flow " << qp->flowId << ")");
     Ptr<RoceNetDevice> dev = m_ports[port];
     qp->port = port;
     qp->segment = dev->GetSegmentBytes();
@@ -214,10 +223,13 @@ RdmaNic::StartQueuePair(Ptr<RdmaQueuePair> qp)
     qp->cc->Init(PeekPointer(qp));
     if (m_useWindow && qp->windowBytes == 0)
     {
-        qp->windowBytes =
-            std::max<uint64_t>(static_cast<uint64_t>(qp->lineRateBps * qp->baseRtt.GetSeconds() / 8.0), qp->segment);
+        qp->windowBytes = std::max<uint64_t>(
+            static_cast<uint64_t>(qp->lineRateBps * qp->baseRtt.GetSeconds() / 8.0), qp->segment);
     }
     m_tx[qp->flowId] = qp;
+    NS_LOG_INFO("host " << m_nodeIndex << ": QP of flow " << qp->flowId << " starts, " << qp->size
+                        << " B to host " << qp->dst << " on port " << port << ", "
+                        << qp->cc->GetName());
     if (qp->size == 0)
     {
         FinishQp(PeekPointer(qp));
@@ -276,7 +288,8 @@ RdmaNic::PullData(uint32_t port, uint8_t pausedMask, Time* wake)
         p->ackReq = NeedsAckRequest(*qp, p->seq);
         if (qp->rateBps < qp->lineRateBps * (1 - 1e-9))
         {
-            qp->nextAvail = now + NanoSeconds(static_cast<int64_t>(p->size * 8.0 * 1e9 / qp->rateBps));
+            qp->nextAvail =
+                now + NanoSeconds(static_cast<int64_t>(p->size * 8.0 * 1e9 / qp->rateBps));
         }
         else
         {
@@ -334,7 +347,8 @@ RdmaNic::NeedsAckRequest(const RdmaQueuePair& qp, uint64_t seq) const
         return false;
     }
     // A window-limited sender asks for an ACK when the window has no room for another frame, and
-    // every quarter window, so that coalesced ACKs keep the window sliding instead of stop-and-wait.
+    // every quarter window, so that coalesced ACKs keep the window sliding instead of
+    // stop-and-wait.
     if (qp.Inflight() + qp.segment > qp.windowBytes)
     {
         return true;
@@ -357,6 +371,8 @@ RdmaNic::Rto(RdmaQueuePair* qp)
         qp->rtoEvent = Simulator::Schedule(due - now, &RdmaNic::Rto, this, qp);
         return;
     }
+    NS_LOG_DEBUG("host " << m_nodeIndex << ": RTO of flow " << qp->flowId << ", go back to "
+                         << qp->sndUna);
     qp->sndNxt = qp->sndUna;
     ++qp->retransmits;
     qp->lastProgress = now;
@@ -374,26 +390,26 @@ RdmaNic::Receive(Ptr<RocePacket> p, uint32_t port)
     }
     switch (p->type)
     {
-    case RocePacketType::DATA:
-        OnData(p, port);
-        break;
-    case RocePacketType::ACK:
-        OnAckOrNack(*p, false);
-        break;
-    case RocePacketType::NACK:
-        OnAckOrNack(*p, true);
-        break;
-    case RocePacketType::CNP: {
-        auto it = m_tx.find(p->flowId);
-        if (it != m_tx.end() && !it->second->finished)
-        {
-            m_cnpReceivedTrace(p->flowId);
-            it->second->cc->OnCnp();
+        case RocePacketType::DATA:
+            OnData(p, port);
+            break;
+        case RocePacketType::ACK:
+            OnAckOrNack(*p, false);
+            break;
+        case RocePacketType::NACK:
+            OnAckOrNack(*p, true);
+            break;
+        case RocePacketType::CNP: {
+            auto it = m_tx.find(p->flowId);
+            if (it != m_tx.end() && !it->second->finished)
+            {
+                m_cnpReceivedTrace(p->flowId);
+                it->second->cc->OnCnp();
+            }
+            break;
         }
-        break;
-    }
-    default:
-        break;
+        default:
+            break;
     }
 }
 
@@ -406,6 +422,7 @@ RdmaNic::OnData(Ptr<RocePacket> p, uint32_t port)
     {
         rx.lastCnp = now;
         ++rx.cnps;
+        NS_LOG_LOGIC("host " << m_nodeIndex << ": CNP sent for flow " << p->flowId);
         m_cnpSentTrace(p->flowId);
         SendControl(RocePacketType::CNP, *p, rx.expected, false);
     }
@@ -427,6 +444,7 @@ RdmaNic::OnData(Ptr<RocePacket> p, uint32_t port)
         if (complete && !rx.done)
         {
             rx.done = true;
+            NS_LOG_INFO("host " << m_nodeIndex << ": flow " << p->flowId << " received in full");
             if (!m_rxComplete.IsNull())
             {
                 m_rxComplete(p->flowId);
@@ -472,8 +490,8 @@ RdmaNic::SendControl(RocePacketType type, const RocePacket& data, uint64_t seq, 
     c->sport = data.sport;
     c->seq = seq;
     c->size = m_ackBytes;
-    // ECN echo (DCTCP): an ACK carries the CE bit of the frame that triggered it (ACKs are not ECT, so
-    // no switch marks them).
+    // ECN echo (DCTCP): an ACK carries the CE bit of the frame that triggered it (ACKs are not ECT,
+    // so no switch marks them).
     c->ce = type == RocePacketType::ACK && data.ce;
     if (copyInt && data.nHops > 0)
     {
@@ -528,6 +546,8 @@ RdmaNic::OnAckOrNack(const RocePacket& p, bool nack)
 void
 RdmaNic::FinishQp(RdmaQueuePair* qp)
 {
+    NS_LOG_INFO("host " << m_nodeIndex << ": QP of flow " << qp->flowId << " finished, "
+                        << qp->retransmits << " retransmissions");
     qp->finished = true;
     Simulator::Remove(qp->rtoEvent);
     qp->cc->Stop();

@@ -1,14 +1,13 @@
 #ifndef HETERO_NS3_RDMA_NIC_H
 #define HETERO_NS3_RDMA_NIC_H
 
-#include "rdma-congestion-ops.h"
-#include "rdma-queue-pair.h"
-#include "roce-node.h"
-
 #include "ns3/callback.h"
 #include "ns3/object-factory.h"
 #include "ns3/traced-callback.h"
 #include "ns3/type-id.h"
+#include "rdma-congestion-ops.h"
+#include "rdma-queue-pair.h"
+#include "roce-node.h"
 
 #include <map>
 #include <unordered_map>
@@ -41,10 +40,11 @@ namespace ns3
  */
 class RdmaNic : public RoceNode
 {
-  public:
+public:
     /** \return the TypeId. */
     static TypeId GetTypeId();
-    /** Signature of the CongestionControlCreated trace: (flow id, the new strategy, before Init). */
+    /** Signature of the CongestionControlCreated trace: (flow id, the new strategy, before Init).
+     */
     typedef void (*CcCreatedTracedCallback)(uint32_t flowId, Ptr<RdmaCongestionOps> cc);
     RdmaNic();
     ~RdmaNic() override;
@@ -75,10 +75,10 @@ class RdmaNic : public RoceNode
     Time NextPullTime(uint32_t port, uint8_t pausedMask) const override;
     bool IsHost() const override;
 
-  protected:
+protected:
     void DoDispose() override;
 
-  private:
+private:
     /** Receiver state of one flow. */
     struct RxState
     {
@@ -90,13 +90,15 @@ class RdmaNic : public RoceNode
         bool done{false};
         uint32_t cnps{0};
         uint32_t acks{0};
-        std::map<uint64_t, uint64_t> held; //!< out-of-order ranges [start, end) kept (ReorderTolerant)
+        std::map<uint64_t, uint64_t>
+            held; //!< out-of-order ranges [start, end) kept (ReorderTolerant)
     };
 
     void OnData(Ptr<RocePacket> p, uint32_t port);
     void OnAckOrNack(const RocePacket& p, bool nack);
     void SendControl(RocePacketType type, const RocePacket& data, uint64_t seq, bool copyInt);
-    /** \return true when the DATA frame starting at \p seq (just counted in qp.sndNxt) sets AckReq. */
+    /** \return true when the DATA frame starting at \p seq (just counted in qp.sndNxt) sets AckReq.
+     */
     bool NeedsAckRequest(const RdmaQueuePair& qp, uint64_t seq) const;
     void Rto(RdmaQueuePair* qp);
     void FinishQp(RdmaQueuePair* qp);
@@ -122,9 +124,10 @@ class RdmaNic : public RoceNode
     std::unordered_map<uint32_t, RxState> m_rx;
     Callback<void, uint32_t> m_rxComplete;
     Callback<void, uint32_t> m_txComplete;
-    TracedCallback<uint32_t, Ptr<RdmaCongestionOps>> m_ccCreatedTrace; //!< a QP's strategy was created
-    TracedCallback<uint32_t> m_cnpSentTrace;                           //!< receiver sent a CNP (flow id)
-    TracedCallback<uint32_t> m_cnpReceivedTrace;                       //!< sender got a CNP (flow id)
+    TracedCallback<uint32_t, Ptr<RdmaCongestionOps>>
+        m_ccCreatedTrace;                        //!< a QP's strategy was created
+    TracedCallback<uint32_t> m_cnpSentTrace;     //!< receiver sent a CNP (flow id)
+    TracedCallback<uint32_t> m_cnpReceivedTrace; //!< sender got a CNP (flow id)
 };
 
 } // namespace ns3

@@ -1,16 +1,17 @@
 #include "roce-channel.h"
 
-#include "roce-net-device.h"
-
-#include "roce-pool.h"
-
 #include "ns3/abort.h"
 #include "ns3/event-impl.h"
+#include "ns3/log.h"
 #include "ns3/node.h"
 #include "ns3/simulator.h"
+#include "roce-net-device.h"
+#include "roce-pool.h"
 
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RoceChannel");
 
 NS_OBJECT_ENSURE_REGISTERED(RoceChannel);
 
@@ -34,6 +35,7 @@ RoceChannel::RoceChannel() = default;
 void
 RoceChannel::Attach(Ptr<RoceNetDevice> dev)
 {
+    NS_LOG_FUNCTION(this << dev);
     int slot = m_dev[0] ? 1 : 0;
     NS_ABORT_MSG_IF(m_dev[1], "RoceChannel already has two ends");
     m_dev[slot] = dev;
@@ -50,30 +52,33 @@ namespace
  */
 class RoceArrivalEvent : public EventImpl
 {
-  public:
+public:
     RoceArrivalEvent(RoceNetDevice* dev, Ptr<RocePacket> p)
-        : m_dev(dev),
-          m_packet(std::move(p))
+        : m_dev(dev)
+        , m_packet(std::move(p))
     {
     }
 
-    static void* operator new(std::size_t bytes)
+    static void*
+    operator new(std::size_t bytes)
     {
         return RoceFreeList<sizeof(RoceArrivalEvent)>::Allocate(bytes);
     }
 
-    static void operator delete(void* ptr, std::size_t bytes)
+    static void
+    operator delete(void* ptr, std::size_t bytes)
     {
         RoceFreeList<sizeof(RoceArrivalEvent)>::Release(ptr, bytes);
     }
 
-  protected:
-    void Notify() override
+protected:
+    void
+    Notify() override
     {
         m_dev->Receive(std::move(m_packet));
     }
 
-  private:
+private:
     RoceNetDevice* m_dev;
     Ptr<RocePacket> m_packet;
 };

@@ -1,10 +1,9 @@
 #ifndef HETERO_NS3_ROCE_CHANNEL_H
 #define HETERO_NS3_ROCE_CHANNEL_H
 
-#include "roce-packet.h"
-
 #include "ns3/channel.h"
 #include "ns3/nstime.h"
+#include "roce-packet.h"
 
 namespace ns3
 {
@@ -19,7 +18,7 @@ class RoceNetDevice;
  */
 class RoceChannel : public Channel
 {
-  public:
+public:
     /** \return the TypeId. */
     static TypeId GetTypeId();
     RoceChannel();
@@ -36,10 +35,10 @@ class RoceChannel : public Channel
     std::size_t GetNDevices() const override;
     Ptr<NetDevice> GetDevice(std::size_t i) const override;
 
-  protected:
+protected:
     void DoDispose() override;
 
-  private:
+private:
     Time m_delay;
     Ptr<RoceNetDevice> m_dev[2];
     uint32_t m_nodeId[2]{0, 0};

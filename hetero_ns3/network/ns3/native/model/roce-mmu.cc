@@ -3,10 +3,13 @@
 #include "ns3/abort.h"
 #include "ns3/boolean.h"
 #include "ns3/double.h"
+#include "ns3/log.h"
 #include "ns3/uinteger.h"
 
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RoceMmu");
 
 NS_OBJECT_ENSURE_REGISTERED(RoceMmu);
 
@@ -53,11 +56,12 @@ RoceMmu::GetTypeId()
                           UintegerValue(3 * 1024),
                           MakeUintegerAccessor(&RoceMmu::m_resumeOffset),
                           MakeUintegerChecker<uint64_t>())
-            .AddAttribute("HeadroomBytes",
-                          "PFC headroom reserved per ingress port, bytes (0 = from link rate and delay)",
-                          UintegerValue(0),
-                          MakeUintegerAccessor(&RoceMmu::m_headroomAttr),
-                          MakeUintegerChecker<uint64_t>())
+            .AddAttribute(
+                "HeadroomBytes",
+                "PFC headroom reserved per ingress port, bytes (0 = from link rate and delay)",
+                UintegerValue(0),
+                MakeUintegerAccessor(&RoceMmu::m_headroomAttr),
+                MakeUintegerChecker<uint64_t>())
             .AddAttribute("EgressDynamic",
                           "Dynamic egress threshold for lossy classes instead of static",
                           BooleanValue(true),
@@ -95,6 +99,7 @@ RoceMmu::SetBufferBytes(uint64_t bytes)
 void
 RoceMmu::Setup(uint32_t nPorts, const std::vector<uint64_t>& headroom)
 {
+    NS_LOG_FUNCTION(this << nPorts);
     m_headroom.assign(nPorts, 0);
     uint64_t reserved = 0;
     if (m_pfcEnabled && m_losslessMask != 0)
@@ -106,9 +111,10 @@ RoceMmu::Setup(uint32_t nPorts, const std::vector<uint64_t>& headroom)
         }
     }
     NS_ABORT_MSG_IF(reserved >= m_bufferBytes,
-                    "RoceMmu: PFC headroom (" << reserved << " B over " << nPorts
-                                              << " ports) leaves no shared buffer out of BufferBytes="
-                                              << m_bufferBytes << "; raise the buffer or lower HeadroomBytes");
+                    "RoceMmu: PFC headroom ("
+                        << reserved << " B over " << nPorts
+                        << " ports) leaves no shared buffer out of BufferBytes=" << m_bufferBytes
+                        << "; raise the buffer or lower HeadroomBytes");
     m_sharedPool = m_bufferBytes - reserved;
     m_sharedUsed = 0;
     m_headroomUsed.assign(nPorts, 0);
@@ -197,7 +203,8 @@ RoceMmu::Release(uint32_t inPort, uint32_t outPort, uint8_t cls, uint32_t size, 
 bool
 RoceMmu::ShouldPause(uint32_t inPort, uint8_t cls) const
 {
-    return IsLossless(cls) && (m_ingressHdrm[inPort][cls] > 0 || m_ingress[inPort][cls] >= PfcThreshold());
+    return IsLossless(cls) &&
+           (m_ingressHdrm[inPort][cls] > 0 || m_ingress[inPort][cls] >= PfcThreshold());
 }
 
 bool

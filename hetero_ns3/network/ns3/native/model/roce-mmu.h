@@ -25,7 +25,7 @@ namespace ns3
  */
 class RoceMmu : public Object
 {
-  public:
+public:
     static constexpr uint32_t N_CLASSES = 8; //!< traffic classes
 
     /** Outcome of an admission check. */
@@ -69,7 +69,7 @@ class RoceMmu : public Object
     /** \return PFC pause quanta to send. */
     uint16_t GetPauseQuanta() const;
 
-  private:
+private:
     uint64_t EgressThreshold() const;
 
     uint64_t m_bufferBytes;

@@ -1,22 +1,24 @@
 #include "roce-net-device.h"
 
-#include "roce-channel.h"
-#include "roce-node.h"
-#include "roce-pool.h"
-
 #include "ns3/abort.h"
 #include "ns3/enum.h"
 #include "ns3/event-impl.h"
+#include "ns3/log.h"
 #include "ns3/node.h"
 #include "ns3/simulator.h"
 #include "ns3/string.h"
 #include "ns3/uinteger.h"
+#include "roce-channel.h"
+#include "roce-node.h"
+#include "roce-pool.h"
 
 #include <cmath>
 #include <sstream>
 
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RoceNetDevice");
 
 NS_OBJECT_ENSURE_REGISTERED(RoceNetDevice);
 
@@ -26,30 +28,33 @@ NS_OBJECT_ENSURE_REGISTERED(RoceNetDevice);
  */
 class RoceNetDevice::PortEvent : public EventImpl
 {
-  public:
+public:
     PortEvent(RoceNetDevice* dev, void (RoceNetDevice::*fn)())
-        : m_dev(dev),
-          m_fn(fn)
+        : m_dev(dev)
+        , m_fn(fn)
     {
     }
 
-    static void* operator new(std::size_t bytes)
+    static void*
+    operator new(std::size_t bytes)
     {
         return RoceFreeList<sizeof(PortEvent)>::Allocate(bytes);
     }
 
-    static void operator delete(void* ptr, std::size_t bytes)
+    static void
+    operator delete(void* ptr, std::size_t bytes)
     {
         RoceFreeList<sizeof(PortEvent)>::Release(ptr, bytes);
     }
 
-  protected:
-    void Notify() override
+protected:
+    void
+    Notify() override
     {
         (m_dev->*m_fn)();
     }
 
-  private:
+private:
     RoceNetDevice* m_dev;
     void (RoceNetDevice::*m_fn)();
 };
@@ -66,16 +71,16 @@ RoceDropReasonName(uint32_t reason)
 {
     switch (reason)
     {
-    case DROP_NO_ROUTE:
-        return "no_route";
-    case DROP_LOSSY_BUFFER:
-        return "lossy_buffer_full";
-    case DROP_HEADROOM_OVERFLOW:
-        return "headroom_overflow";
-    case DROP_LINK_DOWN:
-        return "link_down";
-    default:
-        return "unknown";
+        case DROP_NO_ROUTE:
+            return "no_route";
+        case DROP_LOSSY_BUFFER:
+            return "lossy_buffer_full";
+        case DROP_HEADROOM_OVERFLOW:
+            return "headroom_overflow";
+        case DROP_LINK_DOWN:
+            return "link_down";
+        default:
+            return "unknown";
     }
 }
 
@@ -87,21 +92,23 @@ RoceNetDevice::GetTypeId()
             .SetParent<NetDevice>()
             .SetGroupName("HeteroNs3")
             .AddConstructor<RoceNetDevice>()
-            .AddAttribute("DataRate",
-                          "Line rate of this port",
-                          DataRateValue(DataRate("100Gbps")),
-                          MakeDataRateAccessor(&RoceNetDevice::SetDataRate, &RoceNetDevice::GetDataRate),
-                          MakeDataRateChecker())
+            .AddAttribute(
+                "DataRate",
+                "Line rate of this port",
+                DataRateValue(DataRate("100Gbps")),
+                MakeDataRateAccessor(&RoceNetDevice::SetDataRate, &RoceNetDevice::GetDataRate),
+                MakeDataRateChecker())
             .AddAttribute("SegmentBytes",
                           "Data payload bytes per frame when a host sends through this port (MTU)",
                           UintegerValue(4096),
                           MakeUintegerAccessor(&RoceNetDevice::m_segmentBytes),
                           MakeUintegerChecker<uint32_t>(1))
-            .AddAttribute("Scheduler",
-                          "Scheduling between traffic classes: strict priority or weighted round robin",
-                          EnumValue(RoceNetDevice::STRICT),
-                          MakeEnumAccessor<Scheduler>(&RoceNetDevice::m_scheduler),
-                          MakeEnumChecker(RoceNetDevice::STRICT, "Strict", RoceNetDevice::WRR, "Wrr"))
+            .AddAttribute(
+                "Scheduler",
+                "Scheduling between traffic classes: strict priority or weighted round robin",
+                EnumValue(RoceNetDevice::STRICT),
+                MakeEnumAccessor<Scheduler>(&RoceNetDevice::m_scheduler),
+                MakeEnumChecker(RoceNetDevice::STRICT, "Strict", RoceNetDevice::WRR, "Wrr"))
             .AddAttribute("WrrWeights",
                           "Eight space-separated integer weights of classes 0..7 for Wrr",
                           StringValue("1 1 1 1 1 1 1 1"),
@@ -251,8 +258,8 @@ RoceNetDevice::ParseWeights()
         int64_t w = 0;
         in >> w;
         NS_ABORT_MSG_IF(!in || w <= 0,
-                        "RoceNetDevice::WrrWeights must hold 8 positive integers, got '" << m_weightsText
-                                                                                          << "'");
+                        "RoceNetDevice::WrrWeights must hold 8 positive integers, got '"
+                            << m_weightsText << "'");
         m_weights[c] = static_cast<uint32_t>(w);
     }
     m_weightsParsed = true;
@@ -337,6 +344,8 @@ RoceNetDevice::SendPfc(uint8_t cls, uint16_t quanta)
     p->pfcQuanta = quanta;
     p->size = 64;
     p->ecnCapable = false;
+    NS_LOG_LOGIC("port " << m_localPort << ": PFC " << (quanta > 0 ? "pause" : "resume")
+                         << " sent, class " << static_cast<int>(cls) << ", quanta " << quanta);
     if (quanta > 0)
     {
         ++m_pauseSent;
@@ -489,6 +498,9 @@ RoceNetDevice::Receive(Ptr<RocePacket> p)
     {
         uint8_t c = p->pfcClass & 7;
         m_pfcRxTrace(c, p->pfcQuanta);
+        NS_LOG_LOGIC("port " << m_localPort << ": PFC " << (p->pfcQuanta > 0 ? "pause" : "resume")
+                             << " received, class " << static_cast<int>(c) << ", quanta "
+                             << p->pfcQuanta);
         if (p->pfcQuanta == 0)
         {
             Resume(c);
@@ -502,7 +514,8 @@ RoceNetDevice::Receive(Ptr<RocePacket> p)
         }
         m_resumeEvent[c].Cancel();
         // One quantum is 512 bit times at this port's speed (802.1Qbb).
-        Time pause = NanoSeconds(static_cast<int64_t>(std::ceil(p->pfcQuanta * 512.0 * 1e9 / m_bps)));
+        Time pause =
+            NanoSeconds(static_cast<int64_t>(std::ceil(p->pfcQuanta * 512.0 * 1e9 / m_bps)));
         m_resumeEvent[c] = Simulator::Schedule(pause, &RoceNetDevice::Resume, this, c);
         return;
     }
@@ -526,6 +539,8 @@ void
 RoceNetDevice::RecordDrop(const RocePacket& p, uint32_t reason)
 {
     ++m_drops[reason];
+    NS_LOG_LOGIC("port " << m_localPort << ": drop of a frame of flow " << p.flowId << " ("
+                         << RoceDropReasonName(reason) << ")");
     m_dropTrace(p.flowId, reason);
 }
 
@@ -543,6 +558,7 @@ RoceNetDevice::SetLinkUp(bool up)
         return;
     }
     m_linkUp = up;
+    NS_LOG_INFO("port " << m_localPort << (up ? ": link up" : ": link down"));
     if (!up)
     {
         for (uint32_t c = 0; c < N_CLASSES; ++c)

@@ -1,14 +1,13 @@
 #ifndef HETERO_NS3_ROCE_NET_DEVICE_H
 #define HETERO_NS3_ROCE_NET_DEVICE_H
 
-#include "roce-packet.h"
-
 #include "ns3/data-rate.h"
 #include "ns3/event-id.h"
 #include "ns3/mac48-address.h"
 #include "ns3/net-device.h"
 #include "ns3/nstime.h"
 #include "ns3/traced-callback.h"
+#include "roce-packet.h"
 
 #include <array>
 #include <deque>
@@ -49,7 +48,7 @@ const char* RoceDropReasonName(uint32_t reason);
  */
 class RoceNetDevice : public NetDevice
 {
-  public:
+public:
     /** Scheduling between traffic classes. */
     enum Scheduler
     {
@@ -103,14 +102,14 @@ class RoceNetDevice : public NetDevice
     Ptr<RoceNetDevice> GetPeer() const;
 
     // counters (read by the network object)
-    uint64_t GetTxBytes() const;            //!< \return bytes sent (all frames)
-    uint64_t GetTxPackets() const;          //!< \return frames sent
-    uint64_t GetTxDataBytes() const;        //!< \return payload bytes of DATA frames sent
-    uint64_t GetPfcPauseSent() const;       //!< \return PAUSE frames sent
-    uint64_t GetPfcResumeSent() const;      //!< \return RESUME frames sent
-    uint64_t GetPfcPauseReceived() const;   //!< \return PAUSE frames received
-    Time GetPausedTime() const;             //!< \return summed paused time over classes (so far)
-    uint64_t GetEcnMarks() const;           //!< \return ECN marks made at this egress port
+    uint64_t GetTxBytes() const;              //!< \return bytes sent (all frames)
+    uint64_t GetTxPackets() const;            //!< \return frames sent
+    uint64_t GetTxDataBytes() const;          //!< \return payload bytes of DATA frames sent
+    uint64_t GetPfcPauseSent() const;         //!< \return PAUSE frames sent
+    uint64_t GetPfcResumeSent() const;        //!< \return RESUME frames sent
+    uint64_t GetPfcPauseReceived() const;     //!< \return PAUSE frames received
+    Time GetPausedTime() const;               //!< \return summed paused time over classes (so far)
+    uint64_t GetEcnMarks() const;             //!< \return ECN marks made at this egress port
     uint64_t GetDrops(uint32_t reason) const; //!< \return drops for \p reason
 
     // NetDevice
@@ -142,10 +141,10 @@ class RoceNetDevice : public NetDevice
     void SetPromiscReceiveCallback(PromiscReceiveCallback cb) override;
     bool SupportsSendFrom() const override;
 
-  protected:
+protected:
     void DoDispose() override;
 
-  private:
+private:
     class PortEvent;
     /** Schedule member \p fn of this port after \p delay (pooled event). \return its id. */
     EventId SchedulePortEvent(Time delay, void (RoceNetDevice::*fn)());

@@ -1,12 +1,14 @@
 #include "roce-node.h"
 
-#include "roce-net-device.h"
-
 #include "ns3/boolean.h"
+#include "ns3/log.h"
 #include "ns3/uinteger.h"
+#include "roce-net-device.h"
 
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RoceNode");
 
 NS_OBJECT_ENSURE_REGISTERED(RoceNode);
 
@@ -22,11 +24,12 @@ RoceNode::GetTypeId()
                           UintegerValue(0),
                           MakeUintegerAccessor(&RoceNode::m_ecmpSeed),
                           MakeUintegerChecker<uint32_t>())
-            .AddAttribute("PacketSpray",
-                          "Hash the sequence number too: per-packet spraying instead of per-flow ECMP",
-                          BooleanValue(false),
-                          MakeBooleanAccessor(&RoceNode::m_spray),
-                          MakeBooleanChecker());
+            .AddAttribute(
+                "PacketSpray",
+                "Hash the sequence number too: per-packet spraying instead of per-flow ECMP",
+                BooleanValue(false),
+                MakeBooleanAccessor(&RoceNode::m_spray),
+                MakeBooleanChecker());
     return tid;
 }
 
@@ -55,6 +58,7 @@ RoceNode::GetNPorts() const
 void
 RoceNode::AddRoute(uint32_t dst, uint32_t port)
 {
+    NS_LOG_FUNCTION(this << dst << port);
     NS_ABORT_MSG_IF(port >= m_ports.size(), "route to " << dst << " names unknown port " << port);
     if (dst >= m_routes.size())
     {

@@ -1,11 +1,10 @@
 #ifndef HETERO_NS3_ROCE_NODE_H
 #define HETERO_NS3_ROCE_NODE_H
 
-#include "roce-packet.h"
-
 #include "ns3/nstime.h"
 #include "ns3/object.h"
 #include "ns3/ptr.h"
+#include "roce-packet.h"
 
 #include <cstdint>
 #include <vector>
@@ -25,7 +24,7 @@ class RoceNetDevice;
  */
 class RoceNode : public Object
 {
-  public:
+public:
     /** \return the TypeId. */
     static TypeId GetTypeId();
     RoceNode();
@@ -74,14 +73,14 @@ class RoceNode : public Object
     /** \return true for hosts (RDMA NICs). */
     virtual bool IsHost() const = 0;
 
-  protected:
+protected:
     void DoDispose() override;
 
-    std::vector<Ptr<RoceNetDevice>> m_ports;         //!< local ports
-    std::vector<std::vector<uint32_t>> m_routes;     //!< next hops per destination host
-    uint32_t m_nodeIndex{0};                         //!< graph node index
-    uint32_t m_ecmpSeed{0};                          //!< ECMP hash seed
-    bool m_spray{false};                             //!< per-packet spraying instead of per-flow
+    std::vector<Ptr<RoceNetDevice>> m_ports;     //!< local ports
+    std::vector<std::vector<uint32_t>> m_routes; //!< next hops per destination host
+    uint32_t m_nodeIndex{0};                     //!< graph node index
+    uint32_t m_ecmpSeed{0};                      //!< ECMP hash seed
+    bool m_spray{false};                         //!< per-packet spraying instead of per-flow
 };
 
 } // namespace ns3

@@ -1,9 +1,8 @@
 #ifndef HETERO_NS3_ROCE_PACKET_H
 #define HETERO_NS3_ROCE_PACKET_H
 
-#include "roce-pool.h"
-
 #include "ns3/simple-ref-count.h"
+#include "roce-pool.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -40,44 +39,45 @@ struct IntHop
  */
 class RocePacket : public SimpleRefCount<RocePacket>
 {
-  public:
+public:
     static constexpr uint32_t MAX_INT_HOPS = 8; //!< INT stack depth
 
     RocePacketType type{RocePacketType::DATA}; //!< frame kind
     uint8_t priority{0};                       //!< traffic class 0..7
     bool ecnCapable{true};                     //!< ECT set
     bool ce{false};                            //!< congestion experienced (ECN mark)
-    bool ackReq{false};                        //!< DATA: BTH AckReq bit, the responder ACKs this frame at once
-    uint8_t nHops{0};                          //!< INT records in use
-    uint8_t pfcClass{0};                       //!< PFC: class paused / resumed
-    uint16_t pfcQuanta{0};                     //!< PFC: pause quanta (0 = resume)
-    uint16_t sport{0};                         //!< UDP source port (ECMP entropy)
-    uint16_t dport{4791};                      //!< UDP destination port (RoCEv2)
-    uint32_t flowId{0};                        //!< flow (queue pair) id
-    uint32_t src{0};                           //!< source host node id
-    uint32_t dst{0};                           //!< destination host node id
-    uint32_t size{0};                          //!< bytes on the wire
-    uint32_t payload{0};                       //!< data payload bytes
-    uint64_t seq{0};      //!< DATA: offset of first byte; ACK/NACK: next expected byte
+    bool ackReq{false};    //!< DATA: BTH AckReq bit, the responder ACKs this frame at once
+    uint8_t nHops{0};      //!< INT records in use
+    uint8_t pfcClass{0};   //!< PFC: class paused / resumed
+    uint16_t pfcQuanta{0}; //!< PFC: pause quanta (0 = resume)
+    uint16_t sport{0};     //!< UDP source port (ECMP entropy)
+    uint16_t dport{4791};  //!< UDP destination port (RoCEv2)
+    uint32_t flowId{0};    //!< flow (queue pair) id
+    uint32_t src{0};       //!< source host node id
+    uint32_t dst{0};       //!< destination host node id
+    uint32_t size{0};      //!< bytes on the wire
+    uint32_t payload{0};   //!< data payload bytes
+    uint64_t seq{0};       //!< DATA: offset of first byte; ACK/NACK: next expected byte
     uint64_t flowBytes{0}; //!< DATA: total size of the flow, bytes
     // switch bookkeeping (valid while the frame sits in a switch)
-    uint32_t inPort{0};     //!< ingress port at the current switch
-    bool inHeadroom{false}; //!< admitted into PFC headroom rather than the shared pool
+    uint32_t inPort{0};        //!< ingress port at the current switch
+    bool inHeadroom{false};    //!< admitted into PFC headroom rather than the shared pool
     IntHop hops[MAX_INT_HOPS]; //!< INT stack (only the first nHops records are meaningful)
 
-    /** User-provided so that `new RocePacket()` does not zero the INT stack (256 bytes) per frame. */
-    RocePacket()
-    {
-    }
+    /** User-provided so that `new RocePacket()` does not zero the INT stack (256 bytes) per frame.
+     */
+    RocePacket() {}
 
     /** Frames come from a free list: one allocation per frame alive at the peak, not per frame. */
-    static void* operator new(std::size_t bytes)
+    static void*
+    operator new(std::size_t bytes)
     {
         return RoceFreeList<sizeof(RocePacket)>::Allocate(bytes);
     }
 
     /** Return a frame's memory to the free list. */
-    static void operator delete(void* ptr, std::size_t bytes)
+    static void
+    operator delete(void* ptr, std::size_t bytes)
     {
         RoceFreeList<sizeof(RocePacket)>::Release(ptr, bytes);
     }

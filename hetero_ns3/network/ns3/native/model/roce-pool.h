@@ -16,12 +16,13 @@ namespace ns3
  * runs on one thread, so there is no locking. Blocks are never returned to the system: the list
  * holds at most the peak number of objects alive at once.
  */
-template <std::size_t Size>
+template<std::size_t Size>
 class RoceFreeList
 {
-  public:
+public:
     /** \return memory for \p bytes (a block from the list when \p bytes == Size). */
-    static void* Allocate(std::size_t bytes)
+    static void*
+    Allocate(std::size_t bytes)
     {
         if (bytes == Size && s_head != nullptr)
         {
@@ -33,7 +34,8 @@ class RoceFreeList
     }
 
     /** Give back \p ptr, allocated by Allocate(\p bytes). */
-    static void Release(void* ptr, std::size_t bytes)
+    static void
+    Release(void* ptr, std::size_t bytes)
     {
         if (ptr == nullptr)
         {
@@ -49,7 +51,7 @@ class RoceFreeList
         s_head = n;
     }
 
-  private:
+private:
     /** A free block, linked into the list. */
     struct Node
     {

@@ -1,16 +1,18 @@
 #include "roce-switch.h"
 
-#include "roce-net-device.h"
-
 #include "ns3/boolean.h"
 #include "ns3/double.h"
+#include "ns3/log.h"
 #include "ns3/simulator.h"
 #include "ns3/uinteger.h"
+#include "roce-net-device.h"
 
 #include <algorithm>
 
 namespace ns3
 {
+
+NS_LOG_COMPONENT_DEFINE("RoceSwitch");
 
 NS_OBJECT_ENSURE_REGISTERED(RoceSwitch);
 
@@ -102,7 +104,10 @@ RoceSwitch::IsHost() const
 void
 RoceSwitch::Setup(uint64_t bufferBytes)
 {
-    NS_ABORT_MSG_IF(m_kmax < m_kmin, "RoceSwitch: EcnKmaxBytes (" << m_kmax << ") < EcnKminBytes (" << m_kmin << ")");
+    NS_LOG_FUNCTION(this << bufferBytes);
+    NS_ABORT_MSG_IF(m_kmax < m_kmin,
+                    "RoceSwitch: EcnKmaxBytes (" << m_kmax << ") < EcnKminBytes (" << m_kmin
+                                                 << ")");
     uint32_t n = m_ports.size();
     std::vector<uint64_t> headroom(n);
     m_portKmin.resize(n);
@@ -115,10 +120,12 @@ RoceSwitch::Setup(uint64_t bufferBytes)
         Ptr<RoceNetDevice> dev = m_ports[i];
         Ptr<RoceNetDevice> peer = dev->GetPeer();
         double bps = dev->GetRateBps();
-        double frame = std::max(dev->GetSegmentBytes(), peer ? peer->GetSegmentBytes() : 0u) + 128.0;
+        double frame =
+            std::max(dev->GetSegmentBytes(), peer ? peer->GetSegmentBytes() : 0u) + 128.0;
         // bytes that arrive after the PAUSE decision: wire round trip + a frame being
         // sent at each end + the PAUSE frame itself waiting behind one frame here.
-        headroom[i] = static_cast<uint64_t>(2.0 * bps * dev->GetDelay().GetSeconds() / 8.0 + 3.0 * frame + 64);
+        headroom[i] = static_cast<uint64_t>(2.0 * bps * dev->GetDelay().GetSeconds() / 8.0 +
+                                            3.0 * frame + 64);
         double scale = m_ecnScale ? bps / ref : 1.0;
         m_portKmin[i] = m_kmin * scale;
         m_portKmax[i] = m_kmax * scale;
@@ -195,7 +202,8 @@ RoceSwitch::SendPause(uint32_t port, uint8_t cls)
     // Refresh before the peer's pause timer runs out (at half of the pause time).
     double seconds = quanta * 512.0 / m_ports[port]->GetRateBps();
     m_refresh[port][cls].Cancel();
-    m_refresh[port][cls] = Simulator::Schedule(Seconds(seconds / 2), &RoceSwitch::RefreshPause, this, port, cls);
+    m_refresh[port][cls] =
+        Simulator::Schedule(Seconds(seconds / 2), &RoceSwitch::RefreshPause, this, port, cls);
 }
 
 void
@@ -226,6 +234,8 @@ RoceSwitch::NotifyDequeue(uint32_t port, RocePacket& p)
     if (m_ecnEnabled && p.ecnCapable && !p.ce && ShouldMark(port, dev->GetQueueBytes(cls)))
     {
         p.ce = true;
+        NS_LOG_LOGIC("switch " << m_nodeIndex << " port " << port << ": ECN mark, flow "
+                               << p.flowId);
         dev->RecordEcnMark();
         m_ecnMarkTrace(port, p.flowId);
     }

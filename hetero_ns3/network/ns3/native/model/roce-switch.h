@@ -1,13 +1,12 @@
 #ifndef HETERO_NS3_ROCE_SWITCH_H
 #define HETERO_NS3_ROCE_SWITCH_H
 
-#include "roce-mmu.h"
-#include "roce-node.h"
-
 #include "ns3/data-rate.h"
 #include "ns3/event-id.h"
 #include "ns3/random-variable-stream.h"
 #include "ns3/traced-callback.h"
+#include "roce-mmu.h"
+#include "roce-node.h"
 
 #include <array>
 #include <vector>
@@ -29,7 +28,7 @@ namespace ns3
  */
 class RoceSwitch : public RoceNode
 {
-  public:
+public:
     /** \return the TypeId. */
     static TypeId GetTypeId();
     /** Signature of the EcnMark trace: (egress port index, flow id). */
@@ -50,10 +49,10 @@ class RoceSwitch : public RoceNode
     void NotifyDequeue(uint32_t port, RocePacket& p) override;
     bool IsHost() const override;
 
-  protected:
+protected:
     void DoDispose() override;
 
-  private:
+private:
     void SendPause(uint32_t port, uint8_t cls);
     void RefreshPause(uint32_t port, uint8_t cls);
 
