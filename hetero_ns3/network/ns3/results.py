@@ -22,7 +22,16 @@ DROP_REASONS: tuple[str, ...] = ("no_route", "lossy_buffer_full", "headroom_over
 """Named drop reasons (RoceDropReason in C++), each a ``drops_<reason>`` column of ``ports``."""
 
 
-CC_TRACE_KINDS: tuple[str, ...] = ("rate", "target_rate", "alpha", "window", "cnp_sent", "cnp_received", "ecn_mark", "rtt")
+CC_TRACE_KINDS: tuple[str, ...] = (
+    "rate",
+    "target_rate",
+    "alpha",
+    "window",
+    "cnp_sent",
+    "cnp_received",
+    "ecn_mark",
+    "rtt",
+)
 """Record kinds of ``FlowResults.cc_trace`` (in ``ns3::RdmaCcProbe::Kind`` order)."""
 
 

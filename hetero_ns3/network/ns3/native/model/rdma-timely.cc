@@ -19,11 +19,12 @@ RdmaTimely::GetTypeId()
             .SetParent<RdmaCongestionOps>()
             .SetGroupName("HeteroNs3")
             .AddConstructor<RdmaTimely>()
-            .AddAttribute("Alpha",
-                          "EWMA weight of the newest RTT difference (paper and HPCC artifact: 0.875)",
-                          DoubleValue(0.875),
-                          MakeDoubleAccessor(&RdmaTimely::m_alpha),
-                          MakeDoubleChecker<double>(0.0, 1.0))
+            .AddAttribute(
+                "Alpha",
+                "EWMA weight of the newest RTT difference (paper and HPCC artifact: 0.875)",
+                DoubleValue(0.875),
+                MakeDoubleAccessor(&RdmaTimely::m_alpha),
+                MakeDoubleChecker<double>(0.0, 1.0))
             .AddAttribute("Beta",
                           "Multiplicative decrease factor (paper and HPCC artifact: 0.8)",
                           DoubleValue(0.8),
@@ -34,11 +35,12 @@ RdmaTimely::GetTypeId()
                           TimeValue(MicroSeconds(50)),
                           MakeTimeAccessor(&RdmaTimely::m_tLow),
                           MakeTimeChecker())
-            .AddAttribute("THigh",
-                          "Above this RTT the rate is cut by Beta (1 - THigh / RTT) (paper: 500 us)",
-                          TimeValue(MicroSeconds(500)),
-                          MakeTimeAccessor(&RdmaTimely::m_tHigh),
-                          MakeTimeChecker())
+            .AddAttribute(
+                "THigh",
+                "Above this RTT the rate is cut by Beta (1 - THigh / RTT) (paper: 500 us)",
+                TimeValue(MicroSeconds(500)),
+                MakeTimeAccessor(&RdmaTimely::m_tHigh),
+                MakeTimeChecker())
             .AddAttribute("MinRtt",
                           "Normalizer of the RTT gradient (paper: 20 us)",
                           TimeValue(MicroSeconds(20)),
@@ -54,11 +56,12 @@ RdmaTimely::GetTypeId()
                           DataRateValue(DataRate("100Mbps")),
                           MakeDataRateAccessor(&RdmaTimely::m_minRate),
                           MakeDataRateChecker())
-            .AddAttribute("HaiCount",
-                          "Consecutive non-positive gradients that enter hyper-active increase (paper: 5)",
-                          UintegerValue(5),
-                          MakeUintegerAccessor(&RdmaTimely::m_haiCount),
-                          MakeUintegerChecker<uint32_t>(1))
+            .AddAttribute(
+                "HaiCount",
+                "Consecutive non-positive gradients that enter hyper-active increase (paper: 5)",
+                UintegerValue(5),
+                MakeUintegerAccessor(&RdmaTimely::m_haiCount),
+                MakeUintegerChecker<uint32_t>(1))
             .AddAttribute("HaiFactor",
                           "Increment multiple N in hyper-active increase (paper: 5)",
                           UintegerValue(5),
@@ -72,10 +75,11 @@ RdmaTimely::GetTypeId()
                             "Normalized RTT gradient rtt_diff / MinRtt",
                             MakeTraceSourceAccessor(&RdmaTimely::m_gradient),
                             "ns3::TracedValueCallback::Double")
-            .AddTraceSource("Rtt",
-                            "Every RTT sample: (previous sample, new sample), seconds (previous -1 at first)",
-                            MakeTraceSourceAccessor(&RdmaTimely::m_rttTrace),
-                            "ns3::TracedValueCallback::Double");
+            .AddTraceSource(
+                "Rtt",
+                "Every RTT sample: (previous sample, new sample), seconds (previous -1 at first)",
+                MakeTraceSourceAccessor(&RdmaTimely::m_rttTrace),
+                "ns3::TracedValueCallback::Double");
     return tid;
 }
 

@@ -1,12 +1,11 @@
 #ifndef HETERO_NS3_RDMA_TIMELY_H
 #define HETERO_NS3_RDMA_TIMELY_H
 
-#include "rdma-congestion-ops.h"
-
 #include "ns3/data-rate.h"
 #include "ns3/nstime.h"
 #include "ns3/traced-callback.h"
 #include "ns3/traced-value.h"
+#include "rdma-congestion-ops.h"
 
 #include <cstdint>
 #include <deque>
@@ -18,18 +17,18 @@ namespace ns3
  * \brief TIMELY sender (Mittal et al., "TIMELY: RTT-based Congestion Control for the Datacenter",
  * SIGCOMM 2015, Algorithm 1) over RDMA: rate-based, driven by RTT samples, no window, no ECN.
  *
- * Each ACK that acknowledges the end of a frame gives one RTT sample new_rtt = ACK arrival - send time
- * of that frame (kept by this strategy, one entry per frame in flight). Per sample after the first:
- * rtt_diff = (1 - Alpha) rtt_diff + Alpha (new_rtt - prev_rtt); g = rtt_diff / MinRtt; then
+ * Each ACK that acknowledges the end of a frame gives one RTT sample new_rtt = ACK arrival - send
+ * time of that frame (kept by this strategy, one entry per frame in flight). Per sample after the
+ * first: rtt_diff = (1 - Alpha) rtt_diff + Alpha (new_rtt - prev_rtt); g = rtt_diff / MinRtt; then
  * new_rtt < TLow: R += RateAi; new_rtt > THigh: R *= 1 - Beta (1 - THigh / new_rtt); g <= 0:
  * R += N RateAi, N = HaiFactor (5) once the count of consecutive non-positive gradients reaches
- * HaiCount (5), else 1; g > 0: R *= 1 - Beta g (and the count resets). R stays in [MinRate, line rate].
- * The NIC sends one ACK per 16 DATA frames for this strategy (64 KiB of 4 KiB frames: the paper's
- * completion event of a 64 KB segment); see docs/roce.md.
+ * HaiCount (5), else 1; g > 0: R *= 1 - Beta g (and the count resets). R stays in [MinRate, line
+ * rate]. The NIC sends one ACK per 16 DATA frames for this strategy (64 KiB of 4 KiB frames: the
+ * paper's completion event of a 64 KB segment); see docs/roce.md.
  */
 class RdmaTimely : public RdmaCongestionOps
 {
-  public:
+public:
     /** \return the TypeId. */
     static TypeId GetTypeId();
     RdmaTimely();
@@ -39,7 +38,7 @@ class RdmaTimely : public RdmaCongestionOps
     void OnSent(uint32_t bytes) override;
     std::string GetName() const override;
 
-  private:
+private:
     /** One RTT sample \p rtt (s): Algorithm 1. */
     void Update(double rtt);
 
@@ -60,12 +59,12 @@ class RdmaTimely : public RdmaCongestionOps
         Time at;
     };
 
-    std::deque<Sent> m_sent;            //!< frames sent and not yet acknowledged, by sequence
-    double m_prevRtt{-1};               //!< previous RTT sample, s (-1: none yet)
-    double m_rttDiff{0};                //!< EWMA of RTT differences, s
-    uint32_t m_negCount{0};             //!< consecutive non-positive gradients
-    TracedValue<double> m_rate{0};      //!< sending rate, bit/s (trace source Rate)
-    TracedValue<double> m_gradient{0};  //!< normalized gradient (trace source Gradient)
+    std::deque<Sent> m_sent;           //!< frames sent and not yet acknowledged, by sequence
+    double m_prevRtt{-1};              //!< previous RTT sample, s (-1: none yet)
+    double m_rttDiff{0};               //!< EWMA of RTT differences, s
+    uint32_t m_negCount{0};            //!< consecutive non-positive gradients
+    TracedValue<double> m_rate{0};     //!< sending rate, bit/s (trace source Rate)
+    TracedValue<double> m_gradient{0}; //!< normalized gradient (trace source Gradient)
     TracedCallback<double, double> m_rttTrace; //!< (previous, new) RTT sample, s (trace source Rtt)
 };
 
