@@ -23,8 +23,8 @@ namespace ns3
  * new_rtt < TLow: R += RateAi; new_rtt > THigh: R *= 1 - Beta (1 - THigh / new_rtt); g <= 0:
  * R += N RateAi, N = HaiFactor (5) once the count of consecutive non-positive gradients reaches
  * HaiCount (5), else 1; g > 0: R *= 1 - Beta g (and the count resets). R stays in [MinRate, line
- * rate]. The NIC sends one ACK per 16 DATA frames for this strategy (64 KiB of 4 KiB frames: the
- * paper's completion event of a 64 KB segment); see docs/roce.md.
+ * rate]. The Python config keeps RdmaNic::AckInterval = 16 for this strategy (one sample per 64 KiB
+ * of 4 KiB frames, close to the paper's per-completion update); see docs/roce.md.
  */
 class RdmaTimely : public RdmaCongestionOps
 {
