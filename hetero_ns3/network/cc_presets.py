@@ -93,10 +93,44 @@ HPCC_PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
 DEFAULT_HPCC_PRESET = "paper"
 """HPCC preset used when ``cc.preset`` is not set."""
 
+_TIMELY_PAPER: Mapping[str, Any] = MappingProxyType(
+    {
+        "alpha": 0.875,
+        "beta": 0.8,
+        "t_low_s": 50e-6,
+        "t_high_s": 500e-6,
+        "min_rtt_s": 20e-6,
+        "rate_ai_bps": 10e6,
+        "hai_count": 5,
+        "hai_factor": 5,
+        "min_rate_bps": 100e6,
+    }
+)
+
+TIMELY_PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {
+        # Mittal et al., SIGCOMM'15 (Algorithm 1 and its parameter table): EWMA alpha 0.875, beta 0.8,
+        # T_low 50 us, T_high 500 us, minRTT 20 us, delta 10 Mb/s, HAI after 5 completions with N = 5. The
+        # paper gives no rate floor: ours 100 Mb/s (as DCTCP's and HPCC's).
+        "paper": _TIMELY_PAPER,
+        # HPCC ns-3 artifact (alibaba-edu/High-Precision-Congestion-Control@9f4be2a, rdma-hw.cc TimelyAlpha /
+        # TimelyBeta / TimelyTLow / TimelyTHigh / TimelyMinRtt and simulation/run.py): the same five constants,
+        # additive step line rate / 1000 (100 Mb/s at the 100 Gb/s this preset assumes; HAI 5x) and
+        # MIN_RATE 1 Gb/s. (The artifact also updates once per RTT rather than per ACK: not modelled.)
+        "hpcc-artifact": MappingProxyType({**_TIMELY_PAPER, "rate_ai_bps": 100e6, "min_rate_bps": 1e9}),
+    }
+)
+"""TIMELY presets: every TimelyConfig field."""
+
+DEFAULT_TIMELY_PRESET = "paper"
+"""TIMELY preset used when ``cc.preset`` is not set."""
+
 PRESETS: Mapping[str, Mapping[str, Mapping[str, Any]]] = MappingProxyType(
-    {"dcqcn": DCQCN_PRESETS, "hpcc": HPCC_PRESETS}
+    {"dcqcn": DCQCN_PRESETS, "hpcc": HPCC_PRESETS, "timely": TIMELY_PRESETS}
 )
 """Presets by congestion-control kind."""
 
-DEFAULT_PRESETS: Mapping[str, str] = MappingProxyType({"dcqcn": DEFAULT_DCQCN_PRESET, "hpcc": DEFAULT_HPCC_PRESET})
+DEFAULT_PRESETS: Mapping[str, str] = MappingProxyType(
+    {"dcqcn": DEFAULT_DCQCN_PRESET, "hpcc": DEFAULT_HPCC_PRESET, "timely": DEFAULT_TIMELY_PRESET}
+)
 """Default preset by kind."""

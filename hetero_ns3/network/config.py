@@ -25,6 +25,7 @@ CC_KINDS: dict[str, str] = {
     "dcqcn": "ns3::RdmaDcqcn",
     "hpcc": "ns3::RdmaHpcc",
     "dctcp": "ns3::RdmaDctcp",
+    "timely": "ns3::RdmaTimely",
 }
 """Congestion-control kinds and the ns-3 TypeId implementing each."""
 
@@ -149,17 +150,55 @@ class DctcpConfig:
 
 
 @dataclass(frozen=True)
+class TimelyConfig:
+    """TIMELY sender parameters (Mittal et al., SIGCOMM 2015, Algorithm 1), rate-based on RTT samples.
+
+    None: the preset's value (:data:`~hetero_ns3.network.cc_presets.TIMELY_PRESETS`; default ``paper``)."""
+
+    alpha: float | None = None
+    """EWMA weight of the newest RTT difference."""
+    beta: float | None = None
+    """Multiplicative decrease factor."""
+    t_low_s: float | None = None
+    """Below this RTT the rate only grows additively, seconds."""
+    t_high_s: float | None = None
+    """Above this RTT the rate is cut by beta (1 - T_high / RTT), seconds."""
+    min_rtt_s: float | None = None
+    """Normalizer of the RTT gradient, seconds."""
+    rate_ai_bps: float | None = None
+    """Additive increment delta per update, bit/s."""
+    hai_count: int | None = None
+    """Consecutive non-positive gradients after which the increment is ``hai_factor`` x delta."""
+    hai_factor: int | None = None
+    """Increment multiple N in hyper-active increase."""
+    min_rate_bps: float | None = None
+    """Lower bound of the sending rate, bit/s."""
+
+    def __post_init__(self) -> None:
+        for name in ("alpha", "beta"):
+            if getattr(self, name) is not None:
+                _fraction(f"cc.timely.{name}", getattr(self, name))
+        for name in ("t_low_s", "t_high_s", "min_rtt_s", "rate_ai_bps", "min_rate_bps"):
+            if getattr(self, name) is not None:
+                _positive(f"cc.timely.{name}", getattr(self, name))
+        for name in ("hai_count", "hai_factor"):
+            if getattr(self, name) is not None:
+                _int_range(f"cc.timely.{name}", getattr(self, name), 1, 1_000_000)
+
+
+@dataclass(frozen=True)
 class CcConfig:
     """Congestion control: which strategy, its preset and explicit parameter overrides."""
 
     kind: str = "dcqcn"
-    """``none`` (line rate), ``dcqcn``, ``hpcc`` or ``dctcp``."""
+    """``none`` (line rate), ``dcqcn``, ``hpcc``, ``dctcp`` or ``timely``."""
     preset: str | None = None
     """Named parameter set of ``kind`` (:data:`~hetero_ns3.network.cc_presets.PRESETS`); None: the
     kind's default (DCQCN ``hpcc-artifact``, HPCC ``paper``). Fields set in ``dcqcn`` / ``hpcc`` override it."""
     dcqcn: DcqcnConfig = field(default_factory=DcqcnConfig)
     hpcc: HpccConfig = field(default_factory=HpccConfig)
     dctcp: DctcpConfig = field(default_factory=DctcpConfig)
+    timely: TimelyConfig = field(default_factory=TimelyConfig)
 
     def __post_init__(self) -> None:
         if self.kind not in CC_KINDS:
@@ -169,6 +208,11 @@ class CcConfig:
             if self.preset not in names:
                 fix = f"use one of {list(names)}" if names else f"cc.kind = {self.kind!r} has no presets; remove it"
                 raise field_error("cc.preset", self.preset, f"is not a preset of {self.kind}", fix)
+        if self.kind == "timely":
+            p = self.timely_params()
+            if p["t_high_s"] <= p["t_low_s"]:
+                fix = f"set cc.timely.t_high_s above t_low_s = {p['t_low_s']}"
+                raise field_error("cc.timely.t_high_s", p["t_high_s"], "must exceed cc.timely.t_low_s", fix)
 
     def _preset_of(self, kind: str) -> Mapping[str, Any]:
         name = self.preset if self.kind == kind and self.preset is not None else DEFAULT_PRESETS[kind]
@@ -178,6 +222,12 @@ class CcConfig:
         """Resolved DCQCN parameters: the preset's values, overridden by the fields set in ``dcqcn``."""
         values = dict(self._preset_of("dcqcn"))
         values.update(_given(self.dcqcn))
+        return values
+
+    def timely_params(self) -> dict[str, Any]:
+        """Resolved TIMELY parameters: the preset's values, overridden by the fields set in ``timely``."""
+        values = dict(self._preset_of("timely"))
+        values.update(_given(self.timely))
         return values
 
     def hpcc_params(self) -> dict[str, Any]:
@@ -293,7 +343,7 @@ class NicConfig:
     """One ACK per this many in-order DATA frames (coalescing); the last frame of a flow and a frame that
     fills the sender's window are acknowledged at once (BTH AckReq). None: 1 with HPCC and DCTCP (per-packet
     INT feedback, per-packet ECN echo), :data:`COALESCED_ACK_INTERVAL` with ``none`` / ``dcqcn`` (rate control
-    by CNPs, not ACKs). See ``docs/roce.md``."""
+    by CNPs, not ACKs) and ``timely`` (one RTT sample per 64 KiB, the paper's completion event). See ``docs/roce.md``."""
     cnp_interval_s: float | None = None
     """At most one CNP per queue pair per interval, seconds; 0: one per ECN-marked frame. None: the DCQCN
     preset's value (``paper``: N = 50 us; ``connectx``: 4 us; ``hpcc-artifact``: 0)."""
@@ -409,6 +459,15 @@ ATTRIBUTE_MAP: tuple[AttributeBinding, ...] = (
     AttributeBinding("cc.hpcc.min_rate_bps", "ns3::RdmaHpcc", "MinRate", "rate"),
     AttributeBinding("cc.dctcp.g", "ns3::RdmaDctcp", "G", "float"),
     AttributeBinding("cc.dctcp.min_rate_bps", "ns3::RdmaDctcp", "MinRate", "rate"),
+    AttributeBinding("cc.timely.alpha", "ns3::RdmaTimely", "Alpha", "float"),
+    AttributeBinding("cc.timely.beta", "ns3::RdmaTimely", "Beta", "float"),
+    AttributeBinding("cc.timely.t_low_s", "ns3::RdmaTimely", "TLow", "time"),
+    AttributeBinding("cc.timely.t_high_s", "ns3::RdmaTimely", "THigh", "time"),
+    AttributeBinding("cc.timely.min_rtt_s", "ns3::RdmaTimely", "MinRtt", "time"),
+    AttributeBinding("cc.timely.rate_ai_bps", "ns3::RdmaTimely", "RateAi", "rate"),
+    AttributeBinding("cc.timely.hai_count", "ns3::RdmaTimely", "HaiCount", "int"),
+    AttributeBinding("cc.timely.hai_factor", "ns3::RdmaTimely", "HaiFactor", "int"),
+    AttributeBinding("cc.timely.min_rate_bps", "ns3::RdmaTimely", "MinRate", "rate"),
     AttributeBinding("pfc.enabled", "ns3::RoceMmu", "PfcEnabled", "bool"),
     AttributeBinding("pfc.lossless_mask", "ns3::RoceMmu", "LosslessClasses", "int"),
     AttributeBinding("pfc.dynamic_threshold", "ns3::RoceMmu", "PfcDynamic", "bool"),
@@ -453,6 +512,8 @@ def _lookup(config: NetworkConfig, path: str) -> Any:
         return config.cc.dcqcn_params()[path.removeprefix("cc.dcqcn.")]
     if path.startswith("cc.hpcc."):
         return config.cc.hpcc_params()[path.removeprefix("cc.hpcc.")]
+    if path.startswith("cc.timely."):
+        return config.cc.timely_params()[path.removeprefix("cc.timely.")]
     if path == "nic.cnp_interval_s" and config.nic.cnp_interval_s is None:
         return config.cc.dcqcn_params()["cnp_interval_s"]
     obj: Any = config

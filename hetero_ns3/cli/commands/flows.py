@@ -20,12 +20,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         required=True,
         help="star:N, leafspine:L,S,H, a topology preset name or a topology file",
     )
-    p.add_argument("--cc", choices=("hpcc", "dcqcn", "dctcp", "none"), default="dcqcn", help="congestion control")
+    p.add_argument(
+        "--cc", choices=("hpcc", "dcqcn", "dctcp", "timely", "none"), default="dcqcn", help="congestion control"
+    )
     p.add_argument(
         "--cc-preset",
         default=None,
         help="parameter preset of --cc (dcqcn: paper, hpcc-artifact, connectx [default]; hpcc: paper [default], "
-        "recommended); see docs/roce.md",
+        "recommended; timely: paper [default], hpcc-artifact); see docs/roce.md",
     )
     p.add_argument("--out", "-o", required=True, help="output directory (flows.csv, ports.csv)")
     p.add_argument("--link-rate", help="rate of every link of star/leafspine (default 100Gbps)")

@@ -22,7 +22,16 @@ DROP_REASONS: tuple[str, ...] = ("no_route", "lossy_buffer_full", "headroom_over
 """Named drop reasons (RoceDropReason in C++), each a ``drops_<reason>`` column of ``ports``."""
 
 
-CC_TRACE_KINDS: tuple[str, ...] = ("rate", "target_rate", "alpha", "window", "cnp_sent", "cnp_received", "ecn_mark")
+CC_TRACE_KINDS: tuple[str, ...] = (
+    "rate",
+    "target_rate",
+    "alpha",
+    "window",
+    "cnp_sent",
+    "cnp_received",
+    "ecn_mark",
+    "rtt",
+)
 """Record kinds of ``FlowResults.cc_trace`` (in ``ns3::RdmaCcProbe::Kind`` order)."""
 
 
@@ -54,7 +63,8 @@ class FlowResults:
     cc_trace: pd.DataFrame | None = None
     """With ``simulate_flows(..., trace_cc=True)``: every congestion-control state change and signal
     (``ns3::RdmaCcProbe``): time_s, flow_id, kind (one of :data:`CC_TRACE_KINDS`), value (bit/s for
-    rates, bytes for windows, alpha, egress port index for ECN marks). None otherwise."""
+    rates, bytes for windows, alpha, egress port index for ECN marks, seconds for TIMELY RTT samples). None
+    otherwise."""
 
     @property
     def completed(self) -> int:

@@ -1,4 +1,4 @@
-// Umbrella header of hetero_ns3's native RoCE module (PFC, ECN, INT, DCQCN, HPCC, DCTCP).
+// Umbrella header of hetero_ns3's native RoCE module (PFC, ECN, INT, DCQCN, HPCC, DCTCP, TIMELY).
 #ifndef HETERO_NS3_MODULE_H
 #define HETERO_NS3_MODULE_H
 #include "rdma-cc-probe.h"
@@ -9,6 +9,7 @@
 #include "rdma-network.h"
 #include "rdma-nic.h"
 #include "rdma-queue-pair.h"
+#include "rdma-timely.h"
 #include "roce-channel.h"
 #include "roce-mmu.h"
 #include "roce-net-device.h"

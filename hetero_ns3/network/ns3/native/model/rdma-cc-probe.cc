@@ -64,6 +64,7 @@ RdmaCcProbe::OnCcCreated(uint32_t flow, Ptr<RdmaCongestionOps> cc)
         {"TargetRate", TARGET_RATE},
         {"Alpha", ALPHA},
         {"Window", WINDOW},
+        {"Rtt", RTT},
     };
     for (const auto& [name, kind] : sources)
     {

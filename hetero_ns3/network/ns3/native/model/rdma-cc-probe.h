@@ -36,6 +36,7 @@ public:
         CNP_SENT = 4,     //!< receiver sent a CNP
         CNP_RECEIVED = 5, //!< sender got a CNP
         ECN_MARK = 6,     //!< switch CE-marked a frame (value: egress port index)
+        RTT = 7,          //!< TIMELY RTT sample, s
     };
 
     /** \return the TypeId. */
