@@ -122,7 +122,7 @@ TIMELY_PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
 )
 """TIMELY presets: every TimelyConfig field."""
 
-DEFAULT_TIMELY_PRESET = "paper"
+DEFAULT_TIMELY_PRESET = "hpcc-artifact"
 """TIMELY preset used when ``cc.preset`` is not set."""
 
 PRESETS: Mapping[str, Mapping[str, Mapping[str, Any]]] = MappingProxyType(

@@ -20,7 +20,7 @@ def test_every_timely_preset_is_complete_and_valid(name):
 
 
 def test_timely_renders_the_paper_constants_as_unit_bearing_attributes():
-    s = dict(attribute_settings(NetworkConfig(cc=CcConfig(kind="timely"))))
+    s = dict(attribute_settings(NetworkConfig(cc=CcConfig(kind="timely", preset="paper"))))
     assert s["ns3::RdmaNic::CongestionControl"] == "ns3::RdmaTimely"
     assert (s["ns3::RdmaTimely::Alpha"], s["ns3::RdmaTimely::Beta"]) == ("0.875", "0.8")
     assert s["ns3::RdmaTimely::TLow"] == "50000000ps" and s["ns3::RdmaTimely::THigh"] == "500000000ps"
@@ -29,6 +29,9 @@ def test_timely_renders_the_paper_constants_as_unit_bearing_attributes():
     cc = CcConfig(kind="timely", preset="hpcc-artifact", timely=TimelyConfig(beta=0.5))
     s = dict(attribute_settings(NetworkConfig(cc=cc)))
     assert (s["ns3::RdmaTimely::Beta"], s["ns3::RdmaTimely::MinRate"]) == ("0.5", "1000000000bps")
+    # The default preset is the HPCC artifact's (as for DCQCN): its 100 Mb/s step at 100 Gb/s.
+    s = dict(attribute_settings(NetworkConfig(cc=CcConfig(kind="timely"))))
+    assert s["ns3::RdmaTimely::RateAi"] == "100000000bps"
 
 
 @pytest.mark.parametrize(
