@@ -107,7 +107,7 @@ def gpt_case(n: int, model_name: str) -> tuple[NetGraph, ExecutionPlan]:
     from hetero_ns3.topology.build import build_graph
     from hetero_ns3.topology.loader import parse_cluster
     from hetero_ns3.workload.models import get_model
-    from hetero_ns3.workload.parallel import ParallelPlan
+    from hetero_ns3.workload.parallel import ParallelismSpec
     from hetero_ns3.workload.planner import build_plan
 
     preset = Path(__file__).resolve().parents[1] / "topologies" / "h100-fattree.toml"
@@ -117,7 +117,7 @@ def gpt_case(n: int, model_name: str) -> tuple[NetGraph, ExecutionPlan]:
     cluster = parse_cluster(data, "bench")
     graph = build_graph(cluster)
     tp, pp = 8, 4
-    par = ParallelPlan(
+    par = ParallelismSpec(
         tp=tp, pp=pp, dp=n // (tp * pp), global_batch=16, micro_batch=1, schedule="1f1b",
         sequence_parallel=True, recompute="selective", zero_stage=1,
     )  # fmt: skip

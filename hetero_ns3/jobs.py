@@ -32,7 +32,7 @@ from hetero_ns3.scenario.jobs import JobSection
 from hetero_ns3.scenario.loader import Scenario
 from hetero_ns3.topology import build_graph
 from hetero_ns3.topology.job_placement import place_jobs
-from hetero_ns3.workload.planner import Plan, build_plan
+from hetero_ns3.workload.planner import CompiledIteration, build_plan
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class JobPlan:
     job: JobSection
     gpus: tuple[str, ...]
     nodes: tuple[int, ...]
-    wplan: Plan
+    wplan: CompiledIteration
     repeated: RepeatedPlan
     n_collectives: int
 

@@ -34,7 +34,7 @@ from hetero_ns3.scenario.loader import Scenario
 from hetero_ns3.signals import Interrupted, last_signal
 from hetero_ns3.topology import ClusterSpec, build_graph, load_cluster
 from hetero_ns3.topology.graph import NetGraph
-from hetero_ns3.workload.planner import Plan, plan_scenario
+from hetero_ns3.workload.planner import CompiledIteration, plan_scenario
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def gpu_slowdowns(faults: FaultsSection, cluster: ClusterSpec) -> dict[str, floa
     return out
 
 
-def gpu_meta(cluster: ClusterSpec, wplan: Plan, faults: FaultsSection | None = None) -> dict[str, GpuMeta]:
+def gpu_meta(cluster: ClusterSpec, wplan: CompiledIteration, faults: FaultsSection | None = None) -> dict[str, GpuMeta]:
     """GPU name -> :class:`GpuMeta` for the breakdown: type, node and slowdown.
 
     The slowdown is the GPU type's time per layer (``wplan.layer_time``, forward + backward, from the
@@ -117,7 +117,7 @@ def collective_env(scenario: Scenario, graph: NetGraph) -> CollectiveEnv:
 
 
 def lower_plan(
-    wplan: Plan, scenario: Scenario, env: CollectiveEnv, cluster: ClusterSpec, *, reuse: bool = True
+    wplan: CompiledIteration, scenario: Scenario, env: CollectiveEnv, cluster: ClusterSpec, *, reuse: bool = True
 ) -> Lowered:
     """Lower a compiled workload into one iteration's execution plan (faults and ``[collectives]`` applied)."""
     colls = scenario.collectives
@@ -133,7 +133,7 @@ def lower_plan(
 
 def lower_scenario(
     scenario: Scenario, graph: NetGraph, cluster: ClusterSpec, *, reuse: bool = True
-) -> tuple[Plan, Lowered]:
+) -> tuple[CompiledIteration, Lowered]:
     """Plan the workload and lower it into one execution plan (``reuse``: see :func:`lower_workload`)."""
     wplan = plan_scenario(scenario)
     return wplan, lower_plan(wplan, scenario, collective_env(scenario, graph), cluster, reuse=reuse)
@@ -249,6 +249,6 @@ def run_scenario(
     return RunOutcome(paths, summary, backend, stats)
 
 
-def mfu_of(wplan: Plan, iteration_time_s: float) -> float:
+def mfu_of(wplan: CompiledIteration, iteration_time_s: float) -> float:
     """Model FLOPs of one iteration over the time of one (steady-state) iteration at the GPUs' peak."""
     return wplan.model_flops / (iteration_time_s * wplan.peak_flops) if iteration_time_s else 0.0

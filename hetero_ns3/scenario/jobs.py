@@ -14,7 +14,7 @@ from typing import Any, Literal
 from hetero_ns3.errors import ScenarioError, field_error
 from hetero_ns3.scenario.fields import load_dataclass
 from hetero_ns3.workload.models import ModelSpec, load_model_section
-from hetero_ns3.workload.parallel import ParallelPlan
+from hetero_ns3.workload.parallel import ParallelismSpec
 
 PLACEMENT_POLICIES = ("packed", "spread", "random")
 
@@ -60,7 +60,7 @@ class JobSection:
 
     name: str
     model: ModelSpec
-    parallelism: ParallelPlan
+    parallelism: ParallelismSpec
     placement: PlacementSection = PlacementSection()
     start: float = 0.0
     iterations: int = 1
@@ -89,7 +89,7 @@ def load_jobs_section(value: Any, where: str = "jobs") -> tuple[JobSection, ...]
         rest = {k: v for k, v in table.items() if k not in ("model", "parallelism", "placement")}
         fields = load_dataclass(_JobFields, rest, w)
         model = load_model_section(table["model"], f"{w}.model")
-        plan = load_dataclass(ParallelPlan, table["parallelism"], f"{w}.parallelism")
+        plan = load_dataclass(ParallelismSpec, table["parallelism"], f"{w}.parallelism")
         if plan.dp < 1:
             raise field_error(
                 f"{w}.parallelism.dp",

@@ -29,7 +29,7 @@ from hetero_ns3.scenario.overrides import apply_overrides
 from hetero_ns3.scenario.run import RunSection
 from hetero_ns3.scenario.workload import WorkloadSection
 from hetero_ns3.workload.models import ModelSpec, load_model_section
-from hetero_ns3.workload.parallel import ParallelPlan
+from hetero_ns3.workload.parallel import ParallelismSpec
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class SectionSpec:
 #: Every scenario section, in file order. Keys are the TOML table names and the :class:`Scenario` fields.
 SECTIONS: Mapping[str, SectionSpec] = {
     "model": SectionSpec(ModelSpec, "the model: a catalog name or a full shape", load_model_section),
-    "parallelism": SectionSpec(ParallelPlan, "the parallel plan (tp, pp, dp, schedule, ...)"),
+    "parallelism": SectionSpec(ParallelismSpec, "the parallel plan (tp, pp, dp, schedule, ...)"),
     "cluster": SectionSpec(ClusterSection, "topology = 'h0' (preset or path) or inline [[cluster.groups]]"),
     "compute": SectionSpec(ComputeConfig, "precision, efficiency table, memory allowance"),
     "network": SectionSpec(NetworkConfig, "congestion control, PFC, ECN, buffers, NIC", load_network_section),
@@ -80,7 +80,7 @@ class Scenario:
     source: str
     base_dir: Path
     model: ModelSpec | None = None
-    parallelism: ParallelPlan | None = None
+    parallelism: ParallelismSpec | None = None
     cluster: ClusterSection | None = None
     compute: ComputeConfig = field(default_factory=ComputeConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)

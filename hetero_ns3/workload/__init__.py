@@ -3,14 +3,14 @@
 Public entry points:
 
 * :func:`~hetero_ns3.workload.planner.plan_scenario`, :func:`~hetero_ns3.workload.planner.build_plan`,
-  :func:`~hetero_ns3.workload.planner.resolve` -> :class:`~hetero_ns3.workload.planner.Plan`;
+  :func:`~hetero_ns3.workload.planner.resolve` -> :class:`~hetero_ns3.workload.planner.CompiledIteration`;
 * :class:`~hetero_ns3.workload.artefact.Workload` (the artefact), :class:`~hetero_ns3.workload.artefact.Op`;
 * :class:`~hetero_ns3.workload.models.ModelSpec`, :func:`~hetero_ns3.workload.models.get_model`;
-* :class:`~hetero_ns3.workload.parallel.ParallelPlan`; :func:`~hetero_ns3.workload.schedule.pipeline_schedule`.
+* :class:`~hetero_ns3.workload.parallel.ParallelismSpec`; :func:`~hetero_ns3.workload.schedule.pipeline_schedule`.
 """
 
 from hetero_ns3.workload.artefact import Op, Program, ProgramOp, Workload
 from hetero_ns3.workload.models import ModelSpec, get_model, model_catalog
-from hetero_ns3.workload.parallel import ParallelPlan
+from hetero_ns3.workload.parallel import ParallelismSpec
 
-__all__ = ["ModelSpec", "Op", "ParallelPlan", "Program", "ProgramOp", "Workload", "get_model", "model_catalog"]
+__all__ = ["ModelSpec", "Op", "ParallelismSpec", "Program", "ProgramOp", "Workload", "get_model", "model_catalog"]

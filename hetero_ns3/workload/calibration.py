@@ -28,7 +28,7 @@ from hetero_ns3.workload import layers as L
 from hetero_ns3.workload.compiler import OPTIMIZER_BYTES_PER_PARAM, CompileSpec, StepPrograms
 from hetero_ns3.workload.memory import embedding_params_per_rank, head_params_per_rank, layer_params_per_rank
 from hetero_ns3.workload.models import ModelSpec
-from hetero_ns3.workload.parallel import ParallelPlan
+from hetero_ns3.workload.parallel import ParallelismSpec
 
 ROWS_CSV = PACKAGE_DATA / "validation" / "megatron_sc21.csv"
 VOCAB = 51200
@@ -101,10 +101,10 @@ def row_model(row: MegatronRow) -> ModelSpec:
     )
 
 
-def row_plan(row: MegatronRow) -> ParallelPlan:
+def row_plan(row: MegatronRow) -> ParallelismSpec:
     """Megatron-LM as of April 2021: full recomputation, 1F1B, micro-batch 1, FP16 gradients
     all-reduced after the backward pass (no distributed optimizer, no overlap), uniform stages."""
-    return ParallelPlan(
+    return ParallelismSpec(
         tp=row.tp,
         pp=row.pp,
         dp=row.dp,

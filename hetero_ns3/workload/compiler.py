@@ -20,7 +20,7 @@ from hetero_ns3.workload import layers as L
 from hetero_ns3.workload.artefact import Program, ProgramOp, Workload
 from hetero_ns3.workload.memory import embedding_params_per_rank, head_params_per_rank, layer_params_per_rank
 from hetero_ns3.workload.models import ModelSpec
-from hetero_ns3.workload.parallel import ParallelPlan
+from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.placement import Placement
 
 GRAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -186,7 +186,7 @@ class CompileSpec:
     """
 
     model: ModelSpec
-    plan: ParallelPlan
+    plan: ParallelismSpec
     stage_layers: tuple[int, ...]
     replica_microbatches: tuple[int, ...]
     roofline: Roofline

@@ -19,7 +19,7 @@ DIMS = ("tp", "pp", "dp")
 
 
 @dataclass(frozen=True)
-class ParallelPlan:
+class ParallelismSpec:
     """How one training job is split over GPUs.
 
     Attributes:
@@ -118,7 +118,7 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def resolve_dp(plan: ParallelPlan, n_gpus: int, where: str = "parallelism") -> int:
+def resolve_dp(plan: ParallelismSpec, n_gpus: int, where: str = "parallelism") -> int:
     """The data-parallel size: ``plan.dp`` or gpus / (tp x pp); checks tp x pp x dp == gpus."""
     mp = plan.tp * plan.pp
     if plan.dp == 0:
@@ -141,7 +141,7 @@ def resolve_dp(plan: ParallelPlan, n_gpus: int, where: str = "parallelism") -> i
 
 
 def check_plan(
-    plan: ParallelPlan, model: ModelSpec, dp: int, where: str = "parallelism", mwhere: str = "model"
+    plan: ParallelismSpec, model: ModelSpec, dp: int, where: str = "parallelism", mwhere: str = "model"
 ) -> None:
     """Checks of the plan against the model and the resolved dp; ScenarioError naming fields and values."""
     tp, pp = plan.tp, plan.pp

@@ -1,4 +1,5 @@
-"""Planner: resolve a scenario's model, plan and cluster into a partitioned, compiled, checked Plan.
+"""Planner: resolve a scenario's model, plan and cluster into a partitioned, compiled, checked CompiledIteration
+(one training iteration compiled for the cluster; "plan" names only the ExecutionPlan of hetero_ns3.plan).
 
 Steps: place ranks on GPUs; time one layer (forward + backward) on each GPU type with the roofline;
 split layers over pipeline stages and microbatches over replicas (proportional to throughput, or
@@ -24,7 +25,7 @@ from hetero_ns3.workload.compiler import CompileSpec, StepPrograms, compile_work
 from hetero_ns3.workload.gcpause import gc_paused
 from hetero_ns3.workload.memory import GIB, MemoryEstimate, RankParams, layer_activation_bytes, state_bytes
 from hetero_ns3.workload.models import ModelSpec
-from hetero_ns3.workload.parallel import ParallelPlan, check_plan, resolve_dp
+from hetero_ns3.workload.parallel import ParallelismSpec, check_plan, resolve_dp
 from hetero_ns3.workload.partition import chunk_layers, minmax_split, uniform_split
 from hetero_ns3.workload.placement import GpuLike, Placement, place
 from hetero_ns3.workload.schedule import peak_in_flight, pipeline_schedule
@@ -32,7 +33,7 @@ from hetero_ns3.workload.timing import replay
 
 
 @dataclass(frozen=True)
-class Plan:
+class CompiledIteration:
     """A resolved, compiled training iteration.
 
     Attributes:
@@ -50,7 +51,7 @@ class Plan:
     """
 
     model: ModelSpec
-    plan: ParallelPlan
+    plan: ParallelismSpec
     placement: Placement
     stage_layers: tuple[int, ...]
     replica_microbatches: tuple[int, ...]
@@ -139,7 +140,7 @@ def _avg_layer_time(progs: StepPrograms, model: ModelSpec, gpu_type: str) -> flo
 
 
 def partition(
-    model: ModelSpec, plan: ParallelPlan, placement: Placement, progs: StepPrograms
+    model: ModelSpec, plan: ParallelismSpec, placement: Placement, progs: StepPrograms
 ) -> tuple[tuple[int, ...], tuple[int, ...], dict[str, float]]:
     """(layers per virtual stage, microbatches per replica, layer time per GPU type)."""
     pp, dp, chunks = plan.pp, placement.dp, plan.chunks
@@ -194,7 +195,7 @@ def partition(
 
 def estimate_memory(
     model: ModelSpec,
-    plan: ParallelPlan,
+    plan: ParallelismSpec,
     placement: Placement,
     spec: CompileSpec,
     compute: ComputeConfig,
@@ -242,7 +243,7 @@ def estimate_memory(
     return tuple(out)
 
 
-def _check_memory(mem: Sequence[MemoryEstimate], plan: ParallelPlan) -> None:
+def _check_memory(mem: Sequence[MemoryEstimate], plan: ParallelismSpec) -> None:
     over = [m for m in mem if not m.fits]
     if not over:
         return
@@ -275,7 +276,7 @@ class Resolved:
         memory: per-rank memory estimates.
     """
 
-    plan: ParallelPlan
+    plan: ParallelismSpec
     placement: Placement
     spec: CompileSpec
     layer_time: dict[str, float]
@@ -284,7 +285,7 @@ class Resolved:
 
 def resolve(
     model: ModelSpec,
-    plan: ParallelPlan,
+    plan: ParallelismSpec,
     gpus: Sequence[GpuLike],
     compute: ComputeConfig | None = None,
     base_dir: Path | None = None,
@@ -314,12 +315,12 @@ def resolve(
 
 def build_plan(
     model: ModelSpec,
-    plan: ParallelPlan,
+    plan: ParallelismSpec,
     gpus: Sequence[GpuLike],
     compute: ComputeConfig | None = None,
     base_dir: Path | None = None,
     gpu_of: Callable[[str], GpuSpec] | None = None,
-) -> Plan:
+) -> CompiledIteration:
     """Validate, place, partition, check memory, compile and time one iteration.
 
     Raises ScenarioError for inconsistent inputs (naming fields and values) and PlanningError when
@@ -334,7 +335,7 @@ def build_plan(
         timeline = replay(wl)
     lookup = r.spec.gpu_of
     peak = sum(lookup(s.gpu_type).peak_flops(compute.precision) for s in r.placement.slots)
-    return Plan(
+    return CompiledIteration(
         model,
         r.plan,
         r.placement,
@@ -350,8 +351,8 @@ def build_plan(
     )
 
 
-def plan_scenario(scenario: Any) -> Plan:
-    """Build the Plan of a loaded :class:`~hetero_ns3.scenario.Scenario` ([model], [parallelism], [cluster])."""
+def plan_scenario(scenario: Any) -> CompiledIteration:
+    """Build the CompiledIteration of a loaded :class:`~hetero_ns3.scenario.Scenario` ([model], [parallelism], [cluster])."""
     from hetero_ns3.scenario.cluster import resolve_cluster_gpus
 
     scenario.require("model", "parallelism", "cluster", purpose="planning")

@@ -78,11 +78,11 @@ def test_gpt3_layer_rate_between_megatron_e2e_and_gemm_ceiling() -> None:
     communication and pipeline bubbles. One layer's compute-only rate must exceed that and stay below the GEMM
     ceiling (85% of peak)."""
     from hetero_ns3.workload.compiler import CompileSpec, StepPrograms
-    from hetero_ns3.workload.parallel import ParallelPlan
+    from hetero_ns3.workload.parallel import ParallelismSpec
     from hetero_ns3.workload.planner import program_time
 
     model = get_model("gpt3-175b")
-    plan = ParallelPlan(tp=8, pp=8, global_batch=8, micro_batch=1, recompute="full", sequence_parallel=False)
+    plan = ParallelismSpec(tp=8, pp=8, global_batch=8, micro_batch=1, recompute="full", sequence_parallel=False)
     progs = StepPrograms(CompileSpec(model, plan, (12,) * 8, (8,), RF, get_gpu))
     t = program_time(progs, "A100-SXM-80GB", ("layer_f", "layer_b"))
     rate = 4 * model.layer_forward_flops(1) / 8 / t / 1e12  # full recompute: 4 passes
@@ -92,11 +92,11 @@ def test_gpt3_layer_rate_between_megatron_e2e_and_gemm_ceiling() -> None:
 def test_generation_scaling_compute_bound() -> None:
     """A compute-bound layer scales with peak x efficiency: H100 / A100 between 2.5x and the 3.2x peak ratio."""
     from hetero_ns3.workload.compiler import CompileSpec, StepPrograms
-    from hetero_ns3.workload.parallel import ParallelPlan
+    from hetero_ns3.workload.parallel import ParallelismSpec
     from hetero_ns3.workload.planner import program_time
 
     model = get_model("gpt3-175b")
-    plan = ParallelPlan(tp=8, global_batch=8)
+    plan = ParallelismSpec(tp=8, global_batch=8)
     progs = StepPrograms(CompileSpec(model, plan, (96,), (8,), RF, get_gpu))
     t_a = program_time(progs, "A100-SXM-80GB", ("layer_f", "layer_b"))
     t_h = program_time(progs, "H100-SXM", ("layer_f", "layer_b"))

@@ -9,7 +9,7 @@ import pytest
 
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.scenario import apply_overrides, load_scenario, parse_override, scenario_from_dict
-from hetero_ns3.workload.parallel import ParallelPlan
+from hetero_ns3.workload.parallel import ParallelismSpec
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "scenarios" / "plan_example.toml"
@@ -23,7 +23,7 @@ BASE = {
 
 def test_example_loads_into_frozen_sections() -> None:
     sc = load_scenario(EXAMPLE)
-    assert isinstance(sc.parallelism, ParallelPlan)
+    assert isinstance(sc.parallelism, ParallelismSpec)
     assert sc.parallelism.tp == 4 and sc.parallelism.sequence_parallel is True
     assert sc.model.name == "llama2-7b" and sc.model.seq_len == 2048 and sc.model.hidden == 4096
     assert sc.compute.memory_reserve == 2 * 2**30

@@ -6,7 +6,7 @@ import pytest
 
 from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gpus
 from hetero_ns3.workload.models import get_model
-from hetero_ns3.workload.parallel import ParallelPlan
+from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.planner import build_plan
 from hetero_ns3.workload.schedule import peak_in_flight, pipeline_schedule, warmup_steps
 
@@ -111,7 +111,7 @@ def _compute_time(schedule: str, vpp: int = 1, m: int = 8) -> float:
     from dataclasses import replace
 
     model = replace(get_model("gpt3-1.3b"), vocab=1024, learned_pos_emb=False)  # tiny head: even stages
-    plan = ParallelPlan(pp=4, vpp=vpp, schedule=schedule, global_batch=m, partition="uniform")
+    plan = ParallelismSpec(pp=4, vpp=vpp, schedule=schedule, global_batch=m, partition="uniform")
     p = build_plan(model, plan, _gpus(1, 4))
     p.workload.check()
     return p.compute_time

@@ -11,7 +11,7 @@ from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gp
 from hetero_ns3.workload.artefact import Workload
 from hetero_ns3.workload.memory import embedding_params_per_rank, head_params_per_rank, layer_params_per_rank
 from hetero_ns3.workload.models import get_model
-from hetero_ns3.workload.parallel import ParallelPlan
+from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.planner import build_plan
 from hetero_ns3.workload.timing import replay
 
@@ -26,7 +26,7 @@ def _gpus(nodes: int = 2, per_node: int = 8, gpu: str = "H100-SXM"):
 def _plan(**kw):
     base = {"tp": 2, "pp": 2, "global_batch": 16, "micro_batch": b}
     base.update(kw)
-    return build_plan(MODEL, ParallelPlan(**base), _gpus())
+    return build_plan(MODEL, ParallelismSpec(**base), _gpus())
 
 
 def _comm(wl: Workload, dim: str, rank: int | None = None):
@@ -144,7 +144,7 @@ def test_tied_embedding_sync_between_first_and_last_stage() -> None:
 
 def test_moe_all_to_all_bytes() -> None:
     moe = replace(get_model("mixtral-8x7b"), layers=2, seq_len=256)
-    plan = ParallelPlan(tp=2, pp=1, ep=4, sequence_parallel=True, global_batch=8, micro_batch=1)
+    plan = ParallelismSpec(tp=2, pp=1, ep=4, sequence_parallel=True, global_batch=8, micro_batch=1)
     p = build_plan(moe, plan, _gpus(1, 8))
     a2a = _comm(p.workload, "ep", 0)
     T = 1 * 256

@@ -6,7 +6,7 @@ import pytest
 
 from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gpus
 from hetero_ns3.workload.models import get_model
-from hetero_ns3.workload.parallel import ParallelPlan
+from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.planner import build_plan
 
 
@@ -75,7 +75,7 @@ def _gpus(gpu_type: str, nodes: int, per_node: int = 8):
 def test_compiled_ops_execute_the_model_flops(kw: dict) -> None:
     """Summed over all ranks, the compiled ops execute exactly the closed-form iteration FLOPs."""
     m = get_model("gpt3-125m")
-    plan = ParallelPlan(global_batch=16, micro_batch=2, **kw)
+    plan = ParallelismSpec(global_batch=16, micro_batch=2, **kw)
     p = build_plan(m, plan, _gpus("H100-SXM", 1))
     dp = p.placement.dp
     expected = m.iteration_flops(16, plan.recompute, tp=plan.tp)
@@ -88,6 +88,6 @@ def test_moe_compiled_flops() -> None:
     from dataclasses import replace
 
     m = replace(m, layers=4, seq_len=512)
-    plan = ParallelPlan(tp=2, pp=1, ep=2, sequence_parallel=True, global_batch=8, micro_batch=1)
+    plan = ParallelismSpec(tp=2, pp=1, ep=2, sequence_parallel=True, global_batch=8, micro_batch=1)
     p = build_plan(m, plan, _gpus("H100-SXM", 1))
     assert p.executed_flops == pytest.approx(m.iteration_flops(8, "none", tp=2), rel=1e-6)

@@ -9,7 +9,7 @@ from hetero_ns3.errors import ScenarioError
 from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gpus
 from hetero_ns3.workload import layers as L
 from hetero_ns3.workload.models import get_model
-from hetero_ns3.workload.parallel import ParallelPlan
+from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.planner import build_plan
 
 
@@ -17,7 +17,7 @@ def _gpus(n: int = 2):
     return inline_gpus(ClusterSection(groups=(NodeGroupSpec("A100-SXM-80GB", 1, n),)))
 
 
-PLAN = ParallelPlan(tp=1, pp=1, dp=2, global_batch=4, micro_batch=1)
+PLAN = ParallelismSpec(tp=1, pp=1, dp=2, global_batch=4, micro_batch=1)
 
 
 def test_host_overhead_adds_its_time_once_per_iteration() -> None:
@@ -53,7 +53,7 @@ def test_unfused_attention_is_slower_and_keeps_the_flops() -> None:
 @pytest.mark.parametrize(("dtype", "nbytes"), [("fp32", 4), ("bf16", 2), ("fp16", 2)])
 def test_gradient_reduce_bytes_follow_the_dtype(dtype: str, nbytes: int) -> None:
     m = get_model("gpt3-125m")
-    plan = ParallelPlan(tp=1, pp=1, dp=2, global_batch=4, grad_reduce_dtype=dtype)
+    plan = ParallelismSpec(tp=1, pp=1, dp=2, global_batch=4, grad_reduce_dtype=dtype)
     wl = build_plan(m, plan, _gpus(), ComputeConfig()).workload
     grads = [o for o in wl.ops[0] if o.dim == "dp" and o.name.startswith("dp.grad")]
     params = m.total_params()
@@ -68,7 +68,7 @@ def test_tp_comm_overlap_hides_forward_tp_collectives() -> None:
     from hetero_ns3.workload.timing import replay
 
     m = get_model("gpt3-1.3b")
-    plan = ParallelPlan(tp=4, pp=1, dp=2, global_batch=4, sequence_parallel=True)
+    plan = ParallelismSpec(tp=4, pp=1, dp=2, global_batch=4, sequence_parallel=True)
     gpus = _gpus(8)
     base = build_plan(m, plan, gpus, ComputeConfig())
     over = build_plan(m, replace(plan, tp_comm_overlap=True), gpus, ComputeConfig())
@@ -91,7 +91,7 @@ def test_overlap_param_gather_moves_the_all_gathers_before_the_forward() -> None
     from hetero_ns3.workload.timing import replay
 
     m = get_model("gpt3-350m")
-    plan = ParallelPlan(tp=1, pp=1, dp=2, global_batch=8, zero_stage=1, bucket_params=10_000_000)
+    plan = ParallelismSpec(tp=1, pp=1, dp=2, global_batch=8, zero_stage=1, bucket_params=10_000_000)
     base = build_plan(m, plan, _gpus(), ComputeConfig())
     over = build_plan(m, replace(plan, overlap_param_gather=True), _gpus(), ComputeConfig())
     ops = over.workload.programs[0].ops

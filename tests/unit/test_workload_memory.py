@@ -9,7 +9,7 @@ from hetero_ns3.errors import PlanningError
 from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gpus
 from hetero_ns3.workload.memory import layer_activation_bytes
 from hetero_ns3.workload.models import get_model
-from hetero_ns3.workload.parallel import ParallelPlan
+from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.planner import build_plan, resolve
 
 GPT3 = get_model("gpt3-175b")
@@ -19,7 +19,7 @@ def _cluster(gpu: str, nodes: int):
     return inline_gpus(ClusterSection(groups=(NodeGroupSpec(gpu, nodes, 8),)))
 
 
-def _gpt3_plan(**kw) -> ParallelPlan:
+def _gpt3_plan(**kw) -> ParallelismSpec:
     """Narayanan et al. SC'21 Table 1 row for GPT-3 175B: t=8, p=16, 1024 GPUs (d=8), B=1536, b=1."""
     base = {
         "tp": 8,
@@ -32,7 +32,7 @@ def _gpt3_plan(**kw) -> ParallelPlan:
         "partition": "uniform",
     }
     base.update(kw)
-    return ParallelPlan(**base)
+    return ParallelismSpec(**base)
 
 
 def test_gpt3_175b_first_stage_by_hand() -> None:
@@ -72,18 +72,18 @@ def test_megatron_bytes_per_parameter() -> None:
     gpus = _cluster("H100-SXM", 2)
     model = get_model("gpt3-1.3b")
     for zero, per_param in ((0, 18.0), (1, 6 + 12 / 4), (2, 2 + 16 / 4)):
-        r = resolve(model, ParallelPlan(tp=2, pp=2, global_batch=16, zero_stage=zero), gpus)
+        r = resolve(model, ParallelismSpec(tp=2, pp=2, global_batch=16, zero_stage=zero), gpus)
         m = r.memory[0]
         assert (m.weights + m.gradients + m.optimizer) / m.params == pytest.approx(per_param)
 
 
 def test_overflow_fails_naming_gpu() -> None:
     with pytest.raises(PlanningError, match=r"GPU n0\.g0 \(A100-SXM-40GB, stage 0.*HBM.*zero_stage"):
-        build_plan(GPT3, ParallelPlan(tp=8, pp=2, global_batch=16), _cluster("A100-SXM-40GB", 2))
+        build_plan(GPT3, ParallelismSpec(tp=8, pp=2, global_batch=16), _cluster("A100-SXM-40GB", 2))
 
 
 def test_heterogeneous_memory_uses_each_gpu_capacity() -> None:
     gpus = inline_gpus(ClusterSection(groups=(NodeGroupSpec("H100-SXM", 1, 8), NodeGroupSpec("L40S", 1, 8))))
-    r = resolve(get_model("llama2-13b"), ParallelPlan(tp=8, pp=2, global_batch=16), gpus)
+    r = resolve(get_model("llama2-13b"), ParallelismSpec(tp=8, pp=2, global_batch=16), gpus)
     caps = {m.gpu_type: m.capacity for m in r.memory}
     assert caps["L40S"] == 48 * 2**30 and caps["H100-SXM"] == 80 * 2**30

@@ -16,7 +16,7 @@ from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gp
 from hetero_ns3.workload.artefact import Program, ProgramOp, Workload, expand_op
 from hetero_ns3.workload.models import get_model
 from hetero_ns3.workload.optable import op_graph, op_table
-from hetero_ns3.workload.parallel import ParallelPlan
+from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.placement import RankSlot
 from hetero_ns3.workload.planner import build_plan
 
@@ -41,8 +41,8 @@ def _workload(name: str) -> Workload:
     model, plan = CASES[name]
     gpus = inline_gpus(ClusterSection(groups=(NodeGroupSpec("H100-SXM", 2, 8),)))
     try:
-        return build_plan(model, ParallelPlan(**plan), gpus).workload
-    except TypeError as exc:  # a field name of ParallelPlan changed: say which case
+        return build_plan(model, ParallelismSpec(**plan), gpus).workload
+    except TypeError as exc:  # a field name of ParallelismSpec changed: say which case
         raise AssertionError(f"case {name}: {exc}") from exc
 
 

@@ -9,7 +9,7 @@ import pytest
 from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gpus
 from hetero_ns3.workload.compiler import StepPrograms
 from hetero_ns3.workload.models import get_model
-from hetero_ns3.workload.parallel import ParallelPlan
+from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.partition import chunk_layers, minmax_split, uniform_split
 from hetero_ns3.workload.planner import program_time, resolve
 
@@ -59,7 +59,7 @@ def _stage_times(r) -> list[float]:
 def test_stage_layers_follow_throughput(groups) -> None:
     """Faster stages get proportionally more layers; stage compute balanced within 10%."""
     model = get_model("gpt3-175b")
-    plan = ParallelPlan(tp=8, pp=4, global_batch=64, recompute="full")
+    plan = ParallelismSpec(tp=8, pp=4, global_batch=64, recompute="full")
     r = resolve(model, plan, _cluster(*groups))
     types = [r.placement.slot(0, s, 0).gpu_type for s in range(4)]
     layers = r.spec.stage_layers
@@ -79,7 +79,7 @@ def test_stage_layers_follow_throughput(groups) -> None:
 def test_replica_microbatches_follow_throughput() -> None:
     """Two replicas, one of H100s and one of A100s: microbatches in proportion to replica speed."""
     model = replace(get_model("llama2-7b"), seq_len=2048)
-    plan = ParallelPlan(tp=8, pp=1, global_batch=256, micro_batch=1)
+    plan = ParallelismSpec(tp=8, pp=1, global_batch=256, micro_batch=1)
     r = resolve(model, plan, _cluster(("H100-SXM", 1, 8), ("A100-SXM-80GB", 1, 8)))
     m_h, m_a = r.spec.replica_microbatches
     assert m_h + m_a == 256 and m_h > m_a
@@ -93,10 +93,10 @@ def test_given_partition_is_used_and_uniform_option() -> None:
     model = get_model("gpt3-1.3b")
     gpus = _cluster(("H100-SXM", 1, 8), ("A100-SXM-80GB", 1, 8))
     r = resolve(
-        model, ParallelPlan(tp=4, pp=2, global_batch=8, stage_layers=(10, 14), replica_microbatches=(5, 3)), gpus
+        model, ParallelismSpec(tp=4, pp=2, global_batch=8, stage_layers=(10, 14), replica_microbatches=(5, 3)), gpus
     )
     assert r.spec.stage_layers == (10, 14) and r.spec.replica_microbatches == (5, 3)
-    r = resolve(model, ParallelPlan(tp=4, pp=2, global_batch=8, partition="uniform"), gpus)
+    r = resolve(model, ParallelismSpec(tp=4, pp=2, global_batch=8, partition="uniform"), gpus)
     assert r.spec.stage_layers == (12, 12) and r.spec.replica_microbatches == (4, 4)
 
 
@@ -104,5 +104,5 @@ def test_homogeneous_auto_equals_uniform_layers() -> None:
     from hetero_ns3.workload.models import ModelSpec
 
     m = ModelSpec("toy", layers=32, hidden=4096, heads=32, ffn_hidden=16384, vocab=256, seq_len=2048)
-    r = resolve(m, ParallelPlan(tp=8, pp=4, global_batch=16), _cluster(("H100-SXM", 4, 8)))
+    r = resolve(m, ParallelismSpec(tp=8, pp=4, global_batch=16), _cluster(("H100-SXM", 4, 8)))
     assert r.spec.stage_layers == (8, 8, 8, 8)

@@ -9,7 +9,7 @@ import pytest
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gpus
 from hetero_ns3.workload.models import get_model
-from hetero_ns3.workload.parallel import ParallelPlan
+from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.placement import place
 from hetero_ns3.workload.planner import build_plan
 
@@ -58,7 +58,7 @@ def test_bad_order_and_count() -> None:
 def test_non_uniform_replicas_compile_to_a_consistent_dag() -> None:
     """Replicas with different microbatch counts still meet in the same DP collectives."""
     gpus = inline_gpus(ClusterSection(groups=(NodeGroupSpec("H100-SXM", 1, 4), NodeGroupSpec("A100-SXM-80GB", 1, 4))))
-    p = build_plan(get_model("gpt3-350m"), ParallelPlan(tp=2, pp=2, global_batch=12, zero_stage=1), gpus)
+    p = build_plan(get_model("gpt3-350m"), ParallelismSpec(tp=2, pp=2, global_batch=12, zero_stage=1), gpus)
     assert p.replica_microbatches[0] > p.replica_microbatches[1] >= 2
     p.workload.check()
     dp_insts = {op.instance for op in p.workload if op.dim == "dp"}

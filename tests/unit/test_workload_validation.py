@@ -7,7 +7,7 @@ import pytest
 from hetero_ns3.errors import PlanningError, ScenarioError
 from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gpus
 from hetero_ns3.workload.models import get_model
-from hetero_ns3.workload.parallel import ParallelPlan
+from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.planner import resolve
 
 
@@ -65,7 +65,7 @@ def test_bad_plans_name_fields(model: str, kw: dict, nodes: int | tuple[int, int
         base["replica_microbatches"] = tuple(base["replica_microbatches"])
     with pytest.raises(ScenarioError, match=pattern):
         n, per_node = nodes if isinstance(nodes, tuple) else (nodes, 8)
-        resolve(get_model(model), ParallelPlan(**base), _gpus(n, per_node=per_node))
+        resolve(get_model(model), ParallelismSpec(**base), _gpus(n, per_node=per_node))
 
 
 @pytest.mark.parametrize(
@@ -83,15 +83,15 @@ def test_bad_plans_name_fields(model: str, kw: dict, nodes: int | tuple[int, int
 )
 def test_field_checks(kw: dict, pattern: str) -> None:
     with pytest.raises(ScenarioError, match=pattern):
-        ParallelPlan(**kw).validate("parallelism")
+        ParallelismSpec(**kw).validate("parallelism")
 
 
 def test_tp_group_mixing_gpu_types_is_planning_error() -> None:
     gpus = inline_gpus(ClusterSection(groups=(NodeGroupSpec("H100-SXM", 1, 4), NodeGroupSpec("A100-SXM-80GB", 1, 4))))
     with pytest.raises(PlanningError, match="mixes GPU types"):
-        resolve(get_model("gpt3-1.3b"), ParallelPlan(tp=8, global_batch=8), gpus)
+        resolve(get_model("gpt3-1.3b"), ParallelismSpec(tp=8, global_batch=8), gpus)
 
 
 def test_v100_needs_fp16() -> None:
     with pytest.raises(PlanningError, match="V100-SXM2 has no BF16"):
-        resolve(get_model("gpt3-125m"), ParallelPlan(global_batch=8), _gpus(1, "V100-SXM2"))
+        resolve(get_model("gpt3-125m"), ParallelismSpec(global_batch=8), _gpus(1, "V100-SXM2"))

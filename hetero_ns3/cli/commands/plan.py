@@ -40,7 +40,7 @@ def _gib(x: float) -> str:
 
 
 def format_summary(s: dict) -> str:
-    """Human-readable summary of :meth:`Plan.summary`."""
+    """Human-readable summary of :meth:`CompiledIteration.summary`."""
     par = s["parallelism"]
     lines = [
         f"model      {s['model']}  on {s['gpus']} GPUs {s['gpu_types']}",
