@@ -8,8 +8,9 @@ happens when the section loads, so a mistyped value fails with the same dotted-p
 from __future__ import annotations
 
 import copy
+import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from hetero_ns3.errors import ScenarioError
@@ -34,18 +35,43 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
     return parts, parse_value(value)
 
 
+_INDEXED = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)\[(\d+)\]$")
+
+
+def set_path(raw: dict[str, Any], parts: Sequence[str], value: Any) -> str | None:
+    """Set ``raw[parts[0]]...[parts[-1]] = value``, creating tables as needed; a part ``name[i]`` indexes an
+    existing array of tables (``jobs[1].placement.policy``). Returns None, or why the path cannot be set."""
+    node: Any = raw
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        m = _INDEXED.match(part)
+        if m is not None:
+            arr = node.get(m.group(1)) if isinstance(node, dict) else None
+            k = int(m.group(2))
+            if not isinstance(arr, list) or k >= len(arr):
+                size = len(arr) if isinstance(arr, list) else 0
+                return f"{'.'.join(parts[: i + 1])} indexes an array of {size} table(s)"
+            if last:
+                arr[k] = value
+                return None
+            node = arr[k]
+        elif last:
+            node[part] = value
+            return None
+        else:
+            node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            return f"{'.'.join(parts[: i + 1])} ({node!r}) is a value, not a table; cannot set a key in it"
+    return None
+
+
 def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
-    """Return a deep copy of ``raw`` with each ``a.b=c`` override set (tables created as needed)."""
+    """Return a deep copy of ``raw`` with each ``a.b=c`` override set (tables created as needed; ``name[i]``
+    indexes an array of tables, e.g. ``jobs[0].placement.policy=spread``)."""
     out: dict[str, Any] = copy.deepcopy(dict(raw))
     for text in overrides:
         parts, value = parse_override(text)
-        node = out
-        for i, p in enumerate(parts[:-1]):
-            nxt = node.setdefault(p, {})
-            if not isinstance(nxt, dict):
-                raise ScenarioError(
-                    f"--set {text!r}: {'.'.join(parts[: i + 1])} ({nxt!r}) is a value, not a table; cannot set a key in it"
-                )
-            node = nxt
-        node[parts[-1]] = value
+        why = set_path(out, parts, value)
+        if why is not None:
+            raise ScenarioError(f"--set {text!r}: {why}")
     return out

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from hetero_ns3.errors import ScenarioError, field_error
+from hetero_ns3.scenario.overrides import set_path
 
 KINDS = ("training", "collective")
 MODES = ("grid", "zip")
@@ -121,17 +122,13 @@ def point_id_of(kind: str, resolved: Mapping[str, Any]) -> str:
 
 
 def set_dotted(raw: dict[str, Any], key: str, value: Any, where: str) -> None:
-    """Set ``a.b.c = value`` in a nested table (tables created as needed)."""
+    """Set ``a.b.c = value`` in a nested table (tables created as needed; ``jobs[1].x`` indexes an array)."""
     parts = key.split(".")
     if len(parts) < 2 or any(not p.strip() for p in parts):
         raise field_error(where, key, "is not a dotted scenario key with a section", 'write e.g. "parallelism.tp"')
-    node = raw
-    for i, p in enumerate(parts[:-1]):
-        nxt = node.setdefault(p, {})
-        if not isinstance(nxt, dict):
-            raise field_error(where, key, f"goes through {'.'.join(parts[: i + 1])} ({nxt!r}), a value, not a table")
-        node = nxt
-    node[parts[-1]] = copy.deepcopy(value)
+    why = set_path(raw, parts, copy.deepcopy(value))
+    if why is not None:
+        raise field_error(where, key, f"cannot be set: {why}")
 
 
 def _as_tuple(value: Any) -> tuple[Any, ...]:

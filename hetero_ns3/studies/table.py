@@ -146,7 +146,8 @@ def study_frame(study: Study, points: Sequence[Point], out_dir: Path) -> pd.Data
     rows = [point_row(study, p, out_dir) for p in points]
     kind_cols = COLLECTIVE_COLUMNS if study.kind == "collective" else TRAINING_COLUMNS
     keys = list(study.axis_keys)
-    extra = sorted({k for r in rows for k in r if "[" in k})  # per-GPU-type breakdown columns
+    # per-GPU-type breakdown columns (``term[type]``; an axis key may hold brackets too: ``jobs[0].x``)
+    extra = sorted({k for r in rows for k in r if "[" in k and k not in keys})
     data: dict[str, pd.Series] = {}
     for col, dtype in BASE_COLUMNS.items():
         if col == "index":

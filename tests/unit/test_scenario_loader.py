@@ -173,3 +173,12 @@ def test_custom_gpu_type_in_scenario() -> None:
             },
         }
         scenario_from_dict(bad)
+
+
+def test_overrides_index_arrays_of_tables() -> None:
+    raw = {"jobs": [{"placement": {"policy": "packed"}}, {"name": "b"}]}
+    out = apply_overrides(raw, ['jobs[1].placement.policy="spread"', "jobs[0].placement.policy=spread"])
+    assert out["jobs"][1]["placement"] == {"policy": "spread"} and out["jobs"][0]["placement"]["policy"] == "spread"
+    assert raw["jobs"][1] == {"name": "b"}  # a copy
+    with pytest.raises(ScenarioError, match=r"jobs\[2\] indexes an array of 2 table"):
+        apply_overrides(raw, ["jobs[2].start=1"])

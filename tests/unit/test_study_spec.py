@@ -147,3 +147,17 @@ def test_shipped_studies_validate_and_expand(name):
         and "**Expected shape.**" in text
         and f"hetero-ns3 sweep scenarios/studies/{name}" in text
     )
+
+
+def test_axes_may_index_arrays_of_tables_and_the_table_keeps_them_as_strings(tmp_path) -> None:
+    """The job-contention study: `jobs[i].placement.policy` axes expand, and the study table keeps those
+    bracketed axis columns as axes (strings), not as per-GPU-type breakdown columns."""
+    from hetero_ns3.studies.table import study_frame
+
+    repo = Path(__file__).resolve().parents[2]
+    study = load_study_file(repo / "scenarios" / "studies" / "job-contention" / "study.toml")
+    points = expand(study)
+    assert len(points) == 4
+    df = study_frame(study, points, tmp_path)
+    assert str(df["jobs[0].placement.policy"].dtype) == "string"
+    assert sorted(df["jobs[1].placement.policy"]) == ["packed", "packed", "spread", "spread"]
