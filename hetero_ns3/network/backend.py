@@ -56,9 +56,8 @@ class Backend(Protocol):
     """A network backend: stateless, one :meth:`run` per plan."""
 
     name: str
-    """Registry name (``ns3``, ``analytic``)."""
-    time_varying_faults: bool
-    """Whether link faults may start after t = 0 or take a link down (else a clear error)."""
+    """Registry name (``ns3``, ``analytic``). A backend refuses, with a clear error, faults it cannot model
+    (the flow level: links that change after t = 0 or go down)."""
 
     def run(
         self,

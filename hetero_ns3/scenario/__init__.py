@@ -14,7 +14,7 @@ from typing import Any
 from hetero_ns3.scenario.fields import load_dataclass, to_plain, valid_keys
 from hetero_ns3.scenario.overrides import apply_overrides, parse_override
 
-_LAZY = {"SECTIONS", "Scenario", "load_scenario", "replace_sections", "scenario_from_dict"}
+_LAZY = {"SECTIONS", "Scenario", "load_scenario", "scenario_from_dict"}
 
 
 def __getattr__(name: str) -> Any:
@@ -33,7 +33,6 @@ __all__ = [
     "load_dataclass",
     "load_scenario",
     "parse_override",
-    "replace_sections",
     "scenario_from_dict",
     "to_plain",
     "valid_keys",

@@ -9,7 +9,6 @@ one field of :class:`Scenario` plus one entry there.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,11 +156,3 @@ def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     p = Path(path).expanduser()
     raw = read_toml(p, "scenario file")
     return scenario_from_dict(raw, overrides, source=str(p), base_dir=p.parent)
-
-
-def replace_sections(scenario: Scenario, **sections: Any) -> Scenario:
-    """A copy of ``scenario`` with some sections replaced (marked present)."""
-    unknown = [k for k in sections if k not in SECTIONS]
-    if unknown:
-        raise ScenarioError(f"{unknown[0]} is not a scenario section; valid sections: {sorted(SECTIONS)}")
-    return dataclasses.replace(scenario, present=scenario.present | frozenset(sections), **sections)

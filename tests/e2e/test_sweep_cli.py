@@ -130,11 +130,9 @@ def test_study_and_run_tables_round_trip_with_the_documented_types(swept):
     assert st.attrs["axes"] == ["parallelism.tp", "model.seq_len"] and len(st) == 6
 
 
-@pytest.mark.slow
-def test_resume_after_sigterm_finishes_the_rest_and_reruns_nothing_complete(tmp_path):
-    study = write_study(tmp_path, seq_lens=(128, 256, 384))
-    out = tmp_path / "out"
-    cmd = [
+def _sweep_cmd(study: Path, out: Path) -> list[str]:
+    """``hetero-ns3 sweep STUDY`` on one worker as a subprocess command (for the signal and kill tests)."""
+    return [
         sys.executable,
         "-m",
         "hetero_ns3",
@@ -146,6 +144,13 @@ def test_resume_after_sigterm_finishes_the_rest_and_reruns_nothing_complete(tmp_
         str(out),
         "--no-progress",
     ]
+
+
+@pytest.mark.slow
+def test_resume_after_sigterm_finishes_the_rest_and_reruns_nothing_complete(tmp_path):
+    study = write_study(tmp_path, seq_lens=(128, 256, 384))
+    out = tmp_path / "out"
+    cmd = _sweep_cmd(study, out)
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     done: dict[str, tuple] = {}
@@ -224,18 +229,7 @@ def _children(pid: int) -> list[int]:
 def test_a_killed_worker_fails_its_points_and_the_sweep_goes_on(tmp_path):
     study = write_study(tmp_path, seq_lens=(128, 256))
     out = tmp_path / "out"
-    cmd = [
-        sys.executable,
-        "-m",
-        "hetero_ns3",
-        "sweep",
-        str(study),
-        "--workers",
-        "1",
-        "--out",
-        str(out),
-        "--no-progress",
-    ]
+    cmd = _sweep_cmd(study, out)
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline and not list(out.glob("runs/*/point.json")):

@@ -44,7 +44,6 @@ class AnalyticBackend:
     """Max-min fair flows on routed paths (docs/analytic.md)."""
 
     name = "analytic"
-    time_varying_faults = False
 
     def run(
         self,

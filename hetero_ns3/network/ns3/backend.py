@@ -13,7 +13,6 @@ class Ns3Backend:
     """Our RoCE module inside ns-3: the whole DAG replayed in ns-3's event loop (docs/cosim.md)."""
 
     name = "ns3"
-    time_varying_faults = True
 
     def run(
         self,
