@@ -26,6 +26,7 @@ from hetero_ns3.plan.dag import ExecutionPlan, TaskTimes
 from hetero_ns3.plan.iterations import RepeatedPlan, repeat_plan
 from hetero_ns3.plan.merge import delay_start, merge_plans, prefix_labels
 from hetero_ns3.results import GpuMeta, recording_run, summarize, versions_info
+from hetero_ns3.results.link_table import job_link_figures, link_table
 from hetero_ns3.results.meta import GpuMetaLike
 from hetero_ns3.results.summary import Summary
 from hetero_ns3.scenario.jobs import JobSection
@@ -103,6 +104,12 @@ def merged_plan(jobs: list[JobPlan]) -> tuple[ExecutionPlan, np.ndarray]:
     return plan, own
 
 
+def _job_of_task(n_tasks: int, ends: np.ndarray) -> np.ndarray:
+    """int64 per task of the merged plan: the index of its job, from where each job's tasks end (the parts
+    are concatenated in job order, each job's start-wait tasks first)."""
+    return np.searchsorted(ends, np.arange(n_tasks), side="right").astype(np.int64)
+
+
 def run_jobs(scenario: Scenario, out_dir: str | Path, engine: Backend, progress: ProgressFn | None) -> RunOutcome:
     """Simulate every job of ``scenario`` together and write one run directory (``summary.json`` ``jobs``)."""
     run = scenario.run
@@ -143,13 +150,21 @@ def run_jobs(scenario: Scenario, out_dir: str | Path, engine: Backend, progress:
                 solo = simulate(engine, jp.repeated.plan, graph, scenario)
                 alone = job_summary(jp, solo.times, rec.gpu_meta)
             rows.append(_job_row(jp, shared, alone))
+        names = [jp.job.name for jp in jobs]
+        ends = np.asarray([int(a) + len(jp.repeated.plan) for jp, a in zip(jobs, own, strict=True)], np.int64)
+        job_of_task = _job_of_task(len(plan), ends)
+        by_job = engine.link_load(
+            plan, graph, scenario.network, seed=run.seed, group=job_of_task, n_groups=len(jobs)
+        )  # fmt: skip
+        span = float(np.max(res.times.finish_s) - np.min(res.times.start_s)) if len(plan) else 0.0
+        rec.links_df = link_table(graph, by_job, names, span)
+        for row in rows:
+            row["links"] = job_link_figures(rec.links_df, row["name"])
         stats["jobs"] = rows
         stats["mfu"] = float(np.mean([r["mfu"] for r in rows]))
         flows = res.flows
         if "task" in flows.columns:
-            starts = np.r_[own, len(plan)]
-            job_of = np.searchsorted(starts, flows["task"].to_numpy(), side="right") - 1
-            flows = flows.assign(job=np.asarray([jp.job.name for jp in jobs], dtype=object)[job_of])
+            flows = flows.assign(job=np.asarray(names, dtype=object)[job_of_task[flows["task"].to_numpy()]])
         summary = summarize(plan, res.times, rec.gpu_meta, None)
         paths = rec.finish(res.times, flows, extra_summary={"run": stats, "jobs": rows})
     return RunOutcome(paths, summary, engine.name, stats)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from hetero_ns3.errors import field_error
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
     from hetero_ns3.network.config import NetworkConfig
@@ -71,6 +72,21 @@ class Backend(Protocol):
         stall_limit_s: float = 60.0,
     ) -> BackendRun:
         """Replay ``plan`` on ``graph`` (hosts named as ``plan.gpus``); see :class:`BackendRun`."""
+        ...
+
+    def link_load(
+        self,
+        plan: ExecutionPlan,
+        graph: NetGraph,
+        config: NetworkConfig,
+        *,
+        seed: int,
+        group: np.ndarray,
+        n_groups: int,
+    ) -> np.ndarray:
+        """float64 (n_groups, n_links, 2): payload bytes each group of tasks (``group``: one id per task, e.g.
+        its job) puts on each directed link (column 0: ``a`` to ``b``), routed as this backend routes
+        (:mod:`hetero_ns3.network.link_load`)."""
         ...
 
 

@@ -48,6 +48,8 @@ class RunRecorder:
     iteration: np.ndarray | None = None
     """Training iteration of each task of ``plan`` (None: a one-iteration run)."""
     extra_summary: dict[str, Any] = field(default_factory=dict)
+    links_df: pd.DataFrame | None = None
+    """Per-link bytes by job (multi-job runs), written with the complete run."""
     paths: RunPaths | None = None
     """Set once the complete run directory is written."""
 
@@ -71,6 +73,7 @@ class RunRecorder:
             flows_df=self.flows_df,
             iteration=self.iteration,
             extra_summary=self.extra_summary,
+            links_df=self.links_df,
         )
         return self.paths
 

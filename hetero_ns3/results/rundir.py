@@ -9,6 +9,8 @@ Layout (every file written atomically: temporary file in the same directory, the
     flows.csv                one row per flow (tables.flows_frame)
     tasks.parquet            the same tables as Parquet (typed columns; schema in docs/results.md)
     flows.parquet
+    links.csv                multi-job runs: payload bytes per directed link and job (results.link_table)
+    links.parquet
     trace.json               Chrome trace / Perfetto
     plots/breakdown.png      breakdown bars per GPU type
     plots/timeline.png       Gantt of the run (all its iterations)
@@ -58,6 +60,8 @@ class RunPaths:
     flows: Path
     tasks_parquet: Path
     flows_parquet: Path
+    links: Path
+    links_parquet: Path
     trace: Path
     summary: Path
     plots: Path
@@ -76,6 +80,8 @@ class RunPaths:
             flows=root / "flows.csv",
             tasks_parquet=root / "tasks.parquet",
             flows_parquet=root / "flows.parquet",
+            links=root / "links.csv",
+            links_parquet=root / "links.parquet",
             trace=root / "trace.json",
             summary=root / "summary.json",
             plots=root / "plots",
@@ -179,6 +185,7 @@ def clear_run_dir(out_dir: str | os.PathLike[str]) -> list[str]:
         return []
     removed = []
     order = [paths.summary, paths.scenario, paths.versions, paths.plan, paths.tasks, paths.flows, paths.trace]
+    order += [paths.tasks_parquet, paths.flows_parquet, paths.links, paths.links_parquet]
     order += [paths.breakdown_png, paths.timeline_png]
     for p in order:
         if p.is_file() or p.is_symlink():
@@ -241,6 +248,7 @@ def write_run(
     status: str = "ok",
     reason: str = "",
     extra_summary: Mapping[str, Any] | None = None,
+    links_df: pd.DataFrame | None = None,
     trace_max_events: int = 1_000_000,
     timeline_max_gpus: int = 32,
     plots: bool = True,
@@ -251,7 +259,8 @@ def write_run(
     :func:`write_partial` then). Tables and JSON raise on I/O errors; a failing trace or plot is
     recorded under ``write_errors`` in ``summary.json`` instead. ``summary.json`` is written last.
     ``plots=False`` skips ``plots/`` (matplotlib costs about a second per run on first use).
-    ``iteration`` (one index per task) marks a run of several training iterations.
+    ``iteration`` (one index per task) marks a run of several training iterations. ``links_df`` (the
+    ``links`` table of :mod:`hetero_ns3.results.link_table`) is written as ``links.csv`` / ``links.parquet``.
     """
     if status not in STATUSES:
         raise ValueError(f"status {status!r} is not one of {STATUSES}")
@@ -267,11 +276,13 @@ def write_run(
     _write_csv(paths.tasks, tasks_df)
     _write_csv(paths.flows, flows_table)
     files = ["scenario.resolved.json", "versions.json", "plan.npz", "tasks.csv", "flows.csv"]
+    parquet = [("tasks.parquet", paths.tasks_parquet, tasks_df), ("flows.parquet", paths.flows_parquet, flows_table)]
+    if links_df is not None:
+        _write_csv(paths.links, links_df)
+        files.append("links.csv")
+        parquet.append(("links.parquet", paths.links_parquet, links_df))
     errors: dict[str, str] = {}
-    for name, path, df in (
-        ("tasks.parquet", paths.tasks_parquet, tasks_df),
-        ("flows.parquet", paths.flows_parquet, flows_table),
-    ):
+    for name, path, df in parquet:
         if _try(errors, name, partial(_write_parquet, path, df)):
             files.append(name)
     if _try(

@@ -76,9 +76,16 @@ def run(args: argparse.Namespace) -> int:
             if "slowdown" in job
             else ""
         )
+        links = job.get("links") or {}
+        fabric = (
+            f"; fabric {links['fabric_bytes'] / 1e9:.2f} GB, {100 * links['shared_fabric_fraction']:.0f}% on links "
+            f"shared with another job, busiest fabric link at {100 * links['fabric_peak_utilisation']:.0f}%"
+            if links.get("busiest_link")
+            else ""
+        )
         print(
             f"job {job['name']}: {job['gpus']} GPUs on nodes {job['nodes']} ({job['placement']}), iteration "
-            f"{job['iteration_time_s'] * 1e3:.3f} ms, MFU {100 * job['mfu']:.1f}%{alone}"
+            f"{job['iteration_time_s'] * 1e3:.3f} ms, MFU {100 * job['mfu']:.1f}%{alone}{fabric}"
         )
     print(f"run directory: {outcome.paths.root}")
     return 0

@@ -128,7 +128,7 @@ def _run(lib: ctypes.CDLL | None, config: AnalyticConfig, *args, **kwargs) -> tu
     return replay(*args, **kwargs), "numpy"
 
 
-def _route_plan(
+def route_plan(
     graph: NetGraph,
     plan: ExecutionPlan,
     flows: PlanFlows,
@@ -194,7 +194,7 @@ def simulate_plan(
         flows = flows_job.result()
         links = link_arrays(graph, config)
         size = plan.size_bytes[flows.task]
-        paths = _route_plan(graph, plan, flows, size, links, config, seed, table, lib)
+        paths = route_plan(graph, plan, flows, size, links, config, seed, table, lib)
         t_route = time.perf_counter() - t0
         successors = None if succ is None else succ.result()
         fct = np.empty(flows.task.shape[0])

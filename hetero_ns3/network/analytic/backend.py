@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.network.analytic.api import simulate_plan
 from hetero_ns3.network.analytic.config import AnalyticConfig
 from hetero_ns3.network.backend import BackendRun, ProgressFn
 from hetero_ns3.network.config import NetworkConfig
+from hetero_ns3.network.link_load import routed_link_bytes
 from hetero_ns3.plan.dag import ExecutionPlan
 from hetero_ns3.scenario.faults import FaultsSection
 from hetero_ns3.topology.graph import NetGraph, make_graph
@@ -68,3 +71,16 @@ class AnalyticBackend:
             stats={"events": int(getattr(res.stats, "events", 0))},
             raw=res,
         )
+
+    def link_load(
+        self,
+        plan: ExecutionPlan,
+        graph: NetGraph,
+        config: NetworkConfig,
+        *,
+        seed: int,
+        group: np.ndarray,
+        n_groups: int,
+    ) -> np.ndarray:
+        """Bytes per group and directed link on the paths :meth:`run` uses (same hash, key and seed)."""
+        return routed_link_bytes(graph, plan, group, n_groups, config_for(config), seed)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from hetero_ns3.network.backend import BackendRun, ProgressFn
 from hetero_ns3.network.config import NetworkConfig
 from hetero_ns3.plan.dag import ExecutionPlan
@@ -40,3 +42,24 @@ class Ns3Backend:
             stats={"events": res.events, "simulated_s": res.sim_time_s, "ns3_wall_s": res.wall_s},
             raw=res,
         )
+
+    def link_load(
+        self,
+        plan: ExecutionPlan,
+        graph: NetGraph,
+        config: NetworkConfig,
+        *,
+        seed: int,
+        group: np.ndarray,
+        n_groups: int,
+    ) -> np.ndarray:
+        """Bytes per group and directed link as the switches route them: their per-flow hash (``packet``) on
+        each connection (or flow) with ``routing.ecmp_seed``, or the expected even split with packet
+        spraying. Paths after a link fault at t > 0 (the switches then avoid the link) are not followed."""
+        from hetero_ns3.network.analytic.config import AnalyticConfig
+        from hetero_ns3.network.link_load import routed_link_bytes, sprayed_link_bytes
+
+        if config.routing.packet_spray:
+            return sprayed_link_bytes(graph, plan, group, n_groups)
+        acfg = AnalyticConfig(ecmp_hash="packet", ecmp_key=config.routing.ecmp_key)
+        return routed_link_bytes(graph, plan, group, n_groups, acfg, config.routing.ecmp_seed)
