@@ -21,6 +21,8 @@ training points:
                                      ``exposed_inter_node_comm_s``, ``pipeline_bubble_s``, ``straggler_wait_s``,
                                      ``other_s``)
 ``<term>[<gpu type>]``     float64   the same term, mean over the GPUs of one type (``compute_s[H100-SXM]``)
+``job.<name>.<key>``       float64   multi-job points: per job ``iteration_time_s``, ``slowdown``, ``mfu``,
+                                     ``shared_fabric_fraction``, ``fabric_peak_utilisation`` (docs/multijob.md)
 collective points:
 ``time_s``, ``algbw_GBps``, ``busbw_GBps``, ``predicted_s`` (float64), ``size_bytes``, ``ranks``,
 ``channels`` (int64), ``op``, ``algo``, ``protocol`` (string)
@@ -87,6 +89,10 @@ def _tokens_per_s(resolved: Mapping[str, Any] | None, it_s: float | None) -> flo
     return float(tokens) / it_s if it_s else math.nan
 
 
+#: Per-job figures of multi-job points, as ``job.<name>.<key>`` columns (float64; NaN when absent).
+JOB_COLUMNS = ("iteration_time_s", "slowdown", "mfu", "shared_fabric_fraction", "fabric_peak_utilisation")
+
+
 def point_row(study: Study, point: Point, out_dir: Path) -> dict[str, Any]:
     """The table row of one point, read from its run directory (``status = missing`` if it never ran)."""
     run_dir = out_dir / "runs" / point.point_id
@@ -123,6 +129,11 @@ def point_row(study: Study, point: Point, out_dir: Path) -> dict[str, Any]:
     for gtype, terms in sorted((bd.get("per_gpu_type") or {}).items()):
         for term in TERMS:
             row[f"{term}[{gtype}]"] = float(terms.get(term, math.nan))
+    for job in summary.get("jobs") or ():
+        name, links = job.get("name"), job.get("links") or {}
+        for key in JOB_COLUMNS:
+            value = job.get(key, links.get(key))
+            row[f"job.{name}.{key}"] = float(value) if value is not None else math.nan
     return row
 
 

@@ -90,3 +90,20 @@ def test_spread_jobs_share_fabric_links_and_packed_ones_do_not(tmp_path: Path) -
     assert set(t["job"]) == {"a", "b"}
     assert (t.loc[t["fabric"], "jobs_on_link"] >= 1).all()
     assert json.dumps(spread["jobs"][0]["links"])  # JSON-serialisable
+
+
+def test_study_rows_carry_per_job_contention_columns(tmp_path: Path) -> None:
+    from hetero_ns3.pipeline import run_scenario
+    from hetero_ns3.scenario import load_scenario
+    from hetero_ns3.studies.spec import expand, load_study_file
+    from hetero_ns3.studies.table import point_row
+
+    repo = Path(__file__).resolve().parents[2]
+    study = load_study_file(repo / "scenarios" / "studies" / "job-contention" / "study.toml")
+    point = expand(study)[0]
+    run_scenario(load_scenario(repo / "scenarios" / "two-jobs.toml"), tmp_path / "runs" / point.point_id)
+    row = point_row(study, point, tmp_path)
+    for job in ("a", "b"):
+        assert row[f"job.{job}.slowdown"] > 1.05  # spread (the file's placement), with baselines
+        assert 0 < row[f"job.{job}.shared_fabric_fraction"] <= 1
+        assert 0 < row[f"job.{job}.fabric_peak_utilisation"] <= 1
