@@ -189,6 +189,8 @@ class Emitter:
         lat = self.tuning.hw_latency(p.kind, family, self.protocol)
         if self.protocol == "LL" and p.kind != "network" and self.multi_node:
             lat *= self.tuning.ll_multinode_intra_latency_factor
+        if family == "ring" and p.kind != "network" and self.multi_node:  # cost.ring_latency_s
+            lat = max(lat, self.tuning.net_overhead_s.get(self.protocol, 0.0))
         return max(0.0, lat - p.delay_s)
 
     def touch(self, gpu: str, tid: int) -> None:

@@ -147,7 +147,8 @@ def test_reductions_are_compute_on_receiver(star_env):
     received = 7 / 8 * 8 * (1 << 20) * 8
     expect = received * t.reduction_bytes_touched / (t.default_hbm_bw_Bps * t.hbm_efficiency)
     lat = plan.duration_s[red].sum() - expect
-    assert total >= expect and lat < 8 * 2 * 7 * 10e-6
+    # beyond the memory time: at most one network step latency per rank, channel and step
+    assert total >= expect and lat <= 8 * 2 * 7 * t.hw_latency("network", "ring", "Simple") + 1e-12
 
 
 def test_entry_deps_and_chaining(star_env):

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from hetero_ns3.collectives.cost import (
     bottleneck,
     intra_kind,
+    ll_max_busbw_Bps,
     ring_latency_s,
     ring_protocol_factor,
 )
@@ -108,7 +109,11 @@ def ring_cost(
     inter = (2 * (n_nodes - 1) if op == ALL_REDUCE else n_nodes - 1) if multi else 0
     intra = intra_kind(env, ((s, d) for s, d, _ in edges))
     lat = ring_latency_s(env, protocol, steps, inter, intra, multi)
-    return lat + t_bw / ring_protocol_factor(env, op, protocol, multi, one_per_node), hop
+    t_proto = t_bw / ring_protocol_factor(env, op, protocol, multi, one_per_node)
+    if protocol == "LL":  # NCCL's llMaxBw: bus bytes (what each rank sends) at most at the LL cap
+        bus_bytes = size if op in (BROADCAST, REDUCE) else size * steps / n
+        t_proto = max(t_proto, bus_bytes / ll_max_busbw_Bps(env, group, n_nodes))
+    return lat + t_proto, hop
 
 
 def emit_ring(
