@@ -69,15 +69,21 @@ def intra_kind(env: CollectiveEnv, pairs: Iterable[tuple[str, str]]) -> str:
     return "nvlink"
 
 
-def ring_latency_s(env: CollectiveEnv, protocol: str, steps: int, inter_steps: int, intra: str, multi: bool) -> float:
-    """NCCL ring latency: base + (steps - inter) x intra-hop + inter x network-hop latency (s)."""
+def ring_latency_s(
+    env: CollectiveEnv, protocol: str, steps: int, inter_steps: int, intra: str, multi: bool, one_per_node: bool = False
+) -> float:
+    """NCCL ring latency: base + (steps - inter) x intra-hop + inter x network-hop latency (s).
+
+    With one rank per node NCCL v2.30.7 charges the tree's network latency per step ("latencies are
+    fully exposed"), as :meth:`~hetero_ns3.collectives.emit.Emitter.step_latency_s` does in the plan.
+    """
     t = env.tuning
     lat_intra = t.hw_latency(intra, "ring", protocol)
     if protocol == "LL" and multi:
         lat_intra *= t.ll_multinode_intra_latency_factor
     if multi:  # NCCL v2.30.7: inter-node rings still post every step to the network proxy
         lat_intra = max(lat_intra, t.net_overhead_s.get(protocol, 0.0))
-    lat_inter = t.hw_latency(NETWORK, "ring", protocol)
+    lat_inter = t.hw_latency(NETWORK, "tree" if one_per_node else "ring", protocol)
     return t.base_latency_s["ring"][protocol] + (steps - inter_steps) * lat_intra + inter_steps * lat_inter
 
 
