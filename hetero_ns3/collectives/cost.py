@@ -69,13 +69,21 @@ def intra_kind(env: CollectiveEnv, pairs: Iterable[tuple[str, str]]) -> str:
     return "nvlink"
 
 
-def ring_latency_s(env: CollectiveEnv, protocol: str, steps: int, inter_steps: int, intra: str, multi: bool) -> float:
-    """NCCL ring latency: base + (steps - inter) x intra-hop + inter x network-hop latency (s)."""
+def ring_latency_s(
+    env: CollectiveEnv, protocol: str, steps: int, inter_steps: int, intra: str, multi: bool, one_per_node: bool = False
+) -> float:
+    """NCCL ring latency: base + (steps - inter) x intra-hop + inter x network-hop latency (s).
+
+    With one rank per node NCCL v2.30.7 charges the tree's network latency per step ("latencies are
+    fully exposed"), as :meth:`~hetero_ns3.collectives.emit.Emitter.step_latency_s` does in the plan.
+    """
     t = env.tuning
     lat_intra = t.hw_latency(intra, "ring", protocol)
     if protocol == "LL" and multi:
         lat_intra *= t.ll_multinode_intra_latency_factor
-    lat_inter = t.hw_latency(NETWORK, "ring", protocol)
+    if multi:  # NCCL v2.30.7: inter-node rings still post every step to the network proxy
+        lat_intra = max(lat_intra, t.net_overhead_s.get(protocol, 0.0))
+    lat_inter = t.hw_latency(NETWORK, "tree" if one_per_node else "ring", protocol)
     return t.base_latency_s["ring"][protocol] + (steps - inter_steps) * lat_intra + inter_steps * lat_inter
 
 
@@ -88,6 +96,26 @@ def tree_latency_s(env: CollectiveEnv, protocol: str, ranks_per_node: int, nodes
     lat_inter = t.hw_latency(NETWORK, "tree", protocol)
     log_nodes = int(math.log2(nodes)) if nodes > 1 else 0
     return t.base_latency_s["tree"][protocol] + 2 * ((ranks_per_node - 1) * lat_intra + log_nodes * lat_inter)
+
+
+def ll_max_busbw_Bps(env: CollectiveEnv, group: tuple[str, ...], n_nodes: int) -> float:
+    """NCCL's cap on the LL protocol's bus bandwidth (``llMaxBws``), bytes/s; inf without a cap.
+
+    One node: per GPU architecture (the slowest of the group; the smallest listed value for an unknown
+    architecture); several nodes: one value for two nodes, one for more (NCCL's Intel-CPU row).
+    """
+    caps = env.tuning.ll_max_busbw_Bps
+    if caps is None:
+        return math.inf
+    if n_nodes > 1:
+        return caps.two_nodes if n_nodes == 2 else caps.more_nodes
+    key = ("ll-cap", group)
+    hit = env.cache.get(key)
+    if hit is None:
+        lowest = min(caps.one_node.values())
+        hit = min(caps.one_node.get(env.architecture(g), lowest) for g in group)
+        env.cache[key] = hit
+    return float(hit)  # type: ignore[arg-type]
 
 
 def ring_protocol_factor(env: CollectiveEnv, op: str, protocol: str, multi: bool, one_per_node: bool) -> float:

@@ -183,12 +183,18 @@ class Emitter:
         """Reduce ``nbytes`` received bytes into ``gpu``'s buffer (memory-bound), plus ``extra_s``."""
         return self.compute(gpu, self.env.reduce_time_s(gpu, nbytes) + extra_s, deps, ch, "reduce")
 
-    def step_latency_s(self, src: str, dst: str, family: str) -> float:
-        """Per-step protocol latency of a hop minus the wire delay the backend simulates itself (s)."""
+    def step_latency_s(self, src: str, dst: str, family: str, one_per_node: bool = False) -> float:
+        """Per-step protocol latency of a hop minus the wire delay the backend simulates itself (s).
+
+        ``one_per_node``: a ring with one rank per node, whose network steps cost the tree's network
+        latency in NCCL v2.30.7 (as :func:`~hetero_ns3.collectives.cost.ring_latency_s`)."""
         p = self.env.path(src, dst)
-        lat = self.tuning.hw_latency(p.kind, family, self.protocol)
+        exposed = family == "ring" and p.kind == "network" and one_per_node
+        lat = self.tuning.hw_latency(p.kind, "tree" if exposed else family, self.protocol)
         if self.protocol == "LL" and p.kind != "network" and self.multi_node:
             lat *= self.tuning.ll_multinode_intra_latency_factor
+        if family == "ring" and p.kind != "network" and self.multi_node:  # cost.ring_latency_s
+            lat = max(lat, self.tuning.net_overhead_s.get(self.protocol, 0.0))
         return max(0.0, lat - p.delay_s)
 
     def touch(self, gpu: str, tid: int) -> None:

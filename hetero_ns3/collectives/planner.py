@@ -69,7 +69,8 @@ def emit_collective(
         entry_deps,
         category,
         priority,
-        env.tuning.base_latency_s.get(algo.family, {}).get(choice.protocol, 0.0),  # NVLS: baseLat 0
+        # NCCL's base latency (NVLS: baseLat 0) plus the launch cost every call pays
+        env.tuning.base_latency_s.get(algo.family, {}).get(choice.protocol, 0.0) + env.tuning.launch_s,
     )
     n = 2 if call.op == SEND_RECV else len(call.group)
     if n >= 2 and call.size_bytes > 0:

@@ -2,7 +2,8 @@
 
 For every algorithm the selector may use for the op (``auto`` algorithms; an ``algo`` override
 narrows it to one) and every enabled protocol (or the ``protocol`` override), the cost model gives a
-time; the fastest wins. The channel count is the override or
+time (plus the tuning's launch cost, the same for all, so it only enters the reported prediction); the
+fastest wins. The channel count is the override or
 ``clamp(bytes per rank and step // min_bytes_per_channel, 1, max)`` (see :func:`default_channels`).
 Choices are memoized per env for repeated calls of the same shape.
 """
@@ -76,6 +77,7 @@ def choose(call: CollectiveCall, env) -> Choice:
             if p not in PROTOCOLS:
                 raise PlanningError(f"call.protocol ({p!r}) is not one of {list(PROTOCOLS)}")
             secs, hop = a.cost(call, env, p, channels)
+            secs += t.launch_s  # the same for every candidate: reported, never decides
             cands[f"{a.name}/{p}"] = secs
             if best is None or secs < best[0]:
                 best = (secs, a.name, p, hop)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,16 @@ class NvlsTuning:
 
 
 @dataclass(frozen=True)
+class LLCaps:
+    """NCCL's ``llMaxBws``: the LL protocol's bus bandwidth cap, bytes/s (``[bandwidth.ll_max_busbw_GBps]``)."""
+
+    one_node: Mapping[str, float]
+    """Per GPU architecture (``Hopper``...), groups inside one node."""
+    two_nodes: float
+    more_nodes: float
+
+
+@dataclass(frozen=True)
 class Tuning:
     """All constants of the cost model and of the chunking (SI units)."""
 
@@ -95,6 +105,15 @@ class Tuning:
     source: str = ""
     nvls: NvlsTuning | None = None
     """NVLS constants; None when the tuning file has no ``[nvls]`` table (no NVLS algorithms)."""
+    ll_max_busbw_Bps: LLCaps | None = None
+    """LL bus bandwidth caps; None (no cap) when the tuning file has none."""
+    net_overhead_s: Mapping[str, float] = field(default_factory=dict)
+    """``[protocol]`` -> s: floor of the intra-node step latency of rings that span several nodes
+    (NCCL v2.30.7's ``getNetOverhead``, x3 for Simple); empty = no floor."""
+    launch_s: float = 0.0
+    """Fixed cost of every collective call (kernel launch and start), s, on top of NCCL's latency model.
+    NCCL's tuner leaves it out (it is the same for every algorithm and protocol, so it cannot change the
+    choice); fitted on nccl-tests by ``scripts/fit_nccl_latency.py`` (``[latency] launch_us``, optional)."""
 
     def hw_latency(self, kind: str, algo: str, protocol: str) -> float:
         """Per-step latency (s) of ``algo``/``protocol`` over a ``kind`` link."""
@@ -205,6 +224,27 @@ def tuning_from_dict(data: Mapping[str, Any], source: str = "") -> Tuning:
         default_hbm_bw_Bps=_num(red, "default_hbm_bw_Bps", "reduction", True),
         source=source,
         nvls=nvls_from_dict(_table(data, "nvls")) if "nvls" in data else None,
+        ll_max_busbw_Bps=_ll_caps(bw["ll_max_busbw_GBps"]) if "ll_max_busbw_GBps" in bw else None,
+        launch_s=_num(_table(data, "latency"), "launch_us", "latency") * us if "latency" in data else 0.0,
+        net_overhead_s=_per_proto(_table(data, "latency").get("net_overhead_us"), "latency.net_overhead_us", us)
+        if "net_overhead_us" in data.get("latency", {})
+        else {},
+    )
+
+
+def _ll_caps(t: Any) -> LLCaps:
+    path = "bandwidth.ll_max_busbw_GBps"
+    if not isinstance(t, Mapping):
+        raise field_error(
+            path, t, "must be a table {one_node = {Hopper = 141.0, ...}, two_nodes = .., more_nodes = ..}"
+        )
+    one = t.get("one_node")
+    if not isinstance(one, Mapping) or not one:
+        raise field_error(f"{path}.one_node", one, "must be a table {Hopper = 141.0, ...} (GB/s per architecture)")
+    return LLCaps(
+        one_node={str(k): _num(one, k, f"{path}.one_node", positive=True) * 1e9 for k in one},
+        two_nodes=_num(t, "two_nodes", path, positive=True) * 1e9,
+        more_nodes=_num(t, "more_nodes", path, positive=True) * 1e9,
     )
 
 

@@ -17,8 +17,12 @@ from hetero_ns3.topology import star
 def test_tuning_constants_match_nccl_tables():
     t = load_tuning()
     assert t.base_latency_s["ring"]["Simple"] == pytest.approx(8.4e-6)
-    assert t.hw_latency("network", "ring", "Simple") == pytest.approx(9.6e-6)
-    assert t.hw_latency("nvlink", "tree", "LL") == pytest.approx(0.52e-6)
+    assert t.base_latency_s["ring"]["LL"] == pytest.approx(6.6e-6)  # NCCL v2.30.7 baseLat
+    assert t.hw_latency("network", "ring", "Simple") == pytest.approx(14.0e-6)  # v2.30.7 hwLat
+    assert t.hw_latency("nvlink", "ring", "LL") == pytest.approx(0.6e-6)
+    assert t.hw_latency("nvlink", "tree", "LL128") == pytest.approx(1.25e-6)
+    assert t.bandwidth["ring_ll"] == 0.5
+    assert t.ll_max_busbw_Bps is not None and t.ll_max_busbw_Bps.one_node["Hopper"] == pytest.approx(141e9)
     assert t.wire_factor["LL"] == 2.0
     assert "tuning.cc" in default_tuning_path().read_text()
 

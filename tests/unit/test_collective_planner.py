@@ -147,7 +147,8 @@ def test_reductions_are_compute_on_receiver(star_env):
     received = 7 / 8 * 8 * (1 << 20) * 8
     expect = received * t.reduction_bytes_touched / (t.default_hbm_bw_Bps * t.hbm_efficiency)
     lat = plan.duration_s[red].sum() - expect
-    assert total >= expect and lat < 8 * 2 * 7 * 10e-6
+    # beyond the memory time: at most one network step latency per rank, channel and step
+    assert total >= expect and lat <= 8 * 2 * 7 * t.hw_latency("network", "ring", "Simple") + 1e-12
 
 
 def test_entry_deps_and_chaining(star_env):
@@ -161,10 +162,10 @@ def test_entry_deps_and_chaining(star_env):
     times = critical_path_s(plan, 1e-6)
     first = np.arange(r1.first_task, r1.end_task)
     assert times.start_s[first].min() >= 1e-3 - 1e-12
-    assert (
-        times.start_s[r2.first_task : r2.end_task].min()
-        >= max(times.finish_s[list(v)].max() for v in r1.exits.values()) - 1e-12
-    )
+    # per rank: nothing of the second call on GPU g starts before the first call's exit on g
+    for i in range(r2.first_task, r2.end_task):
+        g = plan.gpus[int(plan.gpu[i])]
+        assert times.start_s[i] >= times.finish_s[list(r1.exits[g])].max() - 1e-12, (i, g)
     assert "dp" in plan.categories
 
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from hetero_ns3.collectives.cost import (
     bottleneck,
     intra_kind,
+    ll_max_busbw_Bps,
     ring_latency_s,
     ring_protocol_factor,
 )
@@ -65,6 +66,11 @@ def ring_orders(env: CollectiveEnv, group: tuple[str, ...], channels: int) -> li
     return orders
 
 
+def one_rank_per_node(env: CollectiveEnv, gpus: Sequence[str]) -> bool:
+    """Whether ``gpus`` span several nodes with one rank on each (NCCL's ppn = 1 latency rule)."""
+    return len(gpus) > 1 and len({env.node_of(g) for g in gpus}) == len(gpus)
+
+
 def ring_steps(op: str, n: int) -> int:
     """Sequential steps of a ring ``op`` over ``n`` ranks (NCCL's ``nsteps``, chains: ``n - 1`` hops)."""
     return 2 * (n - 1) if op == ALL_REDUCE else n - 1
@@ -107,8 +113,12 @@ def ring_cost(
     steps = ring_steps(op, n)
     inter = (2 * (n_nodes - 1) if op == ALL_REDUCE else n_nodes - 1) if multi else 0
     intra = intra_kind(env, ((s, d) for s, d, _ in edges))
-    lat = ring_latency_s(env, protocol, steps, inter, intra, multi)
-    return lat + t_bw / ring_protocol_factor(env, op, protocol, multi, one_per_node), hop
+    lat = ring_latency_s(env, protocol, steps, inter, intra, multi, multi and one_per_node)
+    t_proto = t_bw / ring_protocol_factor(env, op, protocol, multi, one_per_node)
+    if protocol == "LL":  # NCCL's llMaxBw: bus bytes (what each rank sends) at most at the LL cap
+        bus_bytes = size if op in (BROADCAST, REDUCE) else size * steps / n
+        t_proto = max(t_proto, bus_bytes / ll_max_busbw_Bps(env, group, n_nodes))
+    return lat + t_proto, hop
 
 
 def emit_ring(
@@ -131,18 +141,19 @@ def emit_ring(
     if n < 2 or size <= 0:
         return done
     per_ch = split(size, channels)
+    opn = one_rank_per_node(em.env, gpus)
     for c in range(channels):
         order = orders[c % len(orders)]
         d = per_ch[c]
         if op in (BROADCAST, REDUCE):
-            _emit_chain(em, gpus, order, op, d, ready0, c, root, done)
+            _emit_chain(em, gpus, order, op, d, ready0, c, root, done, opn)
             continue
         segs = split(d, n)
         k_sl = n_slices(max(segs), t.slice_bytes, t.max_slices)
         k_sl = budget_slices(k_sl, channels * n * ring_steps(op, n), t.max_flows_per_call)
         slices = [split(s, k_sl) for s in segs]
         ring = [gpus[r] for r in order]
-        lat = [em.step_latency_s(ring[p], ring[(p + 1) % n], "ring") for p in range(n)]
+        lat = [em.step_latency_s(ring[p], ring[(p + 1) % n], "ring", opn) for p in range(n)]
         ready = [[ready0[ring[p]]] * k_sl for p in range(n)]
         steps = ring_steps(op, n)
         red_steps = n - 1 if op in (ALL_REDUCE, REDUCE_SCATTER) else 0
@@ -178,6 +189,7 @@ def _emit_chain(
     c: int,
     root: int,
     done: dict[str, list[int]],
+    opn: bool = False,
 ) -> None:
     """Pipelined chain along ``order`` from the root (broadcast) or toward it (reduce)."""
     n = len(gpus)
@@ -189,7 +201,7 @@ def _emit_chain(
     k_sl = max(1, min(math.ceil(d / t.chain_min_slice_bytes) if d > 0 else 1, t.chain_slices_per_hop * (n - 1)))
     k_sl = budget_slices(k_sl, em.channels * (n - 1), t.max_flows_per_call)
     sl = split(d, k_sl)
-    lat = [em.step_latency_s(chain[h], chain[h + 1], "ring") for h in range(n - 1)]
+    lat = [em.step_latency_s(chain[h], chain[h + 1], "ring", opn) for h in range(n - 1)]
     last = [ready0[g] for g in chain]
     for k in range(k_sl):
         prev = ready0[chain[0]]

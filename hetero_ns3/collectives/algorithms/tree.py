@@ -13,7 +13,13 @@ from __future__ import annotations
 
 import math
 
-from hetero_ns3.collectives.cost import bottleneck, intra_kind, tree_latency_s, tree_protocol_factor
+from hetero_ns3.collectives.cost import (
+    bottleneck,
+    intra_kind,
+    ll_max_busbw_Bps,
+    tree_latency_s,
+    tree_protocol_factor,
+)
 from hetero_ns3.collectives.emit import Emitter, budget_slices, split
 from hetero_ns3.collectives.env import CollectiveEnv
 from hetero_ns3.collectives.registry import register
@@ -117,7 +123,10 @@ class Tree:
         ppn = max(len(x) for x in nodes)
         intra = intra_kind(env, ((s, d) for s, d, _ in edges))
         lat = tree_latency_s(env, protocol, ppn, len(nodes), intra)
-        return lat + t_bw / tree_protocol_factor(env, protocol, len(nodes) > 1), hop
+        t_proto = t_bw / tree_protocol_factor(env, protocol, len(nodes) > 1)
+        if protocol == "LL":  # NCCL's llMaxBw on the bus bandwidth; tree algbw = busbw / 2
+            t_proto = max(t_proto, 2 * call.size_bytes / ll_max_busbw_Bps(env, group, len(nodes)))
+        return lat + t_proto, hop
 
     def plan(self, em: Emitter) -> None:
         call, env, t = em.call, em.env, em.tuning
