@@ -39,8 +39,8 @@ def bottleneck(env: CollectiveEnv, edges: Iterable[Edge]) -> tuple[float, Hop | 
         bw = env.hop_bandwidth_Bps(src, dst)
         if p.kind == NETWORK:
             keys = (
-                ("nic-out", env.node_of(src), env.rail_of(src)),
-                ("nic-in", env.node_of(dst), env.rail_of(dst)),
+                ("nic-out", env.node_of(src), env.nic_of(src)),
+                ("nic-in", env.node_of(dst), env.nic_of(dst)),
             )
         else:
             keys = (("out", src, p.kind), ("in", dst, p.kind))

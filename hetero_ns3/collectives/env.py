@@ -195,6 +195,11 @@ class CollectiveEnv:
         lt = self.tuning.links[p.kind]
         return p.rate_bps / 8.0 * lt.efficiency / lt.wire_overhead
 
+    def nic_of(self, gpu: str) -> str:
+        """The NIC that serves ``gpu`` (its rail switch, or the GPU itself, if the graph names none)."""
+        nic = self._nic_of.get(gpu)
+        return nic if nic is not None else self.rail_of(gpu)
+
     def rail_of(self, gpu: str) -> str:
         """The rail (first network switch behind the GPU's NIC); the GPU itself if it has none."""
         r = self._rail.get(gpu)

@@ -27,7 +27,7 @@ _CH = re.compile(r"\bch(\d+)\b")
 def _resources(env: CollectiveEnv, src: str, dst: str) -> tuple[tuple, tuple]:
     p = env.path(src, dst)
     if p.kind == NETWORK:
-        return ("nic-out", env.node_of(src), env.rail_of(src)), ("nic-in", env.node_of(dst), env.rail_of(dst))
+        return ("nic-out", env.node_of(src), env.nic_of(src)), ("nic-in", env.node_of(dst), env.nic_of(dst))
     return ("out", src, p.kind), ("in", dst, p.kind)
 
 
