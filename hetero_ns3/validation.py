@@ -37,8 +37,11 @@ class Case:
         source: URL or citation of the published value.
         quick: part of ``validate --quick``.
         pending: expected to fail until a named feature lands (reported, not counted).
+        heldout: a held-out public measurement: no model constant was fitted to it (it counts in the
+            exit status like any other case unless also ``pending``; ``validate --heldout`` runs only these).
         scenario: scenario path relative to the suite file (kind scenario).
-        op, topology, gpus, size: collective, topology preset, first N GPUs, bytes (kind collective).
+        op, topology, gpus, size: collective, topology (a preset name, or a cluster TOML path relative
+            to the suite file), first N GPUs, bytes (kind collective).
         algo: forced algorithm (collective), e.g. ``ring``.
         ranks: explicit GPU names of the collective's group (instead of ``gpus``).
         note: free text.
@@ -52,6 +55,7 @@ class Case:
     source: str
     quick: bool = False
     pending: str = ""
+    heldout: bool = False
     scenario: str = ""
     op: str = ""
     topology: str = ""
@@ -86,6 +90,8 @@ def load_suite(path: str | Path | None = None) -> tuple[Path, tuple[Case, ...]]:
             raise field_error(f"{where}.kind", tbl["kind"], "is not a case kind", f"use one of {list(KINDS)}")
         if tbl["metric"] not in METRICS:
             raise field_error(f"{where}.metric", tbl["metric"], "is not a metric", f"use one of {list(METRICS)}")
+        if not isinstance(tbl.get("heldout", False), bool):
+            raise field_error(f"{where}.heldout", tbl["heldout"], "is not a boolean", "write heldout = true or false")
         tbl = dict(tbl)
         tbl["overrides"] = tuple(tbl.get("overrides", ()))
         tbl["ranks"] = tuple(tbl.get("ranks", ()))
@@ -125,14 +131,20 @@ def simulate_scenario(path: Path, overrides: Sequence[str] = ()) -> dict[str, fl
     }
 
 
-def simulate_collective(case: Case) -> dict[str, float]:
-    """One collective of ``case.size`` bytes over the first ``case.gpus`` GPUs of ``case.topology``."""
+def simulate_collective(case: Case, base: Path | None = None) -> dict[str, float]:
+    """One collective of ``case.size`` bytes over the first ``case.gpus`` GPUs of ``case.topology``.
+
+    A topology ending in ``.toml`` is read relative to ``base`` (the suite's folder) when it exists there.
+    """
     from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, busbw_factor, plan_collective
     from hetero_ns3.network.analytic import simulate_plan
     from hetero_ns3.plan.builder import PlanBuilder
     from hetero_ns3.topology import resolve_topology
 
-    graph = resolve_topology(case.topology)
+    topo: str | Path = case.topology
+    if base is not None and case.topology.endswith(".toml") and (base / case.topology).is_file():
+        topo = base / case.topology
+    graph = resolve_topology(topo)
     env = CollectiveEnv.from_graph(graph)
     group = case.ranks or (env.gpus[: case.gpus] if case.gpus else env.gpus)
     call = CollectiveCall(case.op, group, int(case.size), algo=case.algo or None)
@@ -165,6 +177,7 @@ class Outcome:
             "tolerance_pct": 100.0 * c.tolerance,
             "within_tolerance": self.within,
             "pending": c.pending,
+            "heldout": c.heldout,
             "source": c.source,
             "wall_s": self.wall_s,
         }
@@ -176,7 +189,7 @@ def run_case(case: Case, base: Path) -> Outcome:
     if case.kind == "scenario":
         detail = simulate_scenario(base / case.scenario, case.overrides)
     else:
-        detail = simulate_collective(case)
+        detail = simulate_collective(case, base)
     sim = detail[case.metric]
     err = 100.0 * (sim - case.published) / case.published
     return Outcome(case, sim, err, abs(err) <= 100.0 * case.tolerance, time.perf_counter() - t0, detail)
