@@ -95,7 +95,7 @@ def test_heldout_must_be_boolean(tmp_path) -> None:
 def test_shipped_heldout_cases_have_sources_and_files() -> None:
     base, cases = load_suite()
     held = [c for c in cases if c.heldout]
-    assert len(held) >= 14
+    assert len(held) >= 15
     sources = (base / "heldout_sources.md").read_text()
     for c in held:
         assert not c.quick, c.name  # validate --quick stays the calibration set
