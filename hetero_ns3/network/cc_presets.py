@@ -15,9 +15,11 @@ from typing import Any
 
 DCQCN_PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     {
-        # Zhu et al., SIGCOMM'15, as carried by the author's ns-3 code (bobzhuyb/ns3-rdma) and htsim:
-        # the paper's pseudocode resets Rt = Rc on every cut (clamp on). R_HAI, min rate and the
-        # decrease interval are not given there: ours (10 x R_AI, 100 Mb/s, 4 us).
+        # Zhu et al., SIGCOMM'15, as carried by the author's ns-3 code (bobzhuyb/ns3-rdma@e8a27d0) and htsim:
+        # the paper's pseudocode resets Rt = Rc on every cut (clamp on). R_HAI 200 Mb/s: the author's shipped
+        # windows/ns-3-dev/x64/Release/mix/config.txt (RATE_HAI; it also has CLAMP_TARGET_RATE 1); min rate
+        # 100 Mb/s: the MinRate default of its qbb-net-device.cc. The RP-side decrease interval is not in it
+        # (it cuts on every CNP, the NP sending at most one per 50 us): ours, 4 us, which never binds here.
         "paper": MappingProxyType(
             {
                 "g": 1.0 / 256,
@@ -26,11 +28,12 @@ DCQCN_PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
                 "byte_counter_bytes": 10_000_000,
                 "fast_recovery_steps": 5,
                 "rate_ai_bps": 40e6,
-                "rate_hai_bps": 400e6,
+                "rate_hai_bps": 200e6,
                 "increase_reference_rate_bps": 0.0,
                 "min_rate_bps": 100e6,
                 "rate_decrease_interval_s": 4e-6,
                 "clamp_target_rate": True,
+                "decrease_on_period": False,
                 "cnp_interval_s": 50e-6,
             }
         ),
@@ -50,6 +53,7 @@ DCQCN_PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
                 "min_rate_bps": 1e9,
                 "rate_decrease_interval_s": 4e-6,
                 "clamp_target_rate": False,
+                "decrease_on_period": True,
                 "cnp_interval_s": 0.0,
             }
         ),
@@ -70,6 +74,7 @@ DCQCN_PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
                 "min_rate_bps": 1e6,
                 "rate_decrease_interval_s": 4e-6,
                 "clamp_target_rate": False,
+                "decrease_on_period": True,
                 "cnp_interval_s": 4e-6,
             }
         ),

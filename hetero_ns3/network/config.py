@@ -94,6 +94,10 @@ class DcqcnConfig:
     clamp_target_rate: bool | None = None
     """Set Rt = Rc on every cut (the paper's pseudocode); False (NICs' clamp_tgt_rate = 0): only when the
     rate increased since the last cut."""
+    decrease_on_period: bool | None = None
+    """NIC style (HPCC artifact, ConnectX rate_reduce_monitor_period): a CNP only flags the flow; a periodic
+    check every ``rate_decrease_interval_s`` from its first CNP cuts once if flagged, so the first CNP cuts
+    nothing by itself. False (the paper's reaction point): a CNP cuts at once."""
 
     def __post_init__(self) -> None:
         if self.g is not None:
@@ -453,6 +457,7 @@ ATTRIBUTE_MAP: tuple[AttributeBinding, ...] = (
     AttributeBinding("cc.dcqcn.min_rate_bps", "ns3::RdmaDcqcn", "MinRate", "rate"),
     AttributeBinding("cc.dcqcn.rate_decrease_interval_s", "ns3::RdmaDcqcn", "RateDecreaseInterval", "time"),
     AttributeBinding("cc.dcqcn.clamp_target_rate", "ns3::RdmaDcqcn", "ClampTargetRate", "bool"),
+    AttributeBinding("cc.dcqcn.decrease_on_period", "ns3::RdmaDcqcn", "DecreaseOnPeriod", "bool"),
     AttributeBinding("cc.hpcc.eta", "ns3::RdmaHpcc", "Eta", "float"),
     AttributeBinding("cc.hpcc.max_stage", "ns3::RdmaHpcc", "MaxStage", "int"),
     AttributeBinding("cc.hpcc.rate_ai_bps", "ns3::RdmaHpcc", "RateAi", "rate"),

@@ -218,6 +218,7 @@ RdmaNic::StartQueuePair(Ptr<RdmaQueuePair> qp)
     qp->segment = dev->GetSegmentBytes();
     qp->lineRateBps = dev->GetRateBps();
     qp->nextAvail = Simulator::Now();
+    qp->wakePort = MakeCallback(&RoceNetDevice::TryTransmit, PeekPointer(dev));
     qp->cc = m_ccFactory.Create<RdmaCongestionOps>();
     m_ccCreatedTrace(qp->flowId, qp->cc);
     qp->cc->Init(PeekPointer(qp));
