@@ -351,6 +351,10 @@ class NicConfig:
     cnp_interval_s: float | None = None
     """At most one CNP per queue pair per interval, seconds; 0: one per ECN-marked frame. None: the DCQCN
     preset's value (``paper``: N = 50 us; ``connectx``: 4 us; ``hpcc-artifact``: 0)."""
+    send_cnp: bool | None = None
+    """The receiver sends a CNP frame for ECN-marked DATA (the DCQCN notification point). None: only with
+    ``cc.kind = "dcqcn"``, the one strategy that reacts to CNPs; HPCC, DCTCP, TIMELY and ``none`` ignore them,
+    and each CNP would still take wire time on the reverse path and perturb those runs."""
     nack_interval_s: float = 10e-6
     """Minimum time between two NACKs for the same byte, seconds."""
     retransmit_timeout_s: float = 1e-3
@@ -497,6 +501,7 @@ ATTRIBUTE_MAP: tuple[AttributeBinding, ...] = (
     AttributeBinding("nic.int_header_bytes", "ns3::RdmaNic", "IntHeaderBytes", "int"),
     AttributeBinding("nic.ack_interval", "ns3::RdmaNic", "AckInterval", "int"),
     AttributeBinding("nic.cnp_interval_s", "ns3::RdmaNic", "CnpInterval", "time"),
+    AttributeBinding("nic.send_cnp", "ns3::RdmaNic", "SendCnp", "bool"),
     AttributeBinding("nic.nack_interval_s", "ns3::RdmaNic", "NackInterval", "time"),
     AttributeBinding("nic.retransmit_timeout_s", "ns3::RdmaNic", "RetransmitTimeout", "time"),
     AttributeBinding("nic.ack_priority", "ns3::RdmaNic", "AckPriority", "int"),
@@ -519,6 +524,8 @@ def _lookup(config: NetworkConfig, path: str) -> Any:
         return config.cc.hpcc_params()[path.removeprefix("cc.hpcc.")]
     if path.startswith("cc.timely."):
         return config.cc.timely_params()[path.removeprefix("cc.timely.")]
+    if path == "nic.send_cnp" and config.nic.send_cnp is None:  # derived: only DCQCN reacts to CNPs
+        return config.cc.kind == "dcqcn"
     if path == "nic.cnp_interval_s" and config.nic.cnp_interval_s is None:
         return config.cc.dcqcn_params()["cnp_interval_s"]
     obj: Any = config

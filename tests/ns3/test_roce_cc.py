@@ -211,6 +211,21 @@ def test_dcqcn_incast_utilisation_fairness_and_queue_per_preset(native, preset, 
     assert KMIN_100G < p99 < 16 * 1024 * 1024  # above Kmin, below half the buffer (no CC: 16.7 MB with PFC)
 
 
+def test_hpcc_ignores_ecn_thresholds(native):
+    """HPCC sets its window from INT, not ECN: switches still mark its frames, but the receiver sends no CNP
+    (only DCQCN reacts to them), so the FCTs are identical whatever the thresholds. Before, every marked
+    frame sent a CNP frame on the reverse path; 147 of them moved every FCT of this incast by up to 25 %."""
+    fcts, marks = [], []
+    for kmin, kmax in ((5_000, 20_000), (100_000, 400_000)):  # at 25 Gb/s; the low pair marks, the default not
+        cfg = NetworkConfig(cc=CcConfig(kind="hpcc"), ecn=EcnConfig(kmin_bytes=kmin, kmax_bytes=kmax))
+        res = simulate_flows(resolve_topology("star:9", RATE, DELAY), _incast(8, 2_000_000), cfg)
+        assert res.completed == 8 and res.flows["cnps"].sum() == 0
+        fcts.append(res.flows["fct_s"].tolist())
+        marks.append(int(res.ports["ecn_marks"].sum()))
+    assert marks[0] > 0 and marks[1] == 0  # the low pair did mark: the equality below is not vacuous
+    assert fcts[0] == fcts[1]
+
+
 @pytest.mark.parametrize("preset", sorted(HPCC_PRESETS))
 def test_hpcc_presets_hold_utilisation_near_eta(native, preset):
     """HPCC keeps the bottleneck busy at about eta: the incast makespan is within [1, 1.1/eta] x ideal."""
