@@ -1,13 +1,12 @@
 """The 8-to-1 incast table of docs/roce.md ("The 8-to-1 incast"): one row per congestion control and preset.
 
 8 x 10 MB from h1..h8 to h0 on ``star:9`` (100 Gb/s, 1 us links, 32 MiB buffer), all at t = 0; the
-bottleneck queue (switch port towards h0) is sampled every 1 us. Prints markdown rows with the CPU
-time of each run. Usage: ``python scripts/incast_table.py [kind:preset ...]`` (default: every row).
+bottleneck queue (switch port towards h0) is sampled every 1 us. Prints markdown rows.
+Usage: ``python scripts/incast_table.py [kind:preset ...]`` (default: every row).
 """
 
 from __future__ import annotations
 
-import resource
 import sys
 
 import numpy as np
@@ -23,11 +22,6 @@ N = 8
 SIZE = 10_000_000
 
 
-def _cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
-
-
 def row(kind: str, preset: str | None) -> str:
     """Run the incast under one congestion control and return its markdown table row."""
     graph = resolve_topology(f"star:{N + 1}", RATE, 1e-6)
@@ -35,9 +29,7 @@ def row(kind: str, preset: str | None) -> str:
     flows = pd.DataFrame(
         {"src": [f"h{i}" for i in range(1, N + 1)], "dst": ["h0"] * N, "size_bytes": [SIZE] * N, "start_s": [0.0] * N}
     )
-    cpu = _cpu_s()
     res = simulate_flows(graph, flows, NetworkConfig(cc=CcConfig(kind=kind, preset=preset)), sample_ports=[port])
-    cpu = _cpu_s() - cpu
     f = res.flows
     frame = 4096 + 62 + (42 if kind == "hpcc" else 0)  # payload + RoCEv2 headers (+ INT with HPCC)
     ideal = N * SIZE * frame / 4096 * 8 / RATE
@@ -56,7 +48,7 @@ def row(kind: str, preset: str | None) -> str:
         f"{q.max() / 1e6:.2f}",
         str(int(res.ports["pfc_pause_sent"].sum())),
     ]
-    return "| " + " | ".join(cells) + f" |  <!-- {cpu:.1f} s CPU -->"
+    return "| " + " | ".join(cells) + " |"
 
 
 def main(argv: list[str]) -> int:
