@@ -15,9 +15,11 @@ from typing import Any
 
 DCQCN_PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     {
-        # Zhu et al., SIGCOMM'15, as carried by the author's ns-3 code (bobzhuyb/ns3-rdma) and htsim:
-        # the paper's pseudocode resets Rt = Rc on every cut (clamp on). R_HAI, min rate and the
-        # decrease interval are not given there: ours (10 x R_AI, 100 Mb/s, 4 us).
+        # Zhu et al., SIGCOMM'15, as carried by the author's ns-3 code (bobzhuyb/ns3-rdma@e8a27d0) and htsim:
+        # the paper's pseudocode resets Rt = Rc on every cut (clamp on). R_HAI 200 Mb/s: the author's shipped
+        # windows/ns-3-dev/x64/Release/mix/config.txt (RATE_HAI; it also has CLAMP_TARGET_RATE 1); min rate
+        # 100 Mb/s: the MinRate default of its qbb-net-device.cc. The RP-side decrease interval is not in it
+        # (it cuts on every CNP, the NP sending at most one per 50 us): ours, 4 us, which never binds here.
         "paper": MappingProxyType(
             {
                 "g": 1.0 / 256,
@@ -26,17 +28,19 @@ DCQCN_PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
                 "byte_counter_bytes": 10_000_000,
                 "fast_recovery_steps": 5,
                 "rate_ai_bps": 40e6,
-                "rate_hai_bps": 400e6,
+                "rate_hai_bps": 200e6,
                 "increase_reference_rate_bps": 0.0,
                 "min_rate_bps": 100e6,
                 "rate_decrease_interval_s": 4e-6,
                 "clamp_target_rate": True,
+                "decrease_on_period": False,
                 "cnp_interval_s": 50e-6,
             }
         ),
-        # HPCC ns-3 artifact (alibaba-edu/High-Precision-Congestion-Control@9f4be2a, simulation/run.py and
-        # mix/config.txt; SimAI inherits it): Mellanox-like, increase steps 5 / 50 Mb/s per 25 Gb/s of line
-        # rate, no byte counter, CNP for every ECN-marked packet. g is not in the notes: the paper's 1/256.
+        # HPCC ns-3 artifact (alibaba-edu/High-Precision-Congestion-Control@9f4be2a, simulation/run.py --cc dcqcn
+        # and mix/config.txt; SimAI inherits it): Mellanox-like, increase steps 5 / 50 Mb/s per 25 Gb/s of line
+        # rate, no byte counter, CNP for every ECN-marked packet, EWMA_GAIN 1/256, cuts at the periodic
+        # CheckRateDecreaseMlx (rdma-hw.cc).
         "hpcc-artifact": MappingProxyType(
             {
                 "g": 1.0 / 256,
@@ -50,13 +54,16 @@ DCQCN_PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
                 "min_rate_bps": 1e9,
                 "rate_decrease_interval_s": 4e-6,
                 "clamp_target_rate": False,
+                "decrease_on_period": True,
                 "cnp_interval_s": 0.0,
             }
         ),
-        # NVIDIA ConnectX defaults (DOCA "DCQCN CC parameters"): alpha += (1 - 1019/1024) per 1 us period
-        # with a CNP, rate-reduce monitor period 4 us, min rate 1 Mb/s (in the calibration notes); rate
-        # increase timer 300 us, byte reset 32767 B, threshold F = 1, AI 5 Mb/s, HAI 50 Mb/s, clamp_tgt_rate 0
-        # (same page, not re-checked here). Receiver: min_time_between_cnps 4 us (same page, not re-checked).
+        # NVIDIA ConnectX firmware defaults, checked against a public `mlxconfig -q` dump of a ConnectX card:
+        # DCE_TCP_G 1019 and DCE_TCP_RTT 1 (alpha += (1 - 1019/1024) per 1 us period with a CNP: the calibration
+        # notes' reading), RATE_REDUCE_MONITOR_PERIOD 4 with RATE_TO_SET_ON_FIRST_CNP 0 (cuts on a 4 us grid, the
+        # first CNP cuts nothing), RPG_MIN_RATE 1 Mb/s, RPG_TIME_RESET 300 us, RPG_BYTE_RESET 32767 B,
+        # RPG_THRESHOLD 1, RPG_AI_RATE 5 / RPG_HAI_RATE 50 Mb/s, CLAMP_TGT_RATE 0 (CLAMP_TGT_RATE_AFTER_TIME_INC 1),
+        # INITIAL_ALPHA_VALUE 1023. Receiver: MIN_TIME_BETWEEN_CNPS 4 us (modelled per QP; see docs/roce.md).
         "connectx": MappingProxyType(
             {
                 "g": 5.0 / 1024,
@@ -70,6 +77,7 @@ DCQCN_PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
                 "min_rate_bps": 1e6,
                 "rate_decrease_interval_s": 4e-6,
                 "clamp_target_rate": False,
+                "decrease_on_period": True,
                 "cnp_interval_s": 4e-6,
             }
         ),

@@ -94,6 +94,10 @@ class DcqcnConfig:
     clamp_target_rate: bool | None = None
     """Set Rt = Rc on every cut (the paper's pseudocode); False (NICs' clamp_tgt_rate = 0): only when the
     rate increased since the last cut."""
+    decrease_on_period: bool | None = None
+    """NIC style (HPCC artifact, ConnectX rate_reduce_monitor_period): a CNP only flags the flow; a periodic
+    check every ``rate_decrease_interval_s`` from its first CNP cuts once if flagged, so the first CNP cuts
+    nothing by itself. False (the paper's reaction point): a CNP cuts at once."""
 
     def __post_init__(self) -> None:
         if self.g is not None:
@@ -347,6 +351,10 @@ class NicConfig:
     cnp_interval_s: float | None = None
     """At most one CNP per queue pair per interval, seconds; 0: one per ECN-marked frame. None: the DCQCN
     preset's value (``paper``: N = 50 us; ``connectx``: 4 us; ``hpcc-artifact``: 0)."""
+    send_cnp: bool | None = None
+    """The receiver sends a CNP frame for ECN-marked DATA (the DCQCN notification point). None: only with
+    ``cc.kind = "dcqcn"``, the one strategy that reacts to CNPs; HPCC, DCTCP, TIMELY and ``none`` ignore them,
+    and each CNP would still take wire time on the reverse path and perturb those runs."""
     nack_interval_s: float = 10e-6
     """Minimum time between two NACKs for the same byte, seconds."""
     retransmit_timeout_s: float = 1e-3
@@ -453,6 +461,7 @@ ATTRIBUTE_MAP: tuple[AttributeBinding, ...] = (
     AttributeBinding("cc.dcqcn.min_rate_bps", "ns3::RdmaDcqcn", "MinRate", "rate"),
     AttributeBinding("cc.dcqcn.rate_decrease_interval_s", "ns3::RdmaDcqcn", "RateDecreaseInterval", "time"),
     AttributeBinding("cc.dcqcn.clamp_target_rate", "ns3::RdmaDcqcn", "ClampTargetRate", "bool"),
+    AttributeBinding("cc.dcqcn.decrease_on_period", "ns3::RdmaDcqcn", "DecreaseOnPeriod", "bool"),
     AttributeBinding("cc.hpcc.eta", "ns3::RdmaHpcc", "Eta", "float"),
     AttributeBinding("cc.hpcc.max_stage", "ns3::RdmaHpcc", "MaxStage", "int"),
     AttributeBinding("cc.hpcc.rate_ai_bps", "ns3::RdmaHpcc", "RateAi", "rate"),
@@ -492,6 +501,7 @@ ATTRIBUTE_MAP: tuple[AttributeBinding, ...] = (
     AttributeBinding("nic.int_header_bytes", "ns3::RdmaNic", "IntHeaderBytes", "int"),
     AttributeBinding("nic.ack_interval", "ns3::RdmaNic", "AckInterval", "int"),
     AttributeBinding("nic.cnp_interval_s", "ns3::RdmaNic", "CnpInterval", "time"),
+    AttributeBinding("nic.send_cnp", "ns3::RdmaNic", "SendCnp", "bool"),
     AttributeBinding("nic.nack_interval_s", "ns3::RdmaNic", "NackInterval", "time"),
     AttributeBinding("nic.retransmit_timeout_s", "ns3::RdmaNic", "RetransmitTimeout", "time"),
     AttributeBinding("nic.ack_priority", "ns3::RdmaNic", "AckPriority", "int"),
@@ -514,6 +524,8 @@ def _lookup(config: NetworkConfig, path: str) -> Any:
         return config.cc.hpcc_params()[path.removeprefix("cc.hpcc.")]
     if path.startswith("cc.timely."):
         return config.cc.timely_params()[path.removeprefix("cc.timely.")]
+    if path == "nic.send_cnp" and config.nic.send_cnp is None:  # derived: only DCQCN reacts to CNPs
+        return config.cc.kind == "dcqcn"
     if path == "nic.cnp_interval_s" and config.nic.cnp_interval_s is None:
         return config.cc.dcqcn_params()["cnp_interval_s"]
     obj: Any = config

@@ -77,10 +77,74 @@ def test_dcqcn_rate_follows_cut_and_recovery_laws(native, preset):
                     recoveries += 1
                 rc = value
     assert cuts > 0 and recoveries > 0
-    # after the first CNP of a flow, its rate is Rc (1 - alpha/2) with alpha = 1: half the line rate
+    # The first cut of a flow: the paper's reaction point cuts at the first CNP itself with alpha = 1 (its
+    # initial value): half the line rate. NIC style (decrease_on_period) cuts at the first periodic check,
+    # one RateDecreaseInterval after that CNP, with alpha between 1 and (1 - g)^k for the k alpha updates
+    # of that interval (periods without a CNP decay it).
     first = t[(t["kind"] == "cnp_received") & (t["flow_id"] == 0)]["time_s"].min()
-    after = t[(t["kind"] == "rate") & (t["flow_id"] == 0) & (t["time_s"] >= first)]["value"].iloc[0]
-    assert after == pytest.approx(RATE / 2, rel=1e-9)
+    cut = t[(t["kind"] == "rate") & (t["flow_id"] == 0) & (t["time_s"] >= first)].iloc[0]
+    if p["decrease_on_period"]:
+        assert cut["time_s"] == pytest.approx(first + p["rate_decrease_interval_s"], abs=1e-12)
+        k = round(p["rate_decrease_interval_s"] / p["alpha_update_interval_s"])
+        assert RATE / 2 * (1 - 1e-9) <= cut["value"] <= RATE * (1 - (1 - p["g"]) ** k / 2) * (1 + 1e-9)
+    else:
+        assert cut["time_s"] == pytest.approx(first, abs=1e-12)
+        assert cut["value"] == pytest.approx(RATE / 2, rel=1e-9)
+
+
+@pytest.mark.parametrize("preset", sorted(p for p, v in DCQCN_PRESETS.items() if v["decrease_on_period"]))
+def test_dcqcn_nic_style_cuts_only_on_the_period_grid(native, preset):
+    """HPCC artifact (CheckRateDecreaseMlx) and ConnectX (rate_reduce_monitor_period): a CNP only flags the flow;
+    cuts happen at first CNP + k x RateDecreaseInterval (k >= 1), at most one per period, each after a CNP
+    received in the period that ends there."""
+    period = DCQCN_PRESETS[preset]["rate_decrease_interval_s"]
+    _, res = _run(CcConfig(kind="dcqcn", preset=preset), n=4, size=2_000_000, trace_cc=True)
+    t = res.cc_trace
+    n_cuts = 0
+    for _, rec in t.groupby("flow_id", sort=True):
+        cnp = np.sort(rec.loc[rec["kind"] == "cnp_received", "time_s"].to_numpy())
+        rate = rec[rec["kind"] == "rate"]
+        times, values = rate["time_s"].to_numpy(), rate["value"].to_numpy()
+        cut_times = times[1:][values[1:] < values[:-1]]  # Rt >= Rc always: every decrease is a cut
+        k = np.round((cut_times - cnp[0]) / period)
+        assert np.allclose(cut_times, cnp[0] + k * period, rtol=0, atol=1e-12)
+        assert (k >= 1).all() and len(np.unique(k)) == len(k)
+        # a CNP arrived in (t - period, t] before each cut (inclusive at the previous check: same-time order)
+        lo = np.searchsorted(cnp, cut_times - period - 1e-12, side="left")
+        hi = np.searchsorted(cnp, cut_times + 1e-12, side="right")
+        assert (hi > lo).all()
+        n_cuts += len(cut_times)
+    assert n_cuts > 0
+
+
+def test_dcqcn_timer_stages_follow_the_artifact(native):
+    """Timer-only increase (HPCC artifact RateIncEventMlx, F = 1): after a cut, the first timer event is fast
+    recovery (Rt unchanged), the second additive (Rt += R_AI), later ones hyper (Rt += R_HAI), each capped at
+    line rate, and each sets Rc = (Rt + Rc) / 2."""
+    p = DCQCN_PRESETS[DEFAULT_DCQCN_PRESET]
+    assert p["byte_counter_bytes"] == 0 and p["fast_recovery_steps"] == 1
+    scale = RATE / p["increase_reference_rate_bps"]
+    step = {1: 0.0, 2: p["rate_ai_bps"] * scale}
+    _, res = _run(CcConfig(kind="dcqcn"), n=8, size=10_000_000, trace_cc=True)
+    t = res.cc_trace
+    seen: dict[int, int] = {}
+    for _, rec in t[t["kind"].isin(["rate", "target_rate"])].groupby("flow_id", sort=True):
+        rc, rt, since_cut = RATE, RATE, 0
+        rt_before = RATE
+        for kind, value in zip(rec["kind"], rec["value"], strict=True):
+            if kind == "target_rate":
+                rt = value
+                continue
+            if value < rc:  # a cut (Rt >= Rc always)
+                since_cut = 0
+            else:
+                since_cut += 1
+                expect_rt = min(rt_before + step.get(since_cut, p["rate_hai_bps"] * scale), RATE)
+                assert rt == pytest.approx(expect_rt, rel=1e-9)
+                assert value == pytest.approx(min((rt + rc) / 2, RATE), abs=1e-6 * RATE)  # snapped at line rate
+                seen[min(since_cut, 3)] = seen.get(min(since_cut, 3), 0) + 1
+            rc, rt_before = value, rt
+    assert set(seen) == {1, 2, 3}  # every stage occurs
 
 
 def test_dcqcn_alpha_is_an_ewma_of_cnp_arrivals(native):
@@ -117,22 +181,49 @@ def test_cc_orders_the_bottleneck_queue(native):
     assert peak["dcqcn"] < 0.8 * peak["none"]
 
 
-# (preset, makespan / ideal range, min Jain) on the 8:1 incast of 10 MB flows, 100 Gbps, 32 MiB buffer; measured
-# 1.188 / 1.000 and 2.280 / 1.000 (docs/roce.md, "Presets"). The paper's clamp (Rt = Rc on every cut) with its
-# 40 Gbps-era increase steps recovers slowly from the first over-cut: its range is bounded below too.
-# connectx is left out: its outcome swings (2.3x to 5.5x, one flow starved at 1 Mb/s) with tiny model changes.
-DCQCN_INCAST = [("hpcc-artifact", 1.0, 1.25, 0.99), ("paper", 2.0, 2.45, 0.99)]
+# (preset, makespan / ideal range) on the 8:1 incast of 10 MB flows, 100 Gbps, 32 MiB buffer; measured 2.282,
+# 1.151 and 1.259 (docs/roce.md, "The 8-to-1 incast"). The paper's clamp (Rt = Rc on every cut) with its 40 Gbps-era
+# increase steps recovers slowly from the first over-cut: its range is bounded below too. The issue's 1.10x for
+# the default is not met (docs/roce.md explains why): the bound records where the artifact's dynamics put it.
+DCQCN_INCAST = [("hpcc-artifact", 1.0, 1.25), ("connectx", 1.0, 1.4), ("paper", 2.0, 2.45)]
+KMIN_100G = 400_000  # the artifact's Kmin, 100 KB per 25 Gb/s, at 100 Gb/s
 
 
-@pytest.mark.parametrize(("preset", "min_ratio", "max_ratio", "min_jain"), DCQCN_INCAST)
-def test_dcqcn_incast_utilisation_and_fairness_per_preset(native, preset, min_ratio, max_ratio, min_jain):
-    _, res = _run(CcConfig(kind="dcqcn", preset=preset))
+@pytest.mark.parametrize(("preset", "min_ratio", "max_ratio"), DCQCN_INCAST)
+def test_dcqcn_incast_utilisation_fairness_and_queue_per_preset(native, preset, min_ratio, max_ratio):
+    """DCQCN on an incast (Zhu et al.; HPCC paper's comparisons): fair shares that converge (every flow
+    finishes within 15 % of the others, Jain >= 0.99), the CC and not PFC bounding the queue (no PAUSE, no
+    drop), and a standing queue above Kmin while congested: its known weakness is queueing."""
+    graph = resolve_topology("star:9", RATE, DELAY)
+    port = egress_port(graph, "sw0", "h0")
+    res = simulate_flows(
+        graph, _incast(8, 10_000_000), NetworkConfig(cc=CcConfig(kind="dcqcn", preset=preset)), sample_ports=[port]
+    )
+    assert res.completed == 8
     f, ports = res.flows, res.ports
     ideal = 8 * 10_000_000 * WIRE * 8 / RATE
     ratio = float(f["finish_s"].max()) / ideal
     assert min_ratio <= ratio <= max_ratio
-    assert _jain((f["size_bytes"] / f["fct_s"]).to_numpy()) >= min_jain
+    assert _jain((f["size_bytes"] / f["fct_s"]).to_numpy()) >= 0.99
+    assert float(f["fct_s"].max()) <= 1.15 * float(f["fct_s"].min())
     assert ports["pfc_pause_sent"].sum() == 0 and ports["drops_total"].sum() == 0  # the CC, not PFC, did it
+    p99 = float(np.percentile(res.queues["bytes"].to_numpy(), 99))
+    assert KMIN_100G < p99 < 16 * 1024 * 1024  # above Kmin, below half the buffer (no CC: 16.7 MB with PFC)
+
+
+def test_hpcc_ignores_ecn_thresholds(native):
+    """HPCC sets its window from INT, not ECN: switches still mark its frames, but the receiver sends no CNP
+    (only DCQCN reacts to them), so the FCTs are identical whatever the thresholds. Before, every marked
+    frame sent a CNP frame on the reverse path; 147 of them moved every FCT of this incast by up to 25 %."""
+    fcts, marks = [], []
+    for kmin, kmax in ((5_000, 20_000), (100_000, 400_000)):  # at 25 Gb/s; the low pair marks, the default not
+        cfg = NetworkConfig(cc=CcConfig(kind="hpcc"), ecn=EcnConfig(kmin_bytes=kmin, kmax_bytes=kmax))
+        res = simulate_flows(resolve_topology("star:9", RATE, DELAY), _incast(8, 2_000_000), cfg)
+        assert res.completed == 8 and res.flows["cnps"].sum() == 0
+        fcts.append(res.flows["fct_s"].tolist())
+        marks.append(int(res.ports["ecn_marks"].sum()))
+    assert marks[0] > 0 and marks[1] == 0  # the low pair did mark: the equality below is not vacuous
+    assert fcts[0] == fcts[1]
 
 
 @pytest.mark.parametrize("preset", sorted(HPCC_PRESETS))

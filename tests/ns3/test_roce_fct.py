@@ -122,7 +122,7 @@ def test_hpcc_queue_well_below_dcqcn(capi):
 
 def test_dcqcn_late_joiner_converges_to_fair_share(capi):
     # The default preset's 300 us increase timer needs a few periods to share: a 8 MB flow joins a 20 MB one
-    # after 1 ms (measured: 0.98 of the fair-share rate; 2 MB after 200 us gives 0.81).
+    # after 1 ms (measured: 0.99 of the fair-share rate; 2 MB after 200 us gives 0.94).
     graph = resolve_topology("star:3", RATE, DELAY)
     late = 8_000_000
     flows = pd.DataFrame(

@@ -198,7 +198,8 @@ def test_cnp_rate_limit_and_ack_coalescing(capi):
     runs = {}
     for cnp_us, ack_every in ((50, 1), (10, 4)):
         cfg = NetworkConfig(
-            cc=CcConfig(kind="none"), nic=NicConfig(cnp_interval_s=cnp_us * 1e-6, ack_interval=ack_every)
+            cc=CcConfig(kind="none"),
+            nic=NicConfig(cnp_interval_s=cnp_us * 1e-6, ack_interval=ack_every, send_cnp=True),
         )
         res = simulate_flows(graph, _incast(), cfg)
         f = res.flows

@@ -84,6 +84,13 @@ RdmaDcqcn::GetTypeId()
                           BooleanValue(false),
                           MakeBooleanAccessor(&RdmaDcqcn::m_clampTarget),
                           MakeBooleanChecker())
+            .AddAttribute(
+                "DecreaseOnPeriod",
+                "NIC style: CNPs set a flag read by a periodic check every RateDecreaseInterval "
+                "from the flow's first CNP (which cuts nothing by itself); false: cut at the CNP",
+                BooleanValue(false),
+                MakeBooleanAccessor(&RdmaDcqcn::m_decreaseOnPeriod),
+                MakeBooleanChecker())
             .AddTraceSource("Rate",
                             "Current sending rate Rc, bit/s",
                             MakeTraceSourceAccessor(&RdmaDcqcn::m_rc),
@@ -137,13 +144,32 @@ RdmaDcqcn::Init(RdmaQueuePair* qp)
 void
 RdmaDcqcn::Apply()
 {
-    m_qp->rateBps = m_rc;
+    // The NIC's rate limiter behaves as a token bucket: the bits still owed for the frame last sent
+    // accrue at the new rate, so a rate change rescales the remaining pacing gap. Without this, a
+    // frame sent at the floor (33 ms for 4 KiB at ConnectX's 1 Mb/s) holds the queue pair long
+    // after the timer has raised its rate. When the gap shrinks, the egress port is asked to look
+    // again.
+    double old = m_qp->rateBps;
+    double rate = m_rc.Get();
+    m_qp->rateBps = rate;
+    Time now = Simulator::Now();
+    if (old > 0 && rate != old && m_qp->nextAvail > now)
+    {
+        double remaining = static_cast<double>((m_qp->nextAvail - now).GetTimeStep());
+        m_qp->nextAvail = now + TimeStep(std::llround(remaining * old / rate));
+        // Not from OnSent: the port is then building a frame and looks at nextAvail right after it.
+        if (rate > old && !m_sending && !m_qp->wakePort.IsNull())
+        {
+            m_qp->wakePort();
+        }
+    }
 }
 
 void
 RdmaDcqcn::OnCnp()
 {
     Time now = Simulator::Now();
+    bool first = !m_everDecreased && !m_cnpSinceDecrease;
     if (!m_active)
     {
         if (m_everDecreased)
@@ -159,6 +185,23 @@ RdmaDcqcn::OnCnp()
         m_alphaEvent = Simulator::Schedule(m_alphaInterval, &RdmaDcqcn::AlphaTimer, this);
     }
     m_cnpSinceAlphaUpdate = true;
+    if (m_decreaseOnPeriod)
+    {
+        // NIC style (HPCC artifact cnp_received_mlx; ConnectX rate_to_set_on_first_cnp = 0): the
+        // CNP sets a flag; the cut waits for the next periodic check, on a grid that starts at the
+        // flow's first CNP (the artifact's checks never stop; ours stop at line rate and resume on
+        // the same grid).
+        if (first)
+        {
+            m_periodOrigin = now;
+        }
+        m_cnpSinceDecrease = true;
+        if (!m_decreaseEvent.IsPending())
+        {
+            ScheduleDecreaseCheck();
+        }
+        return;
+    }
     if (m_everDecreased && now - m_lastDecrease < m_decreaseInterval)
     {
         // One cut per RateDecreaseInterval: this CNP is served at the end of the interval.
@@ -170,6 +213,31 @@ RdmaDcqcn::OnCnp()
         return;
     }
     Decrease();
+}
+
+void
+RdmaDcqcn::ScheduleDecreaseCheck()
+{
+    // The next point of the grid m_periodOrigin + k RateDecreaseInterval, k >= 1, after now.
+    Time now = Simulator::Now();
+    int64_t period = std::max<int64_t>(m_decreaseInterval.GetTimeStep(), 1);
+    int64_t k = (now - m_periodOrigin).GetTimeStep() / period + 1;
+    Time at = m_periodOrigin + TimeStep(k * period);
+    m_decreaseEvent = Simulator::Schedule(at - now, &RdmaDcqcn::DecreaseCheck, this);
+}
+
+void
+RdmaDcqcn::DecreaseCheck()
+{
+    if (m_cnpSinceDecrease)
+    {
+        m_cnpSinceDecrease = false;
+        Decrease();
+    }
+    if (m_active)
+    {
+        ScheduleDecreaseCheck();
+    }
 }
 
 void
@@ -229,7 +297,9 @@ RdmaDcqcn::OnSent(uint32_t bytes)
     {
         m_bytes -= m_byteCounter;
         ++m_b;
+        m_sending = true;
         Increase();
+        m_sending = false;
     }
 }
 
@@ -241,12 +311,15 @@ RdmaDcqcn::Increase()
     m_increasedSinceCut = true;
     if (m_byteCounter == 0)
     {
-        // Timer only (NIC style): stages 0..F-1 fast recovery, F additive, above F hyper.
-        if (m_t == m_f)
+        // Timer only (NIC style, HPCC artifact rdma-hw.cc RateIncEventMlx): the stage is the number
+        // of timer events before this one (m_t - 1): stages 0..F-1 fast recovery, F additive, above
+        // F hyper. With F = 1: fast recovery, additive, then hyper.
+        uint32_t stage = m_t - 1;
+        if (stage == m_f)
         {
             rt += m_increaseScale * static_cast<double>(m_rai.GetBitRate());
         }
-        else if (m_t > m_f)
+        else if (stage > m_f)
         {
             rt += m_increaseScale * static_cast<double>(m_rhai.GetBitRate());
         }
@@ -266,7 +339,7 @@ RdmaDcqcn::Increase()
     }
     m_rt = std::min(rt, line);
     m_rc = std::min((m_rt.Get() + m_rc.Get()) / 2.0, line);
-    if (line - m_rc.Get() < 1e-6 * line)
+    if (line - m_rc.Get() < 1e-6 * line && !m_cnpSinceDecrease)
     {
         // back at line rate: stop the timers until the next CNP
         m_rc = line;
@@ -274,6 +347,10 @@ RdmaDcqcn::Increase()
         m_idleSince = Simulator::Now();
         Simulator::Remove(m_alphaEvent);
         Simulator::Remove(m_increaseEvent);
+        if (m_decreaseOnPeriod)
+        {
+            Simulator::Remove(m_decreaseEvent); // no CNP is pending: the periodic check stops too
+        }
         NS_LOG_DEBUG("flow " << m_qp->flowId << ": back at line rate " << line << " bit/s");
     }
     NS_LOG_LOGIC("flow " << m_qp->flowId << ": increase (T " << m_t << ", BC " << m_b << "), rate "

@@ -22,6 +22,13 @@ namespace ns3
  * while max(t, b) < F (Rc = (Rt + Rc)/2), additive increase (Rt += R_AI) when one exceeds
  * F, hyper increase (Rt += i R_HAI) when both do. Timers only run while Rc is below line
  * rate; alpha decay over idle periods is applied when the next CNP arrives.
+ *
+ * DecreaseOnPeriod (NIC style: HPCC ns-3 artifact rdma-hw.cc cnp_received_mlx /
+ * CheckRateDecreaseMlx; ConnectX rate_to_set_on_first_cnp = 0 and rate_reduce_monitor_period): a
+ * CNP only sets a flag; the first CNP of a flow allocates the rate limiter at the current rate and
+ * starts a periodic check every RateDecreaseInterval from that CNP; at each check with the flag
+ * set, one cut. Without it (the paper's reaction point), a CNP cuts at once, at most once per
+ * RateDecreaseInterval.
  */
 class RdmaDcqcn : public RdmaCongestionOps
 {
@@ -46,6 +53,8 @@ private:
     void IncreaseTimer();
     void Increase();
     void Decrease();
+    void DecreaseCheck();
+    void ScheduleDecreaseCheck();
     void Apply();
 
     double m_g;
@@ -60,6 +69,10 @@ private:
     DataRate m_minRate;
     Time m_decreaseInterval;
     bool m_clampTarget;
+    bool m_decreaseOnPeriod{false};
+    bool m_sending{false};          //!< inside OnSent (the port is building a frame: no wake-up)
+    bool m_cnpSinceDecrease{false}; //!< DecreaseOnPeriod: a CNP arrived since the last check
+    Time m_periodOrigin; //!< DecreaseOnPeriod: the first CNP's time (phase of the checks)
     bool m_increasedSinceCut{true};
 
     TracedValue<double> m_alpha{1.0}; //!< congestion estimate alpha (trace source Alpha)

@@ -44,6 +44,13 @@ RdmaNic::GetTypeId()
                           TimeValue(MicroSeconds(50)),
                           MakeTimeAccessor(&RdmaNic::m_cnpInterval),
                           MakeTimeChecker(Time(0)))
+            .AddAttribute(
+                "SendCnp",
+                "As a receiver (notification point), send CNPs for ECN-marked frames (only "
+                "DCQCN reacts to them; a CNP is a frame on the reverse path)",
+                BooleanValue(true),
+                MakeBooleanAccessor(&RdmaNic::m_sendCnp),
+                MakeBooleanChecker())
             .AddAttribute("NackInterval",
                           "Minimum time between two NACKs for the same expected byte",
                           TimeValue(MicroSeconds(10)),
@@ -218,6 +225,7 @@ RdmaNic::StartQueuePair(Ptr<RdmaQueuePair> qp)
     qp->segment = dev->GetSegmentBytes();
     qp->lineRateBps = dev->GetRateBps();
     qp->nextAvail = Simulator::Now();
+    qp->wakePort = MakeCallback(&RoceNetDevice::TryTransmit, PeekPointer(dev));
     qp->cc = m_ccFactory.Create<RdmaCongestionOps>();
     m_ccCreatedTrace(qp->flowId, qp->cc);
     qp->cc->Init(PeekPointer(qp));
@@ -418,7 +426,7 @@ RdmaNic::OnData(Ptr<RocePacket> p, uint32_t port)
 {
     RxState& rx = m_rx[p->flowId];
     Time now = Simulator::Now();
-    if (p->ce && now - rx.lastCnp >= m_cnpInterval)
+    if (m_sendCnp && p->ce && now - rx.lastCnp >= m_cnpInterval)
     {
         rx.lastCnp = now;
         ++rx.cnps;

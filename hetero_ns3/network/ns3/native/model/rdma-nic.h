@@ -109,6 +109,7 @@ private:
     bool m_factoryReady{false};
     uint32_t m_ackInterval;
     Time m_cnpInterval;
+    bool m_sendCnp{true};
     Time m_nackInterval;
     Time m_rto;
     uint32_t m_ackPriority;

@@ -1,6 +1,7 @@
 #ifndef HETERO_NS3_RDMA_QUEUE_PAIR_H
 #define HETERO_NS3_RDMA_QUEUE_PAIR_H
 
+#include "ns3/callback.h"
 #include "ns3/event-id.h"
 #include "ns3/nstime.h"
 #include "ns3/ptr.h"
@@ -38,6 +39,7 @@ public:
     uint64_t windowBytes{0};   //!< send window, bytes (0 = unlimited)
     Time baseRtt;              //!< base round-trip time of the path (data out, ACK back)
     Time nextAvail;            //!< pacing: earliest time of the next frame
+    Callback<void> wakePort;   //!< asks the egress port to look again (nextAvail moved earlier)
     Time lastProgress;         //!< last time sndUna advanced or the RTO was re-armed
     EventId rtoEvent;          //!< retransmission timer
     uint32_t retransmits{0};   //!< go-back-N rewinds (NACK or timeout)
