@@ -108,7 +108,7 @@ def save_plan(path: str | os.PathLike[str], plan: ExecutionPlan) -> Path:
     return atomic.write_with(path, _w)
 
 
-def _legacy_channels(labels: np.ndarray, label: np.ndarray) -> np.ndarray:
+def channels_from_labels(labels: np.ndarray, label: np.ndarray) -> np.ndarray:
     """The channel column of a ``plan.npz`` saved before it existed: the ``ch<c>`` word of each task's
     label (how those versions read it), -1 without one."""
     per_label = [next((int(w[2:]) for w in str(t).split() if w[:2] == "ch" and w[2:].isdigit()), -1) for t in labels]
@@ -118,7 +118,7 @@ def _legacy_channels(labels: np.ndarray, label: np.ndarray) -> np.ndarray:
 def load_plan(path: str | os.PathLike[str]) -> ExecutionPlan:
     """Read a plan written by :func:`save_plan` (validated)."""
     with np.load(path, allow_pickle=False) as z:
-        channel = z["channel"] if "channel" in z.files else _legacy_channels(z["labels"], z["label"])
+        channel = z["channel"] if "channel" in z.files else channels_from_labels(z["labels"], z["label"])
         plan = ExecutionPlan(
             channel=channel,
             gpus=tuple(z["gpus"].tolist()),
