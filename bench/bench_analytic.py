@@ -179,10 +179,12 @@ def load_saved(prefix: str) -> tuple[NetGraph, ExecutionPlan]:
 
     with open(prefix + ".meta.pkl", "rb") as fh:
         meta = pickle.load(fh)
-    arrays = np.load(prefix + ".plan.npz")
-    plan = ExecutionPlan(
-        gpus=meta["gpus"], labels=meta["labels"], categories=meta["categories"], **{k: arrays[k] for k in arrays.files}
-    )
+    from hetero_ns3.results.rundir import channels_from_labels
+
+    arrays = dict(np.load(prefix + ".plan.npz"))
+    if "channel" not in arrays:  # saved before ExecutionPlan.channel existed
+        arrays["channel"] = channels_from_labels(np.asarray(meta["labels"]), arrays["label"])
+    plan = ExecutionPlan(gpus=meta["gpus"], labels=meta["labels"], categories=meta["categories"], **arrays)
     return meta["graph"], plan
 
 

@@ -6,7 +6,8 @@
 Output: ``hetero_ns3/data/validation/megatron/<row>.toml`` and ``selene-<nodes>.toml`` (see
 :mod:`hetero_ns3.workload.calibration`). The golden table holds, per row, the closed-form step time
 (:func:`~hetero_ns3.workload.calibration.estimate_step` with the catalog constants) and, for the rows
-that fit this machine (``--simulate`` names them; default gpt-1.7b), the analytic-backend step time.
+that fit this 24 GiB machine (``--simulate`` names them; default gpt-1.7b, gpt-3.6b, gpt-7.5b: about 2
+minutes, 6.4 GiB peak), the analytic-backend step time.
 ``tests/unit/test_megatron_golden.py`` checks both; regenerate only with this command after a
 deliberate model change, and say why in the commit.
 """
@@ -28,7 +29,11 @@ GOLDEN = DATA / "megatron_golden.csv"
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--golden", action="store_true", help="regenerate megatron_golden.csv")
-    ap.add_argument("--simulate", default="gpt-1.7b", help="comma-separated rows to simulate for the golden table")
+    ap.add_argument(
+        "--simulate",
+        default="gpt-1.7b,gpt-3.6b,gpt-7.5b",
+        help="comma-separated rows to simulate for the golden table (default: the rows that fit 24 GiB)",
+    )
     args = ap.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     for row in load_rows():

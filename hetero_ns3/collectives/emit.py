@@ -13,7 +13,8 @@ Every algorithm writes its plan through one :class:`Emitter`, which
   dimension: tp, pp, dp, ep);
 * closes the call with one zero-time barrier per rank (the ``exits`` of the result).
 
-Labels read ``<call label> <algo>/<protocol> ch<c> <what>``; estimators parse ``ch<c>``.
+Labels read ``<call label> <algo>/<protocol> ch<c> <what>``; every task also carries its channel ``c`` in
+``ExecutionPlan.channel`` (what connections, tables and traces read; the label is for people).
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ class Emitter:
                 stream=self._stream0,
                 label=self.label(0, "entry"),
                 category=self.category,
+                channel=0,
             )
             self._entry[gpu] = tid
             self._tails.setdefault(gpu, []).append(tid)
@@ -150,7 +152,7 @@ class Emitter:
         ``scale`` multiplies the wire bytes further (NVLS: its efficiency and per-chunk cost)."""
         deps = list(deps)
         if nbytes <= 0:
-            tid = self.b.add_barrier(dst, deps, label=self.label(ch, what), category=self.category)
+            tid = self.b.add_barrier(dst, deps, label=self.label(ch, what), category=self.category, channel=ch)
             self.touch(dst, tid)
             return tid
         key = (src, dst, ch)
@@ -167,6 +169,7 @@ class Emitter:
             priority=self.priority,
             label=self.label(ch, what),
             category=self.category,
+            channel=ch,
         )
         conn.append(tid)
         return tid
@@ -174,7 +177,13 @@ class Emitter:
     def compute(self, gpu: str, duration_s: float, deps: Iterable[int], ch: int, what: str) -> int:
         """A kernel on ``gpu``'s stream of channel ``ch`` of this call's communicator (module docstring)."""
         tid = self.b.add_compute(
-            gpu, duration_s, deps, stream=self._stream0 + ch, label=self.label(ch, what), category=self.category
+            gpu,
+            duration_s,
+            deps,
+            stream=self._stream0 + ch,
+            label=self.label(ch, what),
+            category=self.category,
+            channel=ch,
         )
         self._last_compute[(gpu, ch)] = tid
         return tid
@@ -214,5 +223,5 @@ class Emitter:
             tails = self._tails.get(g)
             if not tails:
                 tails = [self.entry(g)]
-            exits[g] = (self.b.add_barrier(g, tails, label=self.label(0, "exit"), category=self.category),)
+            exits[g] = (self.b.add_barrier(g, tails, label=self.label(0, "exit"), category=self.category, channel=0),)
         return exits

@@ -1,7 +1,7 @@
 """Closed-form (alpha-beta) replay of a collective plan: the ``analytic`` fallback of ``collective``.
 
-A *connection* is the queue pair of a flow: (source GPU, destination GPU, channel ``ch<c>`` of the
-label). Every connection gets a fixed share of the resources it crosses: the payload rate
+A *connection* is the queue pair of a flow: (source GPU, destination GPU, channel: ``ExecutionPlan.channel``,
+0 outside collectives). Every connection gets a fixed share of the resources it crosses: the payload rate
 (``line rate x efficiency``) of the source NIC rail egress and destination NIC rail ingress for
 network paths, of the source GPU egress and destination GPU ingress otherwise, divided by the number
 of connections using that resource. Tasks are then replayed in id order (deps always point back):
@@ -14,14 +14,10 @@ resource are not active at the same time.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from hetero_ns3.collectives.env import NETWORK, CollectiveEnv
 from hetero_ns3.plan.dag import FLOW, ExecutionPlan, TaskTimes
-
-_CH = re.compile(r"\bch(\d+)\b")
 
 
 def _resources(env: CollectiveEnv, src: str, dst: str) -> tuple[tuple, tuple]:
@@ -33,9 +29,9 @@ def _resources(env: CollectiveEnv, src: str, dst: str) -> tuple[tuple, tuple]:
 
 def connection_rates(plan: ExecutionPlan, env: CollectiveEnv) -> dict[tuple[int, int, int], float]:
     """Wire rate (bytes/s) of every connection (src index, dst index, channel) of ``plan``."""
-    label_ch = [int(m.group(1)) if (m := _CH.search(text)) else 0 for text in plan.labels]
+    chan = np.maximum(plan.channel, 0).tolist()
     flows = np.nonzero(plan.kind == FLOW)[0]
-    conns = {(int(plan.gpu[i]), int(plan.dst[i]), label_ch[int(plan.label[i])]) for i in flows}
+    conns = {(int(plan.gpu[i]), int(plan.dst[i]), chan[i]) for i in flows}
     count: dict[tuple, int] = {}
     cap: dict[tuple, float] = {}
     res_of: dict[tuple[int, int, int], tuple[tuple, tuple]] = {}
@@ -56,7 +52,7 @@ def estimate_plan(plan: ExecutionPlan, env: CollectiveEnv) -> TaskTimes:
     """Start and finish time (s) of every task of ``plan`` under the model of the module docstring."""
     n = len(plan)
     rates = connection_rates(plan, env)
-    label_ch = [int(m.group(1)) if (m := _CH.search(text)) else 0 for text in plan.labels]
+    chan = np.maximum(plan.channel, 0).tolist()
     start = np.zeros(n)
     finish = np.zeros(n)
     ptr = plan.dep_ptr.tolist()
@@ -66,7 +62,6 @@ def estimate_plan(plan: ExecutionPlan, env: CollectiveEnv) -> TaskTimes:
     dst = plan.dst.tolist()
     size = plan.size_bytes.tolist()
     dur = plan.duration_s.tolist()
-    lab = plan.label.tolist()
     gpus = plan.gpus
     free: dict[tuple[int, int, int], float] = {}
     delay: dict[tuple[int, int], float] = {}
@@ -77,7 +72,7 @@ def estimate_plan(plan: ExecutionPlan, env: CollectiveEnv) -> TaskTimes:
         s = max((fin[j] for j in idx[a:b]), default=0.0)
         st[i] = s
         if kind[i] == FLOW:
-            conn = (gpu[i], dst[i], label_ch[lab[i]])
+            conn = (gpu[i], dst[i], chan[i])
             tx = max(s, free.get(conn, 0.0))
             end = tx + size[i] / rates[conn]
             free[conn] = end

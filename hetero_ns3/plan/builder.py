@@ -22,6 +22,8 @@ import numpy as np
 from hetero_ns3.errors import PlanningError
 from hetero_ns3.plan.dag import COMPUTE, COMPUTE_STREAM, FLOW, ExecutionPlan
 
+_MAX_CHANNEL = np.iinfo(np.int16).max
+
 
 @dataclass(frozen=True)
 class BlockTemplate:
@@ -44,7 +46,7 @@ class BlockTemplate:
     n: int
     """Tasks in the block."""
     fixed: tuple[bytes, ...]
-    """kind, gpu, dst, size, duration, stream, priority, category: raw bytes of the builder's arrays."""
+    """kind, gpu, dst, size, duration, stream, priority, category, channel: raw bytes of the builder's arrays."""
     label_local: np.ndarray
     """int32 per task: index into ``label_suffixes`` (numbered in order of first use)."""
     label_suffixes: tuple[str, ...]
@@ -129,6 +131,7 @@ class PlanBuilder:
         self._prio = array("b")
         self._label = array("i")
         self._cat = array("h")
+        self._chan = array("h")
         self._dep_ptr = array("q", [0])
         self._dep_idx = array("i")
         self._labels: dict[str, int] = {}
@@ -182,8 +185,11 @@ class PlanBuilder:
         deps: Iterable[int],
         label: str,
         category: str,
+        channel: int,
     ) -> int:
         tid = len(self._kind)
+        if not -1 <= channel <= _MAX_CHANNEL:
+            raise PlanningError(f"task {tid} ({label}) has channel {channel}; must be -1 (none) or 0..{_MAX_CHANNEL}")
         dl = deps if type(deps) is list else list(deps)  # never mutated below
         n = len(dl)
         if n == 2:  # the common case (one dependency + the stream's previous task): no dict needed
@@ -209,6 +215,7 @@ class PlanBuilder:
         self._label.append(self._intern_label(label) if lab is None else lab)
         cat = self._cats.get(category)
         self._cat.append(self._intern(self._cats, category) if cat is None else cat)
+        self._chan.append(channel)
         dep_idx = self._dep_idx
         dep_idx.extend(dl)
         self._dep_ptr.append(len(dep_idx))
@@ -222,8 +229,11 @@ class PlanBuilder:
         stream: int = COMPUTE_STREAM,
         label: str = "compute",
         category: str = "compute",
+        channel: int = -1,
     ) -> int:
-        """A kernel of ``duration_s`` seconds on ``gpu``'s ``stream`` (in-order after its predecessor)."""
+        """A kernel of ``duration_s`` seconds on ``gpu``'s ``stream`` (in-order after its predecessor).
+
+        ``channel``: the collective channel the task belongs to (-1: not part of a collective)."""
         g = gpu if type(gpu) is int else self.gpu_index(gpu) if isinstance(gpu, str) else int(gpu)
         if duration_s < 0:
             raise PlanningError(f"compute task {label!r} has negative duration {duration_s}")
@@ -233,7 +243,7 @@ class PlanBuilder:
         prev = tails.get(key)
         if prev is not None:
             deps.append(prev)
-        tid = self._append(COMPUTE, g, -1, 0, float(duration_s), stream, 0, deps, label, category)
+        tid = self._append(COMPUTE, g, -1, 0, float(duration_s), stream, 0, deps, label, category, channel)
         tails[key] = tid
         return tid
 
@@ -246,8 +256,9 @@ class PlanBuilder:
         priority: int = 0,
         label: str = "flow",
         category: str = "comm",
+        channel: int = -1,
     ) -> int:
-        """``size_bytes`` from ``src`` to ``dst`` once ``deps`` are done."""
+        """``size_bytes`` from ``src`` to ``dst`` once ``deps`` are done (``channel``: as :meth:`add_compute`)."""
         s = self.gpu_index(src) if isinstance(src, str) else int(src)
         d = self.gpu_index(dst) if isinstance(dst, str) else int(dst)
         if size_bytes <= 0:
@@ -256,12 +267,16 @@ class PlanBuilder:
             raise PlanningError(f"flow {label!r} goes from GPU {self.gpus[s]!r} to itself")
         if not 0 <= priority <= 7:
             raise PlanningError(f"flow {label!r} priority {priority} must be in 0..7")
-        return self._append(FLOW, s, d, int(size_bytes), 0.0, -1, priority, deps, label, category)
+        return self._append(FLOW, s, d, int(size_bytes), 0.0, -1, priority, deps, label, category, channel)
 
-    def add_barrier(self, gpu: str | int, deps: Iterable[int], label: str = "join", category: str = "sync") -> int:
-        """A zero-time task that completes when ``deps`` do (joins dependency fans). Uses no stream."""
+    def add_barrier(
+        self, gpu: str | int, deps: Iterable[int], label: str = "join", category: str = "sync", channel: int = -1
+    ) -> int:
+        """A zero-time task that completes when ``deps`` do (joins dependency fans). Uses no stream.
+
+        ``channel``: as :meth:`add_compute`."""
         g = self.gpu_index(gpu) if isinstance(gpu, str) else int(gpu)
-        return self._append(COMPUTE, g, -1, 0, 0.0, -1, 0, deps, label, category)
+        return self._append(COMPUTE, g, -1, 0, 0.0, -1, 0, deps, label, category, channel)
 
     def stream_tails(self) -> dict[tuple[int, int], int]:
         """A copy of the last compute task id per (gpu index, stream) (for :meth:`capture`)."""
@@ -335,8 +350,10 @@ class PlanBuilder:
         ordered = [tuple(specials[t]) for t in sorted(specials)]
         fixed = tuple(
             a[first:end].tobytes()
-            for a in (self._kind, self._gpu, self._dst, self._size, self._dur, self._stream, self._prio, self._cat)
-        )
+            for a in (
+                self._kind, self._gpu, self._dst, self._size, self._dur, self._stream, self._prio, self._cat, self._chan
+            )
+        )  # fmt: skip
         return BlockTemplate(
             n=n,
             fixed=fixed,
@@ -409,6 +426,7 @@ class PlanBuilder:
             self._stream,
             self._prio,
             self._cat,
+            self._chan,
         )
         for arr, raw in zip(arrays, tpl.fixed, strict=True):
             arr.frombytes(raw)
@@ -445,6 +463,7 @@ class PlanBuilder:
             labels=tuple(self._label_texts),
             category=arr(self._cat, np.int16),
             categories=tuple(self._cats),
+            channel=arr(self._chan, np.int16),
         )
         plan.validate()
         return plan

@@ -75,6 +75,9 @@ class ExecutionPlan:
     category: np.ndarray
     """int16: index into ``categories`` (breakdown class, e.g. ``compute``, ``tp``, ``pp``, ``dp``)."""
     categories: tuple[str, ...]
+    channel: np.ndarray
+    """int16: the collective channel of the task (NCCL's ``ch<c>``, set by the collective planner); -1 for
+    tasks that belong to no collective."""
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
@@ -90,13 +93,12 @@ class ExecutionPlan:
         """int64 per task: the connection (queue pair) a flow travels on; -1 for compute tasks.
 
         A connection is one (source GPU, destination GPU, category, channel) combination, the channel
-        read from the label's ``ch<c>`` word (0 without one). It stands for NCCL's persistent
+        from the ``channel`` column (0 for a flow of no collective). It stands for NCCL's persistent
         connections: a communicator (approximated by the category: ``tp``, ``pp``, ``dp``, ``ep``) keeps
         one queue pair per channel and peer for the whole run, so every message of it carries the same
         RoCEv2 UDP source port and takes the same ECMP path. Ids are dense, numbered in order of first
-        appearance. Cost: one pass over the label table plus numpy over the tasks.
+        appearance. Cost: numpy over the tasks.
         """
-        chan = np.array([label_channel(text) for text in self.labels], dtype=np.int64)
         flows = self.kind == FLOW
         out = np.full(len(self), -1, dtype=np.int64)
         if not flows.any():
@@ -104,7 +106,8 @@ class ExecutionPlan:
         n_gpu = max(1, len(self.gpus))
         key = self.gpu[flows].astype(np.int64) * n_gpu + self.dst[flows].astype(np.int64)
         key = key * max(1, len(self.categories)) + self.category[flows].astype(np.int64)
-        key = key * (int(chan.max(initial=0)) + 1) + chan[self.label[flows]]
+        chan = np.maximum(self.channel[flows], 0).astype(np.int64)
+        key = key * (int(chan.max(initial=0)) + 1) + chan
         # First occurrence per key by a scatter over the key range (no sort over all flows): numpy
         # keeps the last write for repeated indices, so writing in reverse leaves the first position.
         n = key.shape[0]
@@ -119,7 +122,7 @@ class ExecutionPlan:
     def validate(self) -> None:
         """Check array shapes, index ranges and acyclicity (deps point to earlier tasks)."""
         n = len(self)
-        for name in ("gpu", "dst", "size_bytes", "duration_s", "stream", "priority", "label", "category"):
+        for name in ("gpu", "dst", "size_bytes", "duration_s", "stream", "priority", "label", "category", "channel"):
             if getattr(self, name).shape != (n,):
                 raise PlanningError(f"ExecutionPlan.{name} has shape {getattr(self, name).shape}, expected ({n},)")
         if self.dep_ptr.shape != (n + 1,) or self.dep_ptr[0] != 0 or self.dep_ptr[-1] != len(self.dep_idx):
@@ -143,14 +146,8 @@ class ExecutionPlan:
             raise PlanningError("a flow task has size_bytes <= 0")
         if np.any(~flows & (self.duration_s < 0)):
             raise PlanningError("a compute task has a negative duration")
-
-
-def label_channel(text: str) -> int:
-    """The ``c`` of a label's ``ch<c>`` word (collective labels, see collectives/emit.py); 0 if none."""
-    for word in text.split():
-        if word.startswith("ch") and word[2:].isdigit():
-            return int(word[2:])
-    return 0
+        if np.any(self.channel < -1):
+            raise PlanningError("a task has a channel below -1 (-1 means: part of no collective)")
 
 
 @dataclass(frozen=True)

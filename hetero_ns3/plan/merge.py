@@ -57,6 +57,7 @@ def delay_start(plan: ExecutionPlan, start_s: float, label: str = "start") -> Ex
         labels=(*plan.labels, label),
         category=head(plan.category, cats.index(START_CATEGORY)),
         categories=cats,
+        channel=head(plan.channel, -1),
     )
 
 

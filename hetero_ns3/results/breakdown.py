@@ -62,6 +62,9 @@ TERMS = (
 )
 I_COMPUTE, I_INTRA, I_INTER, I_BUBBLE, I_STRAGGLER, I_OTHER = range(len(TERMS))
 
+#: Tasks per block in :func:`last_finishing_dependency` (bounds its temporaries on plans of 10^8 tasks).
+_BLOCK = 1 << 20
+
 
 @dataclass(frozen=True)
 class Breakdown:
@@ -94,20 +97,27 @@ def last_finishing_dependency(plan: ExecutionPlan, finish_s: np.ndarray) -> np.n
     """For each task, the id of its dependency that finishes last (-1 if it has none).
 
     Ties go to a flow (communication explains a wait better than a kernel that ended at the same
-    instant), then to the larger id.
+    instant), then to the larger id. Done in blocks of tasks, so that the temporaries (a few arrays
+    over one block's dependencies) stay small next to the plan.
     """
     n = len(plan)
     pred = np.full(n, -1, dtype=np.int64)
-    counts = np.diff(plan.dep_ptr)
     if plan.dep_idx.size == 0:
         return pred
-    owner = np.repeat(np.arange(n, dtype=np.int64), counts)
-    dep = plan.dep_idx.astype(np.int64)
-    fin = np.nan_to_num(finish_s[dep], nan=-np.inf)
-    is_flow = (plan.kind[dep] == FLOW).astype(np.int8)
-    order = np.lexsort((dep, is_flow, fin, owner))
-    has = counts > 0
-    pred[has] = dep[order[plan.dep_ptr[1:][has] - 1]]
+    for lo in range(0, n, _BLOCK):
+        hi = min(n, lo + _BLOCK)
+        ptr = plan.dep_ptr[lo : hi + 1]
+        a = int(ptr[0])
+        if int(ptr[-1]) == a:
+            continue
+        counts = np.diff(ptr)
+        owner = np.repeat(np.arange(hi - lo, dtype=np.int64), counts)
+        dep = plan.dep_idx[a : int(ptr[-1])].astype(np.int64)
+        fin = np.nan_to_num(finish_s[dep], nan=-np.inf)
+        is_flow = (plan.kind[dep] == FLOW).astype(np.int8)
+        order = np.lexsort((dep, is_flow, fin, owner))
+        has = counts > 0
+        pred[lo:hi][has] = dep[order[ptr[1:][has] - a - 1]]
     return pred
 
 
@@ -132,19 +142,26 @@ def _busy_blocks(gpu_ids: np.ndarray, start: np.ndarray, finish: np.ndarray, tas
     return out
 
 
+def _scalars(a: np.ndarray) -> memoryview:
+    """``a`` as a memoryview: indexing gives Python ints and floats, about as fast as a list, without the
+    list's pointer and boxed object per element (which cost ~30 GB on a plan of 10^8 tasks)."""
+    # numpy's stubs give ndarray __buffer__ only for Python >= 3.12 (mypy checks as 3.11)
+    return memoryview(np.ascontiguousarray(a))  # type: ignore[arg-type]
+
+
 class _Attributor:
-    """Holds the plan as Python lists (fast scalar access) and walks blame chains."""
+    """Holds the plan's columns as memoryviews (fast scalar access, no copy) and walks blame chains."""
 
     def __init__(self, plan: ExecutionPlan, times: TaskTimes, meta: Sequence[GpuMeta]) -> None:
-        self.start = times.start_s.tolist()
-        self.finish = times.finish_s.tolist()
-        self.kind = plan.kind.tolist()
-        self.gpu = plan.gpu.tolist()
-        self.dst = plan.dst.tolist()
-        self.cat = plan.category.tolist()
+        self.start = _scalars(times.start_s.astype(np.float64, copy=False))
+        self.finish = _scalars(times.finish_s.astype(np.float64, copy=False))
+        self.kind = _scalars(plan.kind)
+        self.gpu = _scalars(plan.gpu)
+        self.dst = _scalars(plan.dst)
+        self.cat = _scalars(plan.category)
         self.cat_names = plan.categories
-        self.cls = class_codes(plan.categories)[plan.category].tolist() if len(plan) else []
-        self.pred = last_finishing_dependency(plan, times.finish_s).tolist()
+        self.cls = _scalars(class_codes(plan.categories)[plan.category])
+        self.pred = _scalars(last_finishing_dependency(plan, times.finish_s))
         self.node = [m.node for m in meta]
         self.slow = [float(m.slowdown) for m in meta]
         self.busy = [0.0] * len(meta)  # C_g, set by attribute()
@@ -289,6 +306,22 @@ class _Attributor:
         return ctx, None
 
 
+def _last_task_per_gpu(plan: ExecutionPlan, finish: np.ndarray, n_gpus: int) -> np.ndarray:
+    """int64 per GPU: its last task to finish (its kernels, and the flows it sends or receives; ties: the
+    larger id), -1 for a GPU without tasks. Two passes of ``ufunc.at`` instead of a sort over all tasks."""
+    flow_ids = np.flatnonzero(plan.kind == FLOW)
+    flow_dst, flow_fin = plan.dst[flow_ids], finish[flow_ids]
+    latest = np.full(n_gpus, -np.inf)
+    np.maximum.at(latest, plan.gpu, finish)
+    np.maximum.at(latest, flow_dst, flow_fin)
+    best = np.full(n_gpus, -1, dtype=np.int64)
+    hit = np.flatnonzero(finish == latest[plan.gpu])
+    np.maximum.at(best, plan.gpu[hit], hit)
+    hit = np.flatnonzero(flow_fin == latest[flow_dst])
+    np.maximum.at(best, flow_dst[hit], flow_ids[hit])
+    return best
+
+
 def attribute(
     plan: ExecutionPlan, times: TaskTimes, meta: Sequence[GpuMeta], window_start_s: float | None = None
 ) -> tuple[float, np.ndarray]:
@@ -316,18 +349,12 @@ def attribute(
         if not t0 <= window_start_s <= t1:
             raise SimulationError(f"breakdown: window start {window_start_s} s is outside the run [{t0}, {t1}] s")
         t0 = float(window_start_s)
-    ids = np.arange(n, dtype=np.int64)
     cls = class_codes(plan.categories)[plan.category]
     work = (plan.kind == COMPUTE) & (cls == COMPUTE_CLASS) & (plan.stream >= 0) & (finish > start)
-    blocks = _busy_blocks(plan.gpu[work].astype(np.int64), start[work], finish[work], ids[work], n_gpus)
+    blocks = _busy_blocks(plan.gpu[work].astype(np.int64), start[work], finish[work], np.flatnonzero(work), n_gpus)
 
-    # Last task touching each GPU: its kernels, and flows it sends or receives.
-    flows = plan.kind == FLOW
-    own_gpu = np.r_[plan.gpu.astype(np.int64), plan.dst[flows].astype(np.int64)]
-    own_task = np.r_[ids, ids[flows]]
-    order = np.lexsort((own_task, finish[own_task], own_gpu))
-    last_pos = np.searchsorted(own_gpu[order], np.arange(n_gpus), side="right") - 1
-    global_last = int(np.lexsort((ids, finish))[-1])
+    g_last_of = _last_task_per_gpu(plan, finish, n_gpus)
+    global_last = int(np.flatnonzero(finish == finish.max())[-1])  # the last to finish; ties: the larger id
 
     att = _Attributor(plan, times, meta)
     att.set_blocks(blocks)
@@ -344,9 +371,8 @@ def attribute(
                 att.walk(acc, g, att.pred[k], a, bs)
             a = be
         # Trailing gap: [a, e_g] blamed on g's last task, [e_g, t1] on the globally last task.
-        lp = int(last_pos[g])
-        if lp >= 0 and own_gpu[order[lp]] == g:
-            g_last = int(own_task[order[lp]])
+        g_last = int(g_last_of[g])
+        if g_last >= 0:
             e_g = finish[g_last]
             if e_g > a:
                 att.walk(acc, g, g_last, a, e_g)

@@ -108,15 +108,25 @@ def save_plan(path: str | os.PathLike[str], plan: ExecutionPlan) -> Path:
                 dep_idx=plan.dep_idx,
                 label=plan.label,
                 category=plan.category,
+                channel=plan.channel,
             )
 
     return atomic.write_with(path, _w)
 
 
+def channels_from_labels(labels: np.ndarray, label: np.ndarray) -> np.ndarray:
+    """The channel column of a ``plan.npz`` saved before it existed: the ``ch<c>`` word of each task's
+    label (how those versions read it), -1 without one."""
+    per_label = [next((int(w[2:]) for w in str(t).split() if w[:2] == "ch" and w[2:].isdigit()), -1) for t in labels]
+    return np.asarray(per_label or [-1], dtype=np.int16)[label]
+
+
 def load_plan(path: str | os.PathLike[str]) -> ExecutionPlan:
     """Read a plan written by :func:`save_plan` (validated)."""
     with np.load(path, allow_pickle=False) as z:
+        channel = z["channel"] if "channel" in z.files else channels_from_labels(z["labels"], z["label"])
         plan = ExecutionPlan(
+            channel=channel,
             gpus=tuple(z["gpus"].tolist()),
             labels=tuple(z["labels"].tolist()),
             categories=tuple(z["categories"].tolist()),

@@ -74,8 +74,8 @@ class Summary:
 def traffic_by_category(plan: ExecutionPlan, meta: Sequence[GpuMeta]) -> dict[str, dict[str, int]]:
     """Per flow category: number of flows and bytes, split into intra-node and inter-node bytes."""
     flows = np.nonzero(plan.kind == FLOW)[0]
-    nodes = np.asarray([str(m.node) for m in meta], dtype=object)
-    intra = nodes[plan.gpu[flows]] == nodes[plan.dst[flows]] if flows.size else np.zeros(0, dtype=bool)
+    _, node = np.unique(np.asarray([str(m.node) for m in meta], dtype=object), return_inverse=True)
+    intra = node[plan.gpu[flows]] == node[plan.dst[flows]] if flows.size else np.zeros(0, dtype=bool)
     out: dict[str, dict[str, int]] = {}
     cats = plan.category[flows]
     sizes = plan.size_bytes[flows]

@@ -5,7 +5,6 @@ Times in seconds, sizes in bytes. Unfinished tasks of an interrupted run have Na
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,8 +15,6 @@ from hetero_ns3.plan.dag import COMPUTE, FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.results.categories import CLASS_NAMES, class_codes
 from hetero_ns3.results.meta import GpuMeta
 
-_CHANNEL = re.compile(r"\bch(\d+)\b")
-
 
 def collective_of(label: str) -> str:
     """The collective a flow belongs to: the first word of its label (``dp.all_reduce[3] ring ch1`` ->
@@ -25,15 +22,9 @@ def collective_of(label: str) -> str:
     return label.split(maxsplit=1)[0] if label.strip() else ""
 
 
-def channel_of(label: str) -> int:
-    """The channel of a flow: the number in a ``ch<N>`` word of its label, else 0."""
-    m = _CHANNEL.search(label)
-    return int(m.group(1)) if m else 0
-
-
-def label_channels(plan: ExecutionPlan) -> np.ndarray:
-    """:func:`channel_of` for each entry of ``plan.labels`` (index it with ``plan.label``)."""
-    return np.asarray([channel_of(x) for x in plan.labels], dtype=np.int64)
+def flow_channels(plan: ExecutionPlan, ids: np.ndarray) -> np.ndarray:
+    """int64: the channel of the flows ``ids`` (``ExecutionPlan.channel``; 0 for a flow of no collective)."""
+    return np.maximum(plan.channel[ids], 0).astype(np.int64)
 
 
 def _times_or_nan(plan: ExecutionPlan, times: TaskTimes | None) -> tuple[np.ndarray, np.ndarray]:
@@ -107,7 +98,6 @@ def flows_frame(
     lab = plan.label[ids]
     labels = np.asarray(plan.labels, dtype=object)[lab] if ids.size else []
     per_label_coll = np.asarray([collective_of(x) for x in plan.labels], dtype=object)
-    per_label_chan = label_channels(plan)
     src, dst = plan.gpu[ids], plan.dst[ids]
     df = pd.DataFrame(
         {
@@ -124,7 +114,7 @@ def flows_frame(
             "fct_s": finish[ids] - start[ids],
             "category": [plan.categories[c] for c in plan.category[ids]],
             "collective": per_label_coll[lab] if ids.size else [],
-            "channel": per_label_chan[lab] if ids.size else np.zeros(0, dtype=np.int64),
+            "channel": flow_channels(plan, ids),
             "label": labels,
         }
     )

@@ -18,7 +18,7 @@ import numpy as np
 
 from hetero_ns3.plan.dag import FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.results.meta import GpuMeta
-from hetero_ns3.results.tables import label_channels
+from hetero_ns3.results.tables import flow_channels
 
 FLOW_TID_BASE = 1000
 """Thread ids of flow lanes start here (numbered per GPU in channel, then lane order); stream ``s`` is
@@ -62,7 +62,7 @@ def chrome_trace(
     flow_ids = ids[plan.kind[ids] == FLOW]
     flow_tid: dict[int, int] = {}
     groups: dict[tuple[int, int], list[int]] = {}
-    chan = label_channels(plan)[plan.label[flow_ids]] if flow_ids.size else np.zeros(0, dtype=np.int64)
+    chan = flow_channels(plan, flow_ids)
     for i, g, ch in zip(flow_ids.tolist(), plan.gpu[flow_ids].tolist(), chan.tolist(), strict=True):
         groups.setdefault((g, ch), []).append(i)
     next_tid: dict[int, int] = {}

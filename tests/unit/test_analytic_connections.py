@@ -107,7 +107,9 @@ def chain_plan(hosts: list[str]):
     last: list[int] = []
     for i in range(60):
         s, d = (0, 5) if i % 2 else (6, 1)
-        t = b.add_flow(s, d, 100_000 + 1000 * i, deps=last, label=f"ring ch{i % 3} step{i}", category="dp")
+        t = b.add_flow(
+            s, d, 100_000 + 1000 * i, deps=last, label=f"ring ch{i % 3} step{i}", category="dp", channel=i % 3
+        )
         last = [b.add_compute(d, 2e-6, deps=[t])]
     return b.build()
 

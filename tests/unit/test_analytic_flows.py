@@ -17,17 +17,19 @@ native = pytest.mark.skipif(load_kernel() is None, reason="no C compiler for the
 
 
 def random_plan(seed: int, n_gpus: int = 12, tasks: int = 3000):
-    """Compute tasks and flows mixed, flows over a few categories and labels with and without ``ch<c>``."""
+    """Compute tasks and flows mixed, flows over a few categories and channels (-1: no collective)."""
     rng = np.random.default_rng(seed)
     b = PlanBuilder([f"g{i}" for i in range(n_gpus)])
     labels = ["ring ch0 step1", "ring ch3 step2", "tree ch12", "p2p", "ch7", "chx ch2"]
+    channels = [0, 3, 12, -1, 7, 2]
     for _ in range(tasks):
         g = int(rng.integers(n_gpus))
         if rng.random() < 0.4:
             b.add_compute(g, 1e-6, label="gemm")
         else:
             d = int((g + 1 + rng.integers(n_gpus - 1)) % n_gpus)
-            b.add_flow(g, d, 1000, label=str(rng.choice(labels)), category=str(rng.choice(["dp", "tp", "pp"])))
+            k = int(rng.integers(len(labels)))
+            b.add_flow(g, d, 1000, label=labels[k], category=str(rng.choice(["dp", "tp", "pp"])), channel=channels[k])
     return b.build()
 
 

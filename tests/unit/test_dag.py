@@ -115,14 +115,36 @@ def test_capture_refuses_blocks_a_replay_would_not_reproduce():
 
 def test_flow_connections_group_by_pair_category_and_channel() -> None:
     b = PlanBuilder(["a", "b", "c"])
-    f0 = b.add_flow("a", "b", 10, [], label="x ring/Simple ch0 send", category="tp")
-    f1 = b.add_flow("a", "b", 10, [f0], label="y ring/Simple ch1 send", category="tp")
+    f0 = b.add_flow("a", "b", 10, [], label="x ring/Simple ch0 send", category="tp", channel=0)
+    f1 = b.add_flow("a", "b", 10, [f0], label="y ring/Simple ch1 send", category="tp", channel=1)
     c0 = b.add_compute("a", 1e-6, [f1], label="kernel")
-    f2 = b.add_flow("a", "b", 10, [c0], label="z ring/Simple ch0 send", category="tp")  # same as f0
-    f3 = b.add_flow("a", "b", 10, [], label="w ring/Simple ch0 send", category="dp")  # other communicator
-    f4 = b.add_flow("b", "a", 10, [], label="v ring/Simple ch0 send", category="tp")  # other direction
-    f5 = b.add_flow("a", "c", 10, [], label="p2p", category="pp")  # no channel word: channel 0
+    f2 = b.add_flow("a", "b", 10, [c0], label="z ring/Simple ch0 send", category="tp", channel=0)  # same as f0
+    f3 = b.add_flow("a", "b", 10, [], label="w ring/Simple ch0 send", category="dp", channel=0)  # other communicator
+    f4 = b.add_flow("b", "a", 10, [], label="v ring/Simple ch0 send", category="tp", channel=0)  # other direction
+    f5 = b.add_flow("a", "c", 10, [], label="p2p", category="pp")  # no collective (channel -1): channel 0
     conn = b.build().flow_connections()
     assert conn[c0] == -1
     assert conn[f0] == conn[f2] == 0
     assert [conn[f1], conn[f3], conn[f4], conn[f5]] == [1, 2, 3, 4]
+
+
+def test_channel_column_not_the_label_decides_the_connection() -> None:
+    """The channel is a column set by whoever adds the task; a ``ch<c>`` word in a label means nothing."""
+    b = PlanBuilder(["a", "b"])
+    f0 = b.add_flow("a", "b", 10, [], label="job ch7 send", category="tp", channel=2)
+    f1 = b.add_flow("a", "b", 10, [f0], label="job ch2 send", category="tp", channel=2)
+    f2 = b.add_flow("a", "b", 10, [f1], label="job ch2 send", category="tp", channel=3)
+    k = b.add_compute("a", 1e-6, [f2], label="gemm ch1")
+    plan = b.build()
+    assert plan.channel.dtype == np.int16
+    assert plan.channel.tolist() == [2, 2, 3, -1]
+    conn = plan.flow_connections()
+    assert conn[f0] == conn[f1] != conn[f2] and conn[k] == -1
+
+
+def test_channel_out_of_range_is_refused() -> None:
+    b = PlanBuilder(["a", "b"])
+    with pytest.raises(PlanningError, match=r"channel -2"):
+        b.add_flow("a", "b", 10, label="x", channel=-2)
+    with pytest.raises(PlanningError, match=r"channel 40000"):
+        b.add_compute("a", 1e-6, label="x", channel=40000)

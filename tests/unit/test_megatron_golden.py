@@ -33,11 +33,23 @@ def test_shipped_scenario_matches_the_row(row) -> None:
     assert (DATA / "megatron" / f"{row.name}.toml").read_text() == scenario_toml(row)
 
 
-def test_simulated_step_time_is_golden() -> None:
-    """The analytic backend's step time of every row simulated in the golden table (gpt-1.7b: ~10 s)."""
-    g = _golden()
-    simulated = {k: float(v["simulated_step_s"]) for k, v in g.items() if v["simulated_step_s"]}
-    assert simulated
-    for name, t in simulated.items():
-        got = simulate_scenario(Path(DATA / "megatron" / f"{name}.toml"))["step_time_s"]
-        assert got == pytest.approx(t, rel=1e-6), name
+#: Rows whose simulation is long (analytic backend, this 2-core host): gpt-3.6b ~25 s and 2.0 GiB peak,
+#: gpt-7.5b (49 M tasks) ~80 s and 6.4 GiB. gpt-1.7b (~3 s, 0.3 GiB) is the fast check.
+_SLOW_ROWS = {"gpt-3.6b", "gpt-7.5b"}
+
+
+def _simulated_rows() -> list:
+    rows = [(k, float(v["simulated_step_s"])) for k, v in _golden().items() if v["simulated_step_s"]]
+    return [pytest.param(k, t, id=k, marks=[pytest.mark.slow] if k in _SLOW_ROWS else []) for k, t in rows]
+
+
+def test_golden_table_simulates_the_rows_that_fit_this_host() -> None:
+    """Every row that runs on this 24 GiB host has a simulated step time (docs/validation.md)."""
+    assert {k for k, v in _golden().items() if v["simulated_step_s"]} == {"gpt-1.7b", "gpt-3.6b", "gpt-7.5b"}
+
+
+@pytest.mark.parametrize(("name", "step_s"), _simulated_rows())
+def test_simulated_step_time_is_golden(name: str, step_s: float) -> None:
+    """The analytic backend's step time of a row simulated in the golden table."""
+    got = simulate_scenario(Path(DATA / "megatron" / f"{name}.toml"))["step_time_s"]
+    assert got == pytest.approx(step_s, rel=1e-6), name

@@ -44,6 +44,7 @@ def small_plan():
                         [bwd[i]],
                         label=f"dp.all_reduce[0] ring ch{ch} part{k}",
                         category="dp",
+                        channel=ch,
                     )
                 )
     reds = [b.add_compute(g, 0.1, flows, stream=1, label="reduce", category="dp") for g in GPUS]
@@ -109,6 +110,15 @@ def test_write_run_leaves_a_self_describing_directory(tmp_path):
     assert versions["seed"] == 3 and versions["ns3"] == "3.44.post0" and versions["python"]
     reloaded = load_plan(paths.plan)
     assert reloaded.labels == plan.labels and np.array_equal(reloaded.dep_idx, plan.dep_idx)
+    np.testing.assert_array_equal(reloaded.channel, plan.channel)
+    assert set(plan.channel[plan.kind == 1].tolist()) == {0, 1} and (plan.channel[plan.kind == 0] == -1).all()
+
+    # A plan.npz written before the channel column existed: the channel comes from the labels' ch<c> word.
+    with np.load(paths.plan) as z:
+        old = {k: z[k] for k in z.files if k != "channel"}
+    legacy = tmp_path / "legacy.npz"
+    np.savez_compressed(legacy, **old)
+    np.testing.assert_array_equal(load_plan(legacy).channel, plan.channel)
 
 
 def test_chrome_trace_events_are_valid_and_slices_do_not_overlap_per_thread(tmp_path):
@@ -247,9 +257,9 @@ def test_trace_lanes_of_many_overlapping_flows_get_distinct_threads():
     b = PlanBuilder(["a", "b"])
     c = b.add_compute("a", 1.0, label="fwd")
     for k in range(150):
-        b.add_flow("a", "b", 1000, [c], label=f"ep.a2a ch0 part{k}", category="ep")
+        b.add_flow("a", "b", 1000, [c], label=f"ep.a2a ch0 part{k}", category="ep", channel=0)
     for k in range(3):
-        b.add_flow("a", "b", 1000, [c], label=f"ep.a2a ch1 part{k}", category="ep")
+        b.add_flow("a", "b", 1000, [c], label=f"ep.a2a ch1 part{k}", category="ep", channel=1)
     plan = b.build()
     trace = chrome_trace(plan, critical_path_s(plan, 0.5), resolve_gpu_meta(plan.gpus, None))
     slices = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] == "ep"]

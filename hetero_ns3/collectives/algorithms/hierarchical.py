@@ -98,7 +98,7 @@ class Hierarchical:
                 done = emit_ring(em, sg, orders, op, size, {g: ready[g] for g in sg}, em.channels)
                 for g, ids in done.items():
                     nxt[g] = (
-                        ids[0] if len(ids) == 1 else em.b.add_barrier(g, ids, em.label(0, f"{op} done"), em.category)
+                        ids[0] if len(ids) == 1 else em.b.add_barrier(g, ids, em.label(0, f"{op} done"), em.category, 0)
                     )
             ready = nxt
         for g, tid in ready.items():

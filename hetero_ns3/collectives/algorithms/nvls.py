@@ -129,7 +129,7 @@ def emit_nvls_rounds(
         heads = split(part, n)  # head j's chunk of this round
         if op in (ALL_REDUCE, REDUCE_SCATTER):
             reads = [em.flow(g, ep, part, (ready[g],), ch, "nvls-read", scale[g]) for g in gpus]
-            red = em.b.add_barrier(ep, reads, label=em.label(ch, "nvls-reduce"), category=em.category)
+            red = em.b.add_barrier(ep, reads, label=em.label(ch, "nvls-reduce"), category=em.category, channel=ch)
             have = {g: em.flow(ep, g, heads[j], (red,), ch, "nvls-result", scale[g]) for j, g in enumerate(gpus)}
         else:
             have = {g: ready[g] for g in gpus}
@@ -138,7 +138,7 @@ def emit_nvls_rounds(
                 done[g].append(have[g])
             continue
         stores = [em.flow(g, ep, heads[j], (have[g],), ch, "nvls-store", scale[g]) for j, g in enumerate(gpus)]
-        mc = em.b.add_barrier(ep, stores, label=em.label(ch, "nvls-multicast"), category=em.category)
+        mc = em.b.add_barrier(ep, stores, label=em.label(ch, "nvls-multicast"), category=em.category, channel=ch)
         for g in gpus:
             done[g].append(em.flow(ep, g, part, (mc,), ch, "nvls-multicast", scale[g]))
     return done

@@ -150,7 +150,7 @@ class NvlsTree:
                 ep = eps[x]
                 assert ep is not None  # checked when registering the endpoints above
                 reads = [em.flow(g, ep, part, (ready[g],), ch, "nvls-read", scale[g]) for g in gpus]
-                red = em.b.add_barrier(ep, reads, label=em.label(ch, "nvls-reduce"), category=em.category)
+                red = em.b.add_barrier(ep, reads, label=em.label(ch, "nvls-reduce"), category=em.category, channel=ch)
                 have.append([em.flow(ep, g, heads[j], (red,), ch, "nvls-result", scale[g]) for j, g in enumerate(gpus)])
             parent, post = trees[r % len(trees)]
             children: list[list[int]] = [[] for _ in range(k)]
@@ -179,7 +179,9 @@ class NvlsTree:
                 stores = [
                     em.flow(g, ep, heads[j], (have[x][j],), ch, "nvls-store", scale[g]) for j, g in enumerate(gpus)
                 ]
-                mc = em.b.add_barrier(ep, stores, label=em.label(ch, "nvls-multicast"), category=em.category)
+                mc = em.b.add_barrier(
+                    ep, stores, label=em.label(ch, "nvls-multicast"), category=em.category, channel=ch
+                )
                 for g in gpus:
                     em.flow(ep, g, part, (mc,), ch, "nvls-multicast", scale[g])
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetero_ns3.errors import SimulationError
-from hetero_ns3.plan.dag import FLOW, ExecutionPlan, label_channel
+from hetero_ns3.plan.dag import FLOW, ExecutionPlan
 
 
 @dataclass(frozen=True)
@@ -32,11 +32,6 @@ class PlanFlows:
     code: np.ndarray | None = None
     """float64 (n,): the native loop's task codes, the task's duration for compute tasks and ``-(f + 1)``
     for the task of flow row ``f`` (None: not asked)."""
-
-
-def label_channels(labels: tuple[str, ...]) -> np.ndarray:
-    """int32 per label: its ``ch<c>`` channel (0 without one), as ``flow_connections`` reads it."""
-    return np.fromiter(map(label_channel, labels), np.int32, len(labels)) if labels else np.zeros(1, np.int32)
 
 
 def plan_flows(
@@ -63,14 +58,13 @@ def plan_flows(
     conn = np.empty(f, np.int32) if connections else None
     first = np.empty(f, np.int64) if connections else None
     nconn = np.zeros(1, np.int64)
-    chan = label_channels(plan.labels)
+    chan = np.ascontiguousarray(plan.channel, np.int16)  # -1 (no collective) counts as channel 0, as in numpy
     gpu = np.ascontiguousarray(plan.gpu, np.int32)
     dst = np.ascontiguousarray(plan.dst, np.int32)
     cat = np.ascontiguousarray(plan.category, np.int16)
-    label = np.ascontiguousarray(plan.label, np.int32)
     rc = lib.flowsim_flows(
-        n, kind.ctypes.data, FLOW, gpu.ctypes.data, dst.ctypes.data, cat.ctypes.data, label.ctypes.data,
-        chan.ctypes.data, max(1, len(plan.gpus)), max(1, len(plan.categories)), int(chan.max()) + 1,
+        n, kind.ctypes.data, FLOW, gpu.ctypes.data, dst.ctypes.data, cat.ctypes.data, chan.ctypes.data,
+        max(1, len(plan.gpus)), max(1, len(plan.categories)), max(0, int(chan.max(initial=0))) + 1,
         task.ctypes.data, None if row is None else row.ctypes.data, None if conn is None else conn.ctypes.data,
         None if first is None else first.ctypes.data, nconn.ctypes.data, dur.ctypes.data,
         None if code is None else code.ctypes.data,

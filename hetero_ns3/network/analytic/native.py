@@ -145,7 +145,7 @@ def load_kernel(required: bool = False) -> ctypes.CDLL | None:
     _declare(lib.flowsim_path_stats, None, [_I, _I, _P, _P, _P, _P, _P, _P, _P, _C, _P, _P, _P])
     _declare(lib.flowsim_successors, None, [_I, _P, _P, _P, _P, _P])
     _declare(lib.flowsim_count_flows, _I, [_I, _P, _C])
-    _declare(lib.flowsim_flows, _C, [_I, _P, _C, _P, _P, _P, _P, _P, _I, _I, _I, _P, _P, _P, _P, _P, _P, _P])
+    _declare(lib.flowsim_flows, _C, [_I, _P, _C, _P, _P, _P, _P, _I, _I, _I, _P, _P, _P, _P, _P, _P, _P])
     _LIB = lib
     return lib
 

@@ -81,7 +81,7 @@ void flowsim_successors(i64 n, const i64 *dep_ptr, const int *dep_idx, unsigned 
                         double *start);
 i64 flowsim_count_flows(i64 n, const signed char *kind, int flow_kind);
 int flowsim_flows(i64 n, const signed char *kind, int flow_kind, const int *gpu, const int *dst,
-                  const short *category, const int *label, const int *chan, i64 n_gpu, i64 n_cat, i64 n_chan,
+                  const short *category, const short *chan, i64 n_gpu, i64 n_cat, i64 n_chan,
                   i64 *fl, int *flow_row, int *conn, i64 *rep, i64 *nconn, const double *dur, double *code);
 
 #endif /* FLOWSIM_H */

@@ -160,10 +160,10 @@ static int conn_grow(ConnTable *t) {
    for a flow task and -1 for the others, code[i] (if not NULL) the event loop's task code: dur[i] for a
    compute task, -(f + 1) for the task of flow f. With conn != NULL also the connection of every flow, as
    ExecutionPlan.flow_connections numbers them (dense ids in order of first appearance of the key
-   (gpu, dst, category, chan[label])), rep[c] the first flow of connection c and *nconn their number.
+   (gpu, dst, category, max(chan[i], 0)): chan is ExecutionPlan.channel, -1 outside collectives), rep[c] the first flow of connection c and *nconn their number.
    Returns 0, or 3 when out of memory. */
 int flowsim_flows(i64 n, const signed char *kind, int flow_kind, const int *gpu, const int *dst,
-                  const short *category, const int *label, const int *chan, i64 n_gpu, i64 n_cat, i64 n_chan,
+                  const short *category, const short *chan, i64 n_gpu, i64 n_cat, i64 n_chan,
                   i64 *fl, int *flow_row, int *conn, i64 *rep, i64 *nconn, const double *dur, double *code) {
     ConnTable t = {NULL, NULL, 1023, 0};
     if (conn) {
@@ -183,7 +183,7 @@ int flowsim_flows(i64 n, const signed char *kind, int flow_kind, const int *gpu,
         if (code) code[i] = -(double)(f + 1);
         if (conn) {
             u64 key = (((u64)gpu[i] * (u64)n_gpu + (u64)dst[i]) * (u64)n_cat + (u64)category[i]) * (u64)n_chan
-                      + (u64)chan[label[i]] + 1;
+                      + (u64)(chan[i] < 0 ? 0 : chan[i]) + 1;
             i64 q = (i64)(mix64(key) & (u64)t.mask);
             while (t.key[q] && t.key[q] != key) q = (q + 1) & t.mask;
             if (!t.key[q]) {
