@@ -42,6 +42,12 @@ class GpuSpec:
         note: free-text caveat.
         nvls: whether the GPU's NVSwitch fabric reduces and multicasts in the switch (NVLink SHARP,
             NCCL's NVLS algorithms): Hopper/Blackwell HGX, not A100.
+        mamf_bf16: measured maximum achievable matmul throughput with BF16 inputs (best shape, mean
+            of 100 back-to-back runs), as a fraction of the dense BF16 peak; None = not measured (the
+            architecture's ``gemm`` efficiency applies). Scales the GEMM efficiency across
+            generations relative to A100 (docs/compute.md, "Cross-generation rule").
+        mamf_fp8: the same with FP8 (E4M3) inputs, as a fraction of the dense FP8 peak.
+        mamf_source: where the two fractions were published.
     """
 
     name: str
@@ -58,6 +64,9 @@ class GpuSpec:
     source: str
     note: str = ""
     nvls: bool = False
+    mamf_bf16: float | None = None
+    mamf_fp8: float | None = None
+    mamf_source: str = ""
 
     def peak_flops(self, precision: str = "bf16") -> float:
         """Dense tensor-core peak in FLOP/s for ``precision`` (bf16, fp16 or fp8).
@@ -76,7 +85,18 @@ class GpuSpec:
 
 
 _REQUIRED = ("fp16_tflops", "hbm_gib", "hbm_tbps", "tdp_w", "sm_count", "source", "architecture")
-_KNOWN = set(_REQUIRED) | {"vendor", "bf16_tflops", "fp8_tflops", "nvlink_gbps_bidir", "note", "memory_type", "nvls"}
+_KNOWN = set(_REQUIRED) | {
+    "vendor",
+    "bf16_tflops",
+    "fp8_tflops",
+    "nvlink_gbps_bidir",
+    "note",
+    "memory_type",
+    "nvls",
+    "mamf_bf16",
+    "mamf_fp8",
+    "mamf_source",
+}
 
 
 def gpu_spec_from_table(name: str, table: Mapping[str, Any], where: str) -> GpuSpec:
@@ -97,6 +117,12 @@ def gpu_spec_from_table(name: str, table: Mapping[str, Any], where: str) -> GpuS
     def opt(key: str) -> float | None:
         return None if table.get(key) is None else num(key)
 
+    def frac(key: str) -> float | None:
+        v = opt(key)
+        if v is not None and not 0 < v <= 1:
+            raise field_error(f"{where}.{key}", v, "must be a fraction of the dense peak in (0, 1]", "e.g. 0.80")
+        return v
+
     return GpuSpec(
         name=name,
         vendor=str(table.get("vendor", "NVIDIA")),
@@ -112,6 +138,9 @@ def gpu_spec_from_table(name: str, table: Mapping[str, Any], where: str) -> GpuS
         source=str(table["source"]),
         note=str(table.get("note", "")),
         nvls=_flag(table, "nvls", where),
+        mamf_bf16=frac("mamf_bf16"),
+        mamf_fp8=frac("mamf_fp8"),
+        mamf_source=str(table.get("mamf_source", "")),
     )
 
 

@@ -9,6 +9,12 @@
 * Attention: flash-attention-like kernels at ``attention_fwd`` / ``attention_bwd`` of peak, executing
   ``work`` = 1/2 of the model FLOPs under a causal mask; their HBM traffic is Q, K, V, O only.
 * Element-wise (``memory``) kernels: bytes over ``memory`` x HBM bandwidth.
+* ``precision = "fp8"`` follows Transformer Engine: only the linear layers' GEMMs (QKV, projection,
+  FC1, FC2: forward, dgrad, wgrad) run at the FP8 peak, each forward / dgrad GEMM preceded by a
+  memory-bound cast-transpose of its input to FP8; attention and everything else stays BF16.
+* GPUs with a measured matmul ceiling (``mamf_bf16`` / ``mamf_fp8`` in the catalog) get
+  ``gemm = mamf_ref_gemm x mamf / mamf_ref``: A100's benchmark GEMM efficiency scaled by the measured
+  ratio of their achievable fraction of peak to A100's.
 
 Constants come from the ``[efficiency]`` tables of ``hetero_ns3/data/gpus.toml`` (per architecture);
 a measured CSV keyed by (gpu_type, op) replaces them (see :func:`load_efficiency_csv`).
@@ -31,6 +37,16 @@ from hetero_ns3.errors import ScenarioError
 OpClass = Literal["gemm", "attention_fwd", "attention_bwd", "memory"]
 OP_CLASSES: tuple[str, ...] = ("gemm", "attention_fwd", "attention_bwd", "memory")
 _TILE_PENALTY = 0.95
+
+FP8_LINEAR_GEMMS = frozenset({"qkv", "proj", "fc1", "fc2"})
+"""Kernel-name stems of the GEMMs Transformer Engine runs in FP8 (its Linear / LayerNormLinear /
+LayerNormMLP / GroupedLinear modules); names follow ``workload/layers.py`` (``qkv``, ``qkv.dgrad``,
+``qkv.wgrad``, ...). The logits GEMM (Megatron's own output layer), the MoE router and attention's
+batched products are not TE linear layers and stay BF16."""
+FP8_CAST_BYTES_PER_ELEMENT = 4.0
+"""Cast-transpose of one GEMM input to FP8 under delayed scaling: read 2 B (BF16), write 1 B FP8 and
+1 B of its FP8 transpose (kept for the other backward GEMM); the amax is reduced inside the same
+pass (Transformer Engine, "FP8 Delayed Scaling": one tensor read per quantization)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +90,15 @@ class Efficiency:
     """Sustained-training factor on tensor-core kernels (GEMM, attention): the ratio of a kernel's rate
     inside an end-to-end training step to its isolated microbenchmark rate (clocks under sustained
     power, stream gaps). Fitted on A100 (Megatron SC'21 Table 1), carried to every generation."""
+    gemm_fp8: float | None = None
+    """Large-GEMM efficiency with FP8 inputs, fraction of the FP8 peak; None = same as ``gemm``."""
 
-    def compute_eff(self, op: str) -> float:
-        return float(getattr(self, op)) if op != "memory" else 1.0
+    def compute_eff(self, op: str, precision: str = "bf16") -> float:
+        if op == "memory":
+            return 1.0
+        if op == "gemm" and precision == "fp8" and self.gemm_fp8 is not None:
+            return self.gemm_fp8
+        return float(getattr(self, op))
 
 
 @functools.cache
@@ -89,8 +111,16 @@ def default_efficiency(gpu: GpuSpec) -> Efficiency:
     """The catalog efficiency constants for ``gpu``'s architecture (``default`` filling gaps)."""
     tables = _eff_tables()
     merged = {**tables.get("default", {}), **tables.get(gpu.architecture, {})}
+    gemm = float(merged["gemm"])
+    gemm_fp8 = None
+    ref, ref_gemm = merged.get("mamf_ref"), merged.get("mamf_ref_gemm")
+    if ref and ref_gemm:
+        if gpu.mamf_bf16 is not None:
+            gemm = float(ref_gemm) * (gpu.mamf_bf16 / float(ref))
+        if gpu.mamf_fp8 is not None:
+            gemm_fp8 = float(ref_gemm) * (gpu.mamf_fp8 / float(ref))
     return Efficiency(
-        gemm=float(merged["gemm"]),
+        gemm=gemm,
         attention_fwd=float(merged["attention_fwd"]),
         attention_bwd=float(merged["attention_bwd"]),
         memory=float(merged["memory"]),
@@ -99,6 +129,7 @@ def default_efficiency(gpu: GpuSpec) -> Efficiency:
         tile_n=int(merged["tile_n"]),
         launch_overhead_s=float(merged["launch_overhead_us"]) * 1e-6,
         sustained=float(merged.get("sustained", 1.0)),
+        gemm_fp8=gemm_fp8,
     )
 
 
@@ -165,11 +196,37 @@ def _wave_factor(eff: Efficiency, m: int, n: int, sms: int) -> float:
     return best
 
 
+def is_fp8_linear(k: Kernel) -> bool:
+    """Whether ``k`` is a linear-layer GEMM Transformer Engine runs in FP8 (forward, dgrad or wgrad)."""
+    if k.op != "gemm":
+        return False
+    stem, _, rest = k.name.partition(".")
+    return stem in FP8_LINEAR_GEMMS and rest in ("", "dgrad", "wgrad")
+
+
+def fp8_cast_bytes(k: Kernel) -> float:
+    """HBM bytes of casting the input of FP8 GEMM ``k`` (its ``m x k`` operand) to FP8 and transposing it.
+
+    Forward GEMMs cast their activation input, dgrad GEMMs the incoming gradient; wgrad GEMMs reuse the
+    transposes both produced, so cast nothing. Weights are cast once per step on the first microbatch
+    (Megatron-Core passes ``is_first_microbatch``), not per GEMM, and are left out.
+    """
+    if not is_fp8_linear(k) or k.name.endswith(".wgrad"):
+        return 0.0
+    return FP8_CAST_BYTES_PER_ELEMENT * k.m * k.k * k.batch
+
+
+def _fp8_gemm_bytes(k: Kernel) -> float:
+    """HBM traffic of an FP8 GEMM: 1-byte operands, 2-byte (BF16) output."""
+    return float((k.m * k.k + k.k * k.n + 2 * k.m * k.n) * k.batch)
+
+
 class Roofline:
     """Kernel timing for one precision, optionally with measured efficiencies.
 
     Args:
-        precision: bf16, fp16 or fp8 (which peak the tensor-core work uses).
+        precision: bf16, fp16 or fp8. Under fp8 only linear-layer GEMMs (:func:`is_fp8_linear`) use
+            the FP8 peak, plus an FP8 cast of their input; every other kernel runs in BF16.
         measured: table from :func:`load_efficiency_csv`; its entries replace the defaults.
         launch_overhead_s: replaces every GPU's per-kernel launch overhead when given.
     """
@@ -194,11 +251,17 @@ class Roofline:
             self._eff[gpu.name] = e
         return self._eff[gpu.name]
 
-    def _comp_eff(self, gpu: GpuSpec, k: Kernel, e: Efficiency) -> float:
+    def kernel_precision(self, k: Kernel) -> str:
+        """Precision ``k`` runs in: fp8 only for linear-layer GEMMs of an fp8 roofline, else bf16."""
+        if self.precision == "fp8" and not is_fp8_linear(k):
+            return "bf16"
+        return self.precision
+
+    def _comp_eff(self, gpu: GpuSpec, k: Kernel, e: Efficiency, precision: str) -> float:
         if self.measured and (gpu.name, k.op) in self.measured.compute:
             base = self.measured.compute[(gpu.name, k.op)]
         else:
-            base = e.compute_eff(k.op)
+            base = e.compute_eff(k.op, precision)
         base *= e.sustained
         if k.op == "gemm":
             base *= _shape_factor(e, (k.m, k.n, k.k)) * _wave_factor(e, k.m, k.n * k.batch, gpu.sm_count)
@@ -212,11 +275,19 @@ class Roofline:
     def kernel_time(self, k: Kernel, gpu: GpuSpec) -> float:
         """Seconds kernel ``k`` takes on ``gpu``."""
         e = self.efficiency(gpu)
-        t_mem = k.bytes / (gpu.hbm_bw_Bps * self._mem_eff(gpu, k, e)) if k.bytes else 0.0
+        prec = self.kernel_precision(k)
+        fp8 = prec == "fp8" and k.op == "gemm"
+        nbytes = _fp8_gemm_bytes(k) if fp8 else k.bytes
+        bw = gpu.hbm_bw_Bps * self._mem_eff(gpu, k, e)
+        t_mem = nbytes / bw if nbytes else 0.0
         t_comp = 0.0
         if k.flops and k.op != "memory":
-            t_comp = k.flops * k.work / (gpu.peak_flops(self.precision) * self._comp_eff(gpu, k, e))
-        return max(t_comp, t_mem) + e.launch_overhead_s
+            t_comp = k.flops * k.work / (gpu.peak_flops(prec) * self._comp_eff(gpu, k, e, prec))
+        t = max(t_comp, t_mem) + e.launch_overhead_s
+        cast = fp8_cast_bytes(k) if fp8 else 0.0
+        if cast:
+            t += cast / (gpu.hbm_bw_Bps * e.memory) + e.launch_overhead_s
+        return t
 
     def time(self, kernels: Iterable[Kernel], gpu: GpuSpec) -> tuple[float, float, float]:
         """(FLOPs, bytes, seconds) of running ``kernels`` back to back on ``gpu``."""

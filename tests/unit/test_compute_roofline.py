@@ -138,5 +138,6 @@ def test_measured_table_errors(tmp_path, body: str, pattern: str) -> None:
 
 
 def test_fp8_uses_fp8_peak() -> None:
-    k = gemm("big", 8192, 8192, 8192)
-    assert Roofline("fp8").kernel_time(k, H100) < 0.55 * RF.kernel_time(k, H100)
+    """A linear-layer GEMM (Transformer Engine FP8) runs at the FP8 peak: well under the BF16 time."""
+    k = gemm("fc1", 8192, 8192, 8192)
+    assert Roofline("fp8").kernel_time(k, H100) < 0.65 * RF.kernel_time(k, H100)
