@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
         fh.write(
             "# Golden step times of the Megatron SC'21 rows; regenerate: scripts/make_validation_scenarios.py --golden\n"
         )
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]), lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
     print(f"wrote {GOLDEN}")

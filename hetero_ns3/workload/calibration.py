@@ -255,19 +255,25 @@ def max_ape(res: Sequence[tuple[MegatronRow, float, float]]) -> float:
     return 100.0 * max(abs(e - p) / p for _r, p, e in res)
 
 
-def fattree_k(gpus: int) -> int:
-    """Smallest even fat-tree radix whose k^3/4 host ports serve ``gpus`` NICs (one 200G NIC per GPU)."""
-    k = 4
-    while k**3 // 4 < gpus:
-        k += 2
-    return k
+#: DGX nodes per scalable unit (SU) of the DGX SuperPOD with DGX A100 (Selene's design): one rail-optimized
+#: leaf switch per NIC rail per SU, 20 nodes each.
+SU_NODES = 20
 
 
 def topology_toml(row: MegatronRow) -> str:
-    """Selene-like cluster of ``row``: DGX A100 80GB nodes (NVSwitch, 8x 200G HDR) on a non-blocking fat-tree."""
+    """Selene-like cluster of ``row``: DGX A100 80GB nodes (NVSwitch, 8x 200G HDR) on the DGX SuperPOD's
+    rail-optimized, non-blocking InfiniBand fabric.
+
+    Selene is a DGX SuperPOD with DGX A100 (NVIDIA reference architecture RA-09950-001, 2020): scalable units
+    of 20 DGX A100, in each SU NIC ``i`` of every node cabled to the SU's leaf switch of rail ``i`` (HDR,
+    40 ports: 20 down, 20 up), leaves to spine groups without oversubscription. The NVIDIA reference
+    architectures since then describe the compute fabric the same way ("rail-optimized"). Traffic between
+    GPUs of the same index inside one SU (NCCL's rings and trees across nodes, Megatron's pipeline and data
+    parallel peers) stays on one leaf switch; ECMP matters only across SUs.
+    """
     nodes = row.gpus // 8
     return f'''name = "selene-{nodes}"
-description = "{nodes} DGX A100 80GB nodes (NVSwitch, 8x 200G HDR) on a non-blocking 3-tier fat-tree, as Selene (Narayanan et al., SC'21)"
+description = "{nodes} DGX A100 80GB nodes (NVSwitch, 8x 200G HDR) on a rail-optimized non-blocking fabric (SUs of {SU_NODES} nodes), as Selene (Narayanan et al., SC'21; DGX SuperPOD A100 reference architecture)"
 
 [[groups]]
 name = "a100"
@@ -278,12 +284,13 @@ fabric = {{ kind = "nvswitch", pcie_gen = 4, pcie_lanes = 16 }}
 nics = {{ count = 8, rate = "200Gbps" }}
 
 [network]
-kind = "fattree"
-k = {fattree_k(row.gpus)}
+kind = "rail"
+rails = 8
+nodes_per_pod = {SU_NODES}            # one scalable unit: NIC i of its {SU_NODES} nodes on leaf (rail) switch i
+spines = {SU_NODES}
 access_delay = "1us"
-edge = {{ uplink_delay = "1us", buffer = "16MiB", oversubscription = 1.0 }}
-agg = {{ uplink_delay = "1us", buffer = "16MiB", oversubscription = 1.0 }}
-core = {{ buffer = "32MiB" }}
+rail = {{ uplink_rate = "200Gbps", uplink_delay = "1us", buffer = "16MiB", uplinks = {SU_NODES} }}   # 20 down, 20 up: non-blocking
+spine = {{ buffer = "32MiB" }}
 '''
 
 

@@ -20,7 +20,7 @@ from hetero_ns3.topology.graph import NetGraph, make_graph
 def config_for(network: NetworkConfig) -> AnalyticConfig:
     """The analytic settings matching ``[network]``: the packet backend's framing per link kind (same goodput
     on both backends) and its ECMP key."""
-    return AnalyticConfig.like_nic(network.nic, ecmp_key=network.routing.ecmp_key)
+    return AnalyticConfig.like_nic(network.nic, ecmp_key=network.routing.ecmp_key, ecmp_hash="packet")
 
 
 def apply_static_link_faults(graph: NetGraph, faults: FaultsSection) -> NetGraph:
@@ -61,7 +61,7 @@ class AnalyticBackend:
     ) -> BackendRun:
         if faults is not None and faults.links:
             graph = apply_static_link_faults(graph, faults)
-        res = simulate_plan(graph, plan, config=config_for(config), seed=seed)
+        res = simulate_plan(graph, plan, config=config_for(config), seed=config.routing.ecmp_seed)
         return BackendRun(
             res.times,
             res.flows,
@@ -83,4 +83,4 @@ class AnalyticBackend:
         n_groups: int,
     ) -> np.ndarray:
         """Bytes per group and directed link on the paths :meth:`run` uses (same hash, key and seed)."""
-        return routed_link_bytes(graph, plan, group, n_groups, config_for(config), seed)
+        return routed_link_bytes(graph, plan, group, n_groups, config_for(config), config.routing.ecmp_seed)
