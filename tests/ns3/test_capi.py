@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
-from hetero_ns3.network.config import ATTRIBUTE_MAP, BufferConfig, CcConfig, NetworkConfig, NicConfig, PfcConfig
+from hetero_ns3.network.config import BufferConfig, CcConfig, NetworkConfig, NicConfig, PfcConfig
+from hetero_ns3.network.ns3.attributes import ATTRIBUTE_MAP
 from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.topology import resolve_topology
 

@@ -10,7 +10,6 @@ import pytest
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.network.cc_presets import DCQCN_PRESETS, DEFAULT_DCQCN_PRESET, HPCC_PRESETS
 from hetero_ns3.network.config import (
-    ATTRIBUTE_MAP,
     BufferConfig,
     CcConfig,
     DcqcnConfig,
@@ -20,9 +19,9 @@ from hetero_ns3.network.config import (
     NicConfig,
     PfcConfig,
     RoutingConfig,
-    attribute_settings,
 )
 from hetero_ns3.network.flows_io import DEFAULT_PRIORITY, flow_arrays, read_flows_csv
+from hetero_ns3.network.ns3.attributes import ATTRIBUTE_MAP, attribute_settings
 from hetero_ns3.topology.graph import GraphLink, GraphNode, make_graph
 
 

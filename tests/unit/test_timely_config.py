@@ -8,7 +8,8 @@ import pytest
 
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.network.cc_presets import TIMELY_PRESETS
-from hetero_ns3.network.config import COALESCED_ACK_INTERVAL, CcConfig, NetworkConfig, TimelyConfig, attribute_settings
+from hetero_ns3.network.config import COALESCED_ACK_INTERVAL, CcConfig, NetworkConfig, TimelyConfig
+from hetero_ns3.network.ns3.attributes import attribute_settings
 
 
 @pytest.mark.parametrize("name", sorted(TIMELY_PRESETS))

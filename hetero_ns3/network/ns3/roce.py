@@ -27,8 +27,9 @@ import numpy as np
 import pandas as pd
 
 from hetero_ns3.errors import ScenarioError, SimulationError, field_error
-from hetero_ns3.network.config import NetworkConfig, attribute_settings
+from hetero_ns3.network.config import NetworkConfig
 from hetero_ns3.network.flows_io import FlowArrays, flow_arrays
+from hetero_ns3.network.ns3.attributes import attribute_settings
 from hetero_ns3.network.ns3.results import CC_TRACE_KINDS, DROP_REASONS, PORT_COUNTERS, FlowResults
 from hetero_ns3.topology.graph import HOST, NetGraph
 from hetero_ns3.topology.routing import routing_tables
