@@ -107,13 +107,14 @@ def task_chunks(
     times: TaskTimes | None,
     meta: Sequence[GpuMeta],
     iteration: np.ndarray | None = None,
-    chunk_rows: int = CHUNK_ROWS,
+    chunk_rows: int | None = None,
 ) -> Iterator[pd.DataFrame]:
-    """:func:`tasks_frame` in slices of at most ``chunk_rows`` rows (at least one, maybe empty, slice)."""
+    """:func:`tasks_frame` in slices of at most ``chunk_rows`` rows (default :data:`CHUNK_ROWS`; at least
+    one, maybe empty, slice)."""
     rows = _TaskRows(plan, times, meta, iteration)
-    n = len(plan)
-    for lo in range(0, max(n, 1), max(1, chunk_rows)):
-        yield rows.frame(lo, min(n, lo + chunk_rows))
+    n, step = len(plan), max(1, chunk_rows or CHUNK_ROWS)
+    for lo in range(0, max(n, 1), step):
+        yield rows.frame(lo, min(n, lo + step))
 
 
 class _FlowRows:
@@ -213,13 +214,13 @@ def flow_chunks(
     times: TaskTimes | None,
     meta: Sequence[GpuMeta],
     extra: pd.DataFrame | None = None,
-    chunk_rows: int = CHUNK_ROWS,
+    chunk_rows: int | None = None,
 ) -> Iterator[pd.DataFrame]:
     """:func:`flows_frame` in slices of at most ``chunk_rows`` flows (one slice, the whole table, when
     ``extra`` does not hold exactly one row per flow)."""
     rows = _FlowRows(plan, times, meta, extra)
     n = rows.ids.size
-    step = max(1, chunk_rows) if rows.chunkable() else max(n, 1)
+    step = max(1, chunk_rows or CHUNK_ROWS) if rows.chunkable() else max(n, 1)
     for lo in range(0, max(n, 1), step):
         yield rows.frame(lo, min(n, lo + step))
 
