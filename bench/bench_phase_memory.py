@@ -53,8 +53,13 @@ def _hwm_gib() -> float:
     return float("nan")
 
 
+STEPS: set[str] | None = None  # --steps: the write steps to run (None: all)
+
+
 def _step(name: str, fn) -> None:
     """Run one write step; print its CPU and its own peak RSS (VmHWM after a reset)."""
+    if STEPS is not None and name.split(" ")[0] not in STEPS:
+        return
     _hwm_reset()
     rss0, c0, w0 = _rss_gib(), _cpu_s(), time.perf_counter()
     fn()
@@ -133,7 +138,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--stop", choices=PHASES, default="write", help="last phase to run")
     ap.add_argument("--write", metavar="DIR", help="write the run directory's pieces into DIR (phase 'write')")
     ap.add_argument("--whole-tables", action="store_true", help="also write the tables as one slice (baseline)")
+    ap.add_argument(
+        "--steps", help="comma list of write steps to run: plan.npz,tasks,flows,trace.json,plots/timeline.png"
+    )
     args = ap.parse_args(argv)
+    global STEPS
+    STEPS = set(args.steps.split(",")) if args.steps else None
 
     from hetero_ns3 import pipeline
     from hetero_ns3.network.backend import get_backend
