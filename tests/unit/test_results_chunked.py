@@ -124,3 +124,26 @@ def test_csv_failure_mid_table_leaves_neither_file(tmp_path):
         write_table_files(broken(), tmp_path / "t.csv", tmp_path / "t.parquet")
     assert [p.name for p in tmp_path.iterdir()] == ["t.csv"]
     assert (tmp_path / "t.csv").read_text() == "old\n"  # the old file, untouched
+
+
+def test_truncated_trace_keeps_the_earliest_slices_with_their_own_fields():
+    from hetero_ns3.results.trace import chrome_trace
+
+    plan = small_plan()
+    times = critical_path_s(plan, 0.3)
+    meta = resolve_gpu_meta(plan.gpus, META)
+    full = [e for e in chrome_trace(plan, times, meta)["traceEvents"] if e["ph"] == "X"]
+    doc = chrome_trace(plan, times, meta, max_events=5)
+    cut = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert doc["otherData"]["truncated"] and len(cut) == 5 < len(full)
+    ids = [e["args"]["id"] for e in cut]
+    assert ids == sorted(ids)
+    shown = {e["args"]["id"] for e in full}
+    earliest = sorted(shown, key=lambda i: (times.start_s[i], i))[:5]
+    assert set(ids) == set(earliest)
+    for e in cut:
+        i = e["args"]["id"]
+        assert e["ts"] == pytest.approx(times.start_s[i] * 1e6)
+        assert e["pid"] == plan.gpu[i] + 1 and e["name"] == plan.labels[plan.label[i]]
+        if plan.kind[i] == FLOW:
+            assert e["args"]["bytes"] == plan.size_bytes[i] and e["args"]["dst"] == plan.gpus[plan.dst[i]]
