@@ -1,4 +1,4 @@
-"""Memory and CPU per phase of one scenario on the analytic backend: compile, lower, replay, summarize.
+"""Memory and CPU per phase of one scenario on the analytic backend: compile, lower, replay, summarize, write.
 
 Prints, after each phase, the process's resident set (RSS now, peak so far, from /proc and getrusage)
 and its CPU time so far, plus the plan's size (tasks, flows, dependencies, bytes of its arrays) and
@@ -9,6 +9,15 @@ so that each peak is its own. Usage (docs/validation.md, "Where the memory went"
     .venv/bin/python bench/bench_phase_memory.py hetero_ns3/data/validation/h100/gpt3-175b.toml \\
         --set parallelism.global_batch=128
     .venv/bin/python bench/bench_phase_memory.py ... --stop lower   # compile and lower only
+
+``--write DIR`` adds the "write" phase: the run directory's pieces one at a time (plan.npz, tasks and flows
+tables, trace, plots), each with its own peak (``VmHWM`` reset through /proc/self/clear_refs before it) and
+CPU. ``--whole-tables`` first writes the tables as one slice each (what ``write_run`` did before it wrote
+in slices) into ``DIR/whole``, so both are measured in the same process on the same plan (docs/benchmarks.md,
+"Writing the run directory")::
+
+    .venv/bin/python bench/bench_phase_memory.py hetero_ns3/data/validation/megatron/gpt-7.5b.toml \\
+        --set parallelism.global_batch=64 --write /tmp/w --whole-tables
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ import time
 
 import numpy as np
 
-PHASES = ("compile", "lower", "replay", "summarize")
+PHASES = ("compile", "lower", "replay", "summarize", "write")
 
 
 def _rss_gib() -> float:
@@ -28,6 +37,81 @@ def _rss_gib() -> float:
             if line.startswith("VmRSS"):
                 return int(line.split()[1]) / 2**20
     return float("nan")
+
+
+def _hwm_reset() -> None:
+    """Reset the kernel's peak-RSS mark of this process (VmHWM), so that the next step's peak is its own."""
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+
+
+def _hwm_gib() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM"):
+                return int(line.split()[1]) / 2**20
+    return float("nan")
+
+
+STEPS: set[str] | None = None  # --steps: the write steps to run (None: all)
+
+
+def _step(name: str, fn) -> None:
+    """Run one write step; print its CPU and its own peak RSS (VmHWM after a reset)."""
+    if STEPS is not None and name.split(" ")[0] not in STEPS:
+        return
+    _hwm_reset()
+    rss0, c0, w0 = _rss_gib(), _cpu_s(), time.perf_counter()
+    fn()
+    print(
+        f"  {name:<22} cpu {_cpu_s() - c0:7.1f} s  wall {time.perf_counter() - w0:7.1f} s  "
+        f"rss before {rss0:6.2f} GiB  step peak {_hwm_gib():6.2f} GiB (+{_hwm_gib() - rss0:5.2f})",
+        flush=True,
+    )
+
+
+def _write_phase(out: str, plan, times, meta, flows_df, whole: bool) -> None:
+    """The pieces of ``write_run`` one by one (same functions, same order)."""
+    from pathlib import Path
+
+    from hetero_ns3.results import atomic, rundir, tables
+    from hetero_ns3.results.plots import plot_timeline
+    from hetero_ns3.results.trace import chrome_trace
+
+    paths = rundir.RunPaths.at(out)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    _step("plan.npz", lambda: rundir.save_plan(paths.plan, plan))
+    if whole:
+        w = rundir.RunPaths.at(Path(out) / "whole")
+        n = len(plan) + 1
+        _step(
+            "tasks (one slice)",
+            lambda: tables.write_table_files(tables.task_chunks(plan, times, meta, None, n), w.tasks, w.tasks_parquet),
+        )
+        _step(
+            "flows (one slice)",
+            lambda: tables.write_table_files(
+                tables.flow_chunks(plan, times, meta, flows_df, n), w.flows, w.flows_parquet
+            ),
+        )
+    _step(
+        f"tasks ({tables.CHUNK_ROWS} rows/slice)",
+        lambda: tables.write_table_files(tables.task_chunks(plan, times, meta), paths.tasks, paths.tasks_parquet),
+    )
+    _step(
+        f"flows ({tables.CHUNK_ROWS} rows/slice)",
+        lambda: tables.write_table_files(
+            tables.flow_chunks(plan, times, meta, flows_df), paths.flows, paths.flows_parquet
+        ),
+    )
+    _step(
+        "trace.json",
+        lambda: atomic.write_json(paths.trace, chrome_trace(plan, times, meta, 1_000_000), compact=True),
+    )
+    _step(
+        "plots/timeline.png",
+        lambda: atomic.write_with(paths.timeline_png, lambda t: plot_timeline(plan, times, meta, t, 32)),
+    )
 
 
 def _peak_gib() -> float:
@@ -51,8 +135,15 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("scenario")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
-    ap.add_argument("--stop", choices=PHASES, default="summarize", help="last phase to run")
+    ap.add_argument("--stop", choices=PHASES, default="write", help="last phase to run")
+    ap.add_argument("--write", metavar="DIR", help="write the run directory's pieces into DIR (phase 'write')")
+    ap.add_argument("--whole-tables", action="store_true", help="also write the tables as one slice (baseline)")
+    ap.add_argument(
+        "--steps", help="comma list of write steps to run: plan.npz,tasks,flows,trace.json,plots/timeline.png"
+    )
     args = ap.parse_args(argv)
+    global STEPS
+    STEPS = set(args.steps.split(",")) if args.steps else None
 
     from hetero_ns3 import pipeline
     from hetero_ns3.network.backend import get_backend
@@ -88,15 +179,22 @@ def main(argv: list[str] | None = None) -> None:
     res = get_backend("analytic").run(
         plan, graph, sc.network, seed=run.seed, faults=sc.faults, stall_limit_s=run.stall_limit
     )
-    times = res.times
+    times, flows_df = res.times, res.flows
     _report("replay", t0, f"makespan {times.makespan_s:.6f} s completed {res.completed}")
     del res
     if args.stop == "replay":
         return
-    summary = summarize(plan, times, pipeline.gpu_meta(cluster, wplan, sc.faults), None)
+    gmeta = pipeline.gpu_meta(cluster, wplan, sc.faults)
+    summary = summarize(plan, times, gmeta, None)
     t = summary.iteration_time_s
     mfu = 100.0 * wplan.model_flops / (t * wplan.peak_flops) if t else 0.0
     _report("summarize", t0, f"step {t:.6f} s  MFU {mfu:.2f}%  compute-only {wplan.compute_time:.6f} s")
+    if args.stop == "summarize" or not args.write:
+        return
+    from hetero_ns3.results.meta import resolve_gpu_meta
+
+    _write_phase(args.write, plan, times, resolve_gpu_meta(plan.gpus, gmeta), flows_df, args.whole_tables)
+    _report("write", t0)
 
 
 if __name__ == "__main__":

@@ -5,15 +5,24 @@ Two checkpoints, both cheap next to the work they guard:
 1. :func:`estimate_shape` from the scenario alone (before the workload is compiled): per-rank ops from
    the model and parallel shape, then tasks, flows and bytes. It catches a ``global_batch`` of
    hundreds of thousands of microbatches or an enormous ``run.iterations`` in microseconds.
-2. :func:`estimate_from_ops` once the workload is compiled (before lowering, the step that allocates
-   the execution plan): the same from the workload's exact op count.
+2. :func:`estimate_from_workload` once the workload is compiled (before lowering, the step that allocates
+   the execution plan): tasks from the workload's op mix (compute ops, and the ring steps of each
+   collective call: their number depends on the group size, so a flat tasks-per-op under-counted
+   data-parallel all-reduces over 32 ranks by 2x).
 
 Calibration (measured on this project's runs, see docs/errors.md "Resource limits"):
 
 * ops per microbatch: ``tp x (2 x layers x 5.4 + 4 x pp x vpp)`` over all ranks (scenarios/demo.toml:
   8 504 ops predicted 8 540; at ``global_batch = 32``: 33 368, predicted 33 890);
-* tasks per op: 38 with the default collective tuning (demo: 322 664 tasks from 8 504 ops);
-  flows per task 0.48 (156 352 of 322 664);
+* tasks per op, from the shape alone: 38 with the default collective tuning (demo: 322 664 tasks from
+  8 504 ops; a lower bound where large groups dominate: Megatron 7.5B has 75); flows per task 0.48
+  (156 352 of 322 664);
+* tasks from the op mix: one per compute op, and per member of a collective call
+  ``TASKS_PER_RING_STEP`` (16 with the default tuning: channels x slices x a flow and its kernel) per
+  ring step: ``2 (n - 1)`` for an all-reduce of ``n`` ranks, ``n - 1`` for reduce-scatter, all-gather,
+  all-to-all and broadcast, 1 for send/recv. Demo 319 880 predicted vs 322 664 lowered (-0.9%);
+  Megatron 7.5B at ``global_batch = 64`` 10.21 M vs 10.26 M (-0.6%), the full 7.5B row 48.75 M vs
+  49.2 M (-0.9%), gpt-1.7b at ``global_batch = 32`` 793 696 vs 795 296 (the flat rate said 34 048);
 * bytes per task at peak, plan plus backend: analytic 150 B (docs/benchmarks.md: 32.6 M tasks in
   4 624 MiB at 1 024 GPUs, 149.7 M in 20.8 GB at 4 096), packet level 660 B above the 681 MB of the ns-3
   import (3.9 M tasks in 3 133 MiB at 128 GPUs); the workload compile itself ~2 kB per op;
@@ -32,6 +41,7 @@ from hetero_ns3.errors import PlanningError
 
 OPS_PER_LAYER_PASS = 5.4
 TASKS_PER_OP = 38.0
+TASKS_PER_RING_STEP = 16.0
 FLOWS_PER_TASK = 0.48
 BYTES_PER_OP_WORKLOAD = 2_000
 BYTES_PER_TASK = {"analytic": 150, "ns3": 660}
@@ -87,9 +97,42 @@ def available_memory_bytes() -> int:
         return 0
 
 
-def estimate_from_ops(ops: float, iterations: int, backend: str) -> Estimate:
-    """Tasks, flows, bytes (and packet events) of ``iterations`` iterations of a workload of ``ops`` ops."""
-    tasks = ops * TASKS_PER_OP * iterations
+def ring_steps(collective: str, n: int) -> int:
+    """Ring steps one member of a ``collective`` over ``n`` ranks takes (what its task count scales with)."""
+    if n <= 1:
+        return 0
+    if collective == "all_reduce":
+        return 2 * (n - 1)
+    if collective in ("send", "recv"):
+        return 1
+    return n - 1
+
+
+def workload_tasks(workload: object) -> float:
+    """Tasks the lowering of one iteration of ``workload`` (a compiled ``Workload``) emits, estimated
+    from its op mix without lowering it (see the module docstring for the rule and its residuals)."""
+    tasks = 0.0
+    for prog in getattr(workload, "programs", ()):
+        members = len(prog.ranks)
+        for op in prog.ops:
+            if op.kind == "compute" or not op.groups:
+                tasks += members
+            else:
+                tasks += members * TASKS_PER_RING_STEP * ring_steps(op.collective, len(op.groups[0]))
+    return tasks
+
+
+def estimate_from_workload(workload: object, iterations: int, backend: str) -> Estimate:
+    """:func:`estimate_from_ops` with the task count of the workload's op mix (:func:`workload_tasks`)."""
+    ops = float(getattr(workload, "n_ops", 0))
+    return estimate_from_ops(ops, iterations, backend, tasks_per_iteration=workload_tasks(workload))
+
+
+def estimate_from_ops(ops: float, iterations: int, backend: str, tasks_per_iteration: float | None = None) -> Estimate:
+    """Tasks, flows, bytes (and packet events) of ``iterations`` iterations of a workload of ``ops`` ops
+    (``tasks_per_iteration``: known from the op mix; else ``ops x TASKS_PER_OP``)."""
+    per_it = ops * TASKS_PER_OP if tasks_per_iteration is None else tasks_per_iteration
+    tasks = per_it * iterations
     flows = tasks * FLOWS_PER_TASK
     per_task = BYTES_PER_TASK.get(backend, max(BYTES_PER_TASK.values()))
     mem = BASE_BYTES.get(backend, 0) + tasks * per_task + ops * BYTES_PER_OP_WORKLOAD

@@ -22,7 +22,7 @@ import numpy as np
 
 from hetero_ns3.collectives import CollectiveEnv, load_tuning
 from hetero_ns3.errors import ScenarioError, SimulationError
-from hetero_ns3.limits import check_estimate, check_shape, estimate_from_ops
+from hetero_ns3.limits import check_estimate, check_shape, estimate_from_workload
 from hetero_ns3.network.backend import Backend, BackendRun, ProgressFn, get_backend
 from hetero_ns3.plan.dag import ExecutionPlan
 from hetero_ns3.plan.iterations import repeat_plan
@@ -206,7 +206,7 @@ def run_scenario(
         graph = build_graph(cluster)
         log.info("planning the workload ...")
         wplan = plan_scenario(scenario)
-        est = estimate_from_ops(wplan.workload.n_ops, run.iterations, backend)
+        est = estimate_from_workload(wplan.workload, run.iterations, backend)
         log.info("estimate: %s", est.describe())
         check_estimate(est, "this run", force=force)
         log.info("lowering %d ops into tasks and flows ...", wplan.workload.n_ops)

@@ -27,7 +27,7 @@ import contextlib
 import datetime as _dt
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -40,7 +40,7 @@ from hetero_ns3.plan.dag import ExecutionPlan, TaskTimes
 from hetero_ns3.results import atomic
 from hetero_ns3.results.meta import GpuMeta, GpuMetaLike, resolve_gpu_meta
 from hetero_ns3.results.summary import Summary, plan_counts, summarize
-from hetero_ns3.results.tables import flows_frame, tasks_frame
+from hetero_ns3.results.tables import flow_chunks, task_chunks, write_table_files
 from hetero_ns3.results.trace import chrome_trace
 
 log = logging.getLogger(__name__)
@@ -159,6 +159,43 @@ def _write_parquet(path: Path, df: pd.DataFrame) -> None:
     from hetero_ns3.results.tables import write_parquet
 
     write_parquet(path, df)
+
+
+def _write_partial_table(
+    errors: dict[str, str],
+    files: list[str],
+    what: str,
+    chunks: Callable[[], Iterable[pd.DataFrame]],
+    csv_path: Path,
+    pq_path: Path,
+) -> None:
+    """Write one table of a partial run (CSV, then Parquet in the same pass), recording failures.
+
+    Building the table's slices fails before any file is written (recorded under ``what``); a CSV failure
+    is recorded under ``<what>.csv`` and its Parquet is then not kept either."""
+    holder: dict[str, Any] = {}
+
+    def _csv() -> None:
+        holder["pq"] = write_table_files(chunks(), csv_path, pq_path)
+
+    try:
+        gen = iter(chunks())
+        first = next(gen)
+    except Exception as err:  # noqa: BLE001 - the slices cannot be built: no file of this table
+        log.warning("could not write %s: %s", what, err)
+        errors[what] = f"{type(err).__name__}: {err}"
+        return
+    del gen, first
+    if not _try(errors, f"{what}.csv", _csv):
+        errors.setdefault(f"{what}.parquet", "not written: the CSV failed")
+        return
+    files.append(f"{what}.csv")
+    pq_err = holder["pq"]
+    if pq_err is None:
+        files.append(f"{what}.parquet")
+    else:
+        log.warning("could not write %s.parquet: %s", what, pq_err)
+        errors[f"{what}.parquet"] = f"{type(pq_err).__name__}: {pq_err}"
 
 
 def _now() -> str:
@@ -281,20 +318,23 @@ def write_run(
     atomic.write_json(paths.scenario, dict(scenario_resolved))
     atomic.write_json(paths.versions, dict(versions))
     save_plan(paths.plan, plan)
-    tasks_df = tasks_frame(plan, times, meta, iteration)
-    flows_table = flows_frame(plan, times, meta, flows_df)
-    _write_csv(paths.tasks, tasks_df)
-    _write_csv(paths.flows, flows_table)
+    pq_errors = {
+        "tasks.parquet": write_table_files(task_chunks(plan, times, meta, iteration), paths.tasks, paths.tasks_parquet),
+        "flows.parquet": write_table_files(flow_chunks(plan, times, meta, flows_df), paths.flows, paths.flows_parquet),
+    }
     files = ["scenario.resolved.json", "versions.json", "plan.npz", "tasks.csv", "flows.csv"]
-    parquet = [("tasks.parquet", paths.tasks_parquet, tasks_df), ("flows.parquet", paths.flows_parquet, flows_table)]
     if links_df is not None:
         _write_csv(paths.links, links_df)
         files.append("links.csv")
-        parquet.append(("links.parquet", paths.links_parquet, links_df))
     errors: dict[str, str] = {}
-    for name, path, df in parquet:
-        if _try(errors, name, partial(_write_parquet, path, df)):
+    for name, err in pq_errors.items():
+        if err is None:
             files.append(name)
+        else:
+            log.warning("could not write %s: %s", name, err)
+            errors[name] = f"{type(err).__name__}: {err}"
+    if links_df is not None and _try(errors, "links.parquet", partial(_write_parquet, paths.links_parquet, links_df)):
+        files.append("links.parquet")
     if _try(
         errors,
         "trace.json",
@@ -374,21 +414,11 @@ def write_partial(
         counts = plan_counts(plan, times, meta)
         if _try(errors, "plan.npz", lambda: save_plan(paths.plan, plan)):
             files.append("plan.npz")
-        tables: dict[str, pd.DataFrame] = {}
-        if _try(errors, "tasks", lambda: tables.update(tasks=tasks_frame(plan, times, meta, iteration))):
-            for name, path, writer in (
-                ("tasks.csv", paths.tasks, _write_csv),
-                ("tasks.parquet", paths.tasks_parquet, _write_parquet),
-            ):
-                if _try(errors, name, partial(writer, path, tables["tasks"])):
-                    files.append(name)
-        if _try(errors, "flows", lambda: tables.update(flows=flows_frame(plan, times, meta, flows_df))):
-            for name, path, writer in (
-                ("flows.csv", paths.flows, _write_csv),
-                ("flows.parquet", paths.flows_parquet, _write_parquet),
-            ):
-                if _try(errors, name, partial(writer, path, tables["flows"])):
-                    files.append(name)
+        for what, chunks, csv_path, pq_path in (
+            ("tasks", partial(task_chunks, plan, times, meta, iteration), paths.tasks, paths.tasks_parquet),
+            ("flows", partial(flow_chunks, plan, times, meta, flows_df), paths.flows, paths.flows_parquet),
+        ):
+            _write_partial_table(errors, files, what, chunks, csv_path, pq_path)
         if times is not None:
             fin = np.asarray(times.finish_s, dtype=float)
             counts["simulated_time_reached_s"] = float(np.nanmax(fin)) if np.isfinite(fin).any() else 0.0

@@ -5,7 +5,10 @@ Times in seconds, sizes in bytes. Unfinished tasks of an interrupted run have Na
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -14,6 +17,9 @@ from hetero_ns3.errors import SimulationError
 from hetero_ns3.plan.dag import COMPUTE, FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.results.categories import CLASS_NAMES, class_codes
 from hetero_ns3.results.meta import GpuMeta
+
+#: Rows per slice when tables are written in chunks (~0.5 GiB of pandas columns at most per slice).
+CHUNK_ROWS = 1_000_000
 
 
 def collective_of(label: str) -> str:
@@ -36,6 +42,56 @@ def _times_or_nan(plan: ExecutionPlan, times: TaskTimes | None) -> tuple[np.ndar
     return np.asarray(times.start_s, dtype=float), np.asarray(times.finish_s, dtype=float)
 
 
+class _TaskRows:
+    """Builds the rows ``lo:hi`` of the tasks table from the plan arrays: the text columns index small
+    per-GPU / per-label / per-category tables, so a slice costs only its own rows."""
+
+    def __init__(
+        self, plan: ExecutionPlan, times: TaskTimes | None, meta: Sequence[GpuMeta], iteration: np.ndarray | None
+    ) -> None:
+        self.plan = plan
+        self.start, self.finish = _times_or_nan(plan, times)
+        if iteration is None:
+            iteration = np.zeros(len(plan), dtype=np.int32)
+        elif np.shape(iteration) != (len(plan),):
+            raise SimulationError(f"iteration index has shape {np.shape(iteration)}, the plan has {len(plan)} tasks")
+        self.iteration = iteration
+        self.names = np.asarray(plan.gpus, dtype=object)
+        self.types = np.asarray([m.gpu_type for m in meta], dtype=object)
+        self.nodes = np.asarray([m.node for m in meta], dtype=object)
+        self.cats = np.asarray(plan.categories, dtype=object)
+        self.classes = np.asarray(CLASS_NAMES, dtype=object)[class_codes(plan.categories)]
+        self.labels = np.asarray(plan.labels, dtype=object)
+
+    def frame(self, lo: int, hi: int) -> pd.DataFrame:
+        p, sl = self.plan, slice(lo, hi)
+        gpu, kind, cat = p.gpu[sl], p.kind[sl], p.category[sl]
+        is_flow = kind == FLOW
+        start, finish = self.start[sl], self.finish[sl]
+        some = hi > lo
+        return pd.DataFrame(
+            {
+                "id": np.arange(lo, hi),
+                "iteration": np.asarray(self.iteration[sl], dtype=np.int64),
+                "gpu": self.names[gpu] if some else [],
+                "gpu_type": self.types[gpu] if some else [],
+                "node": self.nodes[gpu] if some else [],
+                "stream": p.stream[sl].astype(int),
+                "kind": np.where(kind == COMPUTE, "compute", "flow"),
+                "category": self.cats[cat] if some else [],
+                "class": self.classes[cat] if some else [],
+                "label": self.labels[p.label[sl]] if some else [],
+                "start_s": start,
+                "finish_s": finish,
+                "duration_s": finish - start,
+                "planned_duration_s": np.where(is_flow, np.nan, p.duration_s[sl]),
+                "src": np.where(is_flow, self.names[gpu] if some else "", ""),
+                "dst": np.where(is_flow, self.names[np.maximum(p.dst[sl], 0)] if some else "", ""),
+                "size_bytes": p.size_bytes[sl].astype(np.int64),
+            }
+        )
+
+
 def tasks_frame(
     plan: ExecutionPlan, times: TaskTimes | None, meta: Sequence[GpuMeta], iteration: np.ndarray | None = None
 ) -> pd.DataFrame:
@@ -43,39 +99,97 @@ def tasks_frame(
     start_s, finish_s, duration_s (measured), planned_duration_s, and for flows src, dst, size_bytes.
 
     ``iteration`` is the training iteration of each task (0-based; all 0 if None)."""
-    start, finish = _times_or_nan(plan, times)
-    if iteration is None:
-        iteration = np.zeros(len(plan), dtype=np.int32)
-    elif np.shape(iteration) != (len(plan),):
-        raise SimulationError(f"iteration index has shape {np.shape(iteration)}, the plan has {len(plan)} tasks")
-    names = np.asarray(plan.gpus, dtype=object)
-    is_flow = plan.kind == FLOW
-    types = np.asarray([m.gpu_type for m in meta], dtype=object)
-    nodes = np.asarray([m.node for m in meta], dtype=object)
-    cats = np.asarray(plan.categories, dtype=object)
-    return pd.DataFrame(
-        {
-            "id": np.arange(len(plan)),
-            "iteration": np.asarray(iteration, dtype=np.int64),
-            "gpu": names[plan.gpu] if len(plan) else [],
-            "gpu_type": types[plan.gpu] if len(plan) else [],
-            "node": nodes[plan.gpu] if len(plan) else [],
-            "stream": plan.stream.astype(int),
-            "kind": np.where(plan.kind == COMPUTE, "compute", "flow"),
-            "category": cats[plan.category] if len(plan) else [],
-            "class": np.asarray(CLASS_NAMES, dtype=object)[class_codes(plan.categories)[plan.category]]
-            if len(plan)
-            else [],
-            "label": np.asarray(plan.labels, dtype=object)[plan.label] if len(plan) else [],
-            "start_s": start,
-            "finish_s": finish,
-            "duration_s": finish - start,
-            "planned_duration_s": np.where(is_flow, np.nan, plan.duration_s),
-            "src": np.where(is_flow, names[plan.gpu] if len(plan) else "", ""),
-            "dst": np.where(is_flow, names[np.maximum(plan.dst, 0)] if len(plan) else "", ""),
-            "size_bytes": plan.size_bytes.astype(np.int64),
-        }
-    )
+    return _TaskRows(plan, times, meta, iteration).frame(0, len(plan))
+
+
+def task_chunks(
+    plan: ExecutionPlan,
+    times: TaskTimes | None,
+    meta: Sequence[GpuMeta],
+    iteration: np.ndarray | None = None,
+    chunk_rows: int | None = None,
+) -> Iterator[pd.DataFrame]:
+    """:func:`tasks_frame` in slices of at most ``chunk_rows`` rows (default :data:`CHUNK_ROWS`; at least
+    one, maybe empty, slice)."""
+    rows = _TaskRows(plan, times, meta, iteration)
+    n, step = len(plan), max(1, chunk_rows or CHUNK_ROWS)
+    for lo in range(0, max(n, 1), step):
+        yield rows.frame(lo, min(n, lo + step))
+
+
+class _FlowRows:
+    """Builds the flows table for a slice of the flow ids (see :func:`flows_frame`)."""
+
+    def __init__(
+        self, plan: ExecutionPlan, times: TaskTimes | None, meta: Sequence[GpuMeta], extra: pd.DataFrame | None
+    ) -> None:
+        self.plan = plan
+        self.start, self.finish = _times_or_nan(plan, times)
+        self.ids = np.nonzero(plan.kind == FLOW)[0]
+        self.names = np.asarray(plan.gpus, dtype=object)
+        self.nodes = np.asarray([m.node for m in meta], dtype=object)
+        self.labels = np.asarray(plan.labels, dtype=object)
+        self.cats = np.asarray(plan.categories, dtype=object)
+        self.coll = np.asarray([collective_of(x) for x in plan.labels], dtype=object)
+        self.extra = None if extra is None or extra.empty else extra
+        self.pos: np.ndarray | None = None  # extra's row of each task id (-1: none)
+        if self.extra is None:
+            return
+        if "id" in self.extra.columns:
+            eid = np.asarray(self.extra["id"])
+            bad = (eid < 0) | (eid >= len(plan))
+            bad[~bad] = plan.kind[eid[~bad]] != FLOW
+            if bad.any():
+                raise SimulationError(
+                    f"per-flow extra columns name ids that are not flows: {sorted(set(eid[bad].tolist()))[:5]}"
+                )
+            self.pos = np.full(len(plan), -1, dtype=np.int64)
+            self.pos[eid] = np.arange(eid.size)
+        elif len(self.extra) != self.ids.size:
+            raise SimulationError(
+                f"per-flow extra table has {len(self.extra)} rows, the plan has {self.ids.size} flows"
+            )
+
+    def chunkable(self) -> bool:
+        """Whether slices concatenate to the whole table: every flow has one extra row, or there is none."""
+        if self.pos is None or self.extra is None:
+            return True
+        return len(self.extra) == self.ids.size and bool((self.pos[self.ids] >= 0).all())
+
+    def frame(self, lo: int, hi: int) -> pd.DataFrame:
+        p, ids = self.plan, self.ids[lo:hi]
+        some = ids.size > 0
+        lab, src, dst = p.label[ids], p.gpu[ids], p.dst[ids]
+        start, finish = self.start[ids], self.finish[ids]
+        df = pd.DataFrame(
+            {
+                "id": ids,
+                "src": self.names[src] if some else [],
+                "dst": self.names[dst] if some else [],
+                "src_node": self.nodes[src] if some else [],
+                "dst_node": self.nodes[dst] if some else [],
+                "intra_node": (self.nodes[src] == self.nodes[dst]) if some else np.zeros(0, dtype=bool),
+                "size_bytes": p.size_bytes[ids],
+                "priority": p.priority[ids].astype(int),
+                "start_s": start,
+                "finish_s": finish,
+                "fct_s": finish - start,
+                "category": list(self.cats[p.category[ids]]) if some else [],
+                "collective": self.coll[lab] if some else [],
+                "channel": flow_channels(p, ids),
+                "label": self.labels[lab] if some else [],
+            }
+        )
+        extra = self.extra
+        if extra is None:
+            return df
+        if self.pos is not None:
+            rows = self.pos[ids] if (lo, hi) != (0, self.ids.size) else np.arange(len(extra))
+            part = extra.iloc[rows[rows >= 0]] if rows.size != len(extra) else extra
+            cols = [c for c in extra.columns if c != "id"]
+            return df.drop(columns=[c for c in cols if c in df.columns]).merge(part, on="id", how="left")
+        part = extra.iloc[lo:hi].reset_index(drop=True)
+        return pd.concat([df.drop(columns=[c for c in part.columns if c in df.columns]), part], axis=1)
 
 
 def flows_frame(
@@ -91,61 +205,34 @@ def flows_frame(
     matched on an ``id`` column if it has one, else row by row in task-id order; its columns
     replace derived ones of the same name.
     """
-    start, finish = _times_or_nan(plan, times)
-    ids = np.nonzero(plan.kind == FLOW)[0]
-    names = np.asarray(plan.gpus, dtype=object)
-    nodes = np.asarray([m.node for m in meta], dtype=object)
-    lab = plan.label[ids]
-    labels = np.asarray(plan.labels, dtype=object)[lab] if ids.size else []
-    per_label_coll = np.asarray([collective_of(x) for x in plan.labels], dtype=object)
-    src, dst = plan.gpu[ids], plan.dst[ids]
-    df = pd.DataFrame(
-        {
-            "id": ids,
-            "src": names[src] if ids.size else [],
-            "dst": names[dst] if ids.size else [],
-            "src_node": nodes[src] if ids.size else [],
-            "dst_node": nodes[dst] if ids.size else [],
-            "intra_node": (nodes[src] == nodes[dst]) if ids.size else np.zeros(0, dtype=bool),
-            "size_bytes": plan.size_bytes[ids],
-            "priority": plan.priority[ids].astype(int),
-            "start_s": start[ids],
-            "finish_s": finish[ids],
-            "fct_s": finish[ids] - start[ids],
-            "category": [plan.categories[c] for c in plan.category[ids]],
-            "collective": per_label_coll[lab] if ids.size else [],
-            "channel": flow_channels(plan, ids),
-            "label": labels,
-        }
-    )
-    if extra is None or extra.empty:
-        return df
-    if "id" in extra.columns:
-        unknown = set(extra["id"].tolist()) - set(ids.tolist())
-        if unknown:
-            raise SimulationError(f"per-flow extra columns name ids that are not flows: {sorted(unknown)[:5]}")
-        cols = [c for c in extra.columns if c != "id"]
-        merged = df.drop(columns=[c for c in cols if c in df.columns]).merge(extra, on="id", how="left")
-        return merged
-    if len(extra) != len(df):
-        raise SimulationError(f"per-flow extra table has {len(extra)} rows, the plan has {len(df)} flows")
-    extra = extra.reset_index(drop=True)
-    return pd.concat([df.drop(columns=[c for c in extra.columns if c in df.columns]), extra], axis=1)
+    rows = _FlowRows(plan, times, meta, extra)
+    return rows.frame(0, rows.ids.size)
 
 
-def write_parquet(path, df: pd.DataFrame) -> None:
-    """Write a table as Parquet (atomic): numbers keep their dtypes, text columns are Arrow ``string``.
+def flow_chunks(
+    plan: ExecutionPlan,
+    times: TaskTimes | None,
+    meta: Sequence[GpuMeta],
+    extra: pd.DataFrame | None = None,
+    chunk_rows: int | None = None,
+) -> Iterator[pd.DataFrame]:
+    """:func:`flows_frame` in slices of at most ``chunk_rows`` flows (one slice, the whole table, when
+    ``extra`` does not hold exactly one row per flow)."""
+    rows = _FlowRows(plan, times, meta, extra)
+    n = rows.ids.size
+    step = max(1, chunk_rows or CHUNK_ROWS) if rows.chunkable() else max(n, 1)
+    for lo in range(0, max(n, 1), step):
+        yield rows.frame(lo, min(n, lo + step))
 
-    Object columns holding non-strings (a backend's per-flow lists, say) are written as JSON text.
-    """
+
+def _arrow_table(df: pd.DataFrame, schema=None):
+    """``df`` as an Arrow table: numbers keep their dtypes, text columns are Arrow ``string`` (object columns
+    holding non-strings, a backend's per-flow lists say, as JSON text); cast to ``schema`` when given."""
     import json
 
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from hetero_ns3.results import atomic
-
-    out = df.copy()
+    out = df.copy(deep=False)
     for col in out.columns:
         if out[col].dtype == object or isinstance(out[col].dtype, pd.CategoricalDtype):
             vals = out[col].tolist()
@@ -153,5 +240,93 @@ def write_parquet(path, df: pd.DataFrame) -> None:
                 vals = [v if v is None or isinstance(v, str) else json.dumps(v, default=str) for v in vals]
             out[col] = pd.Series(vals, index=out.index, dtype="string")
     table = pa.Table.from_pandas(out, preserve_index=False)
-    schema = pa.schema([f.with_type(pa.string()) if f.type == pa.large_string() else f for f in table.schema])
-    atomic.write_with(path, lambda tmp: pq.write_table(table.cast(schema), tmp))
+    if schema is None:
+        schema = pa.schema([f.with_type(pa.string()) if f.type == pa.large_string() else f for f in table.schema])
+    return table.cast(schema)
+
+
+def write_parquet(path, df: pd.DataFrame) -> None:
+    """Write a table as Parquet (atomic): numbers keep their dtypes, text columns are Arrow ``string``.
+
+    Object columns holding non-strings (a backend's per-flow lists, say) are written as JSON text.
+    """
+    import pyarrow.parquet as pq
+
+    from hetero_ns3.results import atomic
+
+    table = _arrow_table(df)
+    atomic.write_with(path, lambda tmp: pq.write_table(table, tmp))
+
+
+class _ParquetSink:
+    """A Parquet file written one row group per chunk into an atomic temporary file. A failure is kept
+    (``error``), the temporary file removed, and later chunks ignored: the CSV beside it goes on."""
+
+    def __init__(self, path: os.PathLike[str] | str) -> None:
+        from hetero_ns3.results import atomic
+
+        self._cm = atomic.atomic_path(path)
+        self._tmp = self._cm.__enter__()
+        self._writer: Any = None
+        self.error: BaseException | None = None
+
+    def write(self, df: pd.DataFrame) -> None:
+        if self.error is not None:
+            return
+        try:
+            import pyarrow.parquet as pq
+
+            schema = None if self._writer is None else self._writer.schema
+            table = _arrow_table(df, schema)
+            if self._writer is None:
+                self._writer = pq.ParquetWriter(self._tmp, table.schema)
+            self._writer.write_table(table)
+        except Exception as err:  # noqa: BLE001 - recorded; the caller reports it
+            self.abort(err)
+
+    def abort(self, err: BaseException) -> None:
+        if self.error is None:
+            self.error = err
+            with contextlib.suppress(Exception):
+                if self._writer is not None:
+                    self._writer.close()
+            self._cm.__exit__(type(err), err, err.__traceback__)
+
+    def close(self) -> None:
+        if self.error is not None:
+            return
+        try:
+            if self._writer is not None:
+                self._writer.close()
+        except Exception as err:  # noqa: BLE001
+            self.abort(err)
+            return
+        self._cm.__exit__(None, None, None)
+
+
+def write_table_files(
+    chunks: Iterable[pd.DataFrame], csv_path: os.PathLike[str] | str, parquet_path: os.PathLike[str] | str | None
+) -> BaseException | None:
+    """Write a table given in slices as CSV (one header, the bytes ``DataFrame.to_csv`` writes for the whole
+    table) and as Parquet (one row group per slice), both atomically, in one pass over the slices.
+
+    A CSV failure raises (nothing is left at ``csv_path``); a Parquet failure is returned (None: written),
+    the CSV is still completed. Peak memory is one slice, not the table.
+    """
+    from hetero_ns3.results import atomic
+
+    sink = _ParquetSink(parquet_path) if parquet_path is not None else None
+    try:
+        with atomic.atomic_path(csv_path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as fh:
+            for i, df in enumerate(chunks):
+                df.to_csv(fh, header=i == 0, index=False)
+                if sink is not None:
+                    sink.write(df)
+    except BaseException as err:
+        if sink is not None:
+            sink.abort(err)
+        raise
+    if sink is None:
+        return None
+    sink.close()
+    return sink.error

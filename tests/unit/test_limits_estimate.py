@@ -1,0 +1,54 @@
+"""The up-front task estimate tracks the lowered plan's length (limits.workload_tasks)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hetero_ns3 import pipeline
+from hetero_ns3.limits import TASKS_PER_OP, estimate_from_workload, ring_steps, workload_tasks
+from hetero_ns3.scenario.loader import load_scenario
+from hetero_ns3.topology import build_graph
+from hetero_ns3.workload.planner import plan_scenario
+
+MEGATRON = "hetero_ns3/data/validation/megatron"
+
+
+def _lowered(path: str, sets: list[str]):
+    sc = load_scenario(path, sets)
+    cluster = pipeline.load_run_cluster(sc)
+    graph = build_graph(cluster)
+    wplan = plan_scenario(sc)
+    low = pipeline.lower_plan(wplan, sc, pipeline.collective_env(sc, graph), cluster)
+    return wplan.workload, low.plan
+
+
+@pytest.mark.parametrize(
+    ("path", "sets"),
+    [
+        ("scenarios/demo.toml", []),
+        ("scenarios/demo.toml", ["parallelism.global_batch=32"]),
+        # data parallel over 32 ranks: the flat 38 tasks per op said half of this
+        (f"{MEGATRON}/gpt-1.7b.toml", ["parallelism.global_batch=32"]),
+    ],
+)
+def test_task_estimate_within_ten_percent_of_the_lowered_plan(path, sets):
+    workload, plan = _lowered(path, sets)
+    est = workload_tasks(workload)
+    assert est == pytest.approx(len(plan), rel=0.10), (est, len(plan))
+    two = estimate_from_workload(workload, 2, "analytic")
+    assert two.tasks == pytest.approx(2 * est) and two.ops == workload.n_ops
+    assert two.flows == pytest.approx(0.48 * two.tasks)
+
+
+def test_megatron_row_was_undercounted_by_the_flat_rate():
+    workload, plan = _lowered(f"{MEGATRON}/gpt-1.7b.toml", ["parallelism.global_batch=32"])
+    flat = workload.n_ops * TASKS_PER_OP
+    assert flat < 0.75 * len(plan)  # the old rule: the refusal did not protect
+    assert abs(workload_tasks(workload) - len(plan)) < abs(flat - len(plan))
+
+
+def test_ring_steps():
+    assert ring_steps("all_reduce", 4) == 6
+    assert ring_steps("all_gather", 32) == 31
+    assert ring_steps("send", 2) == 1
+    assert ring_steps("all_reduce", 1) == 0

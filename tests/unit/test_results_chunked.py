@@ -1,0 +1,149 @@
+"""Tables written in slices: the same CSV bytes and Parquet content as the whole table, atomic files."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from hetero_ns3.errors import SimulationError
+from hetero_ns3.plan.dag import FLOW, TaskTimes, critical_path_s
+from hetero_ns3.results import tables
+from hetero_ns3.results.meta import resolve_gpu_meta
+from hetero_ns3.results.tables import flow_chunks, flows_frame, task_chunks, tasks_frame, write_table_files
+from tests.unit.test_results_rundir import META, small_plan
+
+
+def _csv(df: pd.DataFrame) -> bytes:
+    buf = io.StringIO()
+    df.to_csv(buf, index=False)
+    return buf.getvalue().encode()
+
+
+def _partial_times(plan):
+    t = critical_path_s(plan, 0.3)
+    start, finish = t.start_s.copy(), t.finish_s.copy()
+    finish[len(plan) // 2 :] = np.nan  # an interrupted run: later tasks unfinished
+    start[len(plan) - 2 :] = np.nan
+    return TaskTimes(start, finish)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 7, 10_000])
+@pytest.mark.parametrize("partial", [False, True])
+def test_task_slices_write_the_bytes_of_the_whole_table(tmp_path, rows, partial):
+    plan = small_plan()
+    times = _partial_times(plan) if partial else critical_path_s(plan, 0.3)
+    meta = resolve_gpu_meta(plan.gpus, META)
+    it = np.arange(len(plan)) % 2
+    whole = tasks_frame(plan, times, meta, it)
+    chunks = list(task_chunks(plan, times, meta, it, chunk_rows=rows))
+    assert len(chunks) == -(-len(plan) // rows)
+    err = write_table_files(iter(chunks), tmp_path / "t.csv", tmp_path / "t.parquet")
+    assert err is None
+    assert (tmp_path / "t.csv").read_bytes() == _csv(whole)
+    back = pd.read_parquet(tmp_path / "t.parquet")
+    pd.testing.assert_frame_equal(back, pd.read_parquet(_whole_parquet(tmp_path, whole)))
+    assert pq.ParquetFile(tmp_path / "t.parquet").num_row_groups == len(chunks)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv", "t.parquet", "whole.parquet"]
+
+
+def _whole_parquet(tmp_path, df):
+    tables.write_parquet(tmp_path / "whole.parquet", df)
+    return tmp_path / "whole.parquet"
+
+
+@pytest.mark.parametrize("shape", ["none", "by_id_shuffled", "positional"])
+def test_flow_slices_match_flows_frame_with_backend_columns(tmp_path, shape):
+    plan = small_plan()
+    times = critical_path_s(plan, 0.3)
+    meta = resolve_gpu_meta(plan.gpus, META)
+    ids = np.nonzero(plan.kind == FLOW)[0]
+    extra = None
+    if shape == "by_id_shuffled":
+        rng = np.random.default_rng(0)
+        order = rng.permutation(ids.size)
+        extra = pd.DataFrame({"id": ids[order], "ecn_marks": order * 3, "label": [f"x{i}" for i in order]})
+    elif shape == "positional":
+        extra = pd.DataFrame({"pfc_pauses": np.arange(ids.size), "path": [[1, i] for i in range(ids.size)]})
+    whole = flows_frame(plan, times, meta, extra)
+    chunks = list(flow_chunks(plan, times, meta, extra, chunk_rows=5))
+    assert len(chunks) == -(-ids.size // 5)
+    assert write_table_files(iter(chunks), tmp_path / "f.csv", tmp_path / "f.parquet") is None
+    assert (tmp_path / "f.csv").read_bytes() == _csv(whole)
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "f.parquet"), pd.read_parquet(_whole_parquet(tmp_path, whole))
+    )
+
+
+def test_flow_extra_missing_a_flow_is_written_whole(tmp_path):
+    plan = small_plan()
+    times = critical_path_s(plan, 0.3)
+    meta = resolve_gpu_meta(plan.gpus, META)
+    ids = np.nonzero(plan.kind == FLOW)[0]
+    extra = pd.DataFrame({"id": ids[1:], "ecn_marks": 1})  # one flow without a row: NaN, float column
+    chunks = list(flow_chunks(plan, times, meta, extra, chunk_rows=2))
+    assert len(chunks) == 1
+    pd.testing.assert_frame_equal(chunks[0], flows_frame(plan, times, meta, extra))
+    with pytest.raises(SimulationError, match="not flows"):
+        next(flow_chunks(plan, times, meta, pd.DataFrame({"id": [0], "x": 1})))
+
+
+def test_parquet_failure_keeps_the_csv_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    plan = small_plan()
+    meta = resolve_gpu_meta(plan.gpus, META)
+    real = tables._arrow_table
+    calls = []
+
+    def failing(df, schema=None):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        return real(df, schema)
+
+    monkeypatch.setattr(tables, "_arrow_table", failing)
+    chunks = task_chunks(plan, None, meta, chunk_rows=4)
+    err = write_table_files(chunks, tmp_path / "t.csv", tmp_path / "t.parquet")
+    assert isinstance(err, OSError) and "disk full" in str(err)
+    assert (tmp_path / "t.csv").read_bytes() == _csv(tasks_frame(plan, None, meta))
+    assert [p.name for p in tmp_path.iterdir()] == ["t.csv"]
+
+
+def test_csv_failure_mid_table_leaves_neither_file(tmp_path):
+    plan = small_plan()
+    meta = resolve_gpu_meta(plan.gpus, META)
+    (tmp_path / "t.csv").write_text("old\n")
+
+    def broken():
+        yield from task_chunks(plan, None, meta, chunk_rows=3)
+        raise MemoryError("slice")
+
+    with pytest.raises(MemoryError):
+        write_table_files(broken(), tmp_path / "t.csv", tmp_path / "t.parquet")
+    assert [p.name for p in tmp_path.iterdir()] == ["t.csv"]
+    assert (tmp_path / "t.csv").read_text() == "old\n"  # the old file, untouched
+
+
+def test_truncated_trace_keeps_the_earliest_slices_with_their_own_fields():
+    from hetero_ns3.results.trace import chrome_trace
+
+    plan = small_plan()
+    times = critical_path_s(plan, 0.3)
+    meta = resolve_gpu_meta(plan.gpus, META)
+    full = [e for e in chrome_trace(plan, times, meta)["traceEvents"] if e["ph"] == "X"]
+    doc = chrome_trace(plan, times, meta, max_events=5)
+    cut = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert doc["otherData"]["truncated"] and len(cut) == 5 < len(full)
+    ids = [e["args"]["id"] for e in cut]
+    assert ids == sorted(ids)
+    shown = {e["args"]["id"] for e in full}
+    earliest = sorted(shown, key=lambda i: (times.start_s[i], i))[:5]
+    assert set(ids) == set(earliest)
+    for e in cut:
+        i = e["args"]["id"]
+        assert e["ts"] == pytest.approx(times.start_s[i] * 1e6)
+        assert e["pid"] == plan.gpu[i] + 1 and e["name"] == plan.labels[plan.label[i]]
+        if plan.kind[i] == FLOW:
+            assert e["args"]["bytes"] == plan.size_bytes[i] and e["args"]["dst"] == plan.gpus[plan.dst[i]]
