@@ -15,5 +15,6 @@
 #include "roce-net-device.h"
 #include "roce-node.h"
 #include "roce-packet.h"
+#include "roce-profile.h"
 #include "roce-switch.h"
 #endif
