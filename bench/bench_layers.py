@@ -32,8 +32,13 @@ ROOT = Path(__file__).resolve().parents[1]
 TOPOLOGY = str(ROOT / "topologies" / "a100-rail-simai.toml")
 
 
-def build_plan(graph: Any, layers: int, tp_bytes: int, dp_bytes: int, channels: int | None) -> Any:
-    """The ExecutionPlan of ``layers`` x (TP ring all-reduce per server, then DP ring all-reduce per rail)."""
+def build_plan(
+    graph: Any, layers: int, tp_bytes: int, dp_bytes: int, channels: int | None, dp_channels: int | None = None
+) -> Any:
+    """The ExecutionPlan of ``layers`` x (TP ring all-reduce per server, then DP ring all-reduce per rail).
+
+    ``channels`` forces the channel count of every call, ``dp_channels`` that of the DP calls only.
+    """
     from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
     from hetero_ns3.plan.builder import PlanBuilder
 
@@ -50,10 +55,9 @@ def build_plan(graph: Any, layers: int, tp_bytes: int, dp_bytes: int, channels: 
     last: dict[str, tuple[int, ...]] = {}
     for layer in range(layers):
         for phase, groups, size in (("tp", groups_tp, tp_bytes), ("dp", groups_dp, dp_bytes)):
+            ch = (dp_channels or channels) if phase == "dp" else channels
             for k, group in enumerate(groups):
-                call = CollectiveCall(
-                    "all_reduce", group, size, algo="ring", channels=channels, name=f"{phase}{layer}.{k}"
-                )
+                call = CollectiveCall("all_reduce", group, size, algo="ring", channels=ch, name=f"{phase}{layer}.{k}")
                 res = plan_collective(builder, call, env, {g: last.get(g, ()) for g in group}, category=phase)
                 last.update(res.exits)
     return builder.build()
@@ -73,7 +77,7 @@ def run_case(args: argparse.Namespace) -> dict[str, Any]:
     graph = resolve_topology(args.topology)
     plan = build_plan(
         graph, args.layers, parse_size(args.tp_bytes, "--tp-bytes"), parse_size(args.dp_bytes, "--dp-bytes"),
-        args.channels,
+        args.channels, args.dp_channels,
     )  # fmt: skip
     lower_s = time.perf_counter() - t0
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -85,6 +89,8 @@ def run_case(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {
         "layers": args.layers,
         "scheduler": args.scheduler or "default",
+        "channels": args.channels or "planner",
+        "dp_channels": args.dp_channels or args.channels or "planner",
         "topology": Path(args.topology).stem,
         "tasks": len(plan),
         "flows": int(plan.n_flows),
@@ -110,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tp-bytes", default="16MiB", help="TP all-reduce size per layer (default 16MiB)")
     p.add_argument("--dp-bytes", default="64MiB", help="DP all-reduce size per layer (default 64MiB)")
     p.add_argument("--channels", type=int, help="force the channel count of every call (default: planner's)")
+    p.add_argument("--dp-channels", type=int, help="force the channel count of the DP calls only")
     p.add_argument("--seed", type=int, default=1, help="ECMP / simulation seed")
     p.add_argument("--scheduler", help="ns-3 event scheduler TypeId (default: the backend's, roce.FAST_SCHEDULER)")
     p.add_argument("--profile", action="store_true", help="print events by kind and the cost per DATA frame")

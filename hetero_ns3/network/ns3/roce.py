@@ -95,9 +95,11 @@ def _route_arrays(graph: NetGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     )
 
 
-FAST_SCHEDULER = "ns3::PriorityQueueScheduler"
-"""Event scheduler for our runs: same event order as the default map scheduler (time, then insertion
-id), measured 1.3-1.5x faster on RoCE workloads. Simulator::Destroy resets it, so it is set per run."""
+FAST_SCHEDULER = "ns3::RoceScheduler"
+"""Event scheduler for our runs (``native/model/roce-scheduler.h``: 4-ary heap, O(1) removal of pending
+events): the same event order as every ns-3 scheduler (time, then insertion id), so the same results;
+measured faster than ns-3's map, calendar and priority-queue schedulers on the packet-level benchmark
+(docs/benchmarks.md, "Packet level at scale"). Simulator::Destroy resets it, so it is set per run."""
 
 
 def use_fast_scheduler(ns: Any) -> None:

@@ -16,5 +16,6 @@
 #include "roce-node.h"
 #include "roce-packet.h"
 #include "roce-profile.h"
+#include "roce-scheduler.h"
 #include "roce-switch.h"
 #endif
