@@ -33,16 +33,26 @@ TOPOLOGY = str(ROOT / "topologies" / "a100-rail-simai.toml")
 
 
 def build_plan(
-    graph: Any, layers: int, tp_bytes: int, dp_bytes: int, channels: int | None, dp_channels: int | None = None
+    graph: Any,
+    layers: int,
+    tp_bytes: int,
+    dp_bytes: int,
+    channels: int | None,
+    dp_channels: int | None = None,
+    inter_node_channels: int = 0,
 ) -> Any:
     """The ExecutionPlan of ``layers`` x (TP ring all-reduce per server, then DP ring all-reduce per rail).
 
-    ``channels`` forces the channel count of every call, ``dp_channels`` that of the DP calls only.
+    ``channels`` forces the channel count of every call, ``dp_channels`` that of the DP calls only;
+    ``inter_node_channels`` > 0 sets ``Tuning.inter_node_ring_channels`` (NCCL's rule for the DP rings).
     """
-    from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
+    import dataclasses
+
+    from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, load_tuning, plan_collective
     from hetero_ns3.plan.builder import PlanBuilder
 
-    env = CollectiveEnv.from_graph(graph)
+    tuning = dataclasses.replace(load_tuning(), inter_node_ring_channels=inter_node_channels)
+    env = CollectiveEnv.from_graph(graph, tuning)
     gpus = env.gpus
     servers: dict[str, list[str]] = {}
     for node in graph.nodes:
@@ -77,7 +87,7 @@ def run_case(args: argparse.Namespace) -> dict[str, Any]:
     graph = resolve_topology(args.topology)
     plan = build_plan(
         graph, args.layers, parse_size(args.tp_bytes, "--tp-bytes"), parse_size(args.dp_bytes, "--dp-bytes"),
-        args.channels, args.dp_channels,
+        args.channels, args.dp_channels, args.inter_node_channels,
     )  # fmt: skip
     lower_s = time.perf_counter() - t0
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -91,6 +101,7 @@ def run_case(args: argparse.Namespace) -> dict[str, Any]:
         "scheduler": args.scheduler or "default",
         "channels": args.channels or "planner",
         "dp_channels": args.dp_channels or args.channels or "planner",
+        "inter_node_channels": args.inter_node_channels,
         "topology": Path(args.topology).stem,
         "tasks": len(plan),
         "flows": int(plan.n_flows),
@@ -117,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dp-bytes", default="64MiB", help="DP all-reduce size per layer (default 64MiB)")
     p.add_argument("--channels", type=int, help="force the channel count of every call (default: planner's)")
     p.add_argument("--dp-channels", type=int, help="force the channel count of the DP calls only")
+    p.add_argument(
+        "--inter-node-channels", type=int, default=0, help="Tuning.inter_node_ring_channels (NCCL: 2; default 0: off)"
+    )
     p.add_argument("--seed", type=int, default=1, help="ECMP / simulation seed")
     p.add_argument("--scheduler", help="ns-3 event scheduler TypeId (default: the backend's, roce.FAST_SCHEDULER)")
     p.add_argument("--profile", action="store_true", help="print events by kind and the cost per DATA frame")

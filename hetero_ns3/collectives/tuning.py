@@ -95,6 +95,11 @@ class Tuning:
     source: str = ""
     nvls: NvlsTuning | None = None
     """NVLS constants; None when the tuning file has no ``[nvls]`` table (no NVLS algorithms)."""
+    inter_node_ring_channels: int = 0
+    """0 (default): every call takes the ``max_channels`` / ``min_bytes_per_channel`` rule. N > 0: a call
+    whose ranks are each on a node of their own (the inter-node rings of data parallelism) uses at most N
+    channels, as NCCL does; NCCL's value is 2 for one NIC per rank (see ``select.default_channels``).
+    Set from a scenario by ``[collectives] inter_node_ring_channels``."""
 
     def hw_latency(self, kind: str, algo: str, protocol: str) -> float:
         """Per-step latency (s) of ``algo``/``protocol`` over a ``kind`` link."""
