@@ -1,6 +1,7 @@
 #include "roce-scheduler.h"
 
 #include "ns3/assert.h"
+#include "ns3/event-impl.h"
 #include "ns3/log.h"
 
 namespace ns3
@@ -22,7 +23,18 @@ RoceScheduler::GetTypeId()
 
 RoceScheduler::RoceScheduler() = default;
 
-RoceScheduler::~RoceScheduler() = default;
+RoceScheduler::~RoceScheduler()
+{
+    // Removed entries still in the heap hold a reference (the simulator empties the queue of live
+    // events through RemoveNext before it drops the scheduler).
+    for (const Event& ev : m_heap)
+    {
+        if (m_removed.count(ev.key.m_uid) != 0)
+        {
+            ev.impl->Unref();
+        }
+    }
+}
 
 void
 RoceScheduler::SiftUp(std::size_t i)
@@ -86,7 +98,10 @@ RoceScheduler::PopTop()
 void
 RoceScheduler::DropRemovedTop()
 {
-    while (!m_removed.empty() && !m_heap.empty())
+    // A removed event is cancelled (the simulator cancels it right after Remove; our reference
+    // keeps it alive), so the set is looked up only for cancelled tops: plain Cancel()ed events,
+    // which stay queued and go back to the simulator, are rare.
+    while (!m_removed.empty() && !m_heap.empty() && m_heap.front().impl->IsCancelled())
     {
         auto it = m_removed.find(m_heap.front().key.m_uid);
         if (it == m_removed.end())
@@ -94,7 +109,9 @@ RoceScheduler::DropRemovedTop()
             return;
         }
         m_removed.erase(it);
+        EventImpl* impl = m_heap.front().impl;
         PopTop();
+        impl->Unref(); // the reference taken by Remove
     }
 }
 
@@ -132,15 +149,18 @@ void
 RoceScheduler::Remove(const Event& ev)
 {
     // The simulator only removes pending events (it checks IsExpired first), so ev is in the heap.
+    // It cancels and unreferences ev.impl after this call.
     if (!m_heap.empty() && m_heap.front().key.m_uid == ev.key.m_uid)
     {
         PopTop();
+        DropRemovedTop();
     }
     else
     {
+        // Left in place until it reaches the top; keep its EventImpl alive until then.
+        ev.impl->Ref();
         m_removed.insert(ev.key.m_uid);
     }
-    DropRemovedTop();
 }
 
 } // namespace ns3
