@@ -71,3 +71,25 @@ def test_profile_is_the_same_with_it_off_except_for_the_table(capi):
 def test_event_profile_puts_the_rest_in_other():
     prof = event_profile({"data_hop": 10, "ack_hop": 2, "data_frames": 5}, 15)
     assert prof["other"] == 3 and prof["total"] == 15 and prof["data_frames"] == 5
+
+
+def test_flows_cli_prints_the_profile(capi, tmp_path, capsys):
+    from hetero_ns3.cli.main import main
+
+    csv = tmp_path / "f.csv"
+    csv.write_text("src,dst,size_bytes,start_s\nh1,h0,200000,0\nh2,h0,200000,0\n")
+    rc = main(["flows", str(csv), "--topology", "star:3", "--out", str(tmp_path / "out"), "--profile"])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "data_hop" in text and "DATA frames made by NICs: 98" in text  # 2 x ceil(200000 / 4096)
+
+
+def test_ns3_backend_reports_events_by_kind(capi):
+    from hetero_ns3.network.backend import get_backend
+
+    graph = resolve_topology("star:2", 100e9, 1e-6)
+    out = get_backend("ns3").run(_send(graph, 100_000), graph, NetworkConfig(), seed=1)
+    prof = out.stats["events_by_kind"]
+    assert prof["data_frames"] >= math.ceil(100_000 / 4096)  # the planner may slice the message
+    assert prof["data_hop"] == 2 * prof["data_frames"]  # host - switch - host, every frame delivered
+    assert prof["total"] == out.stats["events"]

@@ -29,6 +29,7 @@ import pandas as pd
 from hetero_ns3.errors import ScenarioError, SimulationError, field_error
 from hetero_ns3.network.config import NetworkConfig, attribute_settings
 from hetero_ns3.network.flows_io import FlowArrays, flow_arrays
+from hetero_ns3.network.ns3.profile import event_profile
 from hetero_ns3.network.ns3.results import CC_TRACE_KINDS, DROP_REASONS, PORT_COUNTERS, FlowResults
 from hetero_ns3.topology.graph import HOST, NetGraph
 from hetero_ns3.topology.routing import routing_tables
@@ -277,6 +278,7 @@ def simulate_flows(
         net.run(float(stop_time_s or 0.0))
         events = eng.event_count() - ev0
         sim_time = eng.now_s()
+        profile = event_profile(eng.profile(), events)
         flows_df = _flows_frame(graph, arrays, net)
         ports_df = ports_frame(graph, net)
         queues_df = pd.DataFrame(
@@ -295,7 +297,8 @@ def simulate_flows(
     finally:
         eng.destroy()
         net.free()
-    return FlowResults(flows_df, ports_df, queues_df, time.perf_counter() - t0, events, sim_time, seed, cc_trace)
+    wall = time.perf_counter() - t0
+    return FlowResults(flows_df, ports_df, queues_df, wall, events, sim_time, seed, cc_trace, profile)
 
 
 def _attach_probe(graph: NetGraph, net: Any) -> Any:
