@@ -21,6 +21,7 @@ data frame (:func:`hetero_ns3.network.ns3.profile.format_profile`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import resource
 import sys
@@ -46,8 +47,6 @@ def build_plan(
     ``channels`` forces the channel count of every call, ``dp_channels`` that of the DP calls only;
     ``inter_node_channels`` > 0 sets ``Tuning.inter_node_ring_channels`` (NCCL's rule for the DP rings).
     """
-    import dataclasses
-
     from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, load_tuning, plan_collective
     from hetero_ns3.plan.builder import PlanBuilder
 
@@ -92,7 +91,12 @@ def run_case(args: argparse.Namespace) -> dict[str, Any]:
     lower_s = time.perf_counter() - t0
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     w0 = time.perf_counter()
-    res = run_plan(graph, plan, NetworkConfig(), seed=args.seed, profile=args.profile)
+    config = NetworkConfig()
+    if args.segment:
+        seg = parse_size(args.segment, "--segment")
+        segments = {**config.nic.segment_bytes, "network": seg, "pcie": seg}
+        config = dataclasses.replace(config, nic=dataclasses.replace(config.nic, segment_bytes=segments))
+    res = run_plan(graph, plan, config, seed=args.seed, profile=args.profile)
     wall = time.perf_counter() - w0
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
@@ -102,6 +106,7 @@ def run_case(args: argparse.Namespace) -> dict[str, Any]:
         "channels": args.channels or "planner",
         "dp_channels": args.dp_channels or args.channels or "planner",
         "inter_node_channels": args.inter_node_channels,
+        "segment": args.segment or "default",
         "topology": Path(args.topology).stem,
         "tasks": len(plan),
         "flows": int(plan.n_flows),
@@ -131,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--inter-node-channels", type=int, default=0, help="Tuning.inter_node_ring_channels (NCCL: 2; default 0: off)"
     )
+    p.add_argument("--segment", help="DATA payload per frame on network and PCIe links (default 4096, RoCE MTU)")
     p.add_argument("--seed", type=int, default=1, help="ECMP / simulation seed")
     p.add_argument("--scheduler", help="ns-3 event scheduler TypeId (default: the backend's, roce.FAST_SCHEDULER)")
     p.add_argument("--profile", action="store_true", help="print events by kind and the cost per DATA frame")
