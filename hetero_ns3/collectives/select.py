@@ -40,6 +40,18 @@ def default_channels(call: CollectiveCall, max_channels: int, min_bytes: int) ->
     return max(1, min(max_channels, per_step // min_bytes))
 
 
+def _one_rank_per_node(call: CollectiveCall, env) -> bool:
+    """True when ``call`` has >= 2 ranks, each on a node of its own (every ring step crosses the network).
+
+    For such communicators NCCL's channel count comes from its inter-node graph search: one ring channel
+    per NIC a rank can use, at that NIC's speed (``ncclTopoCompute``, src/graph/search.cc), then doubled
+    for rings (``ncclTopoPostset``, src/graph/connect.cc): 2 channels with one NIC per GPU, the value of
+    ``Tuning.inter_node_ring_channels`` to use (NCCL 2.18-2.21 source; off by default).
+    """
+    n = 2 if call.op == SEND_RECV else len(call.group)
+    return n >= 2 and call.op != SEND_RECV and len(env.nodes_of(call.group)) == n
+
+
 def choose(call: CollectiveCall, env) -> Choice:
     """The :class:`Choice` for ``call`` (see the module docstring)."""
     key = ("choice", call.op, call.group, call.size_bytes, call.algo, call.protocol, call.channels, call.root,
@@ -49,6 +61,8 @@ def choose(call: CollectiveCall, env) -> Choice:
         return hit
     t = env.tuning
     channels = call.channels or default_channels(call, t.max_channels, t.min_bytes_per_channel)
+    if call.channels is None and t.inter_node_ring_channels > 0 and _one_rank_per_node(call, env):
+        channels = min(channels, t.inter_node_ring_channels)
     if call.algo is not None:
         algo = get_algorithm(call.algo)
         if call.op not in algo.ops:

@@ -114,6 +114,11 @@ class Tuning:
     """Fixed cost of every collective call (kernel launch and start), s, on top of NCCL's latency model.
     NCCL's tuner leaves it out (it is the same for every algorithm and protocol, so it cannot change the
     choice); fitted on nccl-tests by ``scripts/fit_nccl_latency.py`` (``[latency] launch_us``, optional)."""
+    inter_node_ring_channels: int = 0
+    """0 (default): every call takes the ``max_channels`` / ``min_bytes_per_channel`` rule. N > 0: a call
+    whose ranks are each on a node of their own (the inter-node rings of data parallelism) uses at most N
+    channels, as NCCL does; NCCL's value is 2 for one NIC per rank (see ``select.default_channels``).
+    Set from a scenario by ``[collectives] inter_node_ring_channels``."""
 
     def hw_latency(self, kind: str, algo: str, protocol: str) -> float:
         """Per-step latency (s) of ``algo``/``protocol`` over a ``kind`` link."""

@@ -37,8 +37,16 @@ from hetero_ns3.errors import NativeBuildError
 
 #: Preprocessor defines the ``ns3`` wheel was built with (release profile, asserts and logs on).
 WHEEL_DEFINES: tuple[str, ...] = ("NS3_BUILD_PROFILE_RELEASE", "NS3_ASSERT_ENABLE", "NS3_LOG_ENABLE")
-#: Compiler flags besides defines and include paths.
-CXX_FLAGS: tuple[str, ...] = ("-std=c++20", "-O2", "-fPIC", "-g0", "-Wall", "-Wno-unused-variable")
+#: Language standard of the C++ modules (first of their flags).
+CXX_STD = "-std=c++20"
+#: Optimisation flags of the C++ modules (after the standard; in the cache key). ``-O3`` and ``-O3 -flto``
+#: measured no faster than ``-O2`` on the packet-level benchmark (docs/benchmarks.md, "Packet level at scale").
+OPT_FLAGS: tuple[str, ...] = ("-O2",)
+#: Environment variable that overrides :data:`OPT_FLAGS` (space-separated, e.g. ``-O2`` to rebuild the
+#: library of earlier releases as a baseline, or ``-O3 -flto``); also passed to the linker.
+OPT_ENV = "HETERO_NS3_OPT"
+#: Compiler flags besides the standard, optimisation, defines and include paths.
+CXX_FLAGS: tuple[str, ...] = ("-fPIC", "-g0", "-Wall", "-Wno-unused-variable")
 #: Environment variable that overrides the cache directory.
 CACHE_ENV = "HETERO_NS3_CACHE"
 #: Environment variable that overrides the C++ compiler (default ``g++``).
@@ -217,17 +225,24 @@ def link_flags(spec: ModuleSpec, wheel: Ns3Wheel) -> list[str]:
     return flags
 
 
+def opt_flags() -> tuple[str, ...]:
+    """:data:`OPT_FLAGS`, or the words of ``$HETERO_NS3_OPT`` when set and not empty."""
+    env = os.environ.get(OPT_ENV, "").split()
+    return tuple(env) if env else OPT_FLAGS
+
+
 def module_library(spec: ModuleSpec, wheel: Ns3Wheel) -> LibrarySpec:
-    """The :class:`LibrarySpec` of an ns-3 module built against ``wheel``."""
+    """The :class:`LibrarySpec` of an ns-3 module built against ``wheel`` (optimised by :func:`opt_flags`)."""
+    opt = opt_flags()
     return LibrarySpec(
         name=spec.name,
         root=spec.root,
         sources=tuple(spec.sources()),
         headers=tuple(spec.headers()),
         language="c++",
-        flags=(*CXX_FLAGS, *(f"-D{d}" for d in WHEEL_DEFINES)),
+        flags=(CXX_STD, *opt, *CXX_FLAGS, *(f"-D{d}" for d in WHEEL_DEFINES)),
         include_dirs=(*spec.include_dirs(), wheel.include_dir),
-        link_args=tuple(link_flags(spec, wheel)),
+        link_args=(*opt, *link_flags(spec, wheel)),
         key_text=(f"ns-3 {wheel.version}", *spec.ns3_modules),
     )
 

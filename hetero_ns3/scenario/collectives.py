@@ -54,17 +54,20 @@ class CollectivesSection:
     """Target slice size per channel and step."""
     max_flows_per_call: int | None = None
     """Fewer slices when a call would emit more flows than this."""
+    inter_node_ring_channels: int | None = None
+    """Channels of calls with one rank per node (data-parallel rings across nodes), as NCCL sets them: 2
+    for one NIC per GPU. Unset: the ``max_channels`` rule for every call (``Tuning.inter_node_ring_channels``)."""
 
     def validate(self, where: str = "collectives") -> None:
         for dim in ("tp", "pp", "dp", "ep"):
             getattr(self, dim).validate(f"{where}.{dim}")
-        for name in ("max_channels", "max_slices", "slice_bytes", "max_flows_per_call"):
+        for name in ("max_channels", "max_slices", "slice_bytes", "max_flows_per_call", "inter_node_ring_channels"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise field_error(f"{where}.{name}", value, "must be >= 1")
 
     def tuning_overrides(self) -> dict[str, int]:
-        names = ("max_channels", "max_slices", "slice_bytes", "max_flows_per_call")
+        names = ("max_channels", "max_slices", "slice_bytes", "max_flows_per_call", "inter_node_ring_channels")
         return {n: int(getattr(self, n)) for n in names if getattr(self, n) is not None}
 
     def overrides(self) -> dict[str, CollectiveOverride]:

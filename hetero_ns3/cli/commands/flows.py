@@ -34,6 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--link-delay", help="delay of every link of star/leafspine (default 1us)")
     p.add_argument("--seed", type=int, default=1, help="random seed (ECN marking; default 1)")
     p.add_argument("--no-pfc", action="store_true", help="disable PFC (lossy switches, go-back-N recovery)")
+    p.add_argument("--profile", action="store_true", help="print events by kind and per DATA frame")
     p.add_argument("--stop-time", default=None, help="stop the simulation at this time (e.g. 10ms)")
 
 
@@ -68,4 +69,8 @@ def run(args: argparse.Namespace) -> int:
     res.ports.to_csv(out / "ports.csv", index=False)
     label = f"{args.cc}/{args.cc_preset}" if args.cc_preset else args.cc
     print(f"flows ({label}, {args.topology}): {res.summary()}; wrote {out / 'flows.csv'} and {out / 'ports.csv'}")
+    if args.profile and res.profile is not None:
+        from hetero_ns3.network.ns3.profile import format_profile
+
+        print(format_profile(res.profile))
     return 0 if res.completed == len(res.flows) else 1

@@ -23,6 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="run directory (default: runs/<scenario>-<backend>)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.add_argument("--no-progress", action="store_true", help="do not show progress over simulated time")
+    p.add_argument("--profile", action="store_true", help="ns3 backend: print events by kind and per DATA frame")
     p.add_argument("--force", action="store_true", help="run even when the up-front estimate says it will not fit")
 
 
@@ -70,6 +71,14 @@ def run(args: argparse.Namespace) -> int:
         f"compute-only iteration {st['compute_only_iteration_s'] * 1e3:.3f} ms; MFU {100 * st['mfu']:.1f}%; "
         f"planning {st['plan_s']:.1f} s, {outcome.backend} backend {st['backend_wall_s']:.1f} s"
     )
+    if args.profile:
+        prof = st.get("events_by_kind")
+        if prof is None:
+            print(f"--profile: the {outcome.backend} backend does not count events by kind (the ns3 backend does)")
+        else:
+            from hetero_ns3.network.ns3.profile import format_profile
+
+            print(format_profile(prof))
     for job in st.get("jobs", ()):
         alone = (
             f"; alone {job['alone_iteration_time_s'] * 1e3:.3f} ms, slowdown {job['slowdown']:.3f}x"

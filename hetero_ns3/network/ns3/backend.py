@@ -31,15 +31,21 @@ class Ns3Backend:
 
         link_faults = [LinkFault(f.a, f.b, f.at, f.rate_factor) for f in (faults.links if faults else ())]
         res = run_plan(
-            graph, plan, config, seed, link_faults=link_faults, progress=progress, stall_limit_s=stall_limit_s
-        )
+            graph, plan, config, seed, link_faults=link_faults, progress=progress, stall_limit_s=stall_limit_s,
+            profile=True,
+        )  # fmt: skip
         return BackendRun(
             res.times,
             res.flows,
             completed=res.completed,
             interrupted=res.interrupted,
             sim_time_s=res.sim_time_s,
-            stats={"events": res.events, "simulated_s": res.sim_time_s, "ns3_wall_s": res.wall_s},
+            stats={
+                "events": res.events,
+                "simulated_s": res.sim_time_s,
+                "ns3_wall_s": res.wall_s,
+                "events_by_kind": res.profile,
+            },
             raw=res,
         )
 

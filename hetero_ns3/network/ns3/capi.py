@@ -24,7 +24,7 @@ from hetero_ns3.errors import NativeBuildError, SimulationError
 from hetero_ns3.network.native_build import ROCE_MODULE, BuiltModule, build_module
 
 #: The ``hns3_abi_version()`` this wrapper speaks.
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 _P = c_void_p
 _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
@@ -38,6 +38,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "hns3_simulator_now": (c_double, []),
     "hns3_simulator_event_count": (c_uint64, []),
     "hns3_simulator_destroy": (None, []),
+    "hns3_profile_read": (c_int64, [_P, c_int64]),
+    "hns3_profile_name": (c_char_p, [c_uint32]),
     "hns3_network_new": (_P, []),
     "hns3_network_free": (None, [_P]),
     "hns3_network_add_nodes": (c_int, [_P, _P, _P, c_uint32]),
@@ -265,3 +267,10 @@ class CapiEngine:
 
     def destroy(self) -> None:
         self._lib.hns3_simulator_destroy()
+
+    def profile(self) -> dict[str, int]:
+        """Events of the current network by kind, and ``data_frames`` (``hns3_profile_read``)."""
+        n = int(self._lib.hns3_profile_read(None, 0))
+        out = np.zeros(n, dtype=np.uint64)
+        self._lib.hns3_profile_read(_ptr(out), n)
+        return {self._lib.hns3_profile_name(k).decode(): int(out[k]) for k in range(n)}

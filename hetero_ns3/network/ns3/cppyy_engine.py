@@ -160,3 +160,12 @@ class CppyyEngine:
 
     def destroy(self) -> None:
         self.ns.Simulator.Destroy()
+
+    def profile(self) -> dict[str, int]:
+        """Events of the current network by kind, and ``data_frames`` (``RoceProfile``)."""
+        ns3env.cppyy().include("roce-profile.h")
+        prof = self.ns.RoceProfile
+        n = int(self.ns.EV_KIND_COUNT)
+        out = {str(prof.Name(k)): int(prof.Get(k)) for k in range(n)}
+        out["data_frames"] = int(prof.GetDataFrames())
+        return out

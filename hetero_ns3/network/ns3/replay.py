@@ -23,6 +23,7 @@ import pandas as pd
 
 from hetero_ns3.errors import ScenarioError, SimulationError, field_error
 from hetero_ns3.network.config import NetworkConfig
+from hetero_ns3.network.ns3.profile import event_profile
 from hetero_ns3.network.ns3.roce import network_session, ports_frame
 from hetero_ns3.plan.dag import FLOW, ExecutionPlan, TaskTimes
 from hetero_ns3.topology.graph import NetGraph
@@ -58,6 +59,8 @@ class ReplayResult:
     wall_s: float
     events: int
     sim_time_s: float
+    profile: dict[str, int] | None = None
+    """With ``run_plan(profile=True)``: events by kind and DATA frames (:func:`~hetero_ns3.network.ns3.profile.event_profile`)."""
 
 
 def _link_index(graph: NetGraph, a: str, b: str) -> int:
@@ -85,6 +88,7 @@ def run_plan(
     progress_every_s: float = 0.5,
     stall_limit_s: float = 60.0,
     engine: str = "capi",
+    profile: bool = False,
 ) -> ReplayResult:
     """Replay ``plan`` on ``graph`` with the native RoCE network; return per-task times and flow records.
 
@@ -96,6 +100,7 @@ def run_plan(
     incomplete (``completed=False``) rather than hanging. Ctrl-C (or a ``progress`` callback raising
     KeyboardInterrupt) stops it between slices with ``interrupted=True`` and the partial times.
     ``engine``: ``capi`` (the C ABI, no ns-3 import) or ``cppyy``; both give the same results.
+    ``profile`` fills ``ReplayResult.profile`` with the events by kind (the counters are always on).
     """
     plan.validate()
     n = len(plan)
@@ -140,6 +145,7 @@ def run_plan(
             except Exception as exc:  # pragma: no cover - C++ aborts surface here
                 raise SimulationError(f"packet-level replay failed: {exc}") from exc
             events = eng.event_count() - ev0
+            prof = event_profile(eng.profile(), events) if profile else None
             sim_time = eng.now_s()
             start = replay.read("start")
             finish = replay.read("finish")
@@ -152,7 +158,7 @@ def run_plan(
     start[start < 0] = np.nan
     finish[finish < 0] = np.nan
     return ReplayResult(
-        TaskTimes(start, finish), flows, ports, done == n, interrupted, time.perf_counter() - t0, events, sim_time
+        TaskTimes(start, finish), flows, ports, done == n, interrupted, time.perf_counter() - t0, events, sim_time, prof
     )
 
 

@@ -65,6 +65,8 @@ class FlowResults:
     (``ns3::RdmaCcProbe``): time_s, flow_id, kind (one of :data:`CC_TRACE_KINDS`), value (bit/s for
     rates, bytes for windows, alpha, egress port index for ECN marks, seconds for TIMELY RTT samples). None
     otherwise."""
+    profile: dict[str, int] | None = None
+    """Events by kind and DATA frames (:func:`~hetero_ns3.network.ns3.profile.event_profile`)."""
 
     @property
     def completed(self) -> int:

@@ -30,6 +30,7 @@ from hetero_ns3.errors import ScenarioError, SimulationError, field_error
 from hetero_ns3.network.config import NetworkConfig
 from hetero_ns3.network.flows_io import FlowArrays, flow_arrays
 from hetero_ns3.network.ns3.attributes import attribute_settings
+from hetero_ns3.network.ns3.profile import event_profile
 from hetero_ns3.network.ns3.results import CC_TRACE_KINDS, DROP_REASONS, PORT_COUNTERS, FlowResults
 from hetero_ns3.topology.graph import HOST, NetGraph
 from hetero_ns3.topology.routing import routing_tables
@@ -96,9 +97,11 @@ def _route_arrays(graph: NetGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     )
 
 
-FAST_SCHEDULER = "ns3::PriorityQueueScheduler"
-"""Event scheduler for our runs: same event order as the default map scheduler (time, then insertion
-id), measured 1.3-1.5x faster on RoCE workloads. Simulator::Destroy resets it, so it is set per run."""
+FAST_SCHEDULER = "ns3::RoceScheduler"
+"""Event scheduler for our runs (``native/model/roce-scheduler.h``: 4-ary heap, O(1) removal of pending
+events): the same event order as every ns-3 scheduler (time, then insertion id), so the same results;
+measured faster than ns-3's map, calendar and priority-queue schedulers on the packet-level benchmark
+(docs/benchmarks.md, "Packet level at scale"). Simulator::Destroy resets it, so it is set per run."""
 
 
 def use_fast_scheduler(ns: Any) -> None:
@@ -276,6 +279,7 @@ def simulate_flows(
         net.run(float(stop_time_s or 0.0))
         events = eng.event_count() - ev0
         sim_time = eng.now_s()
+        profile = event_profile(eng.profile(), events)
         flows_df = _flows_frame(graph, arrays, net)
         ports_df = ports_frame(graph, net)
         queues_df = pd.DataFrame(
@@ -294,7 +298,8 @@ def simulate_flows(
     finally:
         eng.destroy()
         net.free()
-    return FlowResults(flows_df, ports_df, queues_df, time.perf_counter() - t0, events, sim_time, seed, cc_trace)
+    wall = time.perf_counter() - t0
+    return FlowResults(flows_df, ports_df, queues_df, wall, events, sim_time, seed, cc_trace, profile)
 
 
 def _attach_probe(graph: NetGraph, net: Any) -> Any:

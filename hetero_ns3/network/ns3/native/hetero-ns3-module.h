@@ -15,5 +15,7 @@
 #include "roce-net-device.h"
 #include "roce-node.h"
 #include "roce-packet.h"
+#include "roce-profile.h"
+#include "roce-scheduler.h"
 #include "roce-switch.h"
 #endif

@@ -3,6 +3,7 @@
 #include "ns3/abort.h"
 #include "ns3/log.h"
 #include "ns3/simulator.h"
+#include "roce-profile.h"
 
 #include <algorithm>
 #include <limits>
@@ -194,6 +195,7 @@ DagReplay::Release(uint32_t task)
 void
 DagReplay::Complete(uint32_t task)
 {
+    RoceProfile::Count(EV_TASK_DONE);
     m_finish[task] = Simulator::Now().GetSeconds();
     ++m_completed;
     for (uint64_t k = m_succPtr[task]; k < m_succPtr[task + 1]; ++k)

@@ -9,6 +9,7 @@
 #include "ns3/string.h"
 #include "ns3/type-id.h"
 #include "rdma-network.h"
+#include "roce-profile.h"
 
 #include <cstring>
 #include <exception>
@@ -31,7 +32,7 @@ struct Hns3Replay
 
 namespace
 {
-constexpr int kAbiVersion = 1;
+constexpr int kAbiVersion = 2;
 thread_local std::string g_error;
 
 int
@@ -161,6 +162,28 @@ extern "C"
     hns3_simulator_event_count(void)
     {
         return Simulator::GetEventCount();
+    }
+
+    int64_t
+    hns3_profile_read(uint64_t* out, int64_t capacity)
+    {
+        int64_t n = EV_KIND_COUNT + 1;
+        if (out != nullptr && capacity >= n)
+        {
+            for (uint32_t k = 0; k < EV_KIND_COUNT; ++k)
+            {
+                out[k] = RoceProfile::Get(k);
+            }
+            out[EV_KIND_COUNT] = RoceProfile::GetDataFrames();
+        }
+        return n;
+    }
+
+    const char*
+    hns3_profile_name(uint32_t kind)
+    {
+        return kind < EV_KIND_COUNT ? RoceProfile::Name(kind)
+                                    : (kind == EV_KIND_COUNT ? "data_frames" : "");
     }
 
     void

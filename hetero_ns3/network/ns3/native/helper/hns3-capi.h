@@ -44,6 +44,13 @@ extern "C"
     double hns3_simulator_now(void);           //!< Simulator::Now(), s
     uint64_t hns3_simulator_event_count(void); //!< Simulator::GetEventCount()
     void hns3_simulator_destroy(void);         //!< Simulator::Destroy()
+    /**
+     * Events of the current network by kind (RoceProfile, zeroed when a network is made), then the
+     * DATA frames made by NICs: copies hns3_profile_read(NULL, 0) values into `out`.
+     */
+    int64_t hns3_profile_read(uint64_t* out, int64_t capacity);
+    /** Name of entry `kind` of hns3_profile_read (snake_case; "" past the end). */
+    const char* hns3_profile_name(uint32_t kind);
 
     Hns3Network* hns3_network_new(void);
     /** Dispose the network and release the handle. */

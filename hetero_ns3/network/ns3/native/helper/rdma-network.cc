@@ -6,6 +6,7 @@
 #include "ns3/simulator.h"
 #include "ns3/uinteger.h"
 #include "port-counters.h"
+#include "roce-profile.h"
 
 #include <algorithm>
 
@@ -31,7 +32,10 @@ RdmaNetwork::GetTypeId()
     return tid;
 }
 
-RdmaNetwork::RdmaNetwork() = default;
+RdmaNetwork::RdmaNetwork()
+{
+    RoceProfile::Reset(); // one network per simulation: its events are counted from here
+}
 RdmaNetwork::~RdmaNetwork() = default;
 
 void
@@ -320,6 +324,13 @@ RdmaNetwork::CreateFlow(
 }
 
 void
+RdmaNetwork::StartScheduledFlow(uint32_t id)
+{
+    RoceProfile::Count(EV_FLOW_START);
+    StartFlow(id);
+}
+
+void
 RdmaNetwork::StartFlow(uint32_t id)
 {
     NS_ABORT_MSG_IF(id >= m_flows.size(), "RdmaNetwork::StartFlow: unknown flow " << id);
@@ -360,7 +371,7 @@ RdmaNetwork::ScheduleFlow(uint32_t id, Time at)
     Time delay = at - Simulator::Now();
     NS_ABORT_MSG_IF(delay.IsStrictlyNegative(),
                     "RdmaNetwork::ScheduleFlow: start time " << at << " is in the past");
-    Simulator::Schedule(delay, &RdmaNetwork::StartFlow, this, id);
+    Simulator::Schedule(delay, &RdmaNetwork::StartScheduledFlow, this, id);
 }
 
 void
@@ -426,6 +437,7 @@ RdmaNetwork::SampleQueues(const uint32_t* ports, uint32_t n, Time interval, Time
 void
 RdmaNetwork::Sample()
 {
+    RoceProfile::Count(EV_SAMPLE);
     double t = Simulator::Now().GetSeconds();
     for (uint32_t p : m_samplePorts)
     {

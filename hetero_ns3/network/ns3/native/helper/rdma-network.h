@@ -169,6 +169,7 @@ private:
     void OnReceiveComplete(uint32_t flow);
     void OnSendComplete(uint32_t flow);
     void Sample();
+    void StartScheduledFlow(uint32_t id); //!< StartFlow from a scheduled event (counted)
     Time ComputeBaseRtt(uint32_t src,
                         uint32_t dst,
                         uint16_t sport,

@@ -7,6 +7,7 @@
 #include "ns3/uinteger.h"
 #include "rdma-congestion-ops.h"
 #include "roce-net-device.h"
+#include "roce-profile.h"
 
 #include <algorithm>
 
@@ -293,6 +294,7 @@ RdmaNic::PullData(uint32_t port, uint8_t pausedMask, Time* wake)
         p->payload = static_cast<uint32_t>(std::min<uint64_t>(qp->segment, qp->size - qp->sndNxt));
         p->size = DataFrameBytes(p->payload);
         qp->sndNxt += p->payload;
+        RoceProfile::CountDataFrame();
         p->ackReq = NeedsAckRequest(*qp, p->seq);
         if (qp->rateBps < qp->lineRateBps * (1 - 1e-9))
         {
@@ -368,6 +370,7 @@ RdmaNic::NeedsAckRequest(const RdmaQueuePair& qp, uint64_t seq) const
 void
 RdmaNic::Rto(RdmaQueuePair* qp)
 {
+    RoceProfile::Count(EV_RTO);
     if (qp->finished || qp->Inflight() == 0)
     {
         return;

@@ -7,6 +7,7 @@
 #include "ns3/simulator.h"
 #include "roce-net-device.h"
 #include "roce-pool.h"
+#include "roce-profile.h"
 
 namespace ns3
 {
@@ -75,6 +76,8 @@ protected:
     void
     Notify() override
     {
+        // RocePacketType DATA..PFC map onto EV_DATA_HOP..EV_PFC_HOP.
+        RoceProfile::Count(static_cast<RoceEventKind>(EV_DATA_HOP + uint32_t(m_packet->type)));
         m_dev->Receive(std::move(m_packet));
     }
 

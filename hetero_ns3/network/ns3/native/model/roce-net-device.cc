@@ -11,6 +11,7 @@
 #include "roce-channel.h"
 #include "roce-node.h"
 #include "roce-pool.h"
+#include "roce-profile.h"
 
 #include <cmath>
 #include <sstream>
@@ -457,6 +458,7 @@ RoceNetDevice::TryTransmit()
 void
 RoceNetDevice::TransmitComplete()
 {
+    RoceProfile::Count(EV_TX_COMPLETE);
     TryTransmit();
 }
 
@@ -483,6 +485,7 @@ RoceNetDevice::ScheduleWake(Time at)
 void
 RoceNetDevice::Wake()
 {
+    RoceProfile::Count(EV_PACING_WAKE);
     TryTransmit();
 }
 
@@ -516,10 +519,17 @@ RoceNetDevice::Receive(Ptr<RocePacket> p)
         // One quantum is 512 bit times at this port's speed (802.1Qbb).
         Time pause =
             NanoSeconds(static_cast<int64_t>(std::ceil(p->pfcQuanta * 512.0 * 1e9 / m_bps)));
-        m_resumeEvent[c] = Simulator::Schedule(pause, &RoceNetDevice::Resume, this, c);
+        m_resumeEvent[c] = Simulator::Schedule(pause, &RoceNetDevice::PauseExpired, this, c);
         return;
     }
     m_owner->Receive(p, m_localPort);
+}
+
+void
+RoceNetDevice::PauseExpired(uint8_t cls)
+{
+    RoceProfile::Count(EV_PFC_RESUME_TIMER);
+    Resume(cls);
 }
 
 void

@@ -151,6 +151,8 @@ private:
     int PickClass();
     void TransmitComplete();
     void Resume(uint8_t cls);
+    void PauseExpired(uint8_t cls); //!< the PAUSE timer of \p cls ran out: Resume
+
     void Wake();
     void ScheduleWake(Time at);
     Time TxTime(uint32_t bytes);

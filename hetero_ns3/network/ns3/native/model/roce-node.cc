@@ -65,6 +65,7 @@ RoceNode::AddRoute(uint32_t dst, uint32_t port)
         m_routes.resize(dst + 1);
     }
     m_routes[dst].push_back(port);
+    m_fibDirty = true;
 }
 
 const std::vector<uint32_t>&
@@ -98,17 +99,43 @@ Mix64(uint64_t x)
     return x;
 }
 
+void
+RoceNode::CompileFib() const
+{
+    m_fib.assign(m_routes.size(), FibEntry{0, 0});
+    m_fibPorts.clear();
+    for (uint32_t d = 0; d < m_routes.size(); ++d)
+    {
+        const std::vector<uint32_t>& hops = m_routes[d];
+        if (hops.size() == 1)
+        {
+            m_fib[d] = FibEntry{hops[0], 1};
+        }
+        else if (hops.size() > 1)
+        {
+            m_fib[d] = FibEntry{static_cast<uint32_t>(m_fibPorts.size()),
+                                static_cast<uint32_t>(hops.size())};
+            m_fibPorts.insert(m_fibPorts.end(), hops.begin(), hops.end());
+        }
+    }
+    m_fibDirty = false;
+}
+
 uint32_t
 RoceNode::SelectPort(const RocePacket& p) const
 {
-    const std::vector<uint32_t>& hops = GetRoutes(p.dst);
-    if (hops.empty())
+    if (m_fibDirty)
+    {
+        CompileFib();
+    }
+    if (p.dst >= m_fib.size())
     {
         return UINT32_MAX;
     }
-    if (hops.size() == 1)
+    FibEntry e = m_fib[p.dst];
+    if (e.count <= 1)
     {
-        return hops[0];
+        return e.count == 1 ? e.first : UINT32_MAX;
     }
     uint64_t h = Mix64((uint64_t(m_ecmpSeed) << 32) ^ m_nodeIndex);
     h = Mix64(h ^ ((uint64_t(p.src) << 32) | p.dst));
@@ -117,7 +144,7 @@ RoceNode::SelectPort(const RocePacket& p) const
     {
         h = Mix64(h ^ p.seq);
     }
-    return hops[h % hops.size()];
+    return m_fibPorts[e.first + h % e.count];
 }
 
 Ptr<RocePacket>

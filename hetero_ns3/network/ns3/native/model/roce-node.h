@@ -78,9 +78,30 @@ protected:
 
     std::vector<Ptr<RoceNetDevice>> m_ports;     //!< local ports
     std::vector<std::vector<uint32_t>> m_routes; //!< next hops per destination host
-    uint32_t m_nodeIndex{0};                     //!< graph node index
-    uint32_t m_ecmpSeed{0};                      //!< ECMP hash seed
-    bool m_spray{false};                         //!< per-packet spraying instead of per-flow
+
+private:
+    /** Fill m_fib / m_fibPorts from m_routes (on the first SelectPort after a change). */
+    void CompileFib() const;
+
+    /**
+     * Flat forwarding table read per frame: per destination, (first port, count) when it has one
+     * next hop (the port itself, no second lookup), else (offset into m_fibPorts, count). One
+     * contiguous array instead of a separately allocated vector per destination.
+     */
+    struct FibEntry
+    {
+        uint32_t first; //!< the port (count == 1) or the offset into m_fibPorts (count > 1)
+        uint32_t count; //!< next hops (0: no route)
+    };
+
+    mutable std::vector<FibEntry> m_fib;      //!< per destination host
+    mutable std::vector<uint32_t> m_fibPorts; //!< next hops of multi-path destinations
+    mutable bool m_fibDirty{true};            //!< m_routes changed since CompileFib
+
+protected:
+    uint32_t m_nodeIndex{0}; //!< graph node index
+    uint32_t m_ecmpSeed{0};  //!< ECMP hash seed
+    bool m_spray{false};     //!< per-packet spraying instead of per-flow
 };
 
 } // namespace ns3

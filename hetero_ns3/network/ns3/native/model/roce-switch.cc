@@ -6,6 +6,7 @@
 #include "ns3/simulator.h"
 #include "ns3/uinteger.h"
 #include "roce-net-device.h"
+#include "roce-profile.h"
 
 #include <algorithm>
 
@@ -209,6 +210,7 @@ RoceSwitch::SendPause(uint32_t port, uint8_t cls)
 void
 RoceSwitch::RefreshPause(uint32_t port, uint8_t cls)
 {
+    RoceProfile::Count(EV_PFC_REFRESH);
     if (m_pausing[port][cls])
     {
         SendPause(port, cls);
