@@ -1,10 +1,12 @@
 // Umbrella header of hetero_ns3's native RoCE module (PFC, ECN, INT, DCQCN, HPCC, DCTCP, TIMELY).
 #ifndef HETERO_NS3_MODULE_H
 #define HETERO_NS3_MODULE_H
+#include "queue-sampler.h"
 #include "rdma-cc-probe.h"
 #include "rdma-congestion-ops.h"
 #include "rdma-dcqcn.h"
 #include "rdma-dctcp.h"
+#include "rdma-flow-table.h"
 #include "rdma-hpcc.h"
 #include "rdma-network.h"
 #include "rdma-nic.h"

@@ -8,8 +8,6 @@
 #include "port-counters.h"
 #include "roce-profile.h"
 
-#include <algorithm>
-
 namespace ns3
 {
 
@@ -35,16 +33,24 @@ RdmaNetwork::GetTypeId()
 RdmaNetwork::RdmaNetwork()
 {
     RoceProfile::Reset(); // one network per simulation: its events are counted from here
+    m_flowTable = CreateObject<RdmaFlowTable>();
+    m_flowTable->Bind(&m_nodes, &m_logic, &m_nics, &m_ports);
+    m_flowTable->SetCompleteHook(MakeCallback(&RdmaNetwork::NotifyFlowComplete, this));
+    m_sampler = CreateObject<QueueSampler>();
+    m_sampler->Bind(&m_ports, PeekPointer(m_flowTable));
+}
+
+void
+RdmaNetwork::NotifyFlowComplete(uint32_t flow)
+{
+    m_flowComplete(flow);
 }
 RdmaNetwork::~RdmaNetwork() = default;
 
 void
 RdmaNetwork::DoDispose()
 {
-    for (auto& f : m_flows)
-    {
-        f.qp = nullptr;
-    }
+    m_flowTable->Clear();
     for (auto& n : m_nics)
     {
         if (n)
@@ -59,14 +65,14 @@ RdmaNetwork::DoDispose()
             s->Dispose();
         }
     }
-    m_flows.clear();
     m_logic.clear();
     m_nics.clear();
     m_switches.clear();
     m_ports.clear();
     m_channels.clear();
     m_nodes.clear();
-    m_callbacks.clear();
+    m_sampler->Dispose();
+    m_flowTable->Dispose();
     Object::DoDispose();
 }
 
@@ -211,95 +217,20 @@ RdmaNetwork::Build()
             m_switches[i]->Setup(m_buffers[i]);
         }
     }
-    for (auto& nic : m_nics)
-    {
-        if (nic)
-        {
-            nic->SetReceiveCompleteCallback(MakeCallback(&RdmaNetwork::OnReceiveComplete, this));
-            nic->SetSendCompleteCallback(MakeCallback(&RdmaNetwork::OnSendComplete, this));
-        }
-    }
+    m_flowTable->ConnectNics();
     m_built = true;
-}
-
-Time
-RdmaNetwork::ComputeBaseRtt(uint32_t src,
-                            uint32_t dst,
-                            uint16_t sport,
-                            uint64_t bytes,
-                            uint32_t* firstPort,
-                            double* ideal) const
-{
-    RocePacket probe;
-    probe.src = src;
-    probe.dst = dst;
-    probe.sport = sport;
-    Ptr<RdmaNic> nic = m_nics[src];
-    double seconds = 0;
-    uint32_t node = src;
-    uint32_t seg = m_logic[src]->GetPort(m_logic[src]->SelectPort(probe))->GetSegmentBytes();
-    uint64_t nFrames = bytes == 0 ? 0 : (bytes + seg - 1) / seg;
-    double wire =
-        static_cast<double>(bytes) + nFrames * static_cast<double>(nic->DataFrameBytes(0));
-    double frame = nic->DataFrameBytes(static_cast<uint32_t>(std::min<uint64_t>(seg, bytes)));
-    double minRate = 1e300;
-    double frameSum = 0;
-    double delays = 0;
-    *firstPort = UINT32_MAX;
-    for (uint32_t hop = 0; node != dst && hop < 64; ++hop)
-    {
-        uint32_t local = m_logic[node]->SelectPort(probe);
-        NS_ABORT_MSG_IF(local == UINT32_MAX,
-                        "RdmaNetwork: no route from node " << node << " toward host " << dst
-                                                           << " (flow " << src << " -> " << dst
-                                                           << ")");
-        Ptr<RoceNetDevice> dev = m_logic[node]->GetPort(local);
-        if (hop == 1)
-        {
-            auto it = std::find(m_ports.begin(), m_ports.end(), dev);
-            *firstPort = static_cast<uint32_t>(it - m_ports.begin());
-        }
-        double bps = dev->GetRateBps();
-        minRate = std::min(minRate, bps);
-        frameSum += frame * 8.0 / bps;
-        delays += dev->GetDelay().GetSeconds();
-        seconds += 2 * dev->GetDelay().GetSeconds() + nic->DataFrameBytes(seg) * 8.0 / bps +
-                   nic->AckFrameBytes() * 8.0 / bps;
-        Ptr<RoceNetDevice> peer = dev->GetPeer();
-        Ptr<Node> next = peer->GetNode();
-        node = UINT32_MAX;
-        for (uint32_t i = 0; i < m_nodes.size(); ++i)
-        {
-            if (m_nodes[i] == next)
-            {
-                node = i;
-                break;
-            }
-        }
-        NS_ABORT_MSG_IF(node == UINT32_MAX, "RdmaNetwork: dangling port");
-        if (node != dst && m_nics[node])
-        {
-            NS_ABORT_MSG("RdmaNetwork: route from " << src << " to " << dst << " transits host "
-                                                    << node);
-        }
-    }
-    NS_ABORT_MSG_IF(node != dst, "RdmaNetwork: routing loop from " << src << " to " << dst);
-    *ideal = wire * 8.0 / minRate + frameSum - frame * 8.0 / minRate + delays;
-    return Seconds(seconds);
 }
 
 uint16_t
 RdmaNetwork::SourcePortOf(uint32_t key)
 {
-    // Multiplicative hash of the key into the dynamic port range (mirrored by the analytic
-    // backend).
-    return static_cast<uint16_t>(49152 + (key * 2654435761u >> 18) % 16384);
+    return RdmaFlowTable::SourcePortOf(key);
 }
 
 uint32_t
 RdmaNetwork::CreateFlow(uint32_t src, uint32_t dst, uint64_t bytes, uint8_t priority)
 {
-    return CreateFlow(src, dst, bytes, priority, static_cast<uint32_t>(m_flows.size()));
+    return CreateFlow(src, dst, bytes, priority, m_flowTable->GetNFlows());
 }
 
 uint32_t
@@ -307,71 +238,19 @@ RdmaNetwork::CreateFlow(
     uint32_t src, uint32_t dst, uint64_t bytes, uint8_t priority, uint32_t ecmpKey)
 {
     NS_ABORT_MSG_IF(!m_built, "RdmaNetwork::CreateFlow before Build");
-    NS_ABORT_MSG_IF(src >= m_nodes.size() || !m_nics[src],
-                    "RdmaNetwork::CreateFlow: source " << src << " is not a host");
-    NS_ABORT_MSG_IF(dst >= m_nodes.size() || !m_nics[dst],
-                    "RdmaNetwork::CreateFlow: destination " << dst << " is not a host");
-    NS_ABORT_MSG_IF(src == dst, "RdmaNetwork::CreateFlow: source and destination are both " << src);
-    NS_ABORT_MSG_IF(priority > 7, "RdmaNetwork::CreateFlow: priority " << int(priority) << " > 7");
-    FlowRecord f;
-    f.src = src;
-    f.dst = dst;
-    f.bytes = bytes;
-    f.priority = priority;
-    f.ecmpKey = ecmpKey;
-    m_flows.push_back(f);
-    return m_flows.size() - 1;
-}
-
-void
-RdmaNetwork::StartScheduledFlow(uint32_t id)
-{
-    RoceProfile::Count(EV_FLOW_START);
-    StartFlow(id);
+    return m_flowTable->CreateFlow(src, dst, bytes, priority, ecmpKey);
 }
 
 void
 RdmaNetwork::StartFlow(uint32_t id)
 {
-    NS_ABORT_MSG_IF(id >= m_flows.size(), "RdmaNetwork::StartFlow: unknown flow " << id);
-    FlowRecord& f = m_flows[id];
-    NS_ABORT_MSG_IF(f.started, "RdmaNetwork::StartFlow: flow " << id << " already started");
-    f.started = true;
-    NS_LOG_INFO("flow " << id << " starts: " << f.src << " -> " << f.dst << ", " << f.bytes
-                        << " B");
-    f.start = Simulator::Now().GetSeconds();
-    Ptr<RdmaQueuePair> qp = Create<RdmaQueuePair>();
-    qp->flowId = id;
-    qp->src = f.src;
-    qp->dst = f.dst;
-    qp->sport = SourcePortOf(f.ecmpKey);
-    qp->priority = f.priority;
-    qp->size = f.bytes;
-    uint32_t firstPort;
-    qp->baseRtt = ComputeBaseRtt(f.src, f.dst, qp->sport, f.bytes, &firstPort, &f.ideal);
-    f.qp = qp;
-    if (f.bytes == 0)
-    {
-        f.finish = f.start;
-        f.ackDone = f.start;
-        ++m_completed;
-        m_flowComplete(id);
-        for (auto& cb : m_callbacks)
-        {
-            cb(id);
-        }
-        return;
-    }
-    m_nics[f.src]->StartQueuePair(qp);
+    m_flowTable->StartFlow(id);
 }
 
 void
 RdmaNetwork::ScheduleFlow(uint32_t id, Time at)
 {
-    Time delay = at - Simulator::Now();
-    NS_ABORT_MSG_IF(delay.IsStrictlyNegative(),
-                    "RdmaNetwork::ScheduleFlow: start time " << at << " is in the past");
-    Simulator::Schedule(delay, &RdmaNetwork::StartScheduledFlow, this, id);
+    m_flowTable->ScheduleFlow(id, at);
 }
 
 void
@@ -392,67 +271,13 @@ RdmaNetwork::AddFlows(const uint32_t* src,
 void
 RdmaNetwork::AddFlowCompleteCallback(Callback<void, uint32_t> cb)
 {
-    m_callbacks.push_back(cb);
-}
-
-void
-RdmaNetwork::OnReceiveComplete(uint32_t flow)
-{
-    FlowRecord& f = m_flows.at(flow);
-    if (f.finish >= 0)
-    {
-        return;
-    }
-    f.finish = Simulator::Now().GetSeconds();
-    ++m_completed;
-    NS_LOG_INFO("flow " << flow << " received in full at " << f.finish << " s");
-    m_flowComplete(flow);
-    for (auto& cb : m_callbacks)
-    {
-        cb(flow);
-    }
-}
-
-void
-RdmaNetwork::OnSendComplete(uint32_t flow)
-{
-    m_flows.at(flow).ackDone = Simulator::Now().GetSeconds();
+    m_flowTable->AddFlowCompleteCallback(cb);
 }
 
 void
 RdmaNetwork::SampleQueues(const uint32_t* ports, uint32_t n, Time interval, Time until)
 {
-    NS_ABORT_MSG_IF(!interval.IsStrictlyPositive(),
-                    "RdmaNetwork::SampleQueues: interval must be > 0");
-    m_samplePorts.assign(ports, ports + n);
-    for (uint32_t p : m_samplePorts)
-    {
-        NS_ABORT_MSG_IF(p >= m_ports.size(), "RdmaNetwork::SampleQueues: unknown port " << p);
-    }
-    m_sampleInterval = interval;
-    m_sampleUntil = until;
-    Simulator::Schedule(interval, &RdmaNetwork::Sample, this);
-}
-
-void
-RdmaNetwork::Sample()
-{
-    RoceProfile::Count(EV_SAMPLE);
-    double t = Simulator::Now().GetSeconds();
-    for (uint32_t p : m_samplePorts)
-    {
-        m_sampleT.push_back(t);
-        m_sampleP.push_back(p);
-        m_sampleB.push_back(m_ports[p]->GetTotalQueueBytes());
-        m_sampleTx.push_back(m_ports[p]->GetTxBytes());
-    }
-    bool more = m_sampleUntil.IsStrictlyPositive()
-                    ? Simulator::Now() + m_sampleInterval <= m_sampleUntil
-                    : m_completed < m_flows.size();
-    if (more)
-    {
-        Simulator::Schedule(m_sampleInterval, &RdmaNetwork::Sample, this);
-    }
+    m_sampler->Start(ports, n, interval, until);
 }
 
 void
@@ -510,13 +335,13 @@ RdmaNetwork::GetNPorts() const
 uint32_t
 RdmaNetwork::GetNFlows() const
 {
-    return m_flows.size();
+    return m_flowTable->GetNFlows();
 }
 
 uint32_t
 RdmaNetwork::GetNFlowsCompleted() const
 {
-    return m_completed;
+    return m_flowTable->GetNFlowsCompleted();
 }
 
 Ptr<RoceNetDevice>
@@ -540,112 +365,61 @@ RdmaNetwork::GetNic(uint32_t node) const
 Ptr<RdmaQueuePair>
 RdmaNetwork::GetQueuePair(uint32_t flow) const
 {
-    return m_flows.at(flow).qp;
+    return m_flowTable->GetQueuePair(flow);
 }
 
 std::vector<double>
 RdmaNetwork::GetFlowStartTimes() const
 {
-    std::vector<double> v;
-    for (const auto& f : m_flows)
-    {
-        v.push_back(f.start);
-    }
-    return v;
+    return m_flowTable->GetFlowStartTimes();
 }
 
 std::vector<double>
 RdmaNetwork::GetFlowFinishTimes() const
 {
-    std::vector<double> v;
-    for (const auto& f : m_flows)
-    {
-        v.push_back(f.finish);
-    }
-    return v;
+    return m_flowTable->GetFlowFinishTimes();
 }
 
 std::vector<double>
 RdmaNetwork::GetFlowAckTimes() const
 {
-    std::vector<double> v;
-    for (const auto& f : m_flows)
-    {
-        v.push_back(f.ackDone);
-    }
-    return v;
+    return m_flowTable->GetFlowAckTimes();
 }
 
 std::vector<double>
 RdmaNetwork::GetFlowBaseRtts() const
 {
-    std::vector<double> v;
-    for (const auto& f : m_flows)
-    {
-        v.push_back(f.qp ? f.qp->baseRtt.GetSeconds() : -1.0);
-    }
-    return v;
+    return m_flowTable->GetFlowBaseRtts();
 }
 
 std::vector<double>
 RdmaNetwork::GetFlowIdealFcts() const
 {
-    std::vector<double> v;
-    for (const auto& f : m_flows)
-    {
-        v.push_back(f.ideal);
-    }
-    return v;
+    return m_flowTable->GetFlowIdealFcts();
 }
 
 std::vector<uint32_t>
 RdmaNetwork::GetFlowRetransmits() const
 {
-    std::vector<uint32_t> v;
-    for (const auto& f : m_flows)
-    {
-        v.push_back(f.qp ? f.qp->retransmits : 0);
-    }
-    return v;
+    return m_flowTable->GetFlowRetransmits();
 }
 
 std::vector<uint32_t>
 RdmaNetwork::GetFlowCnps() const
 {
-    std::vector<uint32_t> v;
-    for (uint32_t i = 0; i < m_flows.size(); ++i)
-    {
-        v.push_back(m_nics[m_flows[i].dst]->GetCnpsSent(i));
-    }
-    return v;
+    return m_flowTable->GetFlowCnps();
 }
 
 std::vector<uint32_t>
 RdmaNetwork::GetFlowAcks() const
 {
-    std::vector<uint32_t> v;
-    for (uint32_t i = 0; i < m_flows.size(); ++i)
-    {
-        v.push_back(m_nics[m_flows[i].dst]->GetAcksSent(i));
-    }
-    return v;
+    return m_flowTable->GetFlowAcks();
 }
 
 std::vector<uint32_t>
 RdmaNetwork::GetFlowFirstHops() const
 {
-    std::vector<uint32_t> v;
-    for (const auto& f : m_flows)
-    {
-        uint32_t port = UINT32_MAX;
-        if (f.qp)
-        {
-            double ideal;
-            ComputeBaseRtt(f.src, f.dst, f.qp->sport, f.bytes, &port, &ideal);
-        }
-        v.push_back(port);
-    }
-    return v;
+    return m_flowTable->GetFlowFirstHops();
 }
 
 std::vector<uint64_t>
@@ -675,25 +449,25 @@ RdmaNetwork::GetPortPausedSeconds() const
 std::vector<double>
 RdmaNetwork::GetQueueSampleTimes() const
 {
-    return m_sampleT;
+    return m_sampler->GetTimes();
 }
 
 std::vector<uint32_t>
 RdmaNetwork::GetQueueSamplePorts() const
 {
-    return m_sampleP;
+    return m_sampler->GetPorts();
 }
 
 std::vector<uint64_t>
 RdmaNetwork::GetQueueSampleBytes() const
 {
-    return m_sampleB;
+    return m_sampler->GetBytes();
 }
 
 std::vector<uint64_t>
 RdmaNetwork::GetQueueSampleTxBytes() const
 {
-    return m_sampleTx;
+    return m_sampler->GetTxBytes();
 }
 
 } // namespace ns3

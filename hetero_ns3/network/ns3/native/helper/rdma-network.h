@@ -6,6 +6,8 @@
 #include "ns3/nstime.h"
 #include "ns3/object.h"
 #include "ns3/traced-callback.h"
+#include "queue-sampler.h"
+#include "rdma-flow-table.h"
 #include "rdma-nic.h"
 #include "rdma-queue-pair.h"
 #include "roce-channel.h"
@@ -20,6 +22,10 @@ namespace ns3
 
 /**
  * \brief One simulated RoCE network, built from arrays; owns every node, port and flow of a run.
+ *
+ * This class assembles the network (nodes, links, routes, Build) and forwards its flow API to
+ * an RdmaFlowTable and its queue sampling to a QueueSampler, both owned here; port counters
+ * are read through port-counters.h.
  *
  * Node ids are graph node indices (0..n-1, hosts and switches in one numbering). Link l
  * joins nodes a and b; its port at a is port 2l, its port at b is port 2l+1. Forwarding
@@ -151,31 +157,7 @@ protected:
     void DoDispose() override;
 
 private:
-    struct FlowRecord
-    {
-        uint32_t src;
-        uint32_t dst;
-        uint64_t bytes;
-        uint8_t priority;
-        uint32_t ecmpKey{0}; //!< hashed into the UDP source port
-        double start{-1};
-        double finish{-1};
-        double ackDone{-1};
-        double ideal{-1};
-        bool started{false};
-        Ptr<RdmaQueuePair> qp;
-    };
-
-    void OnReceiveComplete(uint32_t flow);
-    void OnSendComplete(uint32_t flow);
-    void Sample();
-    void StartScheduledFlow(uint32_t id); //!< StartFlow from a scheduled event (counted)
-    Time ComputeBaseRtt(uint32_t src,
-                        uint32_t dst,
-                        uint16_t sport,
-                        uint64_t bytes,
-                        uint32_t* firstPort,
-                        double* ideal) const;
+    void NotifyFlowComplete(uint32_t flow); //!< fire the FlowComplete trace source
 
     std::vector<Ptr<Node>> m_nodes;
     std::vector<Ptr<RoceNode>> m_logic;
@@ -185,19 +167,10 @@ private:
     std::vector<Ptr<RoceNetDevice>> m_ports;
     std::vector<uint32_t> m_portLocal;
     std::vector<Ptr<RoceChannel>> m_channels;
-    std::vector<FlowRecord> m_flows;
-    uint32_t m_completed{0};
     bool m_built{false};
     TracedCallback<uint32_t> m_flowComplete;
-    std::vector<Callback<void, uint32_t>> m_callbacks;
-
-    std::vector<uint32_t> m_samplePorts;
-    Time m_sampleInterval;
-    Time m_sampleUntil;
-    std::vector<double> m_sampleT;
-    std::vector<uint32_t> m_sampleP;
-    std::vector<uint64_t> m_sampleB;
-    std::vector<uint64_t> m_sampleTx;
+    Ptr<RdmaFlowTable> m_flowTable; //!< flows, their events and results
+    Ptr<QueueSampler> m_sampler;    //!< queue samples
 };
 
 } // namespace ns3
