@@ -33,6 +33,10 @@ SCHEDULERS: dict[str, str] = {"strict": "Strict", "wrr": "Wrr"}
 """Port schedulers between traffic classes and their ns-3 enum names."""
 
 
+HPCC_BASE_RTT_MODES = ("global", "per_flow")
+"""Named values of ``cc.hpcc.base_rtt`` (else seconds)."""
+
+
 def _positive(path: str, value: float, fix: str = "") -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise field_error(path, value, "must be a positive number", fix)
@@ -128,8 +132,14 @@ class HpccConfig:
     """Additive increase as a rate, bit/s: W_AI = rate_ai x base RTT."""
     min_rate_bps: float | None = None
     """Lower bound of the sending rate, bit/s."""
+    base_rtt: str | float | None = None
+    """T of Algorithm 1 (window = rate x T, INT queue term q / (B T), W_AI = rate_ai x T): ``"global"`` one
+    network-wide T, the largest base RTT over host pairs (paper's parameter section; artifact ``GLOBAL_T 1``),
+    ``"per_flow"`` each flow's own path base RTT, or a number of seconds for every flow."""
 
     def __post_init__(self) -> None:
+        if self.base_rtt is not None and self.base_rtt not in HPCC_BASE_RTT_MODES:
+            _positive("cc.hpcc.base_rtt", self.base_rtt, 'use "global", "per_flow" or seconds, e.g. 12e-6')  # type: ignore[arg-type]
         if self.eta is not None and not (isinstance(self.eta, (int, float)) and 0.01 <= self.eta <= 1.0):
             raise field_error("cc.hpcc.eta", self.eta, "must be in [0.01, 1]", "the paper uses 0.95")
         if self.max_stage is not None:
@@ -466,6 +476,7 @@ ATTRIBUTE_MAP: tuple[AttributeBinding, ...] = (
     AttributeBinding("cc.hpcc.max_stage", "ns3::RdmaHpcc", "MaxStage", "int"),
     AttributeBinding("cc.hpcc.rate_ai_bps", "ns3::RdmaHpcc", "RateAi", "rate"),
     AttributeBinding("cc.hpcc.min_rate_bps", "ns3::RdmaHpcc", "MinRate", "rate"),
+    AttributeBinding("cc.hpcc.base_rtt", "ns3::RdmaHpcc", "BaseRtt", "time"),
     AttributeBinding("cc.dctcp.g", "ns3::RdmaDctcp", "G", "float"),
     AttributeBinding("cc.dctcp.min_rate_bps", "ns3::RdmaDctcp", "MinRate", "rate"),
     AttributeBinding("cc.timely.alpha", "ns3::RdmaTimely", "Alpha", "float"),
@@ -520,6 +531,14 @@ def _lookup(config: NetworkConfig, path: str) -> Any:
         return config.nic.ack_interval_for(config.cc.kind)
     if path.startswith("cc.dcqcn."):  # preset values, overridden by explicit fields
         return config.cc.dcqcn_params()[path.removeprefix("cc.dcqcn.")]
+    if path == "cc.hpcc.base_rtt":  # derived: 0 = per flow; "global" must be resolved on the topology first
+        value = config.cc.hpcc_params()["base_rtt"]
+        if value == "global" and config.cc.kind == "hpcc":
+            raise ValueError(
+                'cc.hpcc.base_rtt = "global" needs the topology: pass the config through '
+                "hetero_ns3.network.base_rtt.resolve_hpcc_base_rtt(config, graph) first"
+            )
+        return 0.0 if value in HPCC_BASE_RTT_MODES else value
     if path.startswith("cc.hpcc."):
         return config.cc.hpcc_params()[path.removeprefix("cc.hpcc.")]
     if path.startswith("cc.timely."):

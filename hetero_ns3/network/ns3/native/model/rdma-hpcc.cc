@@ -2,6 +2,7 @@
 
 #include "ns3/double.h"
 #include "ns3/log.h"
+#include "ns3/nstime.h"
 #include "ns3/uinteger.h"
 
 #include <algorithm>
@@ -41,6 +42,14 @@ RdmaHpcc::GetTypeId()
                           DataRateValue(DataRate("100Mbps")),
                           MakeDataRateAccessor(&RdmaHpcc::m_minRate),
                           MakeDataRateChecker())
+            .AddAttribute(
+                "BaseRtt",
+                "T of every flow (window, INT queue term, W_AI, pacing). 0: each flow's own "
+                "path base RTT; > 0: this one value for all flows (paper and artifact "
+                "GLOBAL_T: the network's largest base RTT)",
+                TimeValue(Seconds(0)),
+                MakeTimeAccessor(&RdmaHpcc::m_globalT),
+                MakeTimeChecker(Seconds(0)))
             .AddTraceSource("Window",
                             "Send window W, bytes (pacing rate = W / base RTT)",
                             MakeTraceSourceAccessor(&RdmaHpcc::m_w),
@@ -73,7 +82,7 @@ RdmaHpcc::Init(RdmaQueuePair* qp)
 {
     NS_LOG_FUNCTION(this << qp);
     m_qp = qp;
-    m_t = qp->baseRtt.GetSeconds();
+    m_t = m_globalT.IsStrictlyPositive() ? m_globalT.GetSeconds() : qp->baseRtt.GetSeconds();
     m_wc = qp->lineRateBps * m_t / 8.0;
     m_w = m_wc;
     m_u = 1.0;
