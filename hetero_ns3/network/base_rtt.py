@@ -81,9 +81,6 @@ def resolve_hpcc_base_rtt(config: NetworkConfig, graph: NetGraph) -> NetworkConf
     if config.cc.kind != "hpcc" or config.cc.hpcc_params()["base_rtt"] != "global":
         return config
     t = network_base_rtt(graph, config)
-    if t <= 0:  # no connected host pair: no HPCC flow will start; keep per-flow T
-        t_value: str | float = "per_flow"
-    else:
-        t_value = t
-    hpcc = dataclasses.replace(config.cc.hpcc, base_rtt=t_value)
+    # no connected host pair: no HPCC flow will start; per-flow T then
+    hpcc = dataclasses.replace(config.cc.hpcc, base_rtt=t if t > 0 else "per_flow")
     return dataclasses.replace(config, cc=dataclasses.replace(config.cc, hpcc=hpcc))

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 from hetero_ns3.errors import field_error
 from hetero_ns3.network.cc_presets import DEFAULT_PRESETS, PRESETS
@@ -132,10 +132,10 @@ class HpccConfig:
     """Additive increase as a rate, bit/s: W_AI = rate_ai x base RTT."""
     min_rate_bps: float | None = None
     """Lower bound of the sending rate, bit/s."""
-    base_rtt: str | float | None = None
+    base_rtt: Literal["global", "per_flow"] | float | None = field(default=None, metadata={"unit": "time"})
     """T of Algorithm 1 (window = rate x T, INT queue term q / (B T), W_AI = rate_ai x T): ``"global"`` one
     network-wide T, the largest base RTT over host pairs (paper's parameter section; artifact ``GLOBAL_T 1``),
-    ``"per_flow"`` each flow's own path base RTT, or a number of seconds for every flow."""
+    ``"per_flow"`` each flow's own path base RTT, or a time (``"12us"``, seconds) for every flow."""
 
     def __post_init__(self) -> None:
         if self.base_rtt is not None and self.base_rtt not in HPCC_BASE_RTT_MODES:

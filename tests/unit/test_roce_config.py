@@ -216,3 +216,12 @@ def test_global_base_rtt_is_the_longest_routed_host_pair():
         assert resolve_hpcc_base_rtt(NetworkConfig(cc=cc), g).cc == cc
     # a star: every pair has the same two-hop path, so the global T is each flow's own base RTT
     assert network_base_rtt(_star(), cfg) == pytest.approx(2 * _hop(1e-6, 100e9, nic), rel=1e-12)
+
+
+def test_base_rtt_reads_a_mode_or_a_time_from_toml():
+    from hetero_ns3.scenario.fields import load_dataclass
+
+    read = lambda v: load_dataclass(HpccConfig, {"base_rtt": v}, "network.cc.hpcc").base_rtt  # noqa: E731
+    assert (read("global"), read("per_flow"), read("12us"), read(3e-6)) == ("global", "per_flow", 12e-6, 3e-6)
+    with pytest.raises(ScenarioError, match=r"^network.cc.hpcc.base_rtt \('max'\).*global"):
+        read("max")
