@@ -21,55 +21,52 @@ from hetero_ns3.network.config import NetworkConfig
 from hetero_ns3.topology.graph import HOST, NetGraph
 
 
-def _adjacency(graph: NetGraph) -> list[list[tuple[int, float, float, float]]]:
-    """Per node: (neighbour, routing cost, one-way delay s, rate bit/s) of every link."""
+def _adjacency(graph: NetGraph, config: NetworkConfig) -> list[list[tuple[int, float, float, float, int]]]:
+    """Per node: (neighbour, routing cost, one-way delay s, rate bit/s, segment bytes) of every link."""
     idx = {nd.name: i for i, nd in enumerate(graph.nodes)}
-    adj: list[list[tuple[int, float, float, float]]] = [[] for _ in graph.nodes]
+    adj: list[list[tuple[int, float, float, float, int]]] = [[] for _ in graph.nodes]
     for lk in graph.links:
         a, b = idx[lk.a], idx[lk.b]
-        adj[a].append((b, lk.cost, lk.delay_s, lk.rate_bps))
-        adj[b].append((a, lk.cost, lk.delay_s, lk.rate_bps))
+        seg = lk.mtu_bytes or config.nic.segment_for(lk.kind)
+        adj[a].append((b, lk.cost, lk.delay_s, lk.rate_bps, seg))
+        adj[b].append((a, lk.cost, lk.delay_s, lk.rate_bps, seg))
     return adj
 
 
 def network_base_rtt(graph: NetGraph, config: NetworkConfig) -> float:
     """Largest base RTT over host pairs, seconds (0 when no two hosts are connected).
 
-    Sources with the same attachment (neighbours and link parameters) are equivalent, so one Dijkstra runs
-    per attachment class, not per host.
+    The DATA frame of a path is the segment of its first link (the source port's, as in C++), so an NVLink
+    segment never inflates a network path. Sources with the same attachment (neighbours and link parameters)
+    are equivalent: one Dijkstra runs per attachment class, not per host.
     """
     nic = config.nic
-    int_bytes = nic.int_header_bytes if config.cc.kind == "hpcc" else 0
-    adj = _adjacency(graph)
+    overhead = nic.header_bytes + (nic.int_header_bytes if config.cc.kind == "hpcc" else 0)
+    adj = _adjacency(graph, config)
     is_host = [nd.kind == HOST for nd in graph.nodes]
-    seg_of: dict[str, int] = {}
-    for lk in graph.links:
-        seg = lk.mtu_bytes or nic.segment_for(lk.kind)
-        for end in (lk.a, lk.b):
-            seg_of[end] = max(seg_of.get(end, 0), seg)
-    classes: dict[tuple, list[int]] = {}
-    for i, nd in enumerate(graph.nodes):
+    classes: dict[tuple, int] = {}
+    for i in range(len(graph.nodes)):
         if is_host[i] and adj[i]:
-            classes.setdefault((seg_of[nd.name], tuple(sorted(adj[i]))), []).append(i)
+            classes.setdefault(tuple(sorted(adj[i])), i)
     best = 0.0
-    for members in classes.values():
-        src = members[0]
-        frame = seg_of[graph.nodes[src].name] + nic.header_bytes + int_bytes
-        # Dijkstra on (routing cost, -rtt): least cost first, then the slowest of the equal-cost paths.
+    for src in classes.values():
+        # Dijkstra on (routing cost, -rtt): least cost first, then the slowest of the equal-cost paths; the
+        # entry carries the path's DATA frame bytes (0 at the source: set by the first link taken).
         done: set[int] = set()
-        heap: list[tuple[float, float, int]] = [(0.0, -0.0, src)]
+        heap: list[tuple[float, float, int, int]] = [(0.0, -0.0, src, 0)]
         while heap:
-            cost, neg_rtt, u = heapq.heappop(heap)
+            cost, neg_rtt, u, frame = heapq.heappop(heap)
             if u in done:
                 continue
             done.add(u)
             if is_host[u] and u != src:
                 best = max(best, -neg_rtt)
                 continue  # hosts are endpoints, not transit
-            for v, c, delay, rate in adj[u]:
+            for v, c, delay, rate, seg in adj[u]:
                 if v not in done:
-                    hop = 2 * delay + (frame + nic.ack_bytes) * 8.0 / rate
-                    heapq.heappush(heap, (cost + c, neg_rtt - hop, v))
+                    f = frame or seg + overhead
+                    hop = 2 * delay + (f + nic.ack_bytes) * 8.0 / rate
+                    heapq.heappush(heap, (cost + c, neg_rtt - hop, v, f))
     return best
 
 

@@ -225,3 +225,17 @@ def test_base_rtt_reads_a_mode_or_a_time_from_toml():
     assert (read("global"), read("per_flow"), read("12us"), read(3e-6)) == ("global", "per_flow", 12e-6, 3e-6)
     with pytest.raises(ScenarioError, match=r"^network.cc.hpcc.base_rtt \('max'\).*global"):
         read("max")
+
+
+def test_global_base_rtt_frames_a_path_with_its_first_link_segment():
+    """A GPU with an NVLink (64 KiB segments) and a network port: the network path's frame is 4096 B + headers,
+    as in C++ where the source port's segment sizes the frame; the NVLink pair is the shorter one."""
+    nodes = [GraphNode(n, "host") for n in ("g0", "g1", "g2")] + [GraphNode(n, "switch") for n in ("nvsw", "sw")]
+    links = [
+        GraphLink("g0", "nvsw", 3.6e12, 1e-7, kind="nvlink", cost=0.5, mtu_bytes=65536),
+        GraphLink("g1", "nvsw", 3.6e12, 1e-7, kind="nvlink", cost=0.5, mtu_bytes=65536),
+        GraphLink("g0", "sw", 100e9, 1e-6),
+        GraphLink("g2", "sw", 100e9, 1e-6),
+    ]
+    cfg = NetworkConfig(cc=CcConfig(kind="hpcc"))
+    assert network_base_rtt(make_graph(nodes, links), cfg) == pytest.approx(2 * _hop(1e-6, 100e9, cfg.nic), rel=1e-12)
