@@ -278,6 +278,23 @@ def test_hpcc_global_base_rtt_shares_a_bottleneck_equally_across_path_lengths(na
     assert far / near >= 5
 
 
+def test_hpcc_window_never_exceeds_the_slowest_link_of_the_path(native):
+    """A host whose own port (400 Gb/s, as a GPU's PCIe link) is faster than its path (100 Gb/s): from the first
+    INT stack on, W <= 100 Gb/s x T. Before, W was capped at the port's 400 Gb/s x T, so a flow could keep up
+    to 4 BDPs in flight and pace at 4x the path (cc-ecn: HPCC 27.35 -> 24.80 ms with this cap)."""
+    nodes = [GraphNode(n, "host") for n in ("src", "dst")] + [GraphNode("sw0", "switch")]
+    g = make_graph(nodes, [GraphLink("src", "sw0", 4 * RATE, DELAY), GraphLink("dst", "sw0", RATE, DELAY)])
+    flows = pd.DataFrame({"src": ["src"], "dst": ["dst"], "size_bytes": [5_000_000], "start_s": [0.0]})
+    cfg = NetworkConfig(cc=CcConfig(kind="hpcc"))
+    res = simulate_flows(g, flows, cfg, trace_cc=True)
+    assert res.completed == 1
+    t_base = network_base_rtt(g, cfg)  # the T HPCC uses (global = this flow's own here, within C++'s ns rounding)
+    w = res.cc_trace[res.cc_trace["kind"] == "window"]
+    assert float(w["value"].iloc[0]) == pytest.approx(4 * RATE * t_base / 8, rel=1e-3)  # its port rate (T in whole ns)
+    after = w[w["time_s"] > 1.01 * t_base]["value"].to_numpy()
+    assert len(after) > 100 and after.max() <= RATE * t_base / 8 * (1 + 1e-9)
+
+
 def _dctcp_incast(step_k: int, size: int = 2_000_000, n: int = 8):
     """DCTCP on an n:1 incast with the switch's step marking at K bytes (DCTCP's switch setting)."""
     graph = resolve_topology(f"star:{n + 1}", RATE, DELAY)

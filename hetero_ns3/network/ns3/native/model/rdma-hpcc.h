@@ -46,6 +46,7 @@ private:
     Time m_globalT; //!< network-wide T (attribute BaseRtt); zero: per-flow base RTT
 
     double m_t{0};              // base RTT, s
+    double m_maxRateBps{0};     // line rate, then the slowest link of the path (first INT stack)
     double m_wc{0};             // reference window, bytes
     TracedValue<double> m_w{0}; //!< window W, bytes (trace source Window)
     double m_u{1.0};
