@@ -19,7 +19,7 @@ namespace ns3
  * RTT (when the ACK passes the sequence recorded at the last update). Rate = W / T.
  * W_AI = RateAi x T. T is the BaseRtt attribute when set (one network-wide value, as the
  * paper's parameter section and the artifact's GLOBAL_T use), else the flow's own path base RTT;
- * initial W = line rate x T.
+ * initial W = line rate x T; from the first INT stack on, W <= (slowest link of the path) x T.
  */
 class RdmaHpcc : public RdmaCongestionOps
 {
