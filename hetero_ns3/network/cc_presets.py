@@ -90,10 +90,16 @@ DEFAULT_DCQCN_PRESET = "hpcc-artifact"
 
 HPCC_PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     {
-        # Li et al., SIGCOMM'19: eta 0.95, maxStage 5; W_AI as a rate 50 Mb/s (our earlier default).
-        "paper": MappingProxyType({"eta": 0.95, "max_stage": 5, "rate_ai_bps": 50e6, "min_rate_bps": 100e6}),
-        # The HPCC authors' later recommendation (calibration notes): eta 0.99 with maxStage 0.
-        "recommended": MappingProxyType({"eta": 0.99, "max_stage": 0, "rate_ai_bps": 50e6, "min_rate_bps": 100e6}),
+        # Li et al., SIGCOMM'19: eta 0.95, maxStage 5; W_AI as a rate 50 Mb/s (our earlier default). T is one
+        # network-wide value, the largest base RTT (paper section 5 parameters; artifact
+        # alibaba-edu/High-Precision-Congestion-Control simulation/scratch/third.cc maxRtt with GLOBAL_T 1).
+        "paper": MappingProxyType(
+            {"eta": 0.95, "max_stage": 5, "rate_ai_bps": 50e6, "min_rate_bps": 100e6, "base_rtt": "global"}
+        ),
+        # The HPCC authors' later recommendation (calibration notes): eta 0.99 with maxStage 0; global T as above.
+        "recommended": MappingProxyType(
+            {"eta": 0.99, "max_stage": 0, "rate_ai_bps": 50e6, "min_rate_bps": 100e6, "base_rtt": "global"}
+        ),
     }
 )
 """HPCC presets: every HpccConfig field."""

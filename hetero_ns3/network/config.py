@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 from hetero_ns3.errors import field_error
 from hetero_ns3.network.cc_presets import DEFAULT_PRESETS, PRESETS
@@ -30,6 +30,10 @@ CC_KINDS: dict[str, str] = {
 
 SCHEDULERS: dict[str, str] = {"strict": "Strict", "wrr": "Wrr"}
 """Port schedulers between traffic classes and their ns-3 enum names."""
+
+
+HPCC_BASE_RTT_MODES = ("global", "per_flow")
+"""Named values of ``cc.hpcc.base_rtt`` (else seconds)."""
 
 
 def _positive(path: str, value: float, fix: str = "") -> None:
@@ -127,8 +131,14 @@ class HpccConfig:
     """Additive increase as a rate, bit/s: W_AI = rate_ai x base RTT."""
     min_rate_bps: float | None = None
     """Lower bound of the sending rate, bit/s."""
+    base_rtt: Literal["global", "per_flow"] | float | None = field(default=None, metadata={"unit": "time"})
+    """T of Algorithm 1 (window = rate x T, INT queue term q / (B T), W_AI = rate_ai x T): ``"global"`` one
+    network-wide T, the largest base RTT over host pairs (paper's parameter section; artifact ``GLOBAL_T 1``),
+    ``"per_flow"`` each flow's own path base RTT, or a time (``"12us"``, seconds) for every flow."""
 
     def __post_init__(self) -> None:
+        if self.base_rtt is not None and self.base_rtt not in HPCC_BASE_RTT_MODES:
+            _positive("cc.hpcc.base_rtt", self.base_rtt, 'use "global", "per_flow" or seconds, e.g. 12e-6')  # type: ignore[arg-type]
         if self.eta is not None and not (isinstance(self.eta, (int, float)) and 0.01 <= self.eta <= 1.0):
             raise field_error("cc.hpcc.eta", self.eta, "must be in [0.01, 1]", "the paper uses 0.95")
         if self.max_stage is not None:

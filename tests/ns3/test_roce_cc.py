@@ -12,10 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from hetero_ns3.network.base_rtt import network_base_rtt
 from hetero_ns3.network.cc_presets import DCQCN_PRESETS, DEFAULT_DCQCN_PRESET, HPCC_PRESETS
-from hetero_ns3.network.config import CcConfig, DctcpConfig, EcnConfig, NetworkConfig
+from hetero_ns3.network.config import CcConfig, DctcpConfig, EcnConfig, HpccConfig, NetworkConfig
 from hetero_ns3.network.ns3.roce import egress_port, simulate_flows
 from hetero_ns3.topology import resolve_topology
+from hetero_ns3.topology.graph import GraphLink, GraphNode, make_graph
 
 pytestmark = pytest.mark.ns3
 
@@ -235,6 +237,62 @@ def test_hpcc_presets_hold_utilisation_near_eta(native, preset):
     ratio = float(res.flows["finish_s"].max()) / ideal
     assert 1.0 <= ratio <= 1.1 / eta
     assert _jain((res.flows["size_bytes"] / res.flows["fct_s"]).to_numpy()) >= 0.95
+
+
+def _hpcc_rates(base_rtt: str) -> tuple[float, float, float]:
+    """Two 20 MB flows into h0 through one switch, the far sender's link 20 us long (base RTTs 4.7 and 42.7 us).
+
+    Returns each flow's time-averaged pacing rate W / T over [0.3, 1.5] ms (both active) and the T used."""
+    nodes = [GraphNode(n, "host") for n in ("h0", "near", "far")] + [GraphNode("sw0", "switch")]
+    links = [GraphLink(h, "sw0", RATE, d) for h, d in (("h0", DELAY), ("near", DELAY), ("far", 20e-6))]
+    g = make_graph(nodes, links)
+    flows = pd.DataFrame(
+        {"src": ["near", "far"], "dst": ["h0"] * 2, "size_bytes": [20_000_000] * 2, "start_s": [0.0] * 2}
+    )
+    cfg = NetworkConfig(cc=CcConfig(kind="hpcc", hpcc=HpccConfig(base_rtt=base_rtt)))
+    res = simulate_flows(g, flows, cfg, trace_cc=True)
+    assert res.completed == 2
+    t_global = network_base_rtt(g, cfg)
+    # same hop cost as C++ (which rounds each hop to whole ns)
+    assert t_global == pytest.approx(float(res.flows["base_rtt_s"].max()), abs=5e-9)
+    rates = []
+    for fid in (0, 1):
+        w = res.cc_trace[(res.cc_trace["flow_id"] == fid) & (res.cc_trace["kind"] == "window")]
+        t, v = w["time_s"].to_numpy(), w["value"].to_numpy()
+        keep = (t > 0.3e-3) & (t < 1.5e-3)
+        t_flow = t_global if base_rtt == "global" else float(res.flows["base_rtt_s"][fid])
+        dt = np.diff(t[keep])
+        rates.append(float((v[keep][:-1] * 8 / t_flow * dt).sum() / dt.sum()))
+    return rates[0], rates[1], t_global
+
+
+def test_hpcc_global_base_rtt_shares_a_bottleneck_equally_across_path_lengths(native):
+    """Paper section 5 / artifact GLOBAL_T: with one T the window law is the same for every flow, so two flows
+    of different RTT on one bottleneck converge to equal rates (measured 48.5 / 46.1 Gb/s). With each flow's own
+    T the far flow gets about T_far / T_near times the near one's rate (measured 86.7 / 8.2 Gb/s, 10.6x; T ratio
+    9.1): its queue term q / (B T) is 9x smaller and its W_AI 9x larger."""
+    near, far, _ = _hpcc_rates("global")
+    assert 0.8 <= far / near <= 1.25
+    assert 0.9 * 0.95 * RATE <= near + far <= RATE
+    near, far, _ = _hpcc_rates("per_flow")
+    assert far / near >= 5
+
+
+def test_hpcc_window_never_exceeds_the_slowest_link_of_the_path(native):
+    """A host whose own port (400 Gb/s, as a GPU's PCIe link) is faster than its path (100 Gb/s): from the first
+    INT stack on, W <= 100 Gb/s x T. Before, W was capped at the port's 400 Gb/s x T, so a flow could keep up
+    to 4 BDPs in flight and pace at 4x the path (cc-ecn: HPCC 27.35 -> 24.80 ms with this cap)."""
+    nodes = [GraphNode(n, "host") for n in ("src", "dst")] + [GraphNode("sw0", "switch")]
+    g = make_graph(nodes, [GraphLink("src", "sw0", 4 * RATE, DELAY), GraphLink("dst", "sw0", RATE, DELAY)])
+    flows = pd.DataFrame({"src": ["src"], "dst": ["dst"], "size_bytes": [5_000_000], "start_s": [0.0]})
+    cfg = NetworkConfig(cc=CcConfig(kind="hpcc"))
+    res = simulate_flows(g, flows, cfg, trace_cc=True)
+    assert res.completed == 1
+    t_base = network_base_rtt(g, cfg)  # the T HPCC uses (global = this flow's own here, within C++'s ns rounding)
+    w = res.cc_trace[res.cc_trace["kind"] == "window"]
+    assert float(w["value"].iloc[0]) == pytest.approx(4 * RATE * t_base / 8, rel=1e-3)  # its port rate (T in whole ns)
+    after = w[w["time_s"] > 1.01 * t_base]["value"].to_numpy()
+    assert len(after) > 100 and after.max() <= RATE * t_base / 8 * (1 + 1e-9)
 
 
 def _dctcp_incast(step_k: int, size: int = 2_000_000, n: int = 8):

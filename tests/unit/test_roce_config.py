@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from hetero_ns3.errors import ScenarioError
+from hetero_ns3.network.base_rtt import network_base_rtt, resolve_hpcc_base_rtt
 from hetero_ns3.network.cc_presets import DCQCN_PRESETS, DEFAULT_DCQCN_PRESET, HPCC_PRESETS
 from hetero_ns3.network.config import (
     BufferConfig,
@@ -41,6 +42,8 @@ def _star(n: int = 3):
         (lambda: CcConfig(kind="dcqcn", preset="recommended"), "cc.preset"),
         (lambda: CcConfig(kind="none", preset="paper"), "cc.preset"),
         (lambda: HpccConfig(max_stage=-1), "cc.hpcc.max_stage"),
+        (lambda: HpccConfig(base_rtt="max"), "cc.hpcc.base_rtt"),
+        (lambda: HpccConfig(base_rtt=0.0), "cc.hpcc.base_rtt"),
         (lambda: PfcConfig(lossless_classes=(3, 9)), "pfc.lossless_classes[1]"),
         (lambda: PfcConfig(pause_quanta=0), "pfc.pause_quanta"),
         (lambda: EcnConfig(kmin_bytes=500, kmax_bytes=100), "ecn.kmax_bytes"),
@@ -60,7 +63,9 @@ def test_bad_config_names_the_field(build, path):
 
 def test_attribute_settings_cover_the_table_and_render_units():
     cfg = NetworkConfig(cc=CcConfig(kind="hpcc"), pfc=PfcConfig(lossless_classes=(3,)))
-    settings = dict(attribute_settings(cfg))
+    with pytest.raises(ValueError, match="needs the topology"):  # the preset's global T is not silently per flow
+        attribute_settings(cfg)
+    settings = dict(attribute_settings(resolve_hpcc_base_rtt(cfg, _star())))
     assert len(settings) == len(ATTRIBUTE_MAP)
     assert settings["ns3::RdmaNic::CongestionControl"] == "ns3::RdmaHpcc"
     assert settings["ns3::RoceMmu::LosslessClasses"] == "8"
@@ -79,7 +84,7 @@ def test_attribute_settings_cover_the_table_and_render_units():
 )
 def test_ack_interval_default_depends_on_congestion_control(kind, every, rendered):
     cfg = NetworkConfig(cc=CcConfig(kind=kind), nic=NicConfig(ack_interval=every))
-    assert dict(attribute_settings(cfg))["ns3::RdmaNic::AckInterval"] == rendered
+    assert dict(attribute_settings(resolve_hpcc_base_rtt(cfg, _star())))["ns3::RdmaNic::AckInterval"] == rendered
     assert cfg.nic.ack_interval_for(kind) == int(rendered)
 
 
@@ -167,6 +172,69 @@ def test_explicit_fields_override_the_preset():
     assert settings["ns3::RdmaDcqcn::FastRecoverySteps"] == "5"
     assert settings["ns3::RdmaNic::CnpInterval"] == "7000000ps"  # explicit nic field beats the preset's 50 us
     assert dict(attribute_settings(NetworkConfig(cc=cc)))["ns3::RdmaNic::CnpInterval"] == "50000000ps"
-    hp = dict(attribute_settings(NetworkConfig(cc=CcConfig(kind="hpcc", preset="recommended"))))
+    hpcc = CcConfig(kind="hpcc", preset="recommended", hpcc=HpccConfig(base_rtt="per_flow"))
+    hp = dict(attribute_settings(NetworkConfig(cc=hpcc)))
     assert (hp["ns3::RdmaHpcc::Eta"], hp["ns3::RdmaHpcc::MaxStage"]) == ("0.99", "0")
+    assert hp["ns3::RdmaHpcc::BaseRtt"] == "0ps"  # per flow
+    hp = dict(attribute_settings(NetworkConfig(cc=CcConfig(kind="hpcc", hpcc=HpccConfig(base_rtt=12e-6)))))
+    assert hp["ns3::RdmaHpcc::BaseRtt"] == "12000000ps"
     assert CcConfig().dcqcn_params()["g"] == DCQCN_PRESETS[DEFAULT_DCQCN_PRESET]["g"]
+
+
+def _hop(delay: float, rate: float, nic: NicConfig, int_bytes: int = 42) -> float:
+    """One hop of a base RTT: out and back, one DATA frame (4096 + headers + INT) and one ACK serialized."""
+    return 2 * delay + (4096 + nic.header_bytes + int_bytes + nic.ack_bytes) * 8 / rate
+
+
+def test_global_base_rtt_is_the_longest_routed_host_pair():
+    """Two leaves under one spine, a slow far leaf: T is the h-to-far-host path (4 hops, the 10 us link)."""
+    nodes = [GraphNode(n, "host") for n in ("a0", "a1", "b0", "c0")]
+    nodes += [GraphNode(n, "switch") for n in ("la", "lb", "sp")]
+    links = [
+        GraphLink("a0", "la", 100e9, 1e-6),
+        GraphLink("a1", "la", 100e9, 1e-6),
+        GraphLink("b0", "lb", 100e9, 1e-6),
+        GraphLink("la", "sp", 400e9, 2e-6),
+        GraphLink("lb", "sp", 400e9, 10e-6),
+        GraphLink("c0", "sp", 25e9, 1e-6),  # a host on the spine: 3 hops to a*, shorter than a*-b0
+    ]
+    g = make_graph(nodes, links)
+    cfg = NetworkConfig(cc=CcConfig(kind="hpcc"))
+    nic = cfg.nic
+    want = 2 * _hop(1e-6, 100e9, nic) + _hop(2e-6, 400e9, nic) + _hop(10e-6, 400e9, nic)  # a* <-> b0
+    assert network_base_rtt(g, cfg) == pytest.approx(want, rel=1e-12)
+    resolved = resolve_hpcc_base_rtt(cfg, g)
+    assert resolved.cc.hpcc.base_rtt == pytest.approx(want, rel=1e-12)
+    assert dict(attribute_settings(resolved))["ns3::RdmaHpcc::BaseRtt"] == f"{round(want * 1e12)}ps"
+    # per-flow T, another kind, an explicit T: the config is left alone
+    for cc in (
+        CcConfig(kind="hpcc", hpcc=HpccConfig(base_rtt="per_flow")),
+        CcConfig(kind="dcqcn"),
+        CcConfig(kind="hpcc", hpcc=HpccConfig(base_rtt=5e-6)),
+    ):
+        assert resolve_hpcc_base_rtt(NetworkConfig(cc=cc), g).cc == cc
+    # a star: every pair has the same two-hop path, so the global T is each flow's own base RTT
+    assert network_base_rtt(_star(), cfg) == pytest.approx(2 * _hop(1e-6, 100e9, nic), rel=1e-12)
+
+
+def test_base_rtt_reads_a_mode_or_a_time_from_toml():
+    from hetero_ns3.scenario.fields import load_dataclass
+
+    read = lambda v: load_dataclass(HpccConfig, {"base_rtt": v}, "network.cc.hpcc").base_rtt  # noqa: E731
+    assert (read("global"), read("per_flow"), read("12us"), read(3e-6)) == ("global", "per_flow", 12e-6, 3e-6)
+    with pytest.raises(ScenarioError, match=r"^network.cc.hpcc.base_rtt \('max'\).*global"):
+        read("max")
+
+
+def test_global_base_rtt_frames_a_path_with_its_first_link_segment():
+    """A GPU with an NVLink (64 KiB segments) and a network port: the network path's frame is 4096 B + headers,
+    as in C++ where the source port's segment sizes the frame; the NVLink pair is the shorter one."""
+    nodes = [GraphNode(n, "host") for n in ("g0", "g1", "g2")] + [GraphNode(n, "switch") for n in ("nvsw", "sw")]
+    links = [
+        GraphLink("g0", "nvsw", 3.6e12, 1e-7, kind="nvlink", cost=0.5, mtu_bytes=65536),
+        GraphLink("g1", "nvsw", 3.6e12, 1e-7, kind="nvlink", cost=0.5, mtu_bytes=65536),
+        GraphLink("g0", "sw", 100e9, 1e-6),
+        GraphLink("g2", "sw", 100e9, 1e-6),
+    ]
+    cfg = NetworkConfig(cc=CcConfig(kind="hpcc"))
+    assert network_base_rtt(make_graph(nodes, links), cfg) == pytest.approx(2 * _hop(1e-6, 100e9, cfg.nic), rel=1e-12)

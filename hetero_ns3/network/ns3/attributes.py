@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hetero_ns3.network.config import CC_KINDS, SCHEDULERS, NetworkConfig
+from hetero_ns3.network.config import CC_KINDS, HPCC_BASE_RTT_MODES, SCHEDULERS, NetworkConfig
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ ATTRIBUTE_MAP: tuple[AttributeBinding, ...] = (
     AttributeBinding("cc.hpcc.max_stage", "ns3::RdmaHpcc", "MaxStage", "int"),
     AttributeBinding("cc.hpcc.rate_ai_bps", "ns3::RdmaHpcc", "RateAi", "rate"),
     AttributeBinding("cc.hpcc.min_rate_bps", "ns3::RdmaHpcc", "MinRate", "rate"),
+    AttributeBinding("cc.hpcc.base_rtt", "ns3::RdmaHpcc", "BaseRtt", "time"),
     AttributeBinding("cc.dctcp.g", "ns3::RdmaDctcp", "G", "float"),
     AttributeBinding("cc.dctcp.min_rate_bps", "ns3::RdmaDctcp", "MinRate", "rate"),
     AttributeBinding("cc.timely.alpha", "ns3::RdmaTimely", "Alpha", "float"),
@@ -99,6 +100,14 @@ def _lookup(config: NetworkConfig, path: str) -> Any:
         return config.nic.ack_interval_for(config.cc.kind)
     if path.startswith("cc.dcqcn."):  # preset values, overridden by explicit fields
         return config.cc.dcqcn_params()[path.removeprefix("cc.dcqcn.")]
+    if path == "cc.hpcc.base_rtt":  # derived: 0 = per flow; "global" must be resolved on the topology first
+        value = config.cc.hpcc_params()["base_rtt"]
+        if value == "global" and config.cc.kind == "hpcc":
+            raise ValueError(
+                'cc.hpcc.base_rtt = "global" needs the topology: pass the config through '
+                "hetero_ns3.network.base_rtt.resolve_hpcc_base_rtt(config, graph) first"
+            )
+        return 0.0 if value in HPCC_BASE_RTT_MODES else value
     if path.startswith("cc.hpcc."):
         return config.cc.hpcc_params()[path.removeprefix("cc.hpcc.")]
     if path.startswith("cc.timely."):

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from hetero_ns3.errors import ScenarioError, SimulationError, field_error
+from hetero_ns3.network.base_rtt import resolve_hpcc_base_rtt
 from hetero_ns3.network.config import NetworkConfig
 from hetero_ns3.network.flows_io import FlowArrays, flow_arrays
 from hetero_ns3.network.ns3.attributes import attribute_settings
@@ -159,7 +160,7 @@ def make_network(engine: Any, graph: NetGraph, config: NetworkConfig | None = No
     Node ids are graph node indices; link l has ports 2l (end a) and 2l+1 (end b). The caller owns
     the returned network: add flows, run, read, then ``engine.destroy()`` and ``net.free()``.
     """
-    config = config or NetworkConfig()
+    config = resolve_hpcc_base_rtt(config or NetworkConfig(), graph)
     check_buffers(graph, config)
     apply_config(config, seed, engine)
     engine.set_scheduler(FAST_SCHEDULER)

@@ -2,6 +2,7 @@
 
 #include "ns3/double.h"
 #include "ns3/log.h"
+#include "ns3/nstime.h"
 #include "ns3/uinteger.h"
 
 #include <algorithm>
@@ -41,6 +42,14 @@ RdmaHpcc::GetTypeId()
                           DataRateValue(DataRate("100Mbps")),
                           MakeDataRateAccessor(&RdmaHpcc::m_minRate),
                           MakeDataRateChecker())
+            .AddAttribute(
+                "BaseRtt",
+                "T of every flow (window, INT queue term, W_AI, pacing). 0: each flow's own "
+                "path base RTT; > 0: this one value for all flows (paper and artifact "
+                "GLOBAL_T: the network's largest base RTT)",
+                TimeValue(Seconds(0)),
+                MakeTimeAccessor(&RdmaHpcc::m_globalT),
+                MakeTimeChecker(Seconds(0)))
             .AddTraceSource("Window",
                             "Send window W, bytes (pacing rate = W / base RTT)",
                             MakeTraceSourceAccessor(&RdmaHpcc::m_w),
@@ -73,10 +82,11 @@ RdmaHpcc::Init(RdmaQueuePair* qp)
 {
     NS_LOG_FUNCTION(this << qp);
     m_qp = qp;
-    m_t = qp->baseRtt.GetSeconds();
+    m_t = m_globalT.IsStrictlyPositive() ? m_globalT.GetSeconds() : qp->baseRtt.GetSeconds();
     m_wc = qp->lineRateBps * m_t / 8.0;
     m_w = m_wc;
     m_u = 1.0;
+    m_maxRateBps = qp->lineRateBps;
     qp->rateBps = qp->lineRateBps;
     qp->windowBytes = static_cast<uint64_t>(m_w.Get());
 }
@@ -145,14 +155,14 @@ RdmaHpcc::OnAck(const RocePacket& ack, uint64_t)
             tau = std::min(tau, m_t);
             m_u = (1.0 - tau / m_t) * m_u + (tau / m_t) * u;
             bool updateWc = ack.seq > m_lastUpdateSeq;
-            m_w = ComputeWindow(m_u, updateWc);
+            double w = ComputeWindow(m_u, updateWc);
             if (updateWc)
             {
                 m_lastUpdateSeq = m_qp->sndNxt;
             }
             double wmin = static_cast<double>(m_minRate.GetBitRate()) * m_t / 8.0;
-            double wmax = m_qp->lineRateBps * m_t / 8.0;
-            m_w = std::clamp(m_w.Get(), wmin, wmax);
+            double wmax = m_maxRateBps * m_t / 8.0;
+            m_w = std::clamp(w, wmin, wmax); // one trace event per ACK, the window in use
             m_wc = std::clamp(m_wc, wmin, wmax);
             m_qp->windowBytes = std::max<uint64_t>(static_cast<uint64_t>(m_w.Get()), 1);
             m_qp->rateBps = m_w * 8.0 / m_t;
@@ -161,6 +171,20 @@ RdmaHpcc::OnAck(const RocePacket& ack, uint64_t)
     else
     {
         m_lastUpdateSeq = m_qp->sndNxt;
+        // First INT stack of this path: no flow can exceed the slowest link on it (the artifact's
+        // hosts are NICs, so its line rate is that of the network link; ours may start behind PCIe
+        // / NVLink).
+        double slowest = m_qp->lineRateBps;
+        for (uint8_t i = 0; i < ack.nHops; ++i)
+        {
+            slowest = std::min(slowest, ack.hops[i].rateBps);
+        }
+        m_maxRateBps = slowest;
+        double wmax = slowest * m_t / 8.0;
+        m_wc = std::min(m_wc, wmax);
+        m_w = std::min(m_w.Get(), wmax);
+        m_qp->windowBytes = std::max<uint64_t>(static_cast<uint64_t>(m_w.Get()), 1);
+        m_qp->rateBps = std::min(m_qp->rateBps, slowest);
     }
     m_nPrev = ack.nHops;
     std::copy(ack.hops, ack.hops + ack.nHops, m_prev);

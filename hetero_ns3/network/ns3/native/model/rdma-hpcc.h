@@ -2,6 +2,7 @@
 #define HETERO_NS3_RDMA_HPCC_H
 
 #include "ns3/data-rate.h"
+#include "ns3/nstime.h"
 #include "ns3/traced-value.h"
 #include "rdma-congestion-ops.h"
 
@@ -16,7 +17,9 @@ namespace ns3
  * U with weight tau/T. The window is W = Wc / (U/eta) + W_AI when U >= eta or after
  * MaxStage additive steps, else W = Wc + W_AI; the reference window Wc is updated once per
  * RTT (when the ACK passes the sequence recorded at the last update). Rate = W / T.
- * W_AI = RateAi x T. T is the path's base RTT; initial W = line rate x T.
+ * W_AI = RateAi x T. T is the BaseRtt attribute when set (one network-wide value, as the
+ * paper's parameter section and the artifact's GLOBAL_T use), else the flow's own path base RTT;
+ * initial W = line rate x T; from the first INT stack on, W <= (slowest link of the path) x T.
  */
 class RdmaHpcc : public RdmaCongestionOps
 {
@@ -40,8 +43,10 @@ private:
     uint32_t m_maxStage;
     DataRate m_rai;
     DataRate m_minRate;
+    Time m_globalT; //!< network-wide T (attribute BaseRtt); zero: per-flow base RTT
 
     double m_t{0};              // base RTT, s
+    double m_maxRateBps{0};     // line rate, then the slowest link of the path (first INT stack)
     double m_wc{0};             // reference window, bytes
     TracedValue<double> m_w{0}; //!< window W, bytes (trace source Window)
     double m_u{1.0};
