@@ -7,66 +7,56 @@ with ``GLOBAL_T 1`` (its configs) gives every HPCC flow that T and the matching 
 
 :func:`network_base_rtt` computes the same maximum with the per-hop cost of our per-flow base RTT
 (``RdmaNetwork::ComputeBaseRtt``): 2 x delay + one DATA frame (the source's segment + headers + INT) + one
-ACK frame, serialized at the hop's rate, along the least-routing-cost path (the ECMP routes; among equal-cost
-paths the slowest). Hosts are endpoints only, never transit. On a topology where every path is symmetric
-(one switch tier, equal links) it equals every flow's own base RTT.
+ACK frame, serialized at the hop's rate, along the path the switches route each GPU pair on (the ECMP
+next-hop tables and the switches' hash, :func:`hetero_ns3.network.analytic.routes.route_flows`, the same
+walk the flow-level backend and ``Backend.link_load`` use).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import heapq
+
+import numpy as np
 
 from hetero_ns3.network.config import NetworkConfig
-from hetero_ns3.topology.graph import HOST, NetGraph
+from hetero_ns3.topology.graph import NetGraph
 
-
-def _adjacency(graph: NetGraph, config: NetworkConfig) -> list[list[tuple[int, float, float, float, int]]]:
-    """Per node: (neighbour, routing cost, one-way delay s, rate bit/s, segment bytes) of every link."""
-    idx = {nd.name: i for i, nd in enumerate(graph.nodes)}
-    adj: list[list[tuple[int, float, float, float, int]]] = [[] for _ in graph.nodes]
-    for lk in graph.links:
-        a, b = idx[lk.a], idx[lk.b]
-        seg = lk.mtu_bytes or config.nic.segment_for(lk.kind)
-        adj[a].append((b, lk.cost, lk.delay_s, lk.rate_bps, seg))
-        adj[b].append((a, lk.cost, lk.delay_s, lk.rate_bps, seg))
-    return adj
+#: Source GPUs routed per block (a block routes ``_BLOCK x GPUs`` pairs at once).
+_BLOCK = 256
 
 
 def network_base_rtt(graph: NetGraph, config: NetworkConfig) -> float:
-    """Largest base RTT over host pairs, seconds (0 when no two hosts are connected).
+    """Largest base RTT over connected GPU pairs, seconds (0 when no two GPUs are connected).
 
     The DATA frame of a path is the segment of its first link (the source port's, as in C++), so an NVLink
-    segment never inflates a network path. Sources with the same attachment (neighbours and link parameters)
-    are equivalent: one Dijkstra runs per attachment class, not per host.
+    segment never inflates a network path.
     """
+    from hetero_ns3.network.analytic.config import AnalyticConfig
+    from hetero_ns3.network.analytic.routes import graph_next_hop_table, link_arrays, route_flows
+
     nic = config.nic
     overhead = nic.header_bytes + (nic.int_header_bytes if config.cc.kind == "hpcc" else 0)
-    adj = _adjacency(graph, config)
-    is_host = [nd.kind == HOST for nd in graph.nodes]
-    classes: dict[tuple, int] = {}
-    for i in range(len(graph.nodes)):
-        if is_host[i] and adj[i]:
-            classes.setdefault(tuple(sorted(adj[i])), i)
+    acfg = AnalyticConfig.like_nic(nic, ecmp_hash="packet")
+    links = link_arrays(graph, acfg)
+    table = graph_next_hop_table(graph)
+    gpus = np.asarray(graph.gpu_indices(), dtype=np.int64)
     best = 0.0
-    for src in classes.values():
-        # Dijkstra on (routing cost, -rtt): least cost first, then the slowest of the equal-cost paths; the
-        # entry carries the path's DATA frame bytes (0 at the source: set by the first link taken).
-        done: set[int] = set()
-        heap: list[tuple[float, float, int, int]] = [(0.0, -0.0, src, 0)]
-        while heap:
-            cost, neg_rtt, u, frame = heapq.heappop(heap)
-            if u in done:
-                continue
-            done.add(u)
-            if is_host[u] and u != src:
-                best = max(best, -neg_rtt)
-                continue  # hosts are endpoints, not transit
-            for v, c, delay, rate, seg in adj[u]:
-                if v not in done:
-                    f = frame or seg + overhead
-                    hop = 2 * delay + (f + nic.ack_bytes) * 8.0 / rate
-                    heapq.heappush(heap, (cost + c, neg_rtt - hop, v, f))
+    for lo in range(0, gpus.size, _BLOCK):
+        src = np.repeat(gpus[lo : lo + _BLOCK], gpus.size)
+        dst = np.tile(gpus, min(_BLOCK, gpus.size - lo))
+        slot = table.slot[dst]
+        routed = (src != dst) & (slot >= 0)
+        routed[routed] = table.count[slot[routed] * table.n_nodes + src[routed]] > 0  # pairs with a route
+        src, dst = src[routed], dst[routed]
+        if src.size == 0:
+            continue
+        key = np.arange(src.size)
+        p = route_flows(graph, links, src, dst, key, np.zeros(src.size), acfg, config.routing.ecmp_seed, table)
+        res = p.res
+        on_path = np.arange(res.shape[1])[None, :] < p.hops[:, None]
+        frame = links.payload_bytes[res[:, 0]] + overhead
+        hop = 2 * links.delay_s[res] + (frame[:, None] + nic.ack_bytes) * 8.0 / links.rate_bps[res]
+        best = max(best, float(np.where(on_path, hop, 0.0).sum(axis=1).max()))
     return best
 
 
