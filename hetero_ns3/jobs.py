@@ -104,9 +104,11 @@ def merged_plan(jobs: list[JobPlan]) -> tuple[ExecutionPlan, np.ndarray]:
     return plan, own
 
 
-def _job_of_task(n_tasks: int, ends: np.ndarray) -> np.ndarray:
-    """int64 per task of the merged plan: the index of its job, from where each job's tasks end (the parts
-    are concatenated in job order, each job's start-wait tasks first)."""
+def job_of_task(jobs: list[JobPlan], own: np.ndarray, n_tasks: int) -> np.ndarray:
+    """int64 per task of the merged plan (:func:`merged_plan`): the index of its job. The parts are
+    concatenated in job order, each job's start-wait tasks before its ``own`` tasks, so a job's tasks end
+    where its own tasks end."""
+    ends = np.asarray([int(a) + len(jp.repeated.plan) for jp, a in zip(jobs, own, strict=True)], np.int64)
     return np.searchsorted(ends, np.arange(n_tasks), side="right").astype(np.int64)
 
 
@@ -151,10 +153,9 @@ def run_jobs(scenario: Scenario, out_dir: str | Path, engine: Backend, progress:
                 alone = job_summary(jp, solo.times, rec.gpu_meta)
             rows.append(_job_row(jp, shared, alone))
         names = [jp.job.name for jp in jobs]
-        ends = np.asarray([int(a) + len(jp.repeated.plan) for jp, a in zip(jobs, own, strict=True)], np.int64)
-        job_of_task = _job_of_task(len(plan), ends)
+        job_of = job_of_task(jobs, own, len(plan))
         by_job = engine.link_load(
-            plan, graph, scenario.network, seed=run.seed, group=job_of_task, n_groups=len(jobs)
+            plan, graph, scenario.network, seed=run.seed, group=job_of, n_groups=len(jobs)
         )  # fmt: skip
         span = float(np.max(res.times.finish_s) - np.min(res.times.start_s)) if len(plan) else 0.0
         rec.links_df = link_table(graph, by_job, names, span)
@@ -164,7 +165,7 @@ def run_jobs(scenario: Scenario, out_dir: str | Path, engine: Backend, progress:
         stats["mfu"] = float(np.mean([r["mfu"] for r in rows]))
         flows = res.flows
         if "task" in flows.columns:
-            flows = flows.assign(job=np.asarray(names, dtype=object)[job_of_task[flows["task"].to_numpy()]])
+            flows = flows.assign(job=np.asarray(names, dtype=object)[job_of[flows["task"].to_numpy()]])
         summary = summarize(plan, res.times, rec.gpu_meta, None)
         paths = rec.finish(res.times, flows, extra_summary={"run": stats, "jobs": rows})
     return RunOutcome(paths, summary, engine.name, stats)

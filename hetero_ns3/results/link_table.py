@@ -41,8 +41,7 @@ def link_table(graph: NetGraph, by_job: np.ndarray, jobs: Sequence[str], span_s:
     ends = [(lk.a, lk.b) for lk in graph.links]
     frm = [ends[k][1] if bk else ends[k][0] for k, bk in zip(li, back, strict=True)]
     to = [ends[k][0] if bk else ends[k][1] for k, bk in zip(li, back, strict=True)]
-    kind = graph.nodes
-    is_switch = {n.name for n in kind if n.kind == SWITCH and not n.zone}
+    is_switch = {n.name for n in graph.nodes if n.kind == SWITCH and not n.zone}
     rate = np.array([graph.links[k].rate_bps for k in li], np.float64)
     nbytes = flat[j, r]
     util = nbytes * 8 / (rate * span_s) if span_s > 0 else np.zeros_like(nbytes)

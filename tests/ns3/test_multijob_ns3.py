@@ -36,7 +36,7 @@ def test_two_jobs_run_on_the_packet_backend_with_per_job_results(capi, tmp_path:
 def test_per_job_link_bytes_follow_the_switches_own_port_counters(capi, spray: bool) -> None:
     """The packet backend counts wire bytes per port for all jobs together; the per-job split (routed with the
     switches' hash, or the even split of spraying) must add up to those counters on every directed link."""
-    from hetero_ns3.jobs import lower_jobs, merged_plan
+    from hetero_ns3.jobs import job_of_task, lower_jobs, merged_plan
     from hetero_ns3.network.ns3.backend import Ns3Backend
     from hetero_ns3.pipeline import load_run_cluster
     from hetero_ns3.topology import build_graph
@@ -53,8 +53,7 @@ def test_per_job_link_bytes_follow_the_switches_own_port_counters(capi, spray: b
     graph = build_graph(cluster)
     jobs = lower_jobs(sc, graph, cluster)
     plan, own = merged_plan(jobs)
-    ends = np.array([int(a) + len(jp.repeated.plan) for jp, a in zip(jobs, own, strict=True)])
-    group = np.searchsorted(ends, np.arange(len(plan)), side="right")
+    group = job_of_task(jobs, own, len(plan))
     backend = Ns3Backend()
     res = backend.run(plan, graph, sc.network, seed=sc.run.seed)
     assert res.completed
