@@ -68,6 +68,14 @@ def test_profile_is_the_same_with_it_off_except_for_the_table(capi):
     pd.testing.assert_frame_equal(a.flows, b.flows, check_exact=True)
 
 
+def test_python_kinds_are_the_native_counter_names_in_order(capi):
+    """KINDS (for formatting) restates RoceProfile::Name: the two must not drift apart."""
+    from hetero_ns3.network.ns3.roce import make_engine
+
+    eng = make_engine("capi")
+    assert [k for k in eng.profile() if k != "data_frames"] == list(KINDS)
+
+
 def test_event_profile_puts_the_rest_in_other():
     prof = event_profile({"data_hop": 10, "ack_hop": 2, "data_frames": 5}, 15)
     assert prof["other"] == 3 and prof["total"] == 15 and prof["data_frames"] == 5
