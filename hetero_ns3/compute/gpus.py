@@ -36,6 +36,8 @@ class GpuSpec:
         hbm_bw_Bps: device memory bandwidth, bytes/s.
         nvlink_bw_Bps: per-GPU unidirectional bandwidth into a switched scale-up fabric
             (NVLink / Infinity Fabric), bytes/s; 0 when the GPU has none (PCIe only).
+        nvlink_bridge_bw_Bps: unidirectional bandwidth of the NVLink bridge that joins a PCIe card to
+            one paired card, bytes/s; 0 when the card takes no bridge. Used by ``nvlink_bridge`` fabrics.
         tdp_w: board power, W.
         sm_count: streaming multiprocessors (compute units on AMD), for GEMM wave quantization.
         source: datasheet URL (or citation) of the figures.
@@ -67,6 +69,7 @@ class GpuSpec:
     mamf_bf16: float | None = None
     mamf_fp8: float | None = None
     mamf_source: str = ""
+    nvlink_bridge_bw_Bps: float = 0.0
 
     def peak_flops(self, precision: str = "bf16") -> float:
         """Dense tensor-core peak in FLOP/s for ``precision`` (bf16, fp16 or fp8).
@@ -90,6 +93,7 @@ _KNOWN = set(_REQUIRED) | {
     "bf16_tflops",
     "fp8_tflops",
     "nvlink_gbps_bidir",
+    "nvlink_bridge_gbps_bidir",
     "note",
     "memory_type",
     "nvls",
@@ -141,6 +145,7 @@ def gpu_spec_from_table(name: str, table: Mapping[str, Any], where: str) -> GpuS
         mamf_bf16=frac("mamf_bf16"),
         mamf_fp8=frac("mamf_fp8"),
         mamf_source=str(table.get("mamf_source", "")),
+        nvlink_bridge_bw_Bps=num("nvlink_bridge_gbps_bidir") * 1e9 / 2,
     )
 
 

@@ -19,6 +19,13 @@ def nvlink_rate_bps(name: str) -> float:
     return float(getattr(get_gpu(name), "nvlink_bw_Bps", 0.0) or 0.0) * 8.0
 
 
+def nvlink_bridge_rate_bps(name: str) -> float:
+    """NVLink-bridge bandwidth of ``name`` to its paired card in bit/s, each direction (0 when it has none)."""
+    from hetero_ns3.compute.gpus import get_gpu
+
+    return float(getattr(get_gpu(name), "nvlink_bridge_bw_Bps", 0.0) or 0.0) * 8.0
+
+
 def nvls_capable(name: str) -> bool:
     """Whether ``name``'s NVSwitch fabric supports NVLink SHARP (catalog flag ``nvls``)."""
     from hetero_ns3.compute.gpus import get_gpu

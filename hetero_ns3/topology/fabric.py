@@ -5,6 +5,9 @@ Graph elements of node ``i`` (see docs/topologies.md):
 * GPU ``n{i}.g{j}`` (host, role ``gpu``).
 * ``nvswitch`` fabric: one NVSwitch ``n{i}.nvsw`` (role ``nvswitch``), one NVLink per GPU at the
   GPU's NVLink bandwidth (the NVSwitch chips of a baseboard act as one non-blocking crossbar).
+* ``nvlink_bridge`` fabric: PCIe cards (as ``pcie``) whose GPUs ``2j`` and ``2j+1`` are joined by an
+  NVLink bridge ``n{i}.nvb{j}`` (role ``nvlink-bridge``), one NVLink per GPU at the bridge rate: a
+  two-port NVSwitch, so the pair talks over NVLink and other GPUs over PCIe.
 * PCIe switches ``n{i}.pcie{s}`` (role ``pcie-switch``): one PCIe link from each GPU and NIC
   behind it. In ``pcie`` nodes with several PCIe switches, each switch has an uplink to the root
   complex ``n{i}.cpu`` (role ``pcie-root``), the only way between GPUs of different switches.
@@ -24,7 +27,7 @@ PCIe switch.
 from __future__ import annotations
 
 from hetero_ns3.topology.graph import HOST, NVLS_ROLE, SWITCH, GraphLink, GraphNode
-from hetero_ns3.topology.spec import NVSWITCH, NodeGroup
+from hetero_ns3.topology.spec import NVLINK_BRIDGE, NVSWITCH, NodeGroup
 
 NVLINK_COST = 0.5
 """Routing cost of an NVLink link (others cost 1): prefer NVLink inside a node."""
@@ -56,6 +59,23 @@ def node_fabric(node: int, group: NodeGroup) -> tuple[list[GraphNode], list[Grap
                     mtu_bytes=f.nvlink_segment_bytes,
                 )
             )
+    if f.kind == NVLINK_BRIDGE:
+        for j in range(group.gpus_per_node // 2):
+            bridge = f"{pre}.nvb{j}"
+            switches.append(GraphNode(bridge, SWITCH, role="nvlink-bridge", group=group.name, zone=pre))
+            for g in gpus[2 * j : 2 * j + 2]:
+                links.append(
+                    GraphLink(
+                        g.name,
+                        bridge,
+                        f.nvlink_rate_bps,
+                        f.nvlink_delay_s,
+                        kind="nvlink",
+                        tier="gpu-bridge",
+                        cost=NVLINK_COST,
+                        mtu_bytes=f.nvlink_segment_bytes,
+                    )
+                )
     root = f"{pre}.cpu"
     use_root = f.kind != NVSWITCH and len(f.pcie_switches) > 1
     if use_root:

@@ -18,6 +18,7 @@ from hetero_ns3.topology.spec import (
     FATTREE,
     LEAFSPINE,
     NETWORK_KINDS,
+    NVLINK_BRIDGE,
     NVSWITCH,
     PCIE,
     RAIL,
@@ -155,9 +156,25 @@ def _fabric(t: dict[str, Any], path: str, gpu_type: str, gpus: int, nics: NicSpe
         if "nvlink_rate" not in t and default_nv <= 0:
             raise field_error(f"{path}.nvlink_rate", None, f"is missing and {gpu_type} has no NVLink in the catalog")
         nvlink = _rate(t, "nvlink_rate", path, default_nv)
+    elif kind == NVLINK_BRIDGE:
+        if gpus % 2:
+            raise field_error(
+                f"{path}.kind", kind, f"joins GPUs in pairs but gpus_per_node is {gpus}", "use an even gpus_per_node"
+            )
+        default_nv = catalog.nvlink_bridge_rate_bps(gpu_type)
+        if "nvlink_rate" not in t and default_nv <= 0:
+            raise field_error(
+                f"{path}.nvlink_rate",
+                None,
+                f"is missing and {gpu_type} has no NVLink bridge in the catalog",
+                "give the bridge rate per direction, e.g. nvlink_rate = '300GBps'",
+            )
+        nvlink = _rate(t, "nvlink_rate", path, default_nv)
     else:
         if "nvlink_rate" in t:
-            raise field_error(f"{path}.nvlink_rate", t["nvlink_rate"], "applies only to kind = 'nvswitch'")
+            raise field_error(
+                f"{path}.nvlink_rate", t["nvlink_rate"], "applies only to kind = 'nvswitch' or 'nvlink_bridge'"
+            )
         nvlink = 0.0
     nv_delay = parse_time(t.get("nvlink_delay", "100ns"), f"{path}.nvlink_delay")
     pcie_delay = parse_time(t.get("pcie_delay", "100ns"), f"{path}.pcie_delay")

@@ -7,7 +7,7 @@ from pathlib import Path
 from hetero_ns3.topology.graph import NetGraph
 
 LAYER = {
-    "gpu": 0, "host": 0, "nvswitch": 0.8, "pcie-switch": 1.4, "pcie-root": 1.9, "nic": 2.5,
+    "gpu": 0, "host": 0, "nvswitch": 0.8, "nvlink-bridge": 0.8, "pcie-switch": 1.4, "pcie-root": 1.9, "nic": 2.5,
     "rail": 3.5, "leaf": 3.5, "edge": 3.5, "agg": 4.5, "spine": 5.5, "core": 5.5,
 }  # fmt: skip
 COLOR = {"nvlink": "tab:green", "pcie": "tab:orange", "network": "tab:blue"}

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 NVSWITCH = "nvswitch"
 PCIE = "pcie"
-FABRIC_KINDS = (NVSWITCH, PCIE)
+NVLINK_BRIDGE = "nvlink_bridge"
+FABRIC_KINDS = (NVSWITCH, PCIE, NVLINK_BRIDGE)
 
 RAIL = "rail"
 LEAFSPINE = "leafspine"
@@ -32,11 +33,13 @@ class FabricSpec:
     """Intra-node fabric of every node in a group."""
 
     kind: str
-    """``nvswitch`` (all GPUs on one NVSwitch plane, plus PCIe to the NICs) or ``pcie`` (PCIe only)."""
+    """``nvswitch`` (all GPUs on one NVSwitch plane, plus PCIe to the NICs), ``pcie`` (PCIe only) or
+    ``nvlink_bridge`` (PCIe cards as ``pcie``, plus an NVLink bridge joining GPUs 2j and 2j+1)."""
     nvlink_rate_bps: float
-    """Per-GPU NVLink bandwidth, bit/s, each direction (0 for ``pcie``)."""
+    """Per-GPU NVLink bandwidth, bit/s, each direction: into the NVSwitch (``nvswitch``) or across the
+    bridge to the GPU's pair (``nvlink_bridge``); 0 for ``pcie``."""
     nvlink_delay_s: float
-    """One-way delay of a GPU-NVSwitch link, s."""
+    """One-way delay of a GPU-NVSwitch (or GPU-bridge) link, s."""
     pcie_gen: int
     """PCIe generation (3, 4, 5, 6)."""
     pcie_lanes: int
