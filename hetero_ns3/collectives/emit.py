@@ -141,8 +141,7 @@ class Emitter:
         return dict(self._entry)
 
     def wire_bytes(self, src: str, dst: str, nbytes: int, scale: float = 1.0) -> int:
-        kind = self.env.path(src, dst).kind
-        return math.ceil(nbytes * self.proto_wire * self.tuning.links[kind].wire_overhead * scale)
+        return math.ceil(nbytes * self.proto_wire * self.env.wire_overhead(src, dst) * scale)
 
     def flow(
         self, src: str, dst: str, nbytes: int, deps: Iterable[int], ch: int, what: str = "send", scale: float = 1.0

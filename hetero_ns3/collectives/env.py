@@ -17,6 +17,7 @@ pay for the pairs their algorithms use.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import deque
 from dataclasses import dataclass
@@ -28,6 +29,17 @@ from hetero_ns3.topology.routing import routing_tables, shortest_path_next_hops
 
 _GPU_NAME = re.compile(r"^(n\d+)\.g(\d+)$")
 NVLINK, PCIE, NETWORK = "nvlink", "pcie", "network"
+
+
+@functools.lru_cache(maxsize=256)
+def _architecture(gpu_type: str) -> str:
+    """Catalog architecture of ``gpu_type`` (``""`` when the catalog does not know it)."""
+    try:
+        from hetero_ns3.compute.gpus import get_gpu
+
+        return str(get_gpu(gpu_type).architecture)
+    except (ImportError, HeteroNs3Error, KeyError, AttributeError):
+        return ""
 
 
 @dataclass(frozen=True)
@@ -101,12 +113,7 @@ class CollectiveEnv:
         gt = self.gpu_type(gpu)
         if not gt:
             return ""
-        try:
-            from hetero_ns3.compute.gpus import get_gpu
-
-            return str(get_gpu(gt).architecture)
-        except (ImportError, HeteroNs3Error, KeyError, AttributeError):
-            return ""
+        return _architecture(gt)
 
     def nodes_of(self, group: tuple[str, ...]) -> list[list[int]]:
         """Rank indices of ``group`` per node, nodes in order of first appearance, ranks in rank order."""
@@ -189,11 +196,25 @@ class CollectiveEnv:
             p = self._paths[key] = PairPath(rate, delay, kind, hops)
         return p
 
+    def wire_overhead(self, src: str, dst: str) -> float:
+        """Wire bytes per payload byte of a Simple stream from ``src`` to ``dst`` (protocol framing).
+
+        The fabric's ``wire_overhead``; on NVLink it depends on the GPU generation (NCCL's per-link
+        NVLink bandwidth by compute capability, ``[links.nvlink] wire_overhead_by_arch``): the larger
+        of the two ends' when they differ; an end that is not a GPU (an NVLS endpoint) takes the other's.
+        """
+        p = self.path(src, dst)
+        lt = self.tuning.links[p.kind]
+        if not lt.wire_overhead_by_arch:
+            return lt.wire_overhead
+        archs = [a for a in (self.architecture(src), self.architecture(dst)) if a]
+        return max((lt.overhead(a) for a in archs), default=lt.wire_overhead)
+
     def hop_bandwidth_Bps(self, src: str, dst: str) -> float:
         """Expected payload bandwidth of one Simple-protocol stream from ``src`` to ``dst``, bytes/s."""
         p = self.path(src, dst)
         lt = self.tuning.links[p.kind]
-        return p.rate_bps / 8.0 * lt.efficiency / lt.wire_overhead
+        return p.rate_bps / 8.0 * lt.efficiency / self.wire_overhead(src, dst)
 
     def nic_of(self, gpu: str) -> str:
         """The NIC that serves ``gpu`` (its rail switch, or the GPU itself, if the graph names none)."""

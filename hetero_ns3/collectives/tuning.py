@@ -30,6 +30,13 @@ class LinkTuning:
     """Wire bytes per payload byte added by the plan on paths whose slowest link is of this kind."""
     efficiency: float
     """Fraction of the payload rate the cost model expects on this fabric."""
+    wire_overhead_by_arch: Mapping[str, float] = field(default_factory=dict)
+    """Per GPU architecture (``Hopper``...): ``wire_overhead`` on paths between GPUs of that
+    architecture; architectures not listed (and plain hosts) use ``wire_overhead``."""
+
+    def overhead(self, architecture: str = "") -> float:
+        """Wire bytes per payload byte on a path between GPUs of ``architecture``."""
+        return self.wire_overhead_by_arch.get(architecture, self.wire_overhead)
 
 
 @dataclass(frozen=True)
@@ -181,12 +188,22 @@ def tuning_from_dict(data: Mapping[str, Any], source: str = "") -> Tuning:
     links = {}
     for k in LINK_KINDS:
         t = _table(links_tbl, k, "links.")
+        by_arch = t.get("wire_overhead_by_arch", {})
+        if not isinstance(by_arch, Mapping):
+            raise field_error(f"links.{k}.wire_overhead_by_arch", by_arch, "must be a table {Hopper = 1.21, ...}")
+        per_arch = {str(a): _num(by_arch, a, f"links.{k}.wire_overhead_by_arch", positive=True) for a in by_arch}
         links[k] = LinkTuning(
             wire_overhead=_num(t, "wire_overhead", f"links.{k}", positive=True),
             efficiency=_num(t, "efficiency", f"links.{k}", positive=True),
+            wire_overhead_by_arch=per_arch,
         )
         if links[k].wire_overhead < 1.0 or links[k].efficiency > 1.0:
             raise field_error(f"links.{k}", t, "needs wire_overhead >= 1 and 0 < efficiency <= 1")
+        for arch, over in per_arch.items():
+            if over < 1.0:
+                raise field_error(
+                    f"links.{k}.wire_overhead_by_arch.{arch}", over, "must be >= 1 (wire bytes per payload byte)"
+                )
     ch = _table(data, "channels")
     red = _table(data, "reduction")
     ints = {}

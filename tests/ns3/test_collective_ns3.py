@@ -55,7 +55,7 @@ def test_nvls_all_reduce_packet_level(native):
     t = out.times
     owner = np.repeat(np.arange(len(plan)), np.diff(plan.dep_ptr))
     assert np.all(t.start_s[owner] >= t.finish_s[plan.dep_idx] - 1e-9)  # the switch waits for all shards
-    f = env.tuning.links["nvlink"].wire_overhead * wire_scale(env, env.gpus[0], env.tuning.nvls.chunk(size, n))
+    f = env.wire_overhead(env.gpus[0], env.gpus[1]) * wire_scale(env, env.gpus[0], env.tuning.nvls.chunk(size, n))
     fl = out.flows
     assert len(fl) == int(np.count_nonzero(plan.kind == FLOW)) and fl.finish_s.notna().all()
     for gpu in env.gpus[:n]:

@@ -117,7 +117,7 @@ def test_all_reduce_bytes_conserved_and_volume(h100, n):
     fl = np.flatnonzero(plan.kind == FLOW)
     labels = np.asarray(plan.labels, dtype=object)[plan.label[fl]]
     chunk = env.tuning.nvls.chunk(size, n)
-    f = env.tuning.links["nvlink"].wire_overhead * wire_scale(env, group[0], chunk)
+    f = env.wire_overhead(group[0], group[1]) * wire_scale(env, group[0], chunk)
     for r, gpu in enumerate(group):
         out_b = plan.size_bytes[fl[plan.gpu[fl] == r]].sum() / f
         in_b = plan.size_bytes[fl[plan.dst[fl] == r]].sum() / f
@@ -138,7 +138,7 @@ def test_reduce_scatter_and_all_gather_volumes(h100):
     for op, out_v, in_v in (("reduce_scatter", size, size / n), ("all_gather", size / n, size)):
         res, plan = _plan(env, CollectiveCall(op, env.gpus[:n], size, algo="nvls"))
         fl = plan.kind == FLOW
-        f = env.tuning.links["nvlink"].wire_overhead * wire_scale(env, env.gpus[0], env.tuning.nvls.chunk(size, n))
+        f = env.wire_overhead(env.gpus[0], env.gpus[1]) * wire_scale(env, env.gpus[0], env.tuning.nvls.chunk(size, n))
         for r in range(n):
             assert plan.size_bytes[fl & (plan.gpu == r)].sum() / f == pytest.approx(out_v, rel=1e-4)
             assert plan.size_bytes[fl & (plan.dst == r)].sum() / f == pytest.approx(in_v, rel=1e-4)
@@ -183,7 +183,7 @@ def test_nvls_tree_two_nodes(h100):
     assert plan.size_bytes[up].sum() == size  # 2 nodes: 8 heads x S/8 up, the same down
     assert plan.size_bytes[down].sum() == size
     chunk = env.tuning.nvls.chunk(size, 8, tree=True, nodes=2)
-    f = env.tuning.links["nvlink"].wire_overhead * wire_scale(env, group[0], chunk)
+    f = env.wire_overhead(group[0], group[1]) * wire_scale(env, group[0], chunk)
     mc = np.array(["nvls-multicast" in x for x in labels])
     for r in range(16):
         got = plan.size_bytes[fl[mc & (plan.dst[fl] == r)]].sum() / f

@@ -64,7 +64,7 @@ def test_protocol_wire_bytes(star_env):
 def test_nvlink_wire_overhead(cluster_env):
     group = tuple(f"n0.g{i}" for i in range(4))
     plan, _ = _plan(cluster_env, "all_gather", 4 * 37000, group=group, algo="ring", protocol="Simple", channels=1)
-    over = cluster_env.tuning.links["nvlink"].wire_overhead
+    over = cluster_env.wire_overhead("n0.g0", "n0.g1")  # per GPU generation (NCCL topo.h)
     g0 = cluster_env.gpus.index("n0.g0")
     assert _sent_by(plan, g0) == pytest.approx(3 * 37000 * over, abs=4)
 
