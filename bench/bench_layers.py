@@ -92,6 +92,8 @@ def run_case(args: argparse.Namespace) -> dict[str, Any]:
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     w0 = time.perf_counter()
     config = NetworkConfig()
+    if args.alpha_timer:
+        config = dataclasses.replace(config, cc=dataclasses.replace(config.cc, lazy_alpha=False))
     if args.segment:
         seg = parse_size(args.segment, "--segment")
         segments = {**config.nic.segment_bytes, "network": seg, "pcie": seg}
@@ -107,6 +109,7 @@ def run_case(args: argparse.Namespace) -> dict[str, Any]:
         "dp_channels": args.dp_channels or args.channels or "planner",
         "inter_node_channels": args.inter_node_channels,
         "segment": args.segment or "default",
+        "alpha": "timer" if args.alpha_timer else "lazy",
         "topology": Path(args.topology).stem,
         "tasks": len(plan),
         "flows": int(plan.n_flows),
@@ -140,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1, help="ECMP / simulation seed")
     p.add_argument("--scheduler", help="ns-3 event scheduler TypeId (default: the backend's, roce.FAST_SCHEDULER)")
     p.add_argument("--profile", action="store_true", help="print events by kind and the cost per DATA frame")
+    p.add_argument(
+        "--alpha-timer", action="store_true", help="DCQCN alpha by a timer event per period (cc.lazy_alpha = false)"
+    )
     p.add_argument("--json", help="also write the result to this JSON file")
     args = p.parse_args(argv)
     if args.layers < 1:

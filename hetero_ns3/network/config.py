@@ -212,6 +212,10 @@ class CcConfig:
     hpcc: HpccConfig = field(default_factory=HpccConfig)
     dctcp: DctcpConfig = field(default_factory=DctcpConfig)
     timely: TimelyConfig = field(default_factory=TimelyConfig)
+    lazy_alpha: bool = True
+    """Simulation shortcut, not a DCQCN parameter: apply DCQCN's per-period alpha updates when alpha is next
+    used (a CNP, a cut, the return to line rate) instead of one timer event per ``alpha_update_interval_s``
+    per rate-limited flow; same arithmetic, same results (docs/roce.md, "DCQCN"). False: the timer events."""
 
     def __post_init__(self) -> None:
         if self.kind not in CC_KINDS:

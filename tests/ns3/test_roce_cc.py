@@ -183,11 +183,12 @@ def test_cc_orders_the_bottleneck_queue(native):
     assert peak["dcqcn"] < 0.8 * peak["none"]
 
 
-# (preset, makespan / ideal range) on the 8:1 incast of 10 MB flows, 100 Gbps, 32 MiB buffer; measured 2.282,
-# 1.151 and 1.259 (docs/roce.md, "The 8-to-1 incast"). The paper's clamp (Rt = Rc on every cut) with its 40 Gbps-era
-# increase steps recovers slowly from the first over-cut: its range is bounded below too. The issue's 1.10x for
-# the default is not met (docs/roce.md explains why): the bound records where the artifact's dynamics put it.
-DCQCN_INCAST = [("hpcc-artifact", 1.0, 1.25), ("connectx", 1.0, 1.4), ("paper", 2.0, 2.45)]
+# (preset, makespan / ideal range) on the 8:1 incast of 10 MB flows, 100 Gbps, 32 MiB buffer; measured with seed 1
+# 1.151, 1.259 and 2.282 (docs/roce.md, "The 8-to-1 incast"), over seeds 1-6 (ECN draws) 1.151-1.178, 1.240-1.281
+# and 2.269-2.309: each range is that spread widened by 0.03 on both sides. Bounded below too: each preset loses
+# link time for a known reason (the over-cut and the 300 us timer; the paper's clamp with its 40 Gbps-era steps),
+# and a change that removes it must show up here. The issue's 1.10x for the default is not met (docs/roce.md).
+DCQCN_INCAST = [("hpcc-artifact", 1.12, 1.21), ("connectx", 1.21, 1.31), ("paper", 2.24, 2.34)]
 KMIN_100G = 400_000  # the artifact's Kmin, 100 KB per 25 Gb/s, at 100 Gb/s
 
 
@@ -353,3 +354,38 @@ def test_dctcp_holds_the_queue_near_its_marking_threshold(native):
         sample_ports=[egress_port(resolve_topology("star:9", RATE, DELAY), "sw0", "h0")],
     )
     assert np.percentile(none.queues["bytes"], 99) > 10 * np.percentile(q, 99)
+
+
+@pytest.mark.parametrize("preset", sorted(p for p, v in DCQCN_PRESETS.items() if v["decrease_on_period"]))
+def test_dcqcn_incast_loses_link_time_only_with_an_empty_queue(native, preset):
+    """Where the incast's lost time is (docs/roce.md, "The 8-to-1 incast"): the bottleneck carries DATA only, so
+    makespan - ideal is time the link idled (sum of (1 - utilisation) over the 1 us samples, within 3 %); at least
+    95 % of it falls in samples whose queue holds at most one frame, after the queue drained (at least 5 times:
+    cycles), never with a backlog. At the first drain every flow has been cut far below its fair share (12.5
+    Gb/s): to the floor (1 Gb/s, the artifact) or under 5 % of it (ConnectX's floor is 1 Mb/s), because the
+    queue kept marking while it drained and the 4 us checks kept cutting; the link then runs below 10 % until
+    the first increase timer fires, >= 150 us later (T = 300 us after each flow's last cut)."""
+    graph = resolve_topology("star:9", RATE, DELAY)
+    port = egress_port(graph, "sw0", "h0")
+    cfg = NetworkConfig(cc=CcConfig(kind="dcqcn", preset=preset))
+    res = simulate_flows(graph, _incast(8, 10_000_000), cfg, sample_ports=[port], trace_cc=True)
+    q = res.queues
+    t, b, tx = q["time_s"].to_numpy(), q["bytes"].to_numpy(), q["tx_bytes"].to_numpy()
+    util = np.minimum(np.diff(tx) * 8 / RATE / np.diff(t), 1.0)
+    lost = (1 - util) * np.diff(t)
+    ideal = 8 * 10_000_000 * WIRE * 8 / RATE
+    assert lost.sum() == pytest.approx(float(res.flows["finish_s"].max()) - ideal, rel=0.03)
+    frame = 4096 + 62
+    empty = b[1:] <= frame
+    assert lost[empty].sum() >= 0.95 * lost.sum()
+    assert int((b[:-1] > frame).astype(int) @ (b[1:] <= frame).astype(int)) >= 5
+    built = int(np.argmax(b > KMIN_100G))  # the first sample above Kmin, then the first empty one after it
+    drain = float(t[built + int(np.argmax(b[built:] <= frame))])
+    rates = res.cc_trace[res.cc_trace["kind"] == "rate"]
+    at_drain = rates[rates["time_s"] <= drain].groupby("flow_id")["value"].last()
+    floor = DCQCN_PRESETS[preset]["min_rate_bps"]
+    assert len(at_drain) == 8 and (at_drain <= max(floor * (1 + 1e-9), 0.05 * RATE / 8)).all()
+    first_increase = float(rates[rates["time_s"] > drain]["time_s"].min())
+    assert first_increase - drain >= 150e-6
+    between = (t[1:] > drain) & (t[1:] <= first_increase)
+    assert util[between].mean() < 0.10

@@ -2,9 +2,10 @@
 
 The native module counts its events by kind (``native/model/roce-profile.h``: frame arrivals per frame
 type, transmit-complete and pacing wake-ups of ports, PFC timers, retransmit timers, task completions
-of the DAG replay, scheduled flow starts) and the DATA frames its NICs make. :func:`event_profile`
-adds the simulator's total and what the module does not count itself (``other``: congestion-control
-timers, link-fault events); :func:`format_profile` prints it with the cost per DATA frame.
+of the DAG replay, scheduled flow starts, DCQCN's alpha, decrease and increase timers) and the DATA frames
+its NICs make. :func:`event_profile`
+adds the simulator's total and what the module does not count itself (``other``: the other congestion
+controls' timers, link-fault events); :func:`format_profile` prints it with the cost per DATA frame.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ KINDS: tuple[str, ...] = (
     "task_done",
     "flow_start",
     "sample",
+    "dcqcn_alpha",
+    "dcqcn_decrease",
+    "dcqcn_increase",
 )
 
 

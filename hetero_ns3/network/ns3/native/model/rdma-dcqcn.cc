@@ -5,6 +5,7 @@
 #include "ns3/log.h"
 #include "ns3/simulator.h"
 #include "ns3/uinteger.h"
+#include "roce-profile.h"
 
 #include <algorithm>
 #include <cmath>
@@ -91,6 +92,13 @@ RdmaDcqcn::GetTypeId()
                 BooleanValue(false),
                 MakeBooleanAccessor(&RdmaDcqcn::m_decreaseOnPeriod),
                 MakeBooleanChecker())
+            .AddAttribute("LazyAlpha",
+                          "Apply the alpha updates of elapsed periods when alpha is next used "
+                          "(same values, no timer event per period); false: one timer event per "
+                          "AlphaUpdateInterval while the flow is rate limited",
+                          BooleanValue(true),
+                          MakeBooleanAccessor(&RdmaDcqcn::m_lazyAlpha),
+                          MakeBooleanChecker())
             .AddTraceSource("Rate",
                             "Current sending rate Rc, bit/s",
                             MakeTraceSourceAccessor(&RdmaDcqcn::m_rc),
@@ -170,7 +178,12 @@ RdmaDcqcn::OnCnp()
 {
     Time now = Simulator::Now();
     bool first = !m_everDecreased && !m_cnpSinceDecrease;
-    if (!m_active)
+    if (m_active)
+    {
+        // The CNP's arrival event was scheduled ctrlLead before now (when its last hop began).
+        UpdateAlphaTo(now - m_qp->ctrlLead);
+    }
+    else
     {
         if (m_everDecreased)
         {
@@ -182,7 +195,15 @@ RdmaDcqcn::OnCnp()
         }
         m_active = true;
         NS_LOG_DEBUG("flow " << m_qp->flowId << ": first CNP since idle, alpha " << m_alpha.Get());
-        m_alphaEvent = Simulator::Schedule(m_alphaInterval, &RdmaDcqcn::AlphaTimer, this);
+        if (m_lazyAlpha)
+        {
+            m_alphaOrigin = now;
+            m_alphaDone = 0;
+        }
+        else
+        {
+            m_alphaEvent = Simulator::Schedule(m_alphaInterval, &RdmaDcqcn::AlphaTimer, this);
+        }
     }
     m_cnpSinceAlphaUpdate = true;
     if (m_decreaseOnPeriod)
@@ -207,8 +228,9 @@ RdmaDcqcn::OnCnp()
         // One cut per RateDecreaseInterval: this CNP is served at the end of the interval.
         if (!m_decreaseEvent.IsPending())
         {
+            m_decreaseAt = now;
             m_decreaseEvent = Simulator::Schedule(
-                m_lastDecrease + m_decreaseInterval - now, &RdmaDcqcn::Decrease, this);
+                m_lastDecrease + m_decreaseInterval - now, &RdmaDcqcn::DecreaseEvent, this);
         }
         return;
     }
@@ -223,15 +245,26 @@ RdmaDcqcn::ScheduleDecreaseCheck()
     int64_t period = std::max<int64_t>(m_decreaseInterval.GetTimeStep(), 1);
     int64_t k = (now - m_periodOrigin).GetTimeStep() / period + 1;
     Time at = m_periodOrigin + TimeStep(k * period);
+    m_decreaseAt = now;
     m_decreaseEvent = Simulator::Schedule(at - now, &RdmaDcqcn::DecreaseCheck, this);
+}
+
+void
+RdmaDcqcn::DecreaseEvent()
+{
+    RoceProfile::Count(EV_DCQCN_DECREASE);
+    UpdateAlphaTo(m_decreaseAt);
+    Decrease();
 }
 
 void
 RdmaDcqcn::DecreaseCheck()
 {
+    RoceProfile::Count(EV_DCQCN_DECREASE);
     if (m_cnpSinceDecrease)
     {
         m_cnpSinceDecrease = false;
+        UpdateAlphaTo(m_decreaseAt);
         Decrease();
     }
     if (m_active)
@@ -259,15 +292,50 @@ RdmaDcqcn::Decrease()
                          << m_rt.Get() << " bit/s, alpha " << m_alpha.Get());
     Apply();
     m_increaseEvent.Cancel();
+    m_increaseAt = m_lastDecrease;
     m_increaseEvent = Simulator::Schedule(m_increaseInterval, &RdmaDcqcn::IncreaseTimer, this);
+}
+
+void
+RdmaDcqcn::AlphaStep()
+{
+    // alpha = (1 - g) alpha + g if a CNP arrived during the interval, else (1 - g) alpha.
+    m_alpha = (1.0 - m_g) * m_alpha.Get() + (m_cnpSinceAlphaUpdate ? m_g : 0.0);
+    m_cnpSinceAlphaUpdate = false;
+}
+
+void
+RdmaDcqcn::UpdateAlphaTo(Time scheduledAt)
+{
+    // LazyAlpha: apply the updates of the periods that ended before now, in order, as the timer
+    // would have. The timer event of the period ending exactly now would have been scheduled one
+    // interval earlier (when the previous one ran, or at the first CNP): it runs before the
+    // current event if the current event was scheduled after that (same-time events run in the
+    // order they were scheduled). Exact equality of the two scheduling times would need their
+    // own order: the current event is then taken to go first.
+    if (!m_lazyAlpha || !m_active)
+    {
+        return;
+    }
+    Time now = Simulator::Now();
+    int64_t period = m_alphaInterval.GetTimeStep();
+    int64_t elapsed = (now - m_alphaOrigin).GetTimeStep();
+    uint64_t due = static_cast<uint64_t>(elapsed / period);
+    if (due > m_alphaDone && elapsed % period == 0 && !(scheduledAt > now - m_alphaInterval))
+    {
+        --due; // the update due now has not run yet
+    }
+    for (; m_alphaDone < due; ++m_alphaDone)
+    {
+        AlphaStep();
+    }
 }
 
 void
 RdmaDcqcn::AlphaTimer()
 {
-    // alpha = (1 - g) alpha + g if a CNP arrived during the interval, else (1 - g) alpha.
-    m_alpha = (1.0 - m_g) * m_alpha.Get() + (m_cnpSinceAlphaUpdate ? m_g : 0.0);
-    m_cnpSinceAlphaUpdate = false;
+    RoceProfile::Count(EV_DCQCN_ALPHA);
+    AlphaStep();
     if (m_active)
     {
         m_alphaEvent = Simulator::Schedule(m_alphaInterval, &RdmaDcqcn::AlphaTimer, this);
@@ -277,8 +345,11 @@ RdmaDcqcn::AlphaTimer()
 void
 RdmaDcqcn::IncreaseTimer()
 {
+    RoceProfile::Count(EV_DCQCN_INCREASE);
+    Time scheduledAt = m_increaseAt;
     ++m_t;
-    Increase();
+    m_increaseAt = Simulator::Now();
+    Increase(scheduledAt);
     if (m_active)
     {
         m_increaseEvent = Simulator::Schedule(m_increaseInterval, &RdmaDcqcn::IncreaseTimer, this);
@@ -298,13 +369,14 @@ RdmaDcqcn::OnSent(uint32_t bytes)
         m_bytes -= m_byteCounter;
         ++m_b;
         m_sending = true;
-        Increase();
+        // The port event sending this frame was scheduled about one frame time at this rate ago.
+        Increase(Simulator::Now() - Seconds(bytes * 8.0 / m_qp->rateBps));
         m_sending = false;
     }
 }
 
 void
-RdmaDcqcn::Increase()
+RdmaDcqcn::Increase(Time scheduledAt)
 {
     double line = m_qp->lineRateBps;
     double rt = m_rt.Get();
@@ -342,6 +414,7 @@ RdmaDcqcn::Increase()
     if (line - m_rc.Get() < 1e-6 * line && !m_cnpSinceDecrease)
     {
         // back at line rate: stop the timers until the next CNP
+        UpdateAlphaTo(scheduledAt);
         m_rc = line;
         m_active = false;
         m_idleSince = Simulator::Now();

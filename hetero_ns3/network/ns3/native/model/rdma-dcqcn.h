@@ -23,6 +23,11 @@ namespace ns3
  * F, hyper increase (Rt += i R_HAI) when both do. Timers only run while Rc is below line
  * rate; alpha decay over idle periods is applied when the next CNP arrives.
  *
+ * LazyAlpha (default): no alpha timer event. The updates of the periods that ended since the last
+ * one are applied, one by one with the same arithmetic, when the flow next reads or changes alpha
+ * state (a CNP, a cut, going idle); an update due at exactly that time goes first if the timer
+ * event would have been scheduled before the event that reads it (see UpdateAlphaTo).
+ *
  * DecreaseOnPeriod (NIC style: HPCC ns-3 artifact rdma-hw.cc cnp_received_mlx /
  * CheckRateDecreaseMlx; ConnectX rate_to_set_on_first_cnp = 0 and rate_reduce_monitor_period): a
  * CNP only sets a flag; the first CNP of a flow allocates the rate limiter at the current rate and
@@ -43,15 +48,19 @@ public:
     void Stop() override;
     std::string GetName() const override;
 
-    /** \return the current alpha. */
+    /** \return alpha as last updated (LazyAlpha: at the flow's last CNP, cut or return to line
+     * rate). */
     double GetAlpha() const;
     /** \return the target rate Rt, bit/s. */
     double GetTargetRate() const;
 
 private:
     void AlphaTimer();
+    void AlphaStep();
+    void UpdateAlphaTo(Time scheduledAt);
+    void DecreaseEvent();
     void IncreaseTimer();
-    void Increase();
+    void Increase(Time scheduledAt);
     void Decrease();
     void DecreaseCheck();
     void ScheduleDecreaseCheck();
@@ -89,6 +98,11 @@ private:
     EventId m_increaseEvent;
     EventId m_decreaseEvent;
     bool m_cnpSinceAlphaUpdate{false};
+    bool m_lazyAlpha{true};
+    Time m_alphaOrigin; //!< LazyAlpha: the periods end at m_alphaOrigin + k AlphaUpdateInterval
+    uint64_t m_alphaDone{0}; //!< LazyAlpha: periods applied since m_alphaOrigin
+    Time m_decreaseAt;       //!< when m_decreaseEvent was scheduled
+    Time m_increaseAt;       //!< when m_increaseEvent was scheduled
 };
 
 } // namespace ns3

@@ -225,6 +225,7 @@ RdmaNic::StartQueuePair(Ptr<RdmaQueuePair> qp)
     qp->port = port;
     qp->segment = dev->GetSegmentBytes();
     qp->lineRateBps = dev->GetRateBps();
+    qp->ctrlLead = dev->GetDelay() + Seconds(m_ackBytes * 8.0 / qp->lineRateBps);
     qp->nextAvail = Simulator::Now();
     qp->wakePort = MakeCallback(&RoceNetDevice::TryTransmit, PeekPointer(dev));
     qp->cc = m_ccFactory.Create<RdmaCongestionOps>();

@@ -38,6 +38,8 @@ public:
     double rateBps{0};         //!< current pacing rate, bit/s (set by congestion control)
     uint64_t windowBytes{0};   //!< send window, bytes (0 = unlimited)
     Time baseRtt;              //!< base round-trip time of the path (data out, ACK back)
+    Time ctrlLead;             //!< port delay + ACK serialization: a CNP's arrival is scheduled
+                               //!< this long before it (when its last hop begins)
     Time nextAvail;            //!< pacing: earliest time of the next frame
     Callback<void> wakePort;   //!< asks the egress port to look again (nextAvail moved earlier)
     Time lastProgress;         //!< last time sndUna advanced or the RTO was re-armed

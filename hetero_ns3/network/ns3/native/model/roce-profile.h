@@ -22,6 +22,9 @@ enum RoceEventKind : uint32_t
     EV_TASK_DONE,        //!< DagReplay: a task completes (compute end, flow end, barrier)
     EV_FLOW_START,       //!< RdmaNetwork: a flow added with a start time starts
     EV_SAMPLE,           //!< RdmaNetwork: a queue sample
+    EV_DCQCN_ALPHA,      //!< RdmaDcqcn: an alpha update timer (LazyAlpha off)
+    EV_DCQCN_DECREASE,   //!< RdmaDcqcn: a rate-decrease check or deferred cut
+    EV_DCQCN_INCREASE,   //!< RdmaDcqcn: a rate-increase timer
     EV_KIND_COUNT,
 };
 
@@ -31,7 +34,8 @@ enum RoceEventKind : uint32_t
  * Always on: one increment per event (the events themselves cost hundreds of nanoseconds). The
  * simulator is a process-wide singleton and runs one network at a time, so the counters are
  * plain globals, reset when a network is made (RdmaNetwork's constructor). Events the module does
- * not count here (congestion-control timers, link faults) are the simulator's total minus the sum.
+ * not count here (other congestion controls' timers, link faults) are the simulator's total minus
+ * the sum.
  */
 class RoceProfile
 {
@@ -93,6 +97,9 @@ public:
             "task_done",
             "flow_start",
             "sample",
+            "dcqcn_alpha",
+            "dcqcn_decrease",
+            "dcqcn_increase",
         };
         return kind < EV_KIND_COUNT ? names[kind] : "";
     }
