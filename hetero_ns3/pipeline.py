@@ -158,11 +158,18 @@ def lower_plan(
 
 
 def lower_scenario(
-    scenario: Scenario, graph: NetGraph, cluster: ClusterSpec, *, reuse: bool = True
+    scenario: Scenario, graph: NetGraph, cluster: ClusterSpec, *, reuse: bool = True, engine: Backend | None = None
 ) -> tuple[CompiledIteration, Lowered]:
-    """Plan the workload and lower it into one execution plan (``reuse``: see :func:`lower_workload`)."""
+    """Plan the workload and lower it into one execution plan (``reuse``: see :func:`lower_workload`).
+
+    With ``[run] reuse_isolated_collectives = "on"`` isolated calls are fused and timed on ``engine``
+    (default: the scenario's ``run.backend``), see :func:`isolated_fuser`."""
     wplan = plan_scenario(scenario)
-    return wplan, lower_plan(wplan, scenario, collective_env(scenario, graph), cluster, reuse=reuse)
+    env = collective_env(scenario, graph)
+    fuser = None
+    if scenario.run.reuse_isolated_collectives == "on":
+        fuser = isolated_fuser(engine or get_backend(scenario.run.backend), graph, scenario, env)
+    return wplan, lower_plan(wplan, scenario, env, cluster, reuse=reuse, fuser=fuser)
 
 
 def simulate(
@@ -224,7 +231,8 @@ def run_scenario(
         from hetero_ns3.jobs import run_jobs
 
         return run_jobs(scenario, out_dir, engine, progress)
-    check_shape(scenario, backend, force=force)
+    if run.reuse_isolated_collectives != "on":  # its flat per-op rate assumes every call in detail
+        check_shape(scenario, backend, force=force)
     if scenario.workload is not None and scenario.workload.chakra is not None:
         from hetero_ns3.chakra_run import run_chakra
 
@@ -243,11 +251,17 @@ def run_scenario(
         graph = build_graph(cluster)
         log.info("planning the workload ...")
         wplan = plan_scenario(scenario)
-        est = estimate_from_workload(wplan.workload, run.iterations, backend)
+        env = collective_env(scenario, graph)
+        fused = None
+        if run.reuse_isolated_collectives == "on":
+
+            def fused(group: tuple[str, ...]) -> bool:  # what lower._even admits (isolation aside)
+                return len({env.node_of(g) for g in group}) == 1
+
+        est = estimate_from_workload(wplan.workload, run.iterations, backend, fused)
         log.info("estimate: %s", est.describe())
         check_estimate(est, "this run", force=force)
         log.info("lowering %d ops into tasks and flows ...", wplan.workload.n_ops)
-        env = collective_env(scenario, graph)
         fuser = isolated_fuser(engine, graph, scenario, env)
         lowered = lower_plan(wplan, scenario, env, cluster, fuser=fuser)
         if run.iterations > 1:

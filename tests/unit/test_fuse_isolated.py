@@ -58,7 +58,7 @@ def test_fused_plan_gives_the_detailed_iteration_time(zero_stage: int) -> None:
     assert fused.fused["isolated_groups"] == fused.fused["groups"] == 10
     assert fused.fused["excluded_groups"] == 8
     assert 0 < fused.fused["fused_calls"] < fused.n_collectives == detailed.n_collectives
-    assert fused.fused["isolated_runs"] < fused.fused["fused_shapes"]  # memo shared between groups
+    assert fused.fused["isolated_runs"] < fused.fused["fused_shapes"]  # memo shared between the two nodes
     assert len(fused.plan) * 10 < len(detailed.plan)
     assert t_f == pytest.approx(t_d, rel=EXACT_REL)
     assert fused.choices == detailed.choices
@@ -148,3 +148,16 @@ def test_link_faults_are_refused_with_reuse_on() -> None:
     graph = build_graph(load_run_cluster(sc))
     with pytest.raises(ScenarioError, match="reuse_isolated_collectives"):
         isolated_fuser(get_backend("analytic"), graph, sc, collective_env(sc, graph))
+
+
+def test_size_estimate_counts_fused_calls() -> None:
+    """limits.workload_tasks with the one-node predicate the run path passes: close to the fused plan."""
+    from hetero_ns3.limits import workload_tasks
+
+    sc = _scenario({"global_batch": 8})
+    fused, _, _, _ = _both(sc)
+    env = collective_env(sc, build_graph(load_run_cluster(sc)))
+    workload = plan_scenario(sc).workload
+    est = workload_tasks(workload, lambda g: len({env.node_of(x) for x in g}) == 1)
+    assert 0.5 < est / len(fused.plan) < 2.0
+    assert est < workload_tasks(workload) / 10
