@@ -33,7 +33,7 @@ import numpy as np
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
 from hetero_ns3.collectives.emit import comm_stream
 from hetero_ns3.collectives.types import SEND_RECV, Choice
-from hetero_ns3.errors import field_error
+from hetero_ns3.errors import SimulationError, field_error
 from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.plan.dag import FLOW, ExecutionPlan
 from hetero_ns3.plan.isolation import isolated_groups, pair_links, route_links
@@ -195,7 +195,7 @@ class Fuser:
         finish = np.asarray(self.runner(side.plan), dtype=np.float64)
         got = tuple(float(finish[list(ex)].max()) for ex in side.exits)
         if not all(np.isfinite(got)):
-            raise RuntimeError("an isolated collective did not finish on the backend")  # simulate() raises first
+            raise SimulationError("an isolated collective did not finish on the backend")  # simulate() raises first
         self._memo[sig] = got
         return got
 
