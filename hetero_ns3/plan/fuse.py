@@ -118,21 +118,25 @@ class Fuser:
         """Plan each shape alone, decide isolation per rank group, time the isolated groups' shapes.
 
         ``exclude``: groups never fused (their calls are not provably ordered); their links still count."""
-        sides: dict[Shape, _Side] = {}
+        skip = set(exclude)
+        sides: dict[Shape, _Side] = {}  # candidates only: a side plan of a large DP call is big
         links_of: dict[GroupKey, set] = {}
+        n_shapes = 0
         for shape in dict.fromkeys(shapes):
+            n_shapes += 1
             side = self._side(shape)
             gid = group_key(shape)
             links_of.setdefault(gid, set()).update(pair_links(self.env, side.pairs))
-            sides[shape] = side
+            if gid not in skip:
+                sides[shape] = side
+            del side
         iso = isolated_groups(self.env, {g: frozenset(v) for g, v in links_of.items()}, switches=self.switches)
-        skip = set(exclude)
-        self.stats.update(shapes=len(sides), groups=len(links_of), isolated_groups=len(iso),
+        self.stats.update(shapes=n_shapes, groups=len(links_of), isolated_groups=len(iso),
                           excluded_groups=len(skip & iso))  # fmt: skip
         for shape, side in sides.items():
             call, category, _ = shape
             gid = group_key(shape)
-            if gid not in iso or gid in skip:
+            if gid not in iso:
                 continue
             stream = comm_stream(category, 0, call.group, call.op)
             self._fused[shape] = _Fused(_gpus(call), self._durations(side), side.choice, stream, gid)
