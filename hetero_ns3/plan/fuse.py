@@ -35,7 +35,7 @@ from hetero_ns3.collectives.emit import comm_stream
 from hetero_ns3.collectives.types import SEND_RECV, Choice
 from hetero_ns3.errors import SimulationError, field_error
 from hetero_ns3.plan.builder import PlanBuilder
-from hetero_ns3.plan.dag import FLOW, ExecutionPlan
+from hetero_ns3.plan.dag import FLOW, FUSED_LABEL_SUFFIX, ExecutionPlan
 from hetero_ns3.plan.isolation import isolated_groups, pair_links, route_links
 
 #: Values of ``[run] reuse_isolated_collectives``.
@@ -219,8 +219,9 @@ class Fuser:
                 if t is not None:
                     deps.append(t)
         deps.extend(self._last.get(fz.group, ()))
-        prefix = f"{name or shape[0].op} {ch.algo}/{ch.protocol} fused"
-        start = builder.add_barrier(fz.gpus[0], deps, label=f"{prefix} start", category=category, channel=0)
+        prefix = f"{name or shape[0].op} {ch.algo}/{ch.protocol}"
+        start = builder.add_barrier(fz.gpus[0], deps, label=f"{prefix} fused start", category=category, channel=0)
+        prefix += FUSED_LABEL_SUFFIX
         exits: dict[str, tuple[int, ...]] = {}
         tids = []
         for g, dur in zip(fz.gpus, fz.durations, strict=True):
