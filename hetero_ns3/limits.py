@@ -26,6 +26,9 @@ Calibration (measured on this project's runs, see docs/errors.md "Resource limit
 * bytes per task at peak, plan plus backend: analytic 150 B (docs/benchmarks.md: 32.6 M tasks in
   4 624 MiB at 1 024 GPUs, 149.7 M in 20.8 GB at 4 096), packet level 660 B above the 681 MB of the ns-3
   import (3.9 M tasks in 3 133 MiB at 128 GPUs); the workload compile itself ~2 kB per op;
+* with ``[run] reuse_isolated_collectives = "on"`` checkpoint 1 is skipped (its flat rate assumes every
+  call in detail) and checkpoint 2 counts a call over one node's GPUs as fused (one task per member and a
+  barrier); a group that turns out not isolated is lowered in detail, above the estimate;
 * packet-level events ~1 470 per flow at ~3.2 M events/s (docs/benchmarks.md).
 
 The estimate is refused when it exceeds the memory available now (``MemAvailable`` of /proc/meminfo,
@@ -35,6 +38,7 @@ else physical memory); ``--force`` (``force=True``) tries anyway.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hetero_ns3.errors import PlanningError
@@ -108,24 +112,31 @@ def ring_steps(collective: str, n: int) -> int:
     return n - 1
 
 
-def workload_tasks(workload: object) -> float:
+def workload_tasks(workload: object, fused: Callable[[tuple[str, ...]], bool] | None = None) -> float:
     """Tasks the lowering of one iteration of ``workload`` (a compiled ``Workload``) emits, estimated
-    from its op mix without lowering it (see the module docstring for the rule and its residuals)."""
+    from its op mix without lowering it (see the module docstring for the rule and its residuals).
+
+    ``fused(group)``: whether calls over that group (GPU names) will be fused (``[run]
+    reuse_isolated_collectives``): then a call costs one task per member and one start barrier."""
     tasks = 0.0
     for prog in getattr(workload, "programs", ()):
         members = len(prog.ranks)
         for op in prog.ops:
             if op.kind == "compute" or not op.groups:
                 tasks += members
+            elif fused is not None and fused(op.groups[0]):
+                tasks += members * (1.0 + 1.0 / max(1, len(op.groups[0])))
             else:
                 tasks += members * TASKS_PER_RING_STEP * ring_steps(op.collective, len(op.groups[0]))
     return tasks
 
 
-def estimate_from_workload(workload: object, iterations: int, backend: str) -> Estimate:
+def estimate_from_workload(
+    workload: object, iterations: int, backend: str, fused: Callable[[tuple[str, ...]], bool] | None = None
+) -> Estimate:
     """:func:`estimate_from_ops` with the task count of the workload's op mix (:func:`workload_tasks`)."""
     ops = float(getattr(workload, "n_ops", 0))
-    return estimate_from_ops(ops, iterations, backend, tasks_per_iteration=workload_tasks(workload))
+    return estimate_from_ops(ops, iterations, backend, tasks_per_iteration=workload_tasks(workload, fused))
 
 
 def estimate_from_ops(ops: float, iterations: int, backend: str, tasks_per_iteration: float | None = None) -> Estimate:

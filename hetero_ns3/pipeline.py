@@ -25,6 +25,7 @@ from hetero_ns3.errors import ScenarioError, SimulationError
 from hetero_ns3.limits import check_estimate, check_shape, estimate_from_workload
 from hetero_ns3.network.backend import Backend, BackendRun, ProgressFn, get_backend
 from hetero_ns3.plan.dag import ExecutionPlan
+from hetero_ns3.plan.fuse import Fuser
 from hetero_ns3.plan.iterations import repeat_plan
 from hetero_ns3.plan.lower import Lowered, lower_workload
 from hetero_ns3.results import GpuMeta, RunPaths, recording_run, summarize, versions_info
@@ -116,10 +117,34 @@ def collective_env(scenario: Scenario, graph: NetGraph) -> CollectiveEnv:
     return CollectiveEnv.from_graph(graph, tuning)
 
 
+def isolated_fuser(engine: Backend, graph: NetGraph, scenario: Scenario, env: CollectiveEnv) -> Fuser | None:
+    """The :class:`~hetero_ns3.plan.fuse.Fuser` of ``[run] reuse_isolated_collectives = "on"`` (None when off):
+    isolated calls timed by ``engine`` replaying them alone on ``graph`` with the scenario's settings."""
+    if scenario.run.reuse_isolated_collectives != "on":
+        return None
+    if scenario.faults.links:
+        raise ScenarioError(
+            "run.reuse_isolated_collectives ('on') cannot be combined with [[faults.links]] (a fault changes "
+            "links over time, which a call timed alone does not see); set run.reuse_isolated_collectives = 'off'"
+        )
+
+    def runner(plan: ExecutionPlan) -> np.ndarray:
+        return simulate(engine, plan, graph, scenario).times.finish_s
+
+    return Fuser(env, runner, switches=bool(getattr(engine, "shares_switch_state", True)))
+
+
 def lower_plan(
-    wplan: CompiledIteration, scenario: Scenario, env: CollectiveEnv, cluster: ClusterSpec, *, reuse: bool = True
+    wplan: CompiledIteration,
+    scenario: Scenario,
+    env: CollectiveEnv,
+    cluster: ClusterSpec,
+    *,
+    reuse: bool = True,
+    fuser: Fuser | None = None,
 ) -> Lowered:
-    """Lower a compiled workload into one iteration's execution plan (faults and ``[collectives]`` applied)."""
+    """Lower a compiled workload into one iteration's execution plan (faults and ``[collectives]`` applied;
+    ``fuser``: isolated calls fused, :func:`isolated_fuser`)."""
     colls = scenario.collectives
     return lower_workload(
         wplan.workload,
@@ -128,15 +153,23 @@ def lower_plan(
         overrides=colls.overrides(),
         priority=colls.priorities(),
         reuse=reuse,
+        fuser=fuser,
     )
 
 
 def lower_scenario(
-    scenario: Scenario, graph: NetGraph, cluster: ClusterSpec, *, reuse: bool = True
+    scenario: Scenario, graph: NetGraph, cluster: ClusterSpec, *, reuse: bool = True, engine: Backend | None = None
 ) -> tuple[CompiledIteration, Lowered]:
-    """Plan the workload and lower it into one execution plan (``reuse``: see :func:`lower_workload`)."""
+    """Plan the workload and lower it into one execution plan (``reuse``: see :func:`lower_workload`).
+
+    With ``[run] reuse_isolated_collectives = "on"`` isolated calls are fused and timed on ``engine``
+    (default: the scenario's ``run.backend``), see :func:`isolated_fuser`."""
     wplan = plan_scenario(scenario)
-    return wplan, lower_plan(wplan, scenario, collective_env(scenario, graph), cluster, reuse=reuse)
+    env = collective_env(scenario, graph)
+    fuser = None
+    if scenario.run.reuse_isolated_collectives == "on":
+        fuser = isolated_fuser(engine or get_backend(scenario.run.backend), graph, scenario, env)
+    return wplan, lower_plan(wplan, scenario, env, cluster, reuse=reuse, fuser=fuser)
 
 
 def simulate(
@@ -189,13 +222,25 @@ def run_scenario(
     run = scenario.run
     backend = backend or run.backend
     engine = get_backend(backend)
+    if scenario.jobs and run.reuse_isolated_collectives == "on":
+        raise ScenarioError(
+            "run.reuse_isolated_collectives ('on') is not supported with [[jobs]] (isolation is decided per job, "
+            "and jobs share the network); set run.reuse_isolated_collectives = 'off'"
+        )
     if scenario.jobs:
         from hetero_ns3.jobs import run_jobs
 
         return run_jobs(scenario, out_dir, engine, progress)
-    check_shape(scenario, backend, force=force)
+    if run.reuse_isolated_collectives != "on":  # its flat per-op rate assumes every call in detail
+        check_shape(scenario, backend, force=force)
     if scenario.workload is not None and scenario.workload.chakra is not None:
         from hetero_ns3.chakra_run import run_chakra
+
+        if run.reuse_isolated_collectives == "on":
+            raise ScenarioError(
+                "run.reuse_isolated_collectives ('on') applies to compiled workloads, not to a Chakra trace "
+                "(workload.chakra); set run.reuse_isolated_collectives = 'off'"
+            )
 
         return run_chakra(scenario, out_dir, engine, progress)
     stats: dict[str, Any] = {"backend": backend, "seed": run.seed}
@@ -206,11 +251,19 @@ def run_scenario(
         graph = build_graph(cluster)
         log.info("planning the workload ...")
         wplan = plan_scenario(scenario)
-        est = estimate_from_workload(wplan.workload, run.iterations, backend)
+        env = collective_env(scenario, graph)
+        fused = None
+        if run.reuse_isolated_collectives == "on":
+
+            def fused(group: tuple[str, ...]) -> bool:  # what lower._even admits (isolation aside)
+                return len({env.node_of(g) for g in group}) == 1
+
+        est = estimate_from_workload(wplan.workload, run.iterations, backend, fused)
         log.info("estimate: %s", est.describe())
         check_estimate(est, "this run", force=force)
         log.info("lowering %d ops into tasks and flows ...", wplan.workload.n_ops)
-        lowered = lower_plan(wplan, scenario, collective_env(scenario, graph), cluster)
+        fuser = isolated_fuser(engine, graph, scenario, env)
+        lowered = lower_plan(wplan, scenario, env, cluster, fuser=fuser)
         if run.iterations > 1:
             log.info("repeating %d tasks over %d iterations ...", len(lowered.plan), run.iterations)
         repeated = repeat_plan(lowered.plan, run.iterations)
@@ -225,6 +278,7 @@ def run_scenario(
             flows=plan.n_flows,
             collectives=lowered.n_collectives,
             collective_choices=dict(lowered.choices),
+            fused_collectives=dict(lowered.fused),
             compute_only_iteration_s=wplan.compute_time,
             model_flops=wplan.model_flops,
             peak_flops=wplan.peak_flops,

@@ -115,9 +115,10 @@ def simulate_scenario(path: Path, overrides: Sequence[str] = ()) -> dict[str, fl
     scenario = load_scenario(path, list(overrides))
     cluster = load_run_cluster(scenario)
     graph = build_graph(cluster)
-    wplan, lowered = lower_scenario(scenario, graph, cluster)
+    engine = get_backend("analytic")
+    wplan, lowered = lower_scenario(scenario, graph, cluster, engine=engine)
     run = scenario.run
-    res = get_backend("analytic").run(
+    res = engine.run(
         lowered.plan, graph, scenario.network, seed=run.seed, faults=scenario.faults, stall_limit_s=run.stall_limit
     )
     if not res.completed:

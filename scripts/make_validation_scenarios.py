@@ -6,8 +6,9 @@
 Output: ``hetero_ns3/data/validation/megatron/<row>.toml`` and ``selene-<nodes>.toml`` (see
 :mod:`hetero_ns3.workload.calibration`). The golden table holds, per row, the closed-form step time
 (:func:`~hetero_ns3.workload.calibration.estimate_step` with the catalog constants) and, for the rows
-that fit this 24 GiB machine (``--simulate`` names them; default gpt-1.7b, gpt-3.6b, gpt-7.5b: about 2
-minutes, 6.4 GiB peak), the analytic-backend step time.
+that fit this 24 GiB machine (``--simulate`` names them; default gpt-1.7b, gpt-3.6b, gpt-7.5b, and gpt-18b
+and gpt-39b, which fit with ``[run] reuse_isolated_collectives = "on"``: about 6 minutes, 6.5 GiB peak),
+the analytic-backend step time.
 ``tests/unit/test_megatron_golden.py`` checks both; regenerate only with this command after a
 deliberate model change, and say why in the commit.
 """
@@ -31,8 +32,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--golden", action="store_true", help="regenerate megatron_golden.csv")
     ap.add_argument(
         "--simulate",
-        default="gpt-1.7b,gpt-3.6b,gpt-7.5b",
-        help="comma-separated rows to simulate for the golden table (default: the rows that fit 24 GiB)",
+        default="gpt-1.7b,gpt-3.6b,gpt-7.5b,gpt-18b,gpt-39b",
+        help="comma-separated rows to simulate for the golden table (default: the rows that fit 24 GiB; 18B and 39B with reuse_isolated_collectives)",
     )
     args = ap.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)

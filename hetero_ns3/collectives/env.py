@@ -159,6 +159,10 @@ class CollectiveEnv:
             hit = self._tables[dst] = (table, {dst: (float("inf"), 0.0, 0, 0)})
         return hit
 
+    def next_hop_table(self, dst: int) -> list[list[int]]:
+        """ECMP next-hop links toward host index ``dst`` for every node (the backends' routes; read-only)."""
+        return self._toward(dst)[0]
+
     def _best(self, u: int, dst: int) -> tuple[float, float, int, int] | None:
         """(bottleneck bit/s, delay s, kind bits, hops) of the widest routed path from ``u`` to ``dst``."""
         table, memo = self._toward(dst)

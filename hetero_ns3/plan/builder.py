@@ -278,6 +278,10 @@ class PlanBuilder:
         g = self.gpu_index(gpu) if isinstance(gpu, str) else int(gpu)
         return self._append(COMPUTE, g, -1, 0, 0.0, -1, 0, deps, label, category, channel)
 
+    def stream_tail(self, gpu: int, stream: int) -> int | None:
+        """The last compute task id on (gpu index, stream), None if the stream is unused so far."""
+        return self._stream_tail.get((gpu, stream))
+
     def stream_tails(self) -> dict[tuple[int, int], int]:
         """A copy of the last compute task id per (gpu index, stream) (for :meth:`capture`)."""
         return dict(self._stream_tail)

@@ -40,6 +40,11 @@ ECMP_KEYS: tuple[str, ...] = ("connection", "flow")
 #: Tasks per block in :meth:`ExecutionPlan.validate`'s dependency check.
 _VALIDATE_BLOCK = 1 << 20
 
+#: Label ending of a fused collective call's per-rank task (``plan/fuse.py``): a compute task of a
+#: communication category that stands for a whole one-node call, flows included; the breakdown counts
+#: its time as intra-node communication, as it would count the call's NVLink flows.
+FUSED_LABEL_SUFFIX = " fused"
+
 #: Conventional stream ids. Collectives may use further ids (>= COMM_STREAM) per channel.
 COMPUTE_STREAM = 0
 COMM_STREAM = 1

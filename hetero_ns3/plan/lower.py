@@ -18,15 +18,18 @@ import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
 from hetero_ns3.collectives.templates import CallTemplates
 from hetero_ns3.collectives.types import CollectiveOverride
 from hetero_ns3.errors import PlanningError
 from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.plan.dag import COMM_STREAM, COMPUTE_STREAM, ExecutionPlan
+from hetero_ns3.plan.fuse import Fuser, GroupKey, Shape, group_key
 from hetero_ns3.workload.artefact import ProgramOp, Workload
 from hetero_ns3.workload.gcpause import gc_paused
-from hetero_ns3.workload.optable import OpTable, op_graph, op_table
+from hetero_ns3.workload.optable import OpGraph, OpTable, op_graph, op_table
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,8 @@ class Lowered:
     choices: Mapping[str, int] = field(default_factory=dict)
     """Count of collective calls per ``dim:op:algo/protocol/channels`` choice."""
     n_collectives: int = 0
+    fused: Mapping[str, int] = field(default_factory=dict)
+    """:attr:`~hetero_ns3.plan.fuse.Fuser.stats` when isolated collectives were fused, else empty."""
 
 
 #: Traffic class per parallel dimension (all lossless by default; see docs/cosim.md).
@@ -117,6 +122,7 @@ def lower_workload(
     overrides: Mapping[str, CollectiveOverride] | None = None,
     priority: Mapping[str, int] | None = None,
     reuse: bool = True,
+    fuser: Fuser | None = None,
 ) -> Lowered:
     """Expand ``workload`` into one :class:`ExecutionPlan` using the collective planner.
 
@@ -127,12 +133,18 @@ def lower_workload(
     ``reuse`` replays repeated collective calls from templates (same plan, much faster; see
     docs/collectives.md, "Lowering speed"); ``reuse=False`` emits every call afresh (the reference the
     template tests compare against).
+
+    ``fuser`` lowers every call of an isolated rank group into one fused task per rank (docs/collectives.md,
+    "Isolated-collective reuse"); None emits every call in detail.
     """
     with gc_paused():  # millions of small, acyclic objects: collections would find nothing to free
-        builder, op_exit, choices, n_coll = _emit(workload, env, slowdown or {}, overrides or {}, priority or {}, reuse)
+        builder, op_exit, choices, n_coll = _emit(
+            workload, env, slowdown or {}, overrides or {}, priority or {}, reuse, fuser
+        )
         # The emission's per-op lists and templates are freed by now, before the plan is frozen and
         # validated (which needs temporaries of its own): a lower peak than building inside _emit.
-        return Lowered(builder.build(copy=False), op_exit, choices, n_coll)  # the builder is dropped here
+        fused = dict(fuser.stats) if fuser is not None else {}
+        return Lowered(builder.build(copy=False), op_exit, choices, n_coll, fused)  # the builder is dropped here
 
 
 def _emit(
@@ -142,6 +154,7 @@ def _emit(
     overrides: Mapping[str, CollectiveOverride],
     priority: Mapping[str, int],
     reuse: bool,
+    fuser: Fuser | None = None,
 ) -> tuple[PlanBuilder, dict[int, tuple[int, ...]], dict[str, int], int]:
     """Emit every task into a builder (:func:`lower_workload`'s defaults resolved); return it with each
     op's exit tasks, the algorithm choices and the call count."""
@@ -165,6 +178,9 @@ def _emit(
     is_instance = graph.is_instance.tolist()
     indeg, succ_ptr, succ = graph.indeg.tolist(), graph.succ_ptr.tolist(), graph.succ.tolist()
     # Kahn's algorithm, smallest node first (node order = order of the smallest op id of the node).
+    if fuser is not None:
+        shapes, unordered = _shapes(low, graph, overrides, prio, env, slowdown)
+        fuser.prepare(shapes, exclude=unordered)
     heap = [nd for nd, k in enumerate(indeg) if k == 0]
     heapq.heapify(heap)
     emitted = 0
@@ -198,6 +214,20 @@ def _emit(
                         exit_of[m] = (tid,)
             else:
                 category, cls = head.dim or "comm", prio.get(head.dim, 0)
+                if fuser is not None and fuser.fuses((call, category, cls)):
+                    fexits, ch = fuser.emit(builder, (call, category, cls), entry, name)
+                    n_coll += 1
+                    key = f"{head.dim}:{call.op}:{ch.algo}/{ch.protocol}/{ch.channels}"
+                    choices[key] = choices.get(key, 0) + 1
+                    for g, ms in by_gpu.items():
+                        for m in ms:
+                            exit_of[m] = fexits[g]
+                    for s in succ[succ_ptr[nd] : succ_ptr[nd + 1]]:
+                        k = indeg[s] - 1
+                        indeg[s] = k
+                        if k == 0:
+                            heappush(heap, s)
+                    continue
                 if templates is not None:  # as plan_collective(..., templates=templates), without a named call
                     res = templates.plan(builder, call, env, entry, category, cls, name=name)
                 else:
@@ -218,3 +248,77 @@ def _emit(
     if emitted != len(indeg):
         raise PlanningError(f"workload has a dependency cycle: {len(indeg) - emitted} ops/instances never became ready")
     return builder, dict(zip(table.ids.tolist(), exit_of, strict=True)), choices, n_coll
+
+
+#: Ancestors an ordering check may visit per rank and pair of calls before it gives up (then: not ordered).
+ORDER_BUDGET = 256
+
+
+def _shapes(
+    low: _Lowering,
+    graph: OpGraph,
+    overrides: Mapping[str, CollectiveOverride],
+    prio: Mapping[str, int],
+    env: CollectiveEnv,
+    slowdown: Mapping[str, float],
+) -> tuple[dict[Shape, None], set[GroupKey]]:
+    """Every distinct (call, category, traffic class) of the workload's collective instances with bytes to
+    move, and the rank groups not to fuse: ranks of different speeds (:func:`_even`) or calls not provably
+    ordered (:func:`_ordered`)."""
+    mem_ptr, mem_pos = graph.mem_ptr.tolist(), graph.mem_pos.tolist()
+    prog_op = low.table.prog_op
+    out: dict[Shape, None] = {}
+    by_group: dict[GroupKey, list[list[int]]] = {}
+    for nd in np.flatnonzero(graph.is_instance).tolist():  # node order: each group's calls by smallest op id
+        members = mem_pos[mem_ptr[nd] : mem_ptr[nd + 1]]
+        call = low.call_of(members, overrides)[0]
+        if call.size_bytes > 0:
+            dim = prog_op[members[0]].dim
+            shape = (call, dim or "comm", prio.get(dim, 0))
+            out[shape] = None
+            by_group.setdefault(group_key(shape), []).append(members)
+    unordered = {g for g, calls in by_group.items() if not _even(g[1], env, slowdown) or not _ordered(low, calls)}
+    return out, unordered
+
+
+def _even(gpus: frozenset[str], env: CollectiveEnv, slowdown: Mapping[str, float]) -> bool:
+    """Whether a group is inside one node and its ranks run at one speed (one GPU type, one slowdown
+    factor), so that they enter its calls together (the fused start barrier waits for the last rank; see
+    plan/fuse.py). One node: a fused call has no flows, and the breakdown counts a communication kernel
+    without flows as intra-node communication (results/breakdown.py)."""
+    return (
+        len({env.node_of(g) for g in gpus}) <= 1
+        and len({env.gpu_type(g) for g in gpus}) <= 1
+        and len({slowdown.get(g, 1.0) for g in gpus}) <= 1
+    )
+
+
+def _ordered(low: _Lowering, calls: list[list[int]]) -> bool:
+    """Whether each call (member op positions) follows the previous one on every rank through op dependencies.
+
+    For consecutive calls X, Y: each member op of Y must have X's member on its rank among its ancestors
+    (a backward search over op dependencies, at most :data:`ORDER_BUDGET` ops per member). Then every
+    rank enters Y after its part of X completed, so two calls of the group never share the links in time.
+    """
+    rank, dep_ptr, dep_pos = low.rank, low.dep_ptr, low.dep_pos
+    for prev, cur in zip(calls, calls[1:], strict=False):
+        target = {rank[m]: m for m in prev}
+        for y in cur:
+            want = target.get(rank[y])
+            if want is None:
+                return False
+            stack = dep_pos[dep_ptr[y] : dep_ptr[y + 1]]
+            seen = set(stack)
+            found = want in seen
+            while stack and not found and len(seen) <= ORDER_BUDGET:
+                u = stack.pop()
+                for d in dep_pos[dep_ptr[u] : dep_ptr[u + 1]]:
+                    if d == want:
+                        found = True
+                        break
+                    if d not in seen:
+                        seen.add(d)
+                        stack.append(d)
+            if not found:
+                return False
+    return True

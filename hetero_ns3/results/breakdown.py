@@ -11,7 +11,9 @@ iteration time ``T``; for a run of several iterations, the steady-state iteratio
   dependency, then on that task's last-finishing dependency, and so on, until the chain reaches
   time ``a``. Each chain element ``e`` explains the part of ``[a, b]`` it spans:
 
-  - a flow: exposed communication, intra-node if both endpoints share a node, else inter-node;
+  - a flow: exposed communication, intra-node if both endpoints share a node, else inter-node; a fused
+    collective call's task (label ending ``plan.dag.FUSED_LABEL_SUFFIX``, a one-node call standing for
+    its flows) counts as an intra-node flow;
   - a communication kernel (compute task of a communication category: a reduction, a collective's
     launch or protocol latency): exposed communication of the class of the flow that feeds it (the
     next flow further back in the chain; if none, the nearest flow closer to ``g``; intra-node if
@@ -48,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetero_ns3.errors import SimulationError
-from hetero_ns3.plan.dag import COMPUTE, FLOW, ExecutionPlan, TaskTimes
+from hetero_ns3.plan.dag import COMPUTE, FLOW, FUSED_LABEL_SUFFIX, ExecutionPlan, TaskTimes
 from hetero_ns3.results.categories import COMM_CLASS, COMPUTE_CLASS, PIPELINE_CATEGORY, class_codes
 from hetero_ns3.results.meta import GpuMeta
 
@@ -161,6 +163,8 @@ class _Attributor:
         self.cat = _scalars(plan.category)
         self.cat_names = plan.categories
         self.cls = _scalars(class_codes(plan.categories)[plan.category])
+        fused_label = np.array([t.endswith(FUSED_LABEL_SUFFIX) for t in plan.labels], dtype=bool)
+        self.fused = _scalars(fused_label[plan.label]) if fused_label.any() else None
         self.pred = _scalars(last_finishing_dependency(plan, times.finish_s))
         self.node = [m.node for m in meta]
         self.slow = [float(m.slowdown) for m in meta]
@@ -254,8 +258,8 @@ class _Attributor:
                                 pending_red += self._peer(acc, g, x, h, until, a)
                         pending_peer.clear()
                         ctx = name
-                    if self.kind[cur] == FLOW:
-                        term = self._flow_term(cur)
+                    if self.kind[cur] == FLOW or (self.fused is not None and self.fused[cur]):
+                        term = self._flow_term(cur) if self.kind[cur] == FLOW else I_INTRA  # fused: one node
                         acc[term] += covered + pending_red
                         pending_red = 0.0
                         last_flow_term = term
@@ -299,6 +303,8 @@ class _Attributor:
                     ctx = self.cat_names[self.cat[cur]]
                 if is_flow:
                     return ctx, self._flow_term(cur)
+                if self.fused is not None and self.fused[cur]:
+                    return ctx, I_INTRA
                 if not need_flow:
                     return ctx, None
             cur = self.pred[cur]

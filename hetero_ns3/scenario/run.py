@@ -26,8 +26,17 @@ class RunSection:
     """Multi-job scenarios (``[[jobs]]``): also simulate each job alone on the same placement and report its
     slowdown (shared iteration time / alone iteration time)."""
 
+    reuse_isolated_collectives: str = "off"
+    """``on``: lower every call of a rank group whose links no other traffic uses (e.g. a TP group on its
+    node's NVSwitch, checked from the routes) into one task per rank, timed by the same backend running
+    that call alone (memoised); ``off``: every call in detail. Much less memory for TP-heavy plans; see
+    docs/collectives.md, "Isolated-collective reuse", for when it is exact."""
+
     def validate(self, where: str = "run") -> None:
         from hetero_ns3.network.backend import backend_names
+        from hetero_ns3.plan.fuse import check_reuse_mode
+
+        check_reuse_mode(self.reuse_isolated_collectives, f"{where}.reuse_isolated_collectives")
 
         if self.backend not in backend_names():
             raise field_error(

@@ -337,4 +337,5 @@ flash_attention = false   # Megatron-LM 2021: unfused attention (baddbmm, fused 
 
 [run]
 backend = "analytic"
+reuse_isolated_collectives = "on"   # TP-8 calls on a node's NVSwitch: one task per rank (docs/collectives.md)
 '''

@@ -36,16 +36,26 @@ def test_shipped_scenario_matches_the_row(row) -> None:
 #: Rows whose simulation is long (analytic backend, this 2-core host): gpt-3.6b ~25 s and 2.0 GiB peak,
 #: gpt-7.5b (49 M tasks) ~80 s and 6.4 GiB. gpt-1.7b (~3 s, 0.3 GiB) is the fast check.
 _SLOW_ROWS = {"gpt-3.6b", "gpt-7.5b"}
+#: Rows with a golden simulated step time that the test suite does not re-simulate (too long for it:
+#: gpt-18b ~40-70 s CPU / 3.7 GiB, gpt-39b ~70-110 s CPU / 6.4 GiB with reuse_isolated_collectives; their
+#: goldens come from scripts/make_validation_scenarios.py --golden, docs/validation.md).
+_GOLDEN_ONLY_ROWS = {"gpt-18b", "gpt-39b"}
 
 
 def _simulated_rows() -> list:
     rows = [(k, float(v["simulated_step_s"])) for k, v in _golden().items() if v["simulated_step_s"]]
-    return [pytest.param(k, t, id=k, marks=[pytest.mark.slow] if k in _SLOW_ROWS else []) for k, t in rows]
+    return [
+        pytest.param(k, t, id=k, marks=[pytest.mark.slow] if k in _SLOW_ROWS else [])
+        for k, t in rows
+        if k not in _GOLDEN_ONLY_ROWS
+    ]
 
 
 def test_golden_table_simulates_the_rows_that_fit_this_host() -> None:
     """Every row that runs on this 24 GiB host has a simulated step time (docs/validation.md)."""
-    assert {k for k, v in _golden().items() if v["simulated_step_s"]} == {"gpt-1.7b", "gpt-3.6b", "gpt-7.5b"}
+    assert {k for k, v in _golden().items() if v["simulated_step_s"]} == {
+        "gpt-1.7b", "gpt-3.6b", "gpt-7.5b", "gpt-18b", "gpt-39b"
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(("name", "step_s"), _simulated_rows())

@@ -47,6 +47,8 @@ class AnalyticBackend:
     """Max-min fair flows on routed paths (docs/analytic.md)."""
 
     name = "analytic"
+    shares_switch_state = False
+    """Flows interact only through links (no switch buffers): isolation needs disjoint links only."""
 
     def run(
         self,

@@ -15,6 +15,8 @@ class Ns3Backend:
     """Our RoCE module inside ns-3: the whole DAG replayed in ns-3's event loop (docs/cosim.md)."""
 
     name = "ns3"
+    shares_switch_state = True
+    """Ports of a switch share its buffer (and PFC state): isolation needs unshared switches too."""
 
     def run(
         self,
