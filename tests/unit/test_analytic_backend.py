@@ -282,7 +282,7 @@ def _mix64_int(x: int) -> int:
 
 def test_packet_hash_follows_the_switch_formula():
     # RoceNode::SelectPort with RdmaNetwork's source port per flow id, in plain Python integers.
-    from hetero_ns3.network.analytic.routes import packet_backend_hash
+    from hetero_ns3.network.analytic.ecmp import packet_backend_hash
 
     seq, node, src, dst, seed = (
         np.array([0, 7, 12345]),
