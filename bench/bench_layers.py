@@ -17,6 +17,7 @@ data frame (:func:`hetero_ns3.network.ns3.profile.format_profile`).
     .venv/bin/python bench/bench_layers.py --layers 2
     .venv/bin/python bench/bench_layers.py --layers 8 --json /tmp/layers8.json
     .venv/bin/python bench/bench_layers.py --layers 1 --profile --nic-attach pcie,direct
+    .venv/bin/python bench/bench_layers.py --layers 1 --set network.cc.preset=paper
 """
 
 from __future__ import annotations
@@ -99,6 +100,11 @@ def run_case(args: argparse.Namespace) -> dict[str, Any]:
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     w0 = time.perf_counter()
     config = NetworkConfig()
+    if args.set:
+        from hetero_ns3.scenario import scenario_from_dict
+        from hetero_ns3.scenario.overrides import apply_overrides
+
+        config = scenario_from_dict(apply_overrides({}, args.set)).network
     if args.segment:
         seg = parse_size(args.segment, "--segment")
         segments = {**config.nic.segment_bytes, "network": seg, "pcie": seg}
@@ -115,6 +121,7 @@ def run_case(args: argparse.Namespace) -> dict[str, Any]:
         "inter_node_channels": args.inter_node_channels,
         "segment": args.segment or "default",
         "nic_attach": args.nic_attach,
+        "set": " ".join(args.set) or "-",
         "topology": Path(args.topology).stem,
         "tasks": len(plan),
         "flows": int(plan.n_flows),
@@ -153,6 +160,13 @@ def main(argv: list[str] | None = None) -> int:
         default="pcie",
         help="fabric.nic_attach of the topology: pcie (default), direct, or both as 'pcie,direct' "
         "(one run each in this process, then the ratios)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="network.KEY=VALUE",
+        help="network setting as in a scenario, e.g. network.cc.preset=paper (repeatable)",
     )
     p.add_argument("--json", help="also write the result to this JSON file")
     args = p.parse_args(argv)
