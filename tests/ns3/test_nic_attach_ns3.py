@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -78,3 +79,45 @@ def test_direct_and_detailed_differ_by_the_pcie_serializations(capi):
     cfg = NetworkConfig(cc=CcConfig(kind="none"))
     fct = {a: float(simulate_flows(_graph(a), flows, cfg).flows["fct_s"][0]) for a in ("pcie", "direct")}
     assert fct["pcie"] - fct["direct"] == pytest.approx(4 * (SEG + HDR) * 8 / PCIE, rel=0.05)
+
+
+def test_direct_ports_keep_the_ecmp_contract(capi):
+    """Cross-rail flows from GPUs that are their own network port: the packet backend's switches and the
+    flow level's copy of their hash put every flow on the same directed links (as tests/ns3/test_ecmp_contract.py)."""
+    from hetero_ns3.network.analytic import AnalyticConfig
+    from hetero_ns3.network.analytic.routes import link_arrays, route_flows
+    from hetero_ns3.network.config import NetworkConfig
+    from hetero_ns3.network.ns3.roce import simulate_flows
+
+    data = {
+        "name": "quad",
+        "groups": [
+            {
+                "name": "a",
+                "count": 4,
+                "gpu": "A100-SXM-80GB",
+                "gpus_per_node": 4,
+                "fabric": {"kind": "nvswitch", "nic_attach": "direct"},
+                "nics": {"count": 4, "rate": "200Gbps"},
+            }
+        ],
+        "network": {"kind": "rail"},
+    }
+    g = build_graph(parse_cluster(data))
+    src = [f"n{i}.g{j}" for i in range(4) for j in range(4)]
+    dst = [f"n{(i + 1) % 4}.g{(j + 1) % 4}" for i in range(4) for j in range(4)]  # other node, other rail
+    size = 40_000
+    flows = pd.DataFrame({"src": src, "dst": dst, "size_bytes": size, "start_s": [1e-6 * k for k in range(16)]})
+    packet = simulate_flows(g, flows, NetworkConfig(), seed=1)
+    assert packet.flows["finish_s"].notna().all()
+    acfg = AnalyticConfig(ecmp_hash="packet", ecmp_key="flow")
+    nodes = np.array([g.index(s) for s in src]), np.array([g.index(d) for d in dst])
+    paths = route_flows(g, link_arrays(g, acfg), *nodes, np.arange(16), np.full(16, size), acfg, seed=0)
+    per_port = np.zeros(2 * len(g.links), np.int64)
+    for row, hops in zip(paths.paths, paths.hops, strict=True):
+        assert hops == 4  # GPU - rail - spine - rail - GPU
+        np.add.at(per_port, row[:hops], 1)
+    tx = packet.ports.set_index("port")["tx_data_bytes"].reindex(range(2 * len(g.links)), fill_value=0).to_numpy()
+    one = tx[per_port == 1]
+    assert one.size and np.all(one == one[0])
+    np.testing.assert_array_equal(np.rint(tx / one[0]).astype(np.int64), per_port)

@@ -151,3 +151,13 @@ def test_flow_level_backend_gives_the_store_and_forward_answer():
     base = wire / 200e9 + frame / 200e9 + 2 * 1e-6
     assert fct["direct"] == pytest.approx(base + 4 * 100e-9, rel=0.002)
     assert fct["pcie"] == pytest.approx(base + 4 * 100e-9 + 4 * frame / pcie_rate_bps(4, 16), rel=0.002)
+
+
+def test_a_host_may_serve_only_itself():
+    from hetero_ns3.topology.graph import GraphLink, GraphNode, make_graph
+
+    nodes = [GraphNode("n0.g0", "host", zone="n0", serves=("n0.g0",)), GraphNode("sw", "switch")]
+    assert make_graph(nodes, [GraphLink("n0.g0", "sw", 1e9, 0.0)]).nodes[0].serves == ("n0.g0",)
+    bad = [GraphNode("n0.g0", "host", zone="n0", serves=("n0.g1",)), GraphNode("n0.g1", "host", zone="n0")]
+    with pytest.raises(ScenarioError, match=r"nodes\[0\]\.serves \('n0.g1'\).*a host only itself"):
+        make_graph(bad, [GraphLink("n0.g0", "n0.g1", 1e9, 0.0)])
