@@ -49,6 +49,15 @@ def test_direct_graph_has_one_access_link_per_gpu_at_the_nic_rate():
             assert acc.tier == "nic-rail"
 
 
+def test_gpu_info_names_the_port_node():
+    c = parse_cluster(_cluster())
+    g = build_graph(c)
+    for info in c.gpus():
+        assert info.nic == info.name and g.index(info.nic) >= 0
+        assert info.nic_rate_bps == 200e9 and info.rail == info.local_index
+    assert [x.nic for x in parse_cluster(_cluster(attach="pcie")).gpus()][:2] == ["n0.nic0", "n0.nic1"]
+
+
 def test_direct_caps_the_port_at_the_pcie_rate():
     g = build_graph(parse_cluster(_cluster("400Gbps", pcie_delay="150ns")))
     acc = next(lk for lk in g.links if lk.a == "n0.g0" and lk.kind == "network")
