@@ -70,8 +70,13 @@ def _topology_ref(topo: str, tmp: Path) -> str:
     return str(path)
 
 
-def scenario_dict(topology_ref: str, gpus: int, granularity: str, mb_per_replica: int) -> dict[str, Any]:
+def scenario_dict(
+    topology_ref: str, gpus: int, granularity: str, mb_per_replica: int, nic_attach: str = ""
+) -> dict[str, Any]:
     dp = max(1, gpus // 64)
+    cluster: dict[str, Any] = {"topology": topology_ref}
+    if nic_attach:
+        cluster["nic_attach"] = nic_attach
     return {
         "model": {"name": "gpt3-175b"},
         "parallelism": {
@@ -84,7 +89,7 @@ def scenario_dict(topology_ref: str, gpus: int, granularity: str, mb_per_replica
             "recompute": "selective",
             "zero_stage": 1,
         },
-        "cluster": {"topology": topology_ref},
+        "cluster": cluster,
         "collectives": dict(GRANULARITY[granularity]),
     }
 
@@ -109,11 +114,13 @@ def run_case(case: str, args: argparse.Namespace) -> dict[str, Any]:
 
     topo, backend, gran = case.split(":")
     out: dict[str, Any] = {"case": case, "topology": topo, "backend": backend, "granularity": gran}
+    if args.nic_attach:
+        out["nic_attach"] = args.nic_attach
     with tempfile.TemporaryDirectory() as tmpd:
         ref = _topology_ref(topo, Path(tmpd))
         t0 = time.perf_counter()
         gpus = len(load_cluster(ref).gpus())
-        scenario = scenario_from_dict(scenario_dict(ref, gpus, gran, args.mb_per_replica))
+        scenario = scenario_from_dict(scenario_dict(ref, gpus, gran, args.mb_per_replica, args.nic_attach))
         cluster = load_run_cluster(scenario)
         graph = build_graph(cluster)
         out["graph_s"] = time.perf_counter() - t0
@@ -186,10 +193,13 @@ def _run_ns3(case: str, graph: Any, plan: Any, args: argparse.Namespace) -> dict
             state["timed_out"] = True
             raise KeyboardInterrupt  # run_plan stops between slices and returns the partial result
 
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
     res = run_plan(graph, plan, NetworkConfig(), seed=1, progress=progress)
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
     wall = time.perf_counter() - t0
     out: dict[str, Any] = {
         "run_plan_s": wall,
+        "run_plan_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
         "ns3_wall_s": res.wall_s,
         "events": int(res.events),
         "events_per_s": res.events / res.wall_s if res.wall_s else None,
@@ -265,6 +275,9 @@ def main() -> int:
     ap.add_argument("--json", help="write the rows to this JSON file (rewritten after every case)")
     ap.add_argument("--profile", type=int, default=0, help="cProfile the lowering; print this many top functions")
     ap.add_argument("--skip-baseline", action="store_true", help="skip the plain DAG walk (minutes at 1024 GPUs)")
+    ap.add_argument(
+        "--nic-attach", default="", help="[cluster] nic_attach for every case: pcie or direct (default: the topology's)"
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -278,6 +291,7 @@ def main() -> int:
     for c in args.cases:
         cmd = [sys.executable, __file__, "--child", c, "--mb-per-replica", str(args.mb_per_replica)]
         cmd += ["--ns3-timeout", str(args.ns3_timeout), "--log-every", str(args.log_every)]
+        cmd += ["--nic-attach", args.nic_attach] if args.nic_attach else []
         cmd += ["--profile", str(args.profile)] + (["--skip-baseline"] if args.skip_baseline else [])
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)

@@ -16,6 +16,8 @@ data frame (:func:`hetero_ns3.network.ns3.profile.format_profile`).
 
     .venv/bin/python bench/bench_layers.py --layers 2
     .venv/bin/python bench/bench_layers.py --layers 8 --json /tmp/layers8.json
+    .venv/bin/python bench/bench_layers.py --layers 1 --profile --nic-attach pcie,direct
+    .venv/bin/python bench/bench_layers.py --layers 1 --set network.cc.preset=paper
 """
 
 from __future__ import annotations
@@ -83,7 +85,13 @@ def run_case(args: argparse.Namespace) -> dict[str, Any]:
 
         roce.FAST_SCHEDULER = args.scheduler  # read by make_network for each run
     t0 = time.perf_counter()
-    graph = resolve_topology(args.topology)
+    if args.nic_attach == "pcie":
+        graph = resolve_topology(args.topology)
+    else:
+        from hetero_ns3.topology import build_graph, load_cluster
+        from hetero_ns3.topology.fabric import with_nic_attach
+
+        graph = build_graph(with_nic_attach(load_cluster(args.topology), args.nic_attach, "--nic-attach"))
     plan = build_plan(
         graph, args.layers, parse_size(args.tp_bytes, "--tp-bytes"), parse_size(args.dp_bytes, "--dp-bytes"),
         args.channels, args.dp_channels, args.inter_node_channels,
@@ -92,6 +100,11 @@ def run_case(args: argparse.Namespace) -> dict[str, Any]:
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     w0 = time.perf_counter()
     config = NetworkConfig()
+    if args.set:
+        from hetero_ns3.scenario import scenario_from_dict
+        from hetero_ns3.scenario.overrides import apply_overrides
+
+        config = scenario_from_dict(apply_overrides({}, args.set)).network
     if args.alpha_timer:
         config = dataclasses.replace(config, cc=dataclasses.replace(config.cc, lazy_alpha=False))
     if args.segment:
@@ -110,6 +123,8 @@ def run_case(args: argparse.Namespace) -> dict[str, Any]:
         "inter_node_channels": args.inter_node_channels,
         "segment": args.segment or "default",
         "alpha": "timer" if args.alpha_timer else "lazy",
+        "nic_attach": args.nic_attach,
+        "set": " ".join(args.set) or "-",
         "topology": Path(args.topology).stem,
         "tasks": len(plan),
         "flows": int(plan.n_flows),
@@ -146,22 +161,48 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--alpha-timer", action="store_true", help="DCQCN alpha by a timer event per period (cc.lazy_alpha = false)"
     )
+    p.add_argument(
+        "--nic-attach",
+        default="pcie",
+        help="fabric.nic_attach of the topology: pcie (default), direct, or both as 'pcie,direct' "
+        "(one run each in this process, then the ratios)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="network.KEY=VALUE",
+        help="network setting as in a scenario, e.g. network.cc.preset=paper (repeatable)",
+    )
     p.add_argument("--json", help="also write the result to this JSON file")
     args = p.parse_args(argv)
     if args.layers < 1:
         p.error(f"--layers must be >= 1, got {args.layers}")
-    out = run_case(args)
-    prof = out.pop("profile", None)
-    for k, v in out.items():
-        print(f"{k:>18}: {v}")
-    if prof is not None:
-        from hetero_ns3.network.ns3.profile import format_profile
+    modes = args.nic_attach.split(",")
+    if not modes or any(m not in ("pcie", "direct") for m in modes):
+        p.error(f"--nic-attach ({args.nic_attach!r}) must be pcie, direct or a comma list of them")
+    results = []
+    for mode in modes:
+        out = run_case(argparse.Namespace(**{**vars(args), "nic_attach": mode}))
+        prof = out.pop("profile", None)
+        for k, v in out.items():
+            print(f"{k:>18}: {v}")
+        if prof is not None:
+            from hetero_ns3.network.ns3.profile import format_profile
 
-        print(format_profile(prof, out["cpu_s"]))
-        out["profile"] = prof
+            print(format_profile(prof, out["cpu_s"]))
+            out["profile"] = prof
+        results.append(out)
+    if len(results) > 1:
+        base = results[0]
+        for r in results[1:]:
+            print(
+                f"{r['nic_attach']} / {base['nic_attach']}: events {r['events'] / base['events']:.3f}, "
+                f"CPU {r['cpu_s'] / base['cpu_s']:.3f}, simulated time {r['sim_time_ms'] / base['sim_time_ms']:.5f}"
+            )
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1))
-    return 0 if out["completed"] else 1
+        Path(args.json).write_text(json.dumps(results[0] if len(results) == 1 else results, indent=1))
+    return 0 if all(r["completed"] for r in results) else 1
 
 
 if __name__ == "__main__":

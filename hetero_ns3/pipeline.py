@@ -34,6 +34,7 @@ from hetero_ns3.scenario.faults import FaultsSection
 from hetero_ns3.scenario.loader import Scenario
 from hetero_ns3.signals import Interrupted, last_signal
 from hetero_ns3.topology import ClusterSpec, build_graph, load_cluster
+from hetero_ns3.topology.fabric import with_nic_attach
 from hetero_ns3.topology.graph import NetGraph
 from hetero_ns3.workload.planner import CompiledIteration, plan_scenario
 
@@ -64,7 +65,10 @@ def load_run_cluster(scenario: Scenario) -> ClusterSpec:
     ref: str | Path = cluster.topology
     if (scenario.base_dir / cluster.topology).is_file():
         ref = scenario.base_dir / cluster.topology
-    return load_cluster(ref)
+    spec = load_cluster(ref)
+    if cluster.nic_attach is not None:
+        spec = with_nic_attach(spec, cluster.nic_attach, "cluster.nic_attach")
+    return spec
 
 
 def gpu_slowdowns(faults: FaultsSection, cluster: ClusterSpec) -> dict[str, float]:

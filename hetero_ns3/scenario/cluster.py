@@ -53,16 +53,38 @@ class ClusterSection:
             ``hetero_ns3.topology.load_cluster``.
         groups: inline node groups (``[[cluster.groups]]``) when no topology is given; GPUs are
             named ``n<node>.g<index>``.
+        nic_attach: overrides ``fabric.nic_attach`` of the topology's node groups: ``"pcie"`` (GPU -
+            PCIe switch - NIC, each a simulated hop) or ``"direct"`` (the GPU is its own network port
+            where a PCIe switch joins one GPU to one NIC; other groups keep ``pcie``); unset: the
+            topology file's setting (default ``pcie``). See docs/topologies.md.
     """
 
     topology: str | None = None
     groups: tuple[NodeGroupSpec, ...] = ()
+    nic_attach: str | None = None
 
     def validate(self, where: str = "cluster") -> None:
         if (self.topology is None) == (not self.groups):
             raise ScenarioError(
                 f"{where} needs exactly one of {where}.topology (a preset such as 'h0' or a path) or [[{where}.groups]]"
             )
+        if self.nic_attach is not None:
+            from hetero_ns3.topology.spec import NIC_ATTACH_KINDS
+
+            if self.nic_attach not in NIC_ATTACH_KINDS:
+                raise field_error(
+                    f"{where}.nic_attach",
+                    self.nic_attach,
+                    "is not a valid choice",
+                    f"use one of {list(NIC_ATTACH_KINDS)}",
+                )
+            if self.topology is None:
+                raise field_error(
+                    f"{where}.nic_attach",
+                    self.nic_attach,
+                    "needs a network topology",
+                    f"set {where}.topology or remove it",
+                )
 
 
 def inline_gpus(

@@ -15,8 +15,9 @@ from hetero_ns3.topology.graph import HOST, NetGraph
 
 
 def network_endpoints(graph: NetGraph) -> list[int]:
-    """Endpoint node indices of the scale-out network: NICs if the graph has any, else hosts."""
-    nics = [i for i, n in enumerate(graph.nodes) if n.role == "nic"]
+    """Endpoint node indices of the scale-out network: NICs and hosts that are their own network port
+    (direct NIC attach) if the graph has any, else hosts."""
+    nics = [i for i, n in enumerate(graph.nodes) if n.role == "nic" or (n.kind == HOST and n.name in n.serves)]
     return nics or [i for i, n in enumerate(graph.nodes) if n.kind == HOST]
 
 

@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 from hetero_ns3.errors import ScenarioError
-from hetero_ns3.topology.fabric import node_fabric, nvls_endpoint
+from hetero_ns3.topology.fabric import direct_nics, node_fabric, nvls_endpoint
 from hetero_ns3.topology.graph import GraphLink, GraphNode, NetGraph, make_graph
 from hetero_ns3.topology.networks import Endpoint, fat_tree, leaf_spine, rail_optimized
 from hetero_ns3.topology.spec import FATTREE, LEAFSPINE, RAIL, ClusterSpec
 
 
 def nic_endpoints(cluster: ClusterSpec) -> list[Endpoint]:
-    """All NICs, node by node, with rate and rail (rail networks; -1 otherwise)."""
+    """All NICs, node by node, with rate and rail (rail networks; -1 otherwise).
+
+    A NIC folded into its GPU (``nic_attach = "direct"``, :func:`direct_nics`) is the GPU's own port:
+    named after the GPU, at min(NIC rate, PCIe rate), with the two PCIe link delays (GPU - switch -
+    NIC) added to the access link.
+    """
     out = []
     for node, g in cluster.node_groups():
+        folded = direct_nics(g)
+        f = g.fabric
         for k in range(g.nics.count):
-            out.append(Endpoint(f"n{node}.nic{k}", g.nics.rate_bps, node, cluster.nic_rail(g, k)))
+            rail = cluster.nic_rail(g, k)
+            if k in folded:
+                rate = min(g.nics.rate_bps, f.pcie_rate_bps)
+                out.append(Endpoint(f"n{node}.g{folded[k]}", rate, node, rail, extra_delay_s=2 * f.pcie_delay_s))
+            else:
+                out.append(Endpoint(f"n{node}.nic{k}", g.nics.rate_bps, node, rail))
     return out
 
 

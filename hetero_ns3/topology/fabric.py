@@ -12,6 +12,10 @@ Graph elements of node ``i`` (see docs/topologies.md):
   behind it. In ``pcie`` nodes with several PCIe switches, each switch has an uplink to the root
   complex ``n{i}.cpu`` (role ``pcie-root``), the only way between GPUs of different switches.
 * NIC ``n{i}.nic{k}`` (role ``nic``): a two-port relay, PCIe on one side, the network on the other.
+* ``nic_attach = "direct"`` (:func:`direct_nics`): a PCIe switch that holds exactly one GPU and one
+  NIC, in a node without a root complex, is not built, nor is its NIC: the GPU itself is the network
+  port (it ``serves`` itself) and its access link (built by the network, ``topology/build.py``) runs
+  at min(NIC rate, PCIe rate) with both PCIe link delays added. Other PCIe switches keep the detail.
 * NVLS endpoint ``n{i}.nvls`` (role ``nvls``, :func:`nvls_endpoint`), nodes whose fabric has
   ``nvls``: a host on an internal link of the NVSwitch that stands for the switch's reduction and
   multicast engine (NVLink SHARP), so that flows can end and start at the switch. Its link carries
@@ -26,19 +30,104 @@ PCIe switch.
 
 from __future__ import annotations
 
+import dataclasses
+
+from hetero_ns3.errors import field_error
 from hetero_ns3.topology.graph import HOST, NVLS_ROLE, SWITCH, GraphLink, GraphNode
-from hetero_ns3.topology.spec import NVLINK_BRIDGE, NVSWITCH, NodeGroup
+from hetero_ns3.topology.spec import (
+    NIC_ATTACH_DIRECT,
+    NIC_ATTACH_KINDS,
+    NVLINK_BRIDGE,
+    NVSWITCH,
+    ClusterSpec,
+    NodeGroup,
+)
 
 NVLINK_COST = 0.5
 """Routing cost of an NVLink link (others cost 1): prefer NVLink inside a node."""
+
+
+def private_pcie_switches(group: NodeGroup) -> dict[int, tuple[int, int]]:
+    """PCIe switches that only join one GPU to one NIC: ``{switch index: (GPU, NIC)}`` (local indices).
+
+    A switch qualifies when it holds exactly one GPU and one NIC that serves that GPU, and no other
+    traffic can cross it: the node has no root complex (an ``nvswitch`` node, or a ``pcie`` node with a
+    single PCIe switch), so GPU-to-GPU traffic never uses it.
+    """
+    f = group.fabric
+    if f.kind != NVSWITCH and len(f.pcie_switches) > 1:
+        return {}
+    out = {}
+    for s, sw in enumerate(f.pcie_switches):
+        if len(sw.gpus) == 1 and len(sw.nics) == 1 and group.nics.affinity[sw.nics[0]] == sw.gpus:
+            out[s] = (sw.gpus[0], sw.nics[0])
+    return out
+
+
+def direct_nics(group: NodeGroup) -> dict[int, int]:
+    """``{NIC: GPU}`` (local indices) of the NICs that ``nic_attach = "direct"`` folds into their GPU.
+
+    Empty unless the group's fabric asks for ``direct``; then the NICs of
+    :func:`private_pcie_switches`.
+    """
+    if group.fabric.nic_attach != NIC_ATTACH_DIRECT:
+        return {}
+    return {nic: gpu for gpu, nic in private_pcie_switches(group).values()}
+
+
+def check_nic_attach(group: NodeGroup, path: str) -> None:
+    """Raise ScenarioError at ``path`` if the group asks for ``direct`` and has no switch to fold."""
+    if group.fabric.nic_attach == NIC_ATTACH_DIRECT and not private_pcie_switches(group):
+        raise field_error(
+            path,
+            NIC_ATTACH_DIRECT,
+            f"needs a PCIe switch with exactly one GPU and one NIC and no root complex (group {group.name!r} "
+            "has none: its NICs are shared by several GPUs, or GPUs talk over PCIe)",
+            "use 'pcie' for this group",
+        )
+
+
+def with_nic_attach(cluster: ClusterSpec, value: str, path: str) -> ClusterSpec:
+    """``cluster`` with ``fabric.nic_attach = value`` in every group where it can apply.
+
+    ``pcie`` applies everywhere; ``direct`` only to the groups with a private PCIe switch
+    (:func:`private_pcie_switches`), the others keep the detailed segment. Raises ScenarioError at
+    ``path`` for an unknown value, or for ``direct`` when no group of the cluster can take it.
+    """
+    if value not in NIC_ATTACH_KINDS:
+        raise field_error(path, value, "is not a valid choice", f"use one of {list(NIC_ATTACH_KINDS)}")
+    groups = []
+    hit = False
+    for g in cluster.groups:
+        ok = value != NIC_ATTACH_DIRECT or bool(private_pcie_switches(g))
+        hit = hit or ok
+        groups.append(dataclasses.replace(g, fabric=dataclasses.replace(g.fabric, nic_attach=value)) if ok else g)
+    if not hit:
+        raise field_error(
+            path,
+            value,
+            f"applies to no group of {cluster.name!r}: none has a PCIe switch with exactly one GPU and one NIC",
+            "use 'pcie' (or leave it out)",
+        )
+    return dataclasses.replace(cluster, groups=tuple(groups))
 
 
 def node_fabric(node: int, group: NodeGroup) -> tuple[list[GraphNode], list[GraphNode], list[GraphLink]]:
     """GPU hosts, fabric switches (incl. NICs) and links of node ``node`` of ``group``."""
     f = group.fabric
     pre = f"n{node}"
+    folded = direct_nics(group)
+    own_port = set(folded.values())
     gpus = [
-        GraphNode(f"{pre}.g{j}", HOST, role="gpu", group=group.name, gpu_type=group.gpu_type, zone=pre)
+        GraphNode(
+            f"{pre}.g{j}",
+            HOST,
+            role="gpu",
+            group=group.name,
+            gpu_type=group.gpu_type,
+            zone=pre,
+            serves=(f"{pre}.g{j}",) if j in own_port else (),
+        )
         for j in range(group.gpus_per_node)
     ]
     switches: list[GraphNode] = []
@@ -81,6 +170,8 @@ def node_fabric(node: int, group: NodeGroup) -> tuple[list[GraphNode], list[Grap
     if use_root:
         switches.append(GraphNode(root, SWITCH, role="pcie-root", group=group.name, zone=pre))
     for s, sw in enumerate(f.pcie_switches):
+        if sw.nics and sw.nics[0] in folded:
+            continue  # direct attach: neither the PCIe switch nor the NIC is a simulated hop
         name = f"{pre}.pcie{s}"
         switches.append(GraphNode(name, SWITCH, role="pcie-switch", group=group.name, zone=pre))
         for j in sw.gpus:
@@ -92,6 +183,8 @@ def node_fabric(node: int, group: NodeGroup) -> tuple[list[GraphNode], list[Grap
         if use_root:
             links.append(GraphLink(name, root, f.pcie_rate_bps, f.pcie_delay_s, kind="pcie", tier="pcie-root"))
     for k, gpus_served in enumerate(group.nics.affinity):
+        if k in folded:
+            continue
         serves = tuple(f"{pre}.g{j}" for j in gpus_served)
         switches.append(GraphNode(f"{pre}.nic{k}", SWITCH, role="nic", group=group.name, zone=pre, serves=serves))
     return gpus, switches, links

@@ -55,7 +55,8 @@ class GraphNode:
     zone: str = ""
     """Server this element belongs to (``n3``); ``""`` for the network and for plain hosts."""
     serves: tuple[str, ...] = ()
-    """Gateways (NICs) only: the hosts of its zone whose inter-zone traffic it carries."""
+    """Gateways only: the hosts of its zone whose inter-zone traffic it carries. NICs; or a host that is
+    its own network port (``serves`` itself: a GPU attached directly, ``fabric.nic_attach``)."""
 
 
 @dataclass(frozen=True)
@@ -137,10 +138,17 @@ def make_graph(
     for i, n in enumerate(nodes):
         for h in n.serves:
             k = index.get(h)
-            if n.kind != SWITCH or k is None or nodes[k].kind != HOST or nodes[k].zone != n.zone or not n.zone:
+            own_port = n.kind == HOST and h == n.name  # a GPU whose network port is its own (direct attach)
+            if (
+                (n.kind != SWITCH and not own_port)
+                or k is None
+                or nodes[k].kind != HOST
+                or nodes[k].zone != n.zone
+                or not n.zone
+            ):
                 raise ScenarioError(
-                    f"nodes[{i}].serves ({h!r}) must name a host of the same non-empty zone ({n.zone!r}) "
-                    f"and only switches (NICs) may serve hosts"
+                    f"nodes[{i}].serves ({h!r}) must name a host of the same non-empty zone ({n.zone!r}); "
+                    f"only switches (NICs) may serve hosts, and a host only itself"
                 )
     for j, link in enumerate(links):
         for end in (link.a, link.b):

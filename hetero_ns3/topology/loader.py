@@ -13,11 +13,14 @@ from hetero_ns3.errors import ScenarioError, field_error
 from hetero_ns3.inputs import did_you_mean, read_toml
 from hetero_ns3.paths import resolve_preset
 from hetero_ns3.topology import catalog
+from hetero_ns3.topology.fabric import check_nic_attach
 from hetero_ns3.topology.spec import (
     FABRIC_KINDS,
     FATTREE,
     LEAFSPINE,
     NETWORK_KINDS,
+    NIC_ATTACH_KINDS,
+    NIC_ATTACH_PCIE,
     NVLINK_BRIDGE,
     NVSWITCH,
     PCIE,
@@ -144,7 +147,7 @@ def _nics(t: dict[str, Any], path: str, gpus: int) -> NicSpec:
 
 def _fabric(t: dict[str, Any], path: str, gpu_type: str, gpus: int, nics: NicSpec) -> FabricSpec:
     allowed = {"kind", "nvlink_rate", "nvlink_delay", "nvlink_segment", "pcie_gen", "pcie_lanes", "pcie_rate", "nvls"}
-    _keys(t, path, allowed | {"pcie_delay", "pcie_switches"})
+    _keys(t, path, allowed | {"pcie_delay", "pcie_switches", "nic_attach"})
     kind = _str(t, "kind", path, FABRIC_KINDS)
     gen = _int(t, "pcie_gen", path, 4 if kind == PCIE else 5, minimum=3)
     if gen not in PCIE_GT_PER_S:
@@ -222,7 +225,8 @@ def _fabric(t: dict[str, Any], path: str, gpu_type: str, gpus: int, nics: NicSpe
         raise field_error(
             f"{path}.nvls", nvls, "applies only to kind = 'nvswitch'", "remove it or use an NVSwitch fabric"
         )
-    return FabricSpec(kind, nvlink, nv_delay, gen, lanes, pcie_rate, pcie_delay, switches, seg, nvls)
+    attach = _str(t, "nic_attach", path, NIC_ATTACH_KINDS, NIC_ATTACH_PCIE)
+    return FabricSpec(kind, nvlink, nv_delay, gen, lanes, pcie_rate, pcie_delay, switches, seg, nvls, attach)
 
 
 def _group(t: Any, path: str) -> NodeGroup:
@@ -237,7 +241,9 @@ def _group(t: Any, path: str) -> NodeGroup:
     gpus = _int(t, "gpus_per_node", path, 8)
     nics = _nics(_table(t, "nics", path), f"{path}.nics", gpus)
     fabric = _fabric(_table(t, "fabric", path), f"{path}.fabric", gpu_type, gpus, nics)
-    return NodeGroup(name, count, gpu_type, gpus, fabric, nics)
+    group = NodeGroup(name, count, gpu_type, gpus, fabric, nics)
+    check_nic_attach(group, f"{path}.fabric.nic_attach")
+    return group
 
 
 def _network(t: dict[str, Any], path: str, groups: tuple[NodeGroup, ...]) -> NetworkSpec:

@@ -31,6 +31,8 @@ class Endpoint:
     """Cluster node of the port (rail networks group ports by node)."""
     rail: int = -1
     """Rail switch index within its pod (rail networks)."""
+    extra_delay_s: float = 0.0
+    """Delay added to the access link's, s: the PCIe hops of a GPU attached directly (``nic_attach``)."""
 
 
 Built = tuple[list[GraphNode], list[GraphLink]]
@@ -47,7 +49,7 @@ def _up_rate(tier: TierSpec, down_rates: list[float]) -> float:
 
 
 def _access(ep: Endpoint, switch: str, net: NetworkSpec, tier: str) -> GraphLink:
-    return GraphLink(ep.name, switch, ep.rate_bps, net.access_delay_s, kind="network", tier=tier)
+    return GraphLink(ep.name, switch, ep.rate_bps, net.access_delay_s + ep.extra_delay_s, kind="network", tier=tier)
 
 
 def _connect_up(

@@ -19,6 +19,10 @@ LEAFSPINE = "leafspine"
 FATTREE = "fattree"
 NETWORK_KINDS = (RAIL, LEAFSPINE, FATTREE)
 
+NIC_ATTACH_PCIE = "pcie"
+NIC_ATTACH_DIRECT = "direct"
+NIC_ATTACH_KINDS = (NIC_ATTACH_PCIE, NIC_ATTACH_DIRECT)
+
 
 @dataclass(frozen=True)
 class PcieSwitchSpec:
@@ -55,6 +59,11 @@ class FabricSpec:
     nvls: bool = False
     """The NVSwitch reduces and multicasts (NVLink SHARP): the node gets an NVLS endpoint and NCCL's
     NVLS algorithms may run. Default: the GPU catalog's ``nvls`` flag for ``nvswitch`` fabrics."""
+    nic_attach: str = NIC_ATTACH_PCIE
+    """How a GPU reaches its NIC: ``pcie`` (GPU - PCIe switch - NIC relay, each a simulated hop) or
+    ``direct`` (where a PCIe switch holds one GPU and one NIC and nothing else: no PCIe switch and no
+    NIC node; the GPU's own port goes to the first network switch at min(NIC rate, PCIe rate), with
+    both PCIe link delays added to the access delay). See :func:`hetero_ns3.topology.fabric.direct_nics`."""
 
 
 @dataclass(frozen=True)
@@ -134,7 +143,8 @@ class GpuInfo:
     gpu_type: str
     group: str
     nic: str
-    """Name of its affinity NIC (``n3.nic5``)."""
+    """Graph node of its network port: its affinity NIC (``n3.nic5``), or the GPU itself where
+    ``fabric.nic_attach = "direct"`` folds that NIC into it."""
     nic_rate_bps: float
     """Line rate of that NIC, bit/s."""
     rail: int
@@ -186,9 +196,12 @@ class ClusterSpec:
 
     def gpus(self) -> tuple[GpuInfo, ...]:
         """Every GPU, node by node, in local order."""
+        from hetero_ns3.topology.fabric import direct_nics  # fabric imports this module
+
         out = []
         for node, g in self.node_groups():
             owner = {gpu: j for j, gs in enumerate(g.nics.affinity) for gpu in gs}
+            own_port = set(direct_nics(g).values())
             for i in range(g.gpus_per_node):
                 j = owner[i]
                 out.append(
@@ -198,7 +211,7 @@ class ClusterSpec:
                         local_index=i,
                         gpu_type=g.gpu_type,
                         group=g.name,
-                        nic=f"n{node}.nic{j}",
+                        nic=f"n{node}.g{i}" if i in own_port else f"n{node}.nic{j}",
                         nic_rate_bps=g.nics.rate_bps,
                         rail=self.nic_rail(g, j),
                         fabric=g.fabric.kind,

@@ -1,0 +1,172 @@
+"""``fabric.nic_attach = "direct"``: a GPU with a private PCIe switch and NIC is its own network port."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pandas as pd
+import pytest
+from test_topology_cluster import paths
+
+from hetero_ns3.errors import ScenarioError
+from hetero_ns3.topology import bisection_bandwidth, build_graph, load_cluster, parse_cluster
+from hetero_ns3.topology.fabric import private_pcie_switches, with_nic_attach
+from hetero_ns3.topology.loader import pcie_rate_bps
+from hetero_ns3.topology.routing import routing_tables, shortest_path_next_hops
+
+
+def _cluster(nic_rate: str = "200Gbps", attach: str = "direct", nodes: int = 2, **fabric) -> dict:
+    return {
+        "name": "t",
+        "groups": [
+            {
+                "name": "a",
+                "count": nodes,
+                "gpu": "A100-SXM-80GB",
+                "gpus_per_node": 4,
+                "fabric": {"kind": "nvswitch", "pcie_gen": 4, "nic_attach": attach, **fabric},
+                "nics": {"count": 4, "rate": nic_rate},
+            }
+        ],
+        "network": {"kind": "rail", "access_delay": "1us"},
+    }
+
+
+def test_direct_graph_has_one_access_link_per_gpu_at_the_nic_rate():
+    g = build_graph(parse_cluster(_cluster()))
+    roles = Counter(n.role for n in g.nodes)
+    assert roles == {"gpu": 8, "nvswitch": 2, "rail": 4, "spine": 2}  # no pcie-switch, no nic
+    assert Counter(link.kind for link in g.links) == {"nvlink": 8, "network": 8 + 4 * 2}
+    for node in range(2):
+        for j in range(4):
+            name = f"n{node}.g{j}"
+            assert g.nodes[g.index(name)].serves == (name,)
+            (acc,) = [lk for lk in g.links if lk.a == name and lk.kind == "network"]
+            assert acc.b == f"rail0.{j}"
+            assert acc.rate_bps == 200e9  # below PCIe 4.0 x16 (252 Gb/s): the NIC rate
+            assert acc.delay_s == pytest.approx(1e-6 + 2 * 100e-9)  # access + GPU-switch + switch-NIC
+            assert acc.tier == "nic-rail"
+
+
+def test_gpu_info_names_the_port_node():
+    c = parse_cluster(_cluster())
+    g = build_graph(c)
+    for info in c.gpus():
+        assert info.nic == info.name and g.index(info.nic) >= 0
+        assert info.nic_rate_bps == 200e9 and info.rail == info.local_index
+    assert [x.nic for x in parse_cluster(_cluster(attach="pcie")).gpus()][:2] == ["n0.nic0", "n0.nic1"]
+
+
+def test_direct_caps_the_port_at_the_pcie_rate():
+    g = build_graph(parse_cluster(_cluster("400Gbps", pcie_delay="150ns")))
+    acc = next(lk for lk in g.links if lk.a == "n0.g0" and lk.kind == "network")
+    assert acc.rate_bps == pytest.approx(pcie_rate_bps(4, 16))  # 252 Gb/s < 400 Gb/s
+    assert acc.delay_s == pytest.approx(1e-6 + 2 * 150e-9)
+
+
+def test_pcie_default_keeps_the_detailed_segment():
+    g = build_graph(parse_cluster(_cluster(attach="pcie")))
+    roles = Counter(n.role for n in g.nodes)
+    assert roles["pcie-switch"] == 8 and roles["nic"] == 8
+    tables = routing_tables(g)
+    (p,) = paths(g, tables, g.index("n0.g1"), g.index("n1.g1"))
+    assert [g.nodes[i].name for i in p] == ["n0.g1", "n0.pcie1", "n0.nic1", "rail0.1", "n1.nic1", "n1.pcie1", "n1.g1"]
+
+
+def test_direct_routes_same_rail_cross_rail_and_inside_the_node():
+    g = build_graph(parse_cluster(_cluster()))
+    tables = routing_tables(g)
+    for d in g.host_indices():  # the shared-search fast path equals the plain search
+        assert tables[d] == shortest_path_next_hops(g, d)
+    name = lambda p: [g.nodes[i].name for i in p]  # noqa: E731
+    assert [name(p) for p in paths(g, tables, g.index("n0.g1"), g.index("n1.g1"))] == [["n0.g1", "rail0.1", "n1.g1"]]
+    cross = paths(g, tables, g.index("n0.g1"), g.index("n1.g2"))
+    assert len(cross) == 2 and all(
+        name(p)[:2] == ["n0.g1", "rail0.1"] and name(p)[-2:] == ["rail0.2", "n1.g2"] for p in cross
+    )
+    assert [name(p) for p in paths(g, tables, g.index("n0.g0"), g.index("n0.g3"))] == [["n0.g0", "n0.nvsw", "n0.g3"]]
+
+
+def test_direct_keeps_the_bisection():
+    pcie = build_graph(parse_cluster(_cluster(attach="pcie", nodes=4)))
+    direct = build_graph(parse_cluster(_cluster(nodes=4)))
+    assert bisection_bandwidth(direct) == pytest.approx(bisection_bandwidth(pcie))
+
+
+def test_override_applies_where_it_can_and_keeps_the_rest():
+    """h4: NVSwitch groups (one GPU per NIC) go direct; PCIe groups (GPUs share NICs, root complex) keep detail."""
+    c = load_cluster("h4")
+    direct = with_nic_attach(c, "direct", "cluster.nic_attach")
+    assert [g.fabric.nic_attach for g in direct.groups] == [
+        "direct" if private_pcie_switches(g) else "pcie" for g in c.groups
+    ]
+    assert {g.fabric.kind for g in direct.groups if g.fabric.nic_attach == "direct"} == {"nvswitch"}
+    assert any(g.fabric.nic_attach == "pcie" for g in direct.groups)
+    g = build_graph(direct)
+    tables = routing_tables(g)
+    hosts = g.gpu_indices()
+    for s in hosts[::11]:
+        for d in hosts[::5]:
+            if s != d:
+                assert paths(g, tables, s, d)  # reachable and loop-free (paths asserts on loops)
+    assert bisection_bandwidth(g) == pytest.approx(bisection_bandwidth(build_graph(c)))
+
+
+def test_bad_values_name_the_field_and_the_fix():
+    with pytest.raises(
+        ScenarioError, match=r"groups\[0\]\.fabric\.nic_attach \('nic'\) is not a valid choice.*'direct'"
+    ):
+        parse_cluster(_cluster(attach="nic"))
+    shared = _cluster()
+    shared["groups"][0]["nics"] = {"count": 2, "rate": "200Gbps"}  # two GPUs per NIC
+    with pytest.raises(
+        ScenarioError, match=r"groups\[0\]\.fabric\.nic_attach \('direct'\) needs a PCIe switch.*use 'pcie'"
+    ):
+        parse_cluster(shared)
+    with pytest.raises(ScenarioError, match=r"cluster\.nic_attach \('fast'\) is not a valid choice"):
+        with_nic_attach(load_cluster("h0"), "fast", "cluster.nic_attach")
+    pcie_only = load_cluster("h4")
+    pcie_only = type(pcie_only)(
+        pcie_only.name, tuple(g for g in pcie_only.groups if g.fabric.kind == "pcie"), pcie_only.network
+    )
+    with pytest.raises(ScenarioError, match=r"cluster\.nic_attach \('direct'\) applies to no group"):
+        with_nic_attach(pcie_only, "direct", "cluster.nic_attach")
+
+
+def test_scenario_section_checks_the_value():
+    from hetero_ns3.scenario import scenario_from_dict
+
+    assert scenario_from_dict({"cluster": {"topology": "h0", "nic_attach": "direct"}}).cluster.nic_attach == "direct"
+    with pytest.raises(ScenarioError, match=r"cluster\.nic_attach \('yes'\) is not a valid choice"):
+        scenario_from_dict({"cluster": {"topology": "h0", "nic_attach": "yes"}})
+    inline = {"groups": [{"gpu_type": "H100-SXM", "nodes": 1}], "nic_attach": "direct"}
+    with pytest.raises(ScenarioError, match=r"cluster\.nic_attach \('direct'\) needs a network topology"):
+        scenario_from_dict({"cluster": inline})
+
+
+def test_flow_level_backend_gives_the_store_and_forward_answer():
+    """The analytic backend routes on the same graph: bytes and headers over the 200 Gb/s port, plus one
+    frame's serialization on each other link and the propagation delays (same formula as the packet test)."""
+    from hetero_ns3.network.analytic.api import simulate_flows
+
+    size, seg, hdr = 2_000_000, 4096, 62
+    frame, wire = (seg + hdr) * 8, (size + math.ceil(size / seg) * hdr) * 8
+    flows = pd.DataFrame({"src": ["n0.g1"], "dst": ["n1.g1"], "size_bytes": [size], "start_s": [0.0]})
+    fct = {
+        a: float(simulate_flows(build_graph(parse_cluster(_cluster(attach=a))), flows)["fct_s"][0])
+        for a in ("pcie", "direct")
+    }
+    base = wire / 200e9 + frame / 200e9 + 2 * 1e-6
+    assert fct["direct"] == pytest.approx(base + 4 * 100e-9, rel=0.002)
+    assert fct["pcie"] == pytest.approx(base + 4 * 100e-9 + 4 * frame / pcie_rate_bps(4, 16), rel=0.002)
+
+
+def test_a_host_may_serve_only_itself():
+    from hetero_ns3.topology.graph import GraphLink, GraphNode, make_graph
+
+    nodes = [GraphNode("n0.g0", "host", zone="n0", serves=("n0.g0",)), GraphNode("sw", "switch")]
+    assert make_graph(nodes, [GraphLink("n0.g0", "sw", 1e9, 0.0)]).nodes[0].serves == ("n0.g0",)
+    bad = [GraphNode("n0.g0", "host", zone="n0", serves=("n0.g1",)), GraphNode("n0.g1", "host", zone="n0")]
+    with pytest.raises(ScenarioError, match=r"nodes\[0\]\.serves \('n0.g1'\).*a host only itself"):
+        make_graph(bad, [GraphLink("n0.g0", "n0.g1", 1e9, 0.0)])
