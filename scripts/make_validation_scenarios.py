@@ -32,8 +32,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--golden", action="store_true", help="regenerate megatron_golden.csv")
     ap.add_argument(
         "--simulate",
-        default="gpt-1.7b,gpt-3.6b,gpt-7.5b,gpt-18b,gpt-39b",
-        help="comma-separated rows to simulate for the golden table (default: the rows that fit 24 GiB; 18B and 39B with reuse_isolated_collectives)",
+        default="gpt-1.7b,gpt-3.6b,gpt-7.5b,gpt-18b,gpt-39b,gpt-76b",
+        help="comma-separated rows to simulate for the golden table (default: the rows that fit 24 GiB; 18B, 39B and 76B with reuse_isolated_collectives)",
     )
     args = ap.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
