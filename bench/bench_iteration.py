@@ -52,6 +52,17 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
 
 
+def _current_rss_mib() -> float:
+    """Resident set size now (Linux ``/proc/self/status`` VmRSS), MiB; 0 where unavailable."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
+
+
 def _topology_ref(topo: str, tmp: Path) -> str:
     """Preset name, or the path of a generated TOML for ``h0xN`` (N GPUs of h0's node and network types)."""
     if "x" not in topo:
@@ -181,7 +192,10 @@ def _run_ns3(case: str, graph: Any, plan: Any, args: argparse.Namespace) -> dict
             state["sim_start"] = now  # first slice: ns-3 import and network setup are behind us
         if now >= state["next_log"]:
             state["next_log"] = now + args.log_every
-            _log(f"{case}: wall {now - t0:7.0f} s  sim {sim_s * 1e3:9.3f} ms  tasks {done}/{total}")
+            _log(
+                f"{case}: wall {now - t0:7.0f} s  cpu {time.process_time():7.0f} s  sim {sim_s * 1e3:9.3f} ms  "
+                f"tasks {done}/{total}  rss {_current_rss_mib():6.0f} MiB"
+            )
         if now - state["sim_start"] > args.ns3_timeout:
             state["timed_out"] = True
             raise KeyboardInterrupt  # run_plan stops between slices and returns the partial result
