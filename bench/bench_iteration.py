@@ -27,6 +27,7 @@ Reproduce (see docs/benchmarks.md, "Training iteration (issue 6)")::
     .venv/bin/python bench/bench_iteration.py --cases h0:analytic:coarse h0:analytic:fine \
         h2:analytic:coarse h0x1024:analytic:coarse --json /tmp/iter_analytic.json
     .venv/bin/python bench/bench_iteration.py --cases h0:ns3:coarse --ns3-timeout 1800 --json /tmp/iter_ns3.json
+    .venv/bin/python bench/bench_iteration.py --child h0x1024:ns3:coarse --skip-baseline --ns3-timeout 4500  # 1024 GPUs
 """
 
 from __future__ import annotations
