@@ -27,6 +27,7 @@ Reproduce (see docs/benchmarks.md, "Training iteration (issue 6)")::
     .venv/bin/python bench/bench_iteration.py --cases h0:analytic:coarse h0:analytic:fine \
         h2:analytic:coarse h0x1024:analytic:coarse --json /tmp/iter_analytic.json
     .venv/bin/python bench/bench_iteration.py --cases h0:ns3:coarse --ns3-timeout 1800 --json /tmp/iter_ns3.json
+    .venv/bin/python bench/bench_iteration.py --child h0x1024:ns3:coarse --skip-baseline --ns3-timeout 4500  # 1024 GPUs
 """
 
 from __future__ import annotations
@@ -50,6 +51,17 @@ BACKENDS = ("analytic", "ns3", "none")
 
 def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def _current_rss_mib() -> float:
+    """Resident set size now (Linux ``/proc/self/status`` VmRSS), MiB; 0 where unavailable."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
 
 
 def _topology_ref(topo: str, tmp: Path) -> str:
@@ -188,7 +200,10 @@ def _run_ns3(case: str, graph: Any, plan: Any, args: argparse.Namespace) -> dict
             state["sim_start"] = now  # first slice: ns-3 import and network setup are behind us
         if now >= state["next_log"]:
             state["next_log"] = now + args.log_every
-            _log(f"{case}: wall {now - t0:7.0f} s  sim {sim_s * 1e3:9.3f} ms  tasks {done}/{total}")
+            _log(
+                f"{case}: wall {now - t0:7.0f} s  cpu {time.process_time():7.0f} s  sim {sim_s * 1e3:9.3f} ms  "
+                f"tasks {done}/{total}  rss {_current_rss_mib():6.0f} MiB"
+            )
         if now - state["sim_start"] > args.ns3_timeout:
             state["timed_out"] = True
             raise KeyboardInterrupt  # run_plan stops between slices and returns the partial result

@@ -153,6 +153,15 @@ DagReplay::Start()
         m_network->AddFlowCompleteCallback(MakeCallback(&DagReplay::OnFlowComplete, this));
         m_callbackHooked = true;
     }
+    if (m_network)
+    {
+        // Size the flow tables once: growing them by doubling would hold up to three times the
+        // final size while a 10^7-flow table is copied.
+        uint64_t flows = std::count(m_kind.begin(), m_kind.end(), 1);
+        uint64_t total = m_network->GetNFlows() + flows;
+        m_network->ReserveFlows(static_cast<uint32_t>(std::min<uint64_t>(total, UINT32_MAX)));
+        m_taskOfFlow.reserve(total);
+    }
     for (uint32_t i = 0; i < m_pending.size(); ++i)
     {
         if (m_pending[i] == 0)

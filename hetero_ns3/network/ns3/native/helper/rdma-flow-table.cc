@@ -181,6 +181,12 @@ RdmaFlowTable::SourcePortOf(uint32_t key)
     return static_cast<uint16_t>(49152 + (key * 2654435761u >> 18) % 16384);
 }
 
+void
+RdmaFlowTable::Reserve(uint32_t n)
+{
+    m_flows.reserve(n);
+}
+
 uint32_t
 RdmaFlowTable::CreateFlow(
     uint32_t src, uint32_t dst, uint64_t bytes, uint8_t priority, uint32_t ecmpKey)
@@ -227,7 +233,7 @@ RdmaFlowTable::StartFlow(uint32_t id)
     qp->size = f.bytes;
     uint32_t firstPort;
     qp->baseRtt = ComputeBaseRtt(f.src, f.dst, qp->sport, f.bytes, &firstPort, &f.ideal);
-    f.qp = qp;
+    f.baseRtt = qp->baseRtt.GetSeconds();
     if (f.bytes == 0)
     {
         f.finish = f.start;
@@ -235,6 +241,7 @@ RdmaFlowTable::StartFlow(uint32_t id)
         Complete(id);
         return;
     }
+    f.qp = qp;
     (*m_nics)[f.src]->StartQueuePair(qp);
 }
 
@@ -269,7 +276,15 @@ RdmaFlowTable::OnReceiveComplete(uint32_t flow)
 void
 RdmaFlowTable::OnSendComplete(uint32_t flow)
 {
-    m_flows.at(flow).ackDone = Simulator::Now().GetSeconds();
+    FlowRecord& f = m_flows.at(flow);
+    f.ackDone = Simulator::Now().GetSeconds();
+    // The queue pair (and its congestion-control object and timers) is not needed any more: keep
+    // its one result, so that a run's memory grows with the flows in flight, not all flows.
+    if (f.qp)
+    {
+        f.retransmits = f.qp->retransmits;
+        f.qp = nullptr;
+    }
 }
 
 Ptr<RdmaQueuePair>
@@ -282,6 +297,7 @@ std::vector<double>
 RdmaFlowTable::GetFlowStartTimes() const
 {
     std::vector<double> v;
+    v.reserve(m_flows.size());
     for (const auto& f : m_flows)
     {
         v.push_back(f.start);
@@ -293,6 +309,7 @@ std::vector<double>
 RdmaFlowTable::GetFlowFinishTimes() const
 {
     std::vector<double> v;
+    v.reserve(m_flows.size());
     for (const auto& f : m_flows)
     {
         v.push_back(f.finish);
@@ -304,6 +321,7 @@ std::vector<double>
 RdmaFlowTable::GetFlowAckTimes() const
 {
     std::vector<double> v;
+    v.reserve(m_flows.size());
     for (const auto& f : m_flows)
     {
         v.push_back(f.ackDone);
@@ -315,9 +333,10 @@ std::vector<double>
 RdmaFlowTable::GetFlowBaseRtts() const
 {
     std::vector<double> v;
+    v.reserve(m_flows.size());
     for (const auto& f : m_flows)
     {
-        v.push_back(f.qp ? f.qp->baseRtt.GetSeconds() : -1.0);
+        v.push_back(f.baseRtt);
     }
     return v;
 }
@@ -326,6 +345,7 @@ std::vector<double>
 RdmaFlowTable::GetFlowIdealFcts() const
 {
     std::vector<double> v;
+    v.reserve(m_flows.size());
     for (const auto& f : m_flows)
     {
         v.push_back(f.ideal);
@@ -337,9 +357,10 @@ std::vector<uint32_t>
 RdmaFlowTable::GetFlowRetransmits() const
 {
     std::vector<uint32_t> v;
+    v.reserve(m_flows.size());
     for (const auto& f : m_flows)
     {
-        v.push_back(f.qp ? f.qp->retransmits : 0);
+        v.push_back(f.qp ? f.qp->retransmits : f.retransmits);
     }
     return v;
 }
@@ -348,6 +369,7 @@ std::vector<uint32_t>
 RdmaFlowTable::GetFlowCnps() const
 {
     std::vector<uint32_t> v;
+    v.reserve(m_flows.size());
     for (uint32_t i = 0; i < m_flows.size(); ++i)
     {
         v.push_back((*m_nics)[m_flows[i].dst]->GetCnpsSent(i));
@@ -359,6 +381,7 @@ std::vector<uint32_t>
 RdmaFlowTable::GetFlowAcks() const
 {
     std::vector<uint32_t> v;
+    v.reserve(m_flows.size());
     for (uint32_t i = 0; i < m_flows.size(); ++i)
     {
         v.push_back((*m_nics)[m_flows[i].dst]->GetAcksSent(i));
@@ -370,13 +393,14 @@ std::vector<uint32_t>
 RdmaFlowTable::GetFlowFirstHops() const
 {
     std::vector<uint32_t> v;
+    v.reserve(m_flows.size());
     for (const auto& f : m_flows)
     {
         uint32_t port = UINT32_MAX;
-        if (f.qp)
+        if (f.started)
         {
             double ideal;
-            ComputeBaseRtt(f.src, f.dst, f.qp->sport, f.bytes, &port, &ideal);
+            ComputeBaseRtt(f.src, f.dst, SourcePortOf(f.ecmpKey), f.bytes, &port, &ideal);
         }
         v.push_back(port);
     }

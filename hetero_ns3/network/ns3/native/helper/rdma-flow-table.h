@@ -50,6 +50,8 @@ public:
     /** \brief Forget every flow and callback, drop queue pairs. */
     void Clear();
 
+    /** \brief Make room for \p n flows in all (no reallocation while they are created). */
+    void Reserve(uint32_t n);
     /** \brief Create a flow (see RdmaNetwork::CreateFlow). \return its id (dense, from 0). */
     uint32_t CreateFlow(
         uint32_t src, uint32_t dst, uint64_t bytes, uint8_t priority, uint32_t ecmpKey);
@@ -62,11 +64,13 @@ public:
     /** \brief Run \p cb(flowId) whenever a flow's last byte reaches its destination. */
     void AddFlowCompleteCallback(Callback<void, uint32_t> cb);
 
-    uint32_t GetNFlows() const;                           //!< \return flows created
-    uint32_t GetNFlowsCompleted() const;                  //!< \return flows whose data all arrived
-    Ptr<RdmaQueuePair> GetQueuePair(uint32_t flow) const; //!< \return sender state of a flow
-    std::vector<double> GetFlowStartTimes() const;        //!< \return start, s (-1: not started)
-    std::vector<double> GetFlowFinishTimes() const;       //!< \return last byte received, s (-1)
+    uint32_t GetNFlows() const;          //!< \return flows created
+    uint32_t GetNFlowsCompleted() const; //!< \return flows whose data all arrived
+    /** \return sender state of a flow while it sends (null before its start and once its last
+     * byte is acknowledged: the table keeps only the flow's results then, see OnSendComplete). */
+    Ptr<RdmaQueuePair> GetQueuePair(uint32_t flow) const;
+    std::vector<double> GetFlowStartTimes() const;    //!< \return start, s (-1: not started)
+    std::vector<double> GetFlowFinishTimes() const;   //!< \return last byte received, s (-1)
     std::vector<double> GetFlowAckTimes() const;      //!< \return last byte acknowledged, s (-1)
     std::vector<double> GetFlowBaseRtts() const;      //!< \return base RTT of the flow's path, s
     std::vector<double> GetFlowIdealFcts() const;     //!< \return ideal FCT, s (-1: not started)
@@ -79,26 +83,30 @@ protected:
     void DoDispose() override;
 
 private:
-    /** One flow: its request, its times, its queue pair once started. */
+    /** One flow: its request, its times, its queue pair while it sends (80 bytes). */
     struct FlowRecord
     {
-        uint32_t src;          //!< source host
-        uint32_t dst;          //!< destination host
-        uint64_t bytes;        //!< payload, bytes
-        uint8_t priority;      //!< priority class 0..7
-        uint32_t ecmpKey{0};   //!< hashed into the UDP source port
-        double start{-1};      //!< start time, s
-        double finish{-1};     //!< last byte received, s
-        double ackDone{-1};    //!< last byte acknowledged, s
-        double ideal{-1};      //!< ideal FCT, s
-        bool started{false};   //!< StartFlow ran
-        Ptr<RdmaQueuePair> qp; //!< sender state
+        uint32_t src;            //!< source host
+        uint32_t dst;            //!< destination host
+        uint64_t bytes;          //!< payload, bytes
+        uint32_t ecmpKey{0};     //!< hashed into the UDP source port
+        uint32_t retransmits{0}; //!< go-back-N rewinds, copied from the queue pair at the end
+        double start{-1};        //!< start time, s
+        double finish{-1};       //!< last byte received, s
+        double ackDone{-1};      //!< last byte acknowledged, s
+        double ideal{-1};        //!< ideal FCT, s
+        double baseRtt{-1};      //!< base RTT of the path, s (-1: not started)
+        Ptr<RdmaQueuePair> qp;   //!< sender state, from start until the last byte is acknowledged
+        uint8_t priority;        //!< priority class 0..7
+        bool started{false};     //!< StartFlow ran
     };
 
     void Complete(uint32_t flow);          //!< count, trace and call back a completed flow
     void OnReceiveComplete(uint32_t flow); //!< NIC: last byte of \p flow received
-    void OnSendComplete(uint32_t flow);    //!< NIC: last byte of \p flow acknowledged
-    void StartScheduledFlow(uint32_t id);  //!< StartFlow from a scheduled event (counted)
+    /** NIC: last byte of \p flow acknowledged; keep its retransmit count, release its queue pair.
+     */
+    void OnSendComplete(uint32_t flow);
+    void StartScheduledFlow(uint32_t id); //!< StartFlow from a scheduled event (counted)
     /** Walk the path of a probe packet: base RTT; first switch port and ideal FCT by pointer. */
     Time ComputeBaseRtt(uint32_t src,
                         uint32_t dst,

@@ -233,6 +233,12 @@ RdmaNetwork::CreateFlow(uint32_t src, uint32_t dst, uint64_t bytes, uint8_t prio
     return CreateFlow(src, dst, bytes, priority, m_flowTable->GetNFlows());
 }
 
+void
+RdmaNetwork::ReserveFlows(uint32_t n)
+{
+    m_flowTable->Reserve(n);
+}
+
 uint32_t
 RdmaNetwork::CreateFlow(
     uint32_t src, uint32_t dst, uint64_t bytes, uint8_t priority, uint32_t ecmpKey)

@@ -74,6 +74,8 @@ public:
     /** Finish construction: size switch buffers, prepare NICs. Call once, before flows. */
     void Build();
 
+    /** Make room for \p n flows in all, so that creating them never reallocates the table. */
+    void ReserveFlows(uint32_t n);
     /**
      * Create a flow without starting it; its ECMP key (see the overload) is its own id.
      * \return its id (dense, from 0).

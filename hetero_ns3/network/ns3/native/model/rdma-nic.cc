@@ -441,10 +441,10 @@ RdmaNic::OnData(Ptr<RocePacket> p, uint32_t port)
     if (p->seq == rx.expected)
     {
         rx.expected += p->payload;
-        while (!rx.held.empty() && rx.held.begin()->first <= rx.expected)
+        while (rx.held && !rx.held->empty() && rx.held->begin()->first <= rx.expected)
         {
-            rx.expected = std::max(rx.expected, rx.held.begin()->second);
-            rx.held.erase(rx.held.begin());
+            rx.expected = std::max(rx.expected, rx.held->begin()->second);
+            rx.held->erase(rx.held->begin());
         }
         bool complete = rx.expected >= p->flowBytes;
         if (++rx.sinceAck >= m_ackInterval || complete || p->ackReq)
@@ -465,7 +465,11 @@ RdmaNic::OnData(Ptr<RocePacket> p, uint32_t port)
     }
     else if (p->seq > rx.expected && m_reorderTolerant)
     {
-        uint64_t& end = rx.held[p->seq];
+        if (!rx.held)
+        {
+            rx.held = std::make_unique<std::map<uint64_t, uint64_t>>();
+        }
+        uint64_t& end = (*rx.held)[p->seq];
         end = std::max(end, p->seq + p->payload);
         if (++rx.sinceAck >= m_ackInterval || p->ackReq)
         {
@@ -578,6 +582,9 @@ RdmaNic::FinishQp(RdmaQueuePair* qp)
     {
         m_txComplete(qp->flowId);
     }
+    // Last use of qp: this may free it (callers return right after). Later ACKs, NACKs and CNPs
+    // of the flow find no entry and are ignored, as they were for a finished queue pair.
+    m_tx.erase(qp->flowId);
 }
 
 } // namespace ns3

@@ -10,6 +10,7 @@
 #include "roce-node.h"
 
 #include <map>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -79,19 +80,19 @@ protected:
     void DoDispose() override;
 
 private:
-    /** Receiver state of one flow. */
+    /** Receiver state of one flow (56 bytes: it stays for every flow this host received). */
     struct RxState
     {
         uint64_t expected{0};
-        uint32_t sinceAck{0};
         Time lastCnp{Seconds(-1)};
         uint64_t lastNackSeq{UINT64_MAX};
         Time lastNack;
-        bool done{false};
+        /** Out-of-order ranges [start, end) kept (ReorderTolerant); allocated on first use. */
+        std::unique_ptr<std::map<uint64_t, uint64_t>> held;
+        uint32_t sinceAck{0};
         uint32_t cnps{0};
         uint32_t acks{0};
-        std::map<uint64_t, uint64_t>
-            held; //!< out-of-order ranges [start, end) kept (ReorderTolerant)
+        bool done{false};
     };
 
     void OnData(Ptr<RocePacket> p, uint32_t port);
@@ -121,6 +122,8 @@ private:
 
     std::vector<std::vector<Ptr<RdmaQueuePair>>> m_active; //!< per port
     std::vector<uint32_t> m_rr;                            //!< per port round-robin cursor
+    /** Queue pairs of this host's flows from start until fully acknowledged (FinishQp drops them).
+     */
     std::unordered_map<uint32_t, Ptr<RdmaQueuePair>> m_tx;
     std::unordered_map<uint32_t, RxState> m_rx;
     Callback<void, uint32_t> m_rxComplete;
