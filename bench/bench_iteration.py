@@ -83,12 +83,24 @@ def _topology_ref(topo: str, tmp: Path) -> str:
 
 
 def scenario_dict(
-    topology_ref: str, gpus: int, granularity: str, mb_per_replica: int, nic_attach: str = ""
+    topology_ref: str,
+    gpus: int,
+    granularity: str,
+    mb_per_replica: int,
+    nic_attach: str = "",
+    reuse: str = "",
+    backend: str = "",
 ) -> dict[str, Any]:
     dp = max(1, gpus // 64)
     cluster: dict[str, Any] = {"topology": topology_ref}
     if nic_attach:
         cluster["nic_attach"] = nic_attach
+    run: dict[str, Any] = {}
+    if reuse:  # isolated calls are timed on the case's own backend
+        run = {
+            "reuse_isolated_collectives": reuse,
+            "backend": backend if backend in ("analytic", "ns3") else "analytic",
+        }
     return {
         "model": {"name": "gpt3-175b"},
         "parallelism": {
@@ -103,6 +115,7 @@ def scenario_dict(
         },
         "cluster": cluster,
         "collectives": dict(GRANULARITY[granularity]),
+        **({"run": run} if run else {}),
     }
 
 
@@ -128,11 +141,15 @@ def run_case(case: str, args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"case": case, "topology": topo, "backend": backend, "granularity": gran}
     if args.nic_attach:
         out["nic_attach"] = args.nic_attach
+    if args.reuse:
+        out["reuse"] = args.reuse
     with tempfile.TemporaryDirectory() as tmpd:
         ref = _topology_ref(topo, Path(tmpd))
         t0 = time.perf_counter()
         gpus = len(load_cluster(ref).gpus())
-        scenario = scenario_from_dict(scenario_dict(ref, gpus, gran, args.mb_per_replica, args.nic_attach))
+        scenario = scenario_from_dict(
+            scenario_dict(ref, gpus, gran, args.mb_per_replica, args.nic_attach, args.reuse, backend)
+        )
         cluster = load_run_cluster(scenario)
         graph = build_graph(cluster)
         out["graph_s"] = time.perf_counter() - t0
@@ -152,6 +169,7 @@ def run_case(case: str, args: argparse.Namespace) -> dict[str, Any]:
             gpus=gpus,
             global_batch=scenario_dict(ref, gpus, gran, args.mb_per_replica)["parallelism"]["global_batch"],
             lower_s=time.perf_counter() - t1,
+            fused=dict(lowered.fused),
             tasks=len(plan),
             flows=plan.n_flows,
             flow_bytes=int(plan.size_bytes.sum()),
@@ -293,6 +311,11 @@ def main() -> int:
     ap.add_argument(
         "--nic-attach", default="", help="[cluster] nic_attach for every case: pcie or direct (default: the topology's)"
     )
+    ap.add_argument(
+        "--reuse",
+        default="",
+        help="[run] reuse_isolated_collectives for every case: on or off (default: the scenario's)",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -307,6 +330,7 @@ def main() -> int:
         cmd = [sys.executable, __file__, "--child", c, "--mb-per-replica", str(args.mb_per_replica)]
         cmd += ["--ns3-timeout", str(args.ns3_timeout), "--log-every", str(args.log_every)]
         cmd += ["--nic-attach", args.nic_attach] if args.nic_attach else []
+        cmd += ["--reuse", args.reuse] if args.reuse else []
         cmd += ["--profile", str(args.profile)] + (["--skip-baseline"] if args.skip_baseline else [])
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)

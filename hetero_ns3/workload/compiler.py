@@ -136,7 +136,11 @@ class _ProgramBuilder:
             stream = "compute"
             self.chain = oid
         else:
-            deps = tuple(dict.fromkeys(([self.chain] if self.chain is not None else []) + list(extra_deps)))
+            # An async call issued after a join also follows the collectives joined there: the host waited
+            # for them first (Megatron's ``handle.wait()`` before issuing the next call), and calls of one
+            # communicator run in issue order on its NCCL stream.
+            prior = ([self.chain] if self.chain is not None else []) + self.pending_join
+            deps = tuple(dict.fromkeys(prior + list(extra_deps)))
             stream = "comm"
             if join:
                 self.outstanding.append(oid)

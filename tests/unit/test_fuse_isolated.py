@@ -121,6 +121,21 @@ def test_ranks_of_different_speeds_are_not_fused() -> None:
     assert t_f == pytest.approx(t_d, rel=EXACT_REL)
 
 
+def test_sequence_parallel_tp_groups_are_fused_across_a_pipeline() -> None:
+    """TP-8 with sequence parallelism, one pipeline stage per node (the 128-GPU GPT-3 benchmark's layout):
+    the backward's reduce-scatter follows the input all-gather on the TP communicator, so each node's TP
+    calls are ordered and fused; the PP sends go over the NICs and stay detailed; same iteration time."""
+    fused, detailed, t_f, t_d = _both(
+        _scenario({"pp": 2, "dp": 1, "global_batch": 4, "sequence_parallel": True, "recompute": "selective"})
+    )
+    # 10 groups, all isolated: the two nodes' TP groups and 8 PP pairs (two nodes each: kept detailed)
+    assert fused.fused["isolated_groups"] == fused.fused["groups"] == 10
+    assert fused.fused["excluded_groups"] == 8
+    assert fused.fused["fused_calls"] > 0
+    assert len(fused.plan) * 5 < len(detailed.plan)
+    assert t_f == pytest.approx(t_d, rel=EXACT_REL)
+
+
 def test_calls_that_may_overlap_are_not_fused() -> None:
     """The demo's DP buckets have their own rails but do not wait for each other: not fused."""
     sc = load_scenario(REPO / "scenarios" / "demo.toml", ["run.backend=analytic", "run.reuse_isolated_collectives=on"])

@@ -57,6 +57,21 @@ def test_tp_sequence_parallel_per_layer() -> None:
     assert {o.bytes for o in ops} == {2.0 * b * s * h}
 
 
+def test_sp_backward_reduce_scatter_follows_the_input_all_gather() -> None:
+    """Megatron's column-parallel backward under SP waits for the input all-gather (``handle.wait()``) before
+    it issues the gradient reduce-scatter, and both run in order on the TP communicator's NCCL stream: every
+    ``rs_grad`` depends on its ``ag_input`` directly (the dgrad GEMM in between does not)."""
+    p = _plan(sequence_parallel=True)
+    ops = [o for o in p.workload if o.rank == 0]
+    by_name = {o.name: o for o in ops}
+    pairs = [(by_name[o.name.replace(".rs_grad", ".ag_input")], o) for o in ops if o.name.endswith(".rs_grad")]
+    assert len(pairs) == 2 * p.stage_layers[0] * p.replica_microbatches[0]
+    for ag, rs in pairs:
+        assert ag.id in rs.deps, (ag.name, rs.name, rs.deps)
+        dgrad = by_name[rs.name.replace(".rs_grad", ".dgrad")]
+        assert ag.id not in dgrad.deps  # the all-gather still overlaps the dgrad GEMM
+
+
 def test_full_recompute_repeats_forward_tp_collectives() -> None:
     p = _plan(recompute="full")
     per = p.stage_layers[0] * p.replica_microbatches[0]
