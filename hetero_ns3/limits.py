@@ -26,8 +26,8 @@ Calibration (measured on this project's runs, see docs/errors.md "Resource limit
 * bytes per task at peak, plan plus backend: analytic 150 B (docs/benchmarks.md: 32.6 M tasks in
   4 624 MiB at 1 024 GPUs, 149.7 M in 20.8 GB at 4 096), packet level 660 B above the 681 MB of the ns-3
   import (3.9 M tasks in 3 133 MiB at 128 GPUs); the workload compile itself ~2 kB per op;
-* with ``[run] reuse_isolated_collectives = "on"`` checkpoint 1 is skipped (its flat rate assumes every
-  call in detail) and checkpoint 2 counts a call over one node's GPUs as fused (one task per member and a
+* where ``[run] reuse_isolated_collectives`` is active, checkpoint 1 counts one task per op, a lower
+  bound (the flat rate assumes every call in detail), and checkpoint 2 counts a call over one node's GPUs as fused (one task per member and a
   barrier); a group that turns out not isolated is lowered in detail, above the estimate;
 * packet-level events ~1 470 per flow at ~3.2 M events/s (docs/benchmarks.md).
 
@@ -192,14 +192,18 @@ def check_estimate(est: Estimate, what: str, *, force: bool = False, avail: int 
 
 
 def check_shape(
-    scenario: object, backend: str, *, force: bool = False, iterations: int | None = None
+    scenario: object, backend: str, *, force: bool = False, iterations: int | None = None, fused: bool = False
 ) -> Estimate | None:
-    """Checkpoint 1: refuse from the scenario's shape alone; returns the estimate (None: unknown)."""
+    """Checkpoint 1: refuse from the scenario's shape alone; returns the estimate (None: unknown).
+
+    ``fused``: isolated collectives will be fused (``[run] reuse_isolated_collectives``), so the flat
+    per-op task rate does not hold; the check then uses one task per op, a lower bound (every op emits at
+    least one task), and checkpoint 2 estimates from the op mix."""
     ops = shape_ops(scenario)
     if ops is None:
         return None
     its = iterations if iterations is not None else getattr(getattr(scenario, "run", None), "iterations", 1)
-    est = estimate_from_ops(ops, its, backend)
+    est = estimate_from_ops(ops, its, backend, tasks_per_iteration=ops if fused else None)
     check_estimate(est, "this scenario", force=force)
     return est
 

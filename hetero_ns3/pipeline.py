@@ -25,7 +25,7 @@ from hetero_ns3.errors import ScenarioError, SimulationError
 from hetero_ns3.limits import check_estimate, check_shape, estimate_from_workload
 from hetero_ns3.network.backend import Backend, BackendRun, ProgressFn, get_backend
 from hetero_ns3.plan.dag import ExecutionPlan
-from hetero_ns3.plan.fuse import Fuser
+from hetero_ns3.plan.fuse import AUTO_BACKENDS, Fuser
 from hetero_ns3.plan.iterations import repeat_plan
 from hetero_ns3.plan.lower import Lowered, lower_workload
 from hetero_ns3.results import GpuMeta, RunPaths, recording_run, summarize, versions_info
@@ -121,10 +121,23 @@ def collective_env(scenario: Scenario, graph: NetGraph) -> CollectiveEnv:
     return CollectiveEnv.from_graph(graph, tuning)
 
 
+def reuse_active(scenario: Scenario, backend: str) -> bool:
+    """Whether isolated collectives are fused for ``scenario`` on ``backend`` (``[run]
+    reuse_isolated_collectives``): ``on`` always (combinations it cannot serve are refused where they
+    arise), ``off`` never, ``auto`` on the backends of :data:`~hetero_ns3.plan.fuse.AUTO_BACKENDS` for a
+    compiled workload of one job without link faults."""
+    mode = scenario.run.reuse_isolated_collectives
+    if mode != "auto":
+        return mode == "on"
+    chakra = scenario.workload is not None and scenario.workload.chakra is not None
+    return backend in AUTO_BACKENDS and not (scenario.faults.links or scenario.jobs or chakra)
+
+
 def isolated_fuser(engine: Backend, graph: NetGraph, scenario: Scenario, env: CollectiveEnv) -> Fuser | None:
-    """The :class:`~hetero_ns3.plan.fuse.Fuser` of ``[run] reuse_isolated_collectives = "on"`` (None when off):
-    isolated calls timed by ``engine`` replaying them alone on ``graph`` with the scenario's settings."""
-    if scenario.run.reuse_isolated_collectives != "on":
+    """The :class:`~hetero_ns3.plan.fuse.Fuser` of ``[run] reuse_isolated_collectives`` when it is active on
+    ``engine`` (:func:`reuse_active`; None otherwise): isolated calls timed by ``engine`` replaying them alone
+    on ``graph`` with the scenario's settings."""
+    if not reuse_active(scenario, engine.name):
         return None
     if scenario.faults.links:
         raise ScenarioError(
@@ -166,13 +179,11 @@ def lower_scenario(
 ) -> tuple[CompiledIteration, Lowered]:
     """Plan the workload and lower it into one execution plan (``reuse``: see :func:`lower_workload`).
 
-    With ``[run] reuse_isolated_collectives = "on"`` isolated calls are fused and timed on ``engine``
-    (default: the scenario's ``run.backend``), see :func:`isolated_fuser`."""
+    Where ``[run] reuse_isolated_collectives`` is active (:func:`reuse_active`) isolated calls are fused and
+    timed on ``engine`` (default: the scenario's ``run.backend``), see :func:`isolated_fuser`."""
     wplan = plan_scenario(scenario)
     env = collective_env(scenario, graph)
-    fuser = None
-    if scenario.run.reuse_isolated_collectives == "on":
-        fuser = isolated_fuser(engine or get_backend(scenario.run.backend), graph, scenario, env)
+    fuser = isolated_fuser(engine or get_backend(scenario.run.backend), graph, scenario, env)
     return wplan, lower_plan(wplan, scenario, env, cluster, reuse=reuse, fuser=fuser)
 
 
@@ -235,8 +246,8 @@ def run_scenario(
         from hetero_ns3.jobs import run_jobs
 
         return run_jobs(scenario, out_dir, engine, progress)
-    if run.reuse_isolated_collectives != "on":  # its flat per-op rate assumes every call in detail
-        check_shape(scenario, backend, force=force)
+    reuse = reuse_active(scenario, backend)
+    check_shape(scenario, backend, force=force, fused=reuse)
     if scenario.workload is not None and scenario.workload.chakra is not None:
         from hetero_ns3.chakra_run import run_chakra
 
@@ -257,7 +268,7 @@ def run_scenario(
         wplan = plan_scenario(scenario)
         env = collective_env(scenario, graph)
         fused = None
-        if run.reuse_isolated_collectives == "on":
+        if reuse:
 
             def fused(group: tuple[str, ...]) -> bool:  # what lower._even admits (isolation aside)
                 return len({env.node_of(g) for g in group}) == 1

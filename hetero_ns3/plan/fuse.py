@@ -38,8 +38,12 @@ from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.plan.dag import FLOW, FUSED_LABEL_SUFFIX, ExecutionPlan
 from hetero_ns3.plan.isolation import isolated_groups, pair_links, route_links
 
-#: Values of ``[run] reuse_isolated_collectives``.
-REUSE_MODES: tuple[str, ...] = ("off", "on")
+#: Values of ``[run] reuse_isolated_collectives``: ``auto`` (the default) is ``on`` where the fused plan is
+#: exact (the flow-level backend, a compiled workload, no link faults, one job), ``off`` elsewhere.
+REUSE_MODES: tuple[str, ...] = ("auto", "off", "on")
+
+#: Backends on which ``auto`` fuses: where a fused call gives the detailed plan's times (docs/collectives.md).
+AUTO_BACKENDS: tuple[str, ...] = ("analytic",)
 
 #: ``runner(plan) -> finish_s`` per task: ``plan`` replayed alone on the run's backend, graph and settings.
 IsolatedRunner = Callable[[ExecutionPlan], np.ndarray]

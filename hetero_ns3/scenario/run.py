@@ -26,11 +26,13 @@ class RunSection:
     """Multi-job scenarios (``[[jobs]]``): also simulate each job alone on the same placement and report its
     slowdown (shared iteration time / alone iteration time)."""
 
-    reuse_isolated_collectives: str = "off"
+    reuse_isolated_collectives: str = "auto"
     """``on``: lower every call of a rank group whose links no other traffic uses (e.g. a TP group on its
     node's NVSwitch, checked from the routes) into one task per rank, timed by the same backend running
-    that call alone (memoised); ``off``: every call in detail. Much less memory for TP-heavy plans; see
-    docs/collectives.md, "Isolated-collective reuse", for when it is exact."""
+    that call alone (memoised); ``off``: every call in detail (every NVLink flow in ``flows.csv``);
+    ``auto`` (default): ``on`` on the flow-level backend, where the result is the same, for a compiled
+    workload without link faults or ``[[jobs]]``; ``off`` otherwise. Much less memory and time for
+    TP-heavy plans; see docs/collectives.md, "Isolated-collective reuse", for when it is exact."""
 
     def validate(self, where: str = "run") -> None:
         from hetero_ns3.network.backend import backend_names

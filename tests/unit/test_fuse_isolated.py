@@ -162,6 +162,27 @@ def test_link_faults_are_refused_with_reuse_on() -> None:
         isolated_fuser(get_backend("analytic"), graph, sc, collective_env(sc, graph))
 
 
+def test_auto_mode_fuses_on_the_flow_level_only() -> None:
+    """The default ``auto``: on for the analytic backend (exact there), off for the packet level, for link
+    faults and for [[jobs]]; ``on`` and ``off`` are what they say."""
+    from hetero_ns3.pipeline import reuse_active
+
+    base = {"model": TOY, "parallelism": {"tp": 8, "dp": 2, "global_batch": 4}, "cluster": {"topology": TWO_NODE}}
+    sc = scenario_from_dict(base)
+    assert sc.run.reuse_isolated_collectives == "auto"
+    assert reuse_active(sc, "analytic") and not reuse_active(sc, "ns3")
+    faults = {"links": [{"a": "n0.g0", "b": "n0.nvsw", "rate_factor": 0.5}]}
+    assert not reuse_active(scenario_from_dict({**base, "faults": faults}), "analytic")
+    for mode, want in (("on", True), ("off", False)):
+        sc_m = scenario_from_dict({**base, "run": {"reuse_isolated_collectives": mode}})
+        assert reuse_active(sc_m, "analytic") is want and reuse_active(sc_m, "ns3") is want
+    # the default lowering on the flow level fuses the TP groups (no fuser built for the packet level)
+    graph = build_graph(load_run_cluster(sc))
+    env = collective_env(sc, graph)
+    assert isolated_fuser(get_backend("analytic"), graph, sc, env) is not None
+    assert isolated_fuser(get_backend("ns3"), graph, sc, env) is None
+
+
 def test_size_estimate_counts_fused_calls() -> None:
     """limits.workload_tasks with the one-node predicate the run path passes: close to the fused plan."""
     from hetero_ns3.limits import workload_tasks
