@@ -99,6 +99,14 @@ RdmaDcqcn::GetTypeId()
                           BooleanValue(true),
                           MakeBooleanAccessor(&RdmaDcqcn::m_lazyAlpha),
                           MakeBooleanChecker())
+            .AddAttribute("LazyDecrease",
+                          "DecreaseOnPeriod: schedule a periodic check only when a CNP has set "
+                          "the flag, ordered as the periodic check would have been (same results, "
+                          "no event for checks without a CNP; needs ns3::RoceScheduler, else "
+                          "periodic); false: one event per RateDecreaseInterval while rate limited",
+                          BooleanValue(true),
+                          MakeBooleanAccessor(&RdmaDcqcn::m_lazyDecrease),
+                          MakeBooleanChecker())
             .AddTraceSource("Rate",
                             "Current sending rate Rc, bit/s",
                             MakeTraceSourceAccessor(&RdmaDcqcn::m_rc),
@@ -146,6 +154,11 @@ RdmaDcqcn::Init(RdmaQueuePair* qp)
     double ref = static_cast<double>(m_increaseRef.GetBitRate());
     m_increaseScale = ref > 0 ? qp->lineRateBps / ref : 1.0;
     qp->windowBytes = 0;
+    m_scheduler = m_decreaseOnPeriod && m_lazyDecrease ? RoceScheduler::Current() : nullptr;
+    if (m_scheduler != nullptr)
+    {
+        m_scheduler->KeepHistory(m_decreaseInterval.GetTimeStep());
+    }
     Apply();
 }
 
@@ -178,6 +191,7 @@ RdmaDcqcn::OnCnp()
 {
     Time now = Simulator::Now();
     bool first = !m_everDecreased && !m_cnpSinceDecrease;
+    bool wasActive = m_active;
     if (m_active)
     {
         // The CNP's arrival event was scheduled ctrlLead before now (when its last hop began).
@@ -216,7 +230,24 @@ RdmaDcqcn::OnCnp()
         {
             m_periodOrigin = now;
         }
+        bool wasSet = m_cnpSinceDecrease;
         m_cnpSinceDecrease = true;
+        if (m_scheduler != nullptr)
+        {
+            // The periodic checks run from the first CNP while the flow is rate limited: started
+            // here as an event when the flow was not; otherwise one event for the next check, the
+            // first one that finds the flag.
+            if (!wasActive)
+            {
+                ScheduleDecreaseCheck();
+                m_checkPending = true;
+            }
+            else if (!wasSet && !m_checkPending)
+            {
+                ScheduleLazyCheck();
+            }
+            return;
+        }
         if (!m_decreaseEvent.IsPending())
         {
             ScheduleDecreaseCheck();
@@ -249,6 +280,59 @@ RdmaDcqcn::ScheduleDecreaseCheck()
     m_decreaseEvent = Simulator::Schedule(at - now, &RdmaDcqcn::DecreaseCheck, this);
 }
 
+bool
+RdmaDcqcn::LazyCheckUid(Time at, uint32_t* uid) const
+{
+    // The periodic check at `at` would have been scheduled by the one a period earlier, at the end
+    // of it: known exactly when that one ran as an event, else the uid counter when the simulation
+    // reached that time (the check taken as the first event of its time stamp).
+    Time before = at - m_decreaseInterval;
+    if (before == m_lastCheck)
+    {
+        *uid = m_lastCheckUid;
+        return true;
+    }
+    return m_scheduler->UidCounterAt(static_cast<uint64_t>(before.GetTimeStep()), uid);
+}
+
+void
+RdmaDcqcn::ScheduleLazyCheck()
+{
+    // LazyDecrease: the first periodic check after now that finds the flag just set. A check due
+    // at exactly now has not run yet if it comes after the current event.
+    Time now = Simulator::Now();
+    int64_t period = std::max<int64_t>(m_decreaseInterval.GetTimeStep(), 1);
+    int64_t offset = (now - m_periodOrigin).GetTimeStep();
+    Time at = m_periodOrigin + TimeStep((offset / period + 1) * period);
+    uint32_t uid = 0;
+    if (offset % period == 0 && now > m_lastCheck && LazyCheckUid(now, &uid) &&
+        uid > m_scheduler->CurrentUid())
+    {
+        at = now;
+    }
+    else if (!LazyCheckUid(at, &uid))
+    {
+        // Older than the scheduler's window (not with the default sizes): ordered as scheduled now.
+        uid = m_scheduler->NextUid();
+    }
+    m_decreaseAt = at - m_decreaseInterval; // when the periodic check would have been scheduled
+    m_scheduler->OrderNextInsertAs(uid);
+    m_decreaseEvent = Simulator::Schedule(at - now, &RdmaDcqcn::DecreaseCheck, this);
+    m_checkPending = true;
+}
+
+void
+RdmaDcqcn::CancelCheck()
+{
+    // A lazily scheduled check carries a back-dated uid: cancel it (it is dropped when it comes
+    // up), never Simulator::Remove it.
+    if (m_checkPending)
+    {
+        m_decreaseEvent.PeekEventImpl()->Cancel();
+        m_checkPending = false;
+    }
+}
+
 void
 RdmaDcqcn::DecreaseEvent()
 {
@@ -266,6 +350,14 @@ RdmaDcqcn::DecreaseCheck()
         m_cnpSinceDecrease = false;
         UpdateAlphaTo(m_decreaseAt);
         Decrease();
+    }
+    if (m_scheduler != nullptr)
+    {
+        // The next periodic check would be scheduled now: remember its uid for ScheduleLazyCheck.
+        m_checkPending = false;
+        m_lastCheck = Simulator::Now();
+        m_lastCheckUid = m_scheduler->NextUid();
+        return;
     }
     if (m_active)
     {
@@ -420,7 +512,11 @@ RdmaDcqcn::Increase(Time scheduledAt)
         m_idleSince = Simulator::Now();
         Simulator::Remove(m_alphaEvent);
         Simulator::Remove(m_increaseEvent);
-        if (m_decreaseOnPeriod)
+        if (m_scheduler != nullptr)
+        {
+            CancelCheck(); // none is pending: one is only while a CNP is
+        }
+        else if (m_decreaseOnPeriod)
         {
             Simulator::Remove(m_decreaseEvent); // no CNP is pending: the periodic check stops too
         }
@@ -437,7 +533,14 @@ RdmaDcqcn::Stop()
     m_active = false;
     Simulator::Remove(m_alphaEvent);
     Simulator::Remove(m_increaseEvent);
-    Simulator::Remove(m_decreaseEvent);
+    if (m_scheduler != nullptr)
+    {
+        CancelCheck();
+    }
+    else
+    {
+        Simulator::Remove(m_decreaseEvent);
+    }
 }
 
 } // namespace ns3
