@@ -324,11 +324,11 @@ RdmaDcqcn::ScheduleLazyCheck()
 void
 RdmaDcqcn::CancelCheck()
 {
-    // A lazily scheduled check carries a back-dated uid: cancel it (it is dropped when it comes
-    // up), never Simulator::Remove it.
+    // Only while it is pending: the simulator judges expiry by the check's real uid, not the
+    // back-dated one it runs with, so after it ran at this same time it could take it for pending.
     if (m_checkPending)
     {
-        m_decreaseEvent.PeekEventImpl()->Cancel();
+        Simulator::Remove(m_decreaseEvent);
         m_checkPending = false;
     }
 }

@@ -127,6 +127,7 @@ RoceScheduler::DropRemovedTop()
         }
         m_removed.erase(it);
         EventImpl* impl = m_heap.front().impl;
+        m_backdated.erase(impl);
         PopTop();
         impl->Unref(); // the reference taken by Remove
     }
@@ -247,6 +248,7 @@ RoceScheduler::Remove(const Event& ev)
     // another one.
     if (!m_heap.empty() && m_heap.front().impl == ev.impl)
     {
+        m_backdated.erase(ev.impl);
         PopTop();
         DropRemovedTop();
     }

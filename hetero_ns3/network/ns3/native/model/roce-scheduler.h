@@ -27,7 +27,8 @@ namespace ns3
  * have had. The scheduler keeps, for a window of recent time stamps, the uid counter at the moment
  * the simulation reached each (UidCounterAt), and OrderNextInsertAs gives the next inserted event
  * that uid for ordering (before the event that really has it, if any: it stands for one scheduled
- * just before). Such an event must be cancelled (EventImpl::Cancel), never removed.
+ * just before). Removal matches the EventImpl, not the uid; the simulator judges expiry by the real
+ * uid, so the owner removes such an event only while it knows it pending.
  */
 class RoceScheduler : public Scheduler
 {
