@@ -17,6 +17,7 @@ data frame (:func:`hetero_ns3.network.ns3.profile.format_profile`).
     .venv/bin/python bench/bench_layers.py --layers 2
     .venv/bin/python bench/bench_layers.py --layers 8 --json /tmp/layers8.json
     .venv/bin/python bench/bench_layers.py --layers 1 --profile --nic-attach pcie,direct
+    .venv/bin/python bench/bench_layers.py --layers 8 --profile --decrease timer,lazy
     .venv/bin/python bench/bench_layers.py --layers 1 --set network.cc.preset=paper
 """
 
@@ -107,6 +108,8 @@ def run_case(args: argparse.Namespace) -> dict[str, Any]:
         config = scenario_from_dict(apply_overrides({}, args.set)).network
     if args.alpha_timer:
         config = dataclasses.replace(config, cc=dataclasses.replace(config.cc, lazy_alpha=False))
+    if args.decrease == "timer":
+        config = dataclasses.replace(config, cc=dataclasses.replace(config.cc, lazy_decrease=False))
     if args.segment:
         seg = parse_size(args.segment, "--segment")
         segments = {**config.nic.segment_bytes, "network": seg, "pcie": seg}
@@ -123,6 +126,7 @@ def run_case(args: argparse.Namespace) -> dict[str, Any]:
         "inter_node_channels": args.inter_node_channels,
         "segment": args.segment or "default",
         "alpha": "timer" if args.alpha_timer else "lazy",
+        "decrease": args.decrease,
         "nic_attach": args.nic_attach,
         "set": " ".join(args.set) or "-",
         "topology": Path(args.topology).stem,
@@ -162,6 +166,12 @@ def main(argv: list[str] | None = None) -> int:
         "--alpha-timer", action="store_true", help="DCQCN alpha by a timer event per period (cc.lazy_alpha = false)"
     )
     p.add_argument(
+        "--decrease",
+        default="lazy",
+        help="DCQCN periodic decrease checks: lazy (default, cc.lazy_decrease), timer (an event per period), "
+        "or both as 'timer,lazy' (one run each in this process, then the ratios)",
+    )
+    p.add_argument(
         "--nic-attach",
         default="pcie",
         help="fabric.nic_attach of the topology: pcie (default), direct, or both as 'pcie,direct' "
@@ -181,9 +191,12 @@ def main(argv: list[str] | None = None) -> int:
     modes = args.nic_attach.split(",")
     if not modes or any(m not in ("pcie", "direct") for m in modes):
         p.error(f"--nic-attach ({args.nic_attach!r}) must be pcie, direct or a comma list of them")
+    decreases = args.decrease.split(",")
+    if not decreases or any(d not in ("lazy", "timer") for d in decreases):
+        p.error(f"--decrease ({args.decrease!r}) must be lazy, timer or a comma list of them")
     results = []
-    for mode in modes:
-        out = run_case(argparse.Namespace(**{**vars(args), "nic_attach": mode}))
+    for mode, decrease in [(m, d) for m in modes for d in decreases]:
+        out = run_case(argparse.Namespace(**{**vars(args), "nic_attach": mode, "decrease": decrease}))
         prof = out.pop("profile", None)
         for k, v in out.items():
             print(f"{k:>18}: {v}")
@@ -197,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         base = results[0]
         for r in results[1:]:
             print(
-                f"{r['nic_attach']} / {base['nic_attach']}: events {r['events'] / base['events']:.3f}, "
+                f"{r['nic_attach']} {r['decrease']} / {base['nic_attach']} {base['decrease']}: "
+                f"events {r['events'] / base['events']:.3f}, "
                 f"CPU {r['cpu_s'] / base['cpu_s']:.3f}, simulated time {r['sim_time_ms'] / base['sim_time_ms']:.5f}"
             )
     if args.json:

@@ -216,6 +216,11 @@ class CcConfig:
     """Simulation shortcut, not a DCQCN parameter: apply DCQCN's per-period alpha updates when alpha is next
     used (a CNP, a cut, the return to line rate) instead of one timer event per ``alpha_update_interval_s``
     per rate-limited flow; same arithmetic, same results (docs/roce.md, "DCQCN"). False: the timer events."""
+    lazy_decrease: bool = True
+    """Simulation shortcut, not a DCQCN parameter: with ``dcqcn.decrease_on_period``, schedule a periodic rate
+    decrease check only when a CNP has set its flag (a check without it does nothing), ordered among same-time
+    events as the periodic one; same results (docs/roce.md, "DCQCN"). False: one event per
+    ``rate_decrease_interval_s`` per rate-limited flow. Needs the default event scheduler (else periodic)."""
 
     def __post_init__(self) -> None:
         if self.kind not in CC_KINDS:

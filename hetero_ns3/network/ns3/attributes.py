@@ -42,6 +42,7 @@ ATTRIBUTE_MAP: tuple[AttributeBinding, ...] = (
     AttributeBinding("cc.dcqcn.clamp_target_rate", "ns3::RdmaDcqcn", "ClampTargetRate", "bool"),
     AttributeBinding("cc.dcqcn.decrease_on_period", "ns3::RdmaDcqcn", "DecreaseOnPeriod", "bool"),
     AttributeBinding("cc.lazy_alpha", "ns3::RdmaDcqcn", "LazyAlpha", "bool"),
+    AttributeBinding("cc.lazy_decrease", "ns3::RdmaDcqcn", "LazyDecrease", "bool"),
     AttributeBinding("cc.hpcc.eta", "ns3::RdmaHpcc", "Eta", "float"),
     AttributeBinding("cc.hpcc.max_stage", "ns3::RdmaHpcc", "MaxStage", "int"),
     AttributeBinding("cc.hpcc.rate_ai_bps", "ns3::RdmaHpcc", "RateAi", "rate"),

@@ -1,3 +1,6 @@
+// RdmaDcqcn: attributes, CNPs, alpha, rate increase, rate limiter. When a cut happens (the
+// periodic or lazily scheduled decrease checks, the deferred cut, the cut itself) is in
+// rdma-dcqcn-decrease.cc.
 #include "rdma-dcqcn.h"
 
 #include "ns3/boolean.h"
@@ -99,6 +102,14 @@ RdmaDcqcn::GetTypeId()
                           BooleanValue(true),
                           MakeBooleanAccessor(&RdmaDcqcn::m_lazyAlpha),
                           MakeBooleanChecker())
+            .AddAttribute("LazyDecrease",
+                          "DecreaseOnPeriod: schedule a periodic check only when a CNP has set "
+                          "the flag, ordered as the periodic check would have been (same results, "
+                          "no event for checks without a CNP; needs ns3::RoceScheduler, else "
+                          "periodic); false: one event per RateDecreaseInterval while rate limited",
+                          BooleanValue(true),
+                          MakeBooleanAccessor(&RdmaDcqcn::m_lazyDecrease),
+                          MakeBooleanChecker())
             .AddTraceSource("Rate",
                             "Current sending rate Rc, bit/s",
                             MakeTraceSourceAccessor(&RdmaDcqcn::m_rc),
@@ -146,6 +157,11 @@ RdmaDcqcn::Init(RdmaQueuePair* qp)
     double ref = static_cast<double>(m_increaseRef.GetBitRate());
     m_increaseScale = ref > 0 ? qp->lineRateBps / ref : 1.0;
     qp->windowBytes = 0;
+    m_scheduler = m_decreaseOnPeriod && m_lazyDecrease ? RoceScheduler::Current() : nullptr;
+    if (m_scheduler != nullptr)
+    {
+        m_scheduler->KeepHistory(m_decreaseInterval.GetTimeStep());
+    }
     Apply();
 }
 
@@ -178,6 +194,7 @@ RdmaDcqcn::OnCnp()
 {
     Time now = Simulator::Now();
     bool first = !m_everDecreased && !m_cnpSinceDecrease;
+    bool wasActive = m_active;
     if (m_active)
     {
         // The CNP's arrival event was scheduled ctrlLead before now (when its last hop began).
@@ -216,7 +233,24 @@ RdmaDcqcn::OnCnp()
         {
             m_periodOrigin = now;
         }
+        bool wasSet = m_cnpSinceDecrease;
         m_cnpSinceDecrease = true;
+        if (m_scheduler != nullptr)
+        {
+            // The periodic checks run from the first CNP while the flow is rate limited: started
+            // here as an event when the flow was not; otherwise one event for the next check, the
+            // first one that finds the flag.
+            if (!wasActive)
+            {
+                ScheduleDecreaseCheck();
+                m_checkPending = true;
+            }
+            else if (!wasSet && !m_checkPending)
+            {
+                ScheduleLazyCheck();
+            }
+            return;
+        }
         if (!m_decreaseEvent.IsPending())
         {
             ScheduleDecreaseCheck();
@@ -235,65 +269,6 @@ RdmaDcqcn::OnCnp()
         return;
     }
     Decrease();
-}
-
-void
-RdmaDcqcn::ScheduleDecreaseCheck()
-{
-    // The next point of the grid m_periodOrigin + k RateDecreaseInterval, k >= 1, after now.
-    Time now = Simulator::Now();
-    int64_t period = std::max<int64_t>(m_decreaseInterval.GetTimeStep(), 1);
-    int64_t k = (now - m_periodOrigin).GetTimeStep() / period + 1;
-    Time at = m_periodOrigin + TimeStep(k * period);
-    m_decreaseAt = now;
-    m_decreaseEvent = Simulator::Schedule(at - now, &RdmaDcqcn::DecreaseCheck, this);
-}
-
-void
-RdmaDcqcn::DecreaseEvent()
-{
-    RoceProfile::Count(EV_DCQCN_DECREASE);
-    UpdateAlphaTo(m_decreaseAt);
-    Decrease();
-}
-
-void
-RdmaDcqcn::DecreaseCheck()
-{
-    RoceProfile::Count(EV_DCQCN_DECREASE);
-    if (m_cnpSinceDecrease)
-    {
-        m_cnpSinceDecrease = false;
-        UpdateAlphaTo(m_decreaseAt);
-        Decrease();
-    }
-    if (m_active)
-    {
-        ScheduleDecreaseCheck();
-    }
-}
-
-void
-RdmaDcqcn::Decrease()
-{
-    m_everDecreased = true;
-    m_lastDecrease = Simulator::Now();
-    if (m_clampTarget || m_increasedSinceCut)
-    {
-        m_rt = m_rc.Get();
-    }
-    m_increasedSinceCut = false;
-    m_rc = std::max(m_rc.Get() * (1.0 - m_alpha.Get() / 2.0),
-                    static_cast<double>(m_minRate.GetBitRate()));
-    m_t = 0;
-    m_b = 0;
-    m_bytes = 0;
-    NS_LOG_DEBUG("flow " << m_qp->flowId << ": CNP cut, rate " << m_rc.Get() << " bit/s, target "
-                         << m_rt.Get() << " bit/s, alpha " << m_alpha.Get());
-    Apply();
-    m_increaseEvent.Cancel();
-    m_increaseAt = m_lastDecrease;
-    m_increaseEvent = Simulator::Schedule(m_increaseInterval, &RdmaDcqcn::IncreaseTimer, this);
 }
 
 void
@@ -420,7 +395,11 @@ RdmaDcqcn::Increase(Time scheduledAt)
         m_idleSince = Simulator::Now();
         Simulator::Remove(m_alphaEvent);
         Simulator::Remove(m_increaseEvent);
-        if (m_decreaseOnPeriod)
+        if (m_scheduler != nullptr)
+        {
+            CancelCheck(); // none is pending: one is only while a CNP is
+        }
+        else if (m_decreaseOnPeriod)
         {
             Simulator::Remove(m_decreaseEvent); // no CNP is pending: the periodic check stops too
         }
@@ -437,7 +416,14 @@ RdmaDcqcn::Stop()
     m_active = false;
     Simulator::Remove(m_alphaEvent);
     Simulator::Remove(m_increaseEvent);
-    Simulator::Remove(m_decreaseEvent);
+    if (m_scheduler != nullptr)
+    {
+        CancelCheck();
+    }
+    else
+    {
+        Simulator::Remove(m_decreaseEvent);
+    }
 }
 
 } // namespace ns3

@@ -6,6 +6,7 @@
 #include "ns3/nstime.h"
 #include "ns3/traced-value.h"
 #include "rdma-congestion-ops.h"
+#include "roce-scheduler.h"
 
 namespace ns3
 {
@@ -34,6 +35,11 @@ namespace ns3
  * starts a periodic check every RateDecreaseInterval from that CNP; at each check with the flag
  * set, one cut. Without it (the paper's reaction point), a CNP cuts at once, at most once per
  * RateDecreaseInterval.
+ *
+ * LazyDecrease (default, DecreaseOnPeriod only, with RoceScheduler): a check is scheduled only
+ * when a CNP has set the flag (a check without it does nothing), for the next point of the grid,
+ * ordered among the events of its time stamp as the periodic check would have been (the uid it
+ * would have had: RoceScheduler::UidCounterAt); the checks in between cost no event.
  */
 class RdmaDcqcn : public RdmaCongestionOps
 {
@@ -64,6 +70,9 @@ private:
     void Decrease();
     void DecreaseCheck();
     void ScheduleDecreaseCheck();
+    void ScheduleLazyCheck();
+    bool LazyCheckUid(Time at, uint32_t* uid) const;
+    void CancelCheck();
     void Apply();
 
     double m_g;
@@ -103,6 +112,11 @@ private:
     uint64_t m_alphaDone{0}; //!< LazyAlpha: periods applied since m_alphaOrigin
     Time m_decreaseAt;       //!< when m_decreaseEvent was scheduled
     Time m_increaseAt;       //!< when m_increaseEvent was scheduled
+    bool m_lazyDecrease{true};
+    RoceScheduler* m_scheduler{nullptr}; //!< LazyDecrease in use: the run's scheduler
+    bool m_checkPending{false};          //!< LazyDecrease: m_decreaseEvent is to run
+    Time m_lastCheck{Time::Min()};       //!< LazyDecrease: time of the last check that ran
+    uint32_t m_lastCheckUid{0};          //!< LazyDecrease: uid counter at its end
 };
 
 } // namespace ns3
