@@ -313,7 +313,9 @@ def _emit(
                 heappush(heap, s)
     if emitted != len(indeg):
         raise PlanningError(f"workload has a dependency cycle: {len(indeg) - emitted} ops/instances never became ready")
-    return builder, OpExits(ids, exit_code, multi), choices, n_coll
+    # Kept with the plan: 4 + 4 bytes per op where ids and task ids fit int32 (they do below 2^31 tasks).
+    codes = compact(np.frombuffer(exit_code, dtype=np.int64))
+    return builder, OpExits(np.asarray(compact(ids)), codes, multi), choices, n_coll
 
 
 #: Ancestors an ordering check may visit per rank and pair of calls before it gives up (then: not ordered).
