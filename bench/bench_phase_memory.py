@@ -221,6 +221,10 @@ def main(argv: list[str] | None = None) -> None:
     _task_classes(plan)
     if args.stop == "lower":
         return
+    # As validation.simulate_scenario: keep what the summary needs of the workload, drop the rest.
+    gmeta = pipeline.gpu_meta(cluster, wplan, sc.faults)
+    model_flops, peak_flops, compute_only = wplan.model_flops, wplan.peak_flops, wplan.compute_time
+    del wplan, low
     run = sc.run
     res = get_backend("analytic").run(
         plan, graph, sc.network, seed=run.seed, faults=sc.faults, stall_limit_s=run.stall_limit
@@ -230,11 +234,10 @@ def main(argv: list[str] | None = None) -> None:
     del res
     if args.stop == "replay":
         return
-    gmeta = pipeline.gpu_meta(cluster, wplan, sc.faults)
     summary = summarize(plan, times, gmeta, None)
     t = summary.iteration_time_s
-    mfu = 100.0 * wplan.model_flops / (t * wplan.peak_flops) if t else 0.0
-    _report("summarize", t0, f"step {t:.6f} s  MFU {mfu:.2f}%  compute-only {wplan.compute_time:.6f} s")
+    mfu = 100.0 * model_flops / (t * peak_flops) if t else 0.0
+    _report("summarize", t0, f"step {t:.6f} s  MFU {mfu:.2f}%  compute-only {compute_only:.6f} s")
     if args.stop == "summarize" or not args.write:
         return
     from hetero_ns3.results.meta import resolve_gpu_meta
