@@ -56,19 +56,20 @@ class OpExits(Mapping[int, tuple[int, ...]]):
         self._code = code
         self._multi = multi
         self._order: np.ndarray | None = None
+        self._sorted: np.ndarray | None = None
 
     def _tasks(self, pos: int) -> tuple[int, ...]:
         c = self._code[pos]
         return (c,) if c >= 0 else self._multi[-c - 1]
 
     def __getitem__(self, op_id: int) -> tuple[int, ...]:
-        if self._order is None:
+        if self._order is None or self._sorted is None:
             self._order = np.argsort(self._ids, kind="stable")
-        order = self._order
-        k = int(np.searchsorted(self._ids[order], op_id)) if order.size else 0
-        if k >= order.size or int(self._ids[order[k]]) != op_id:
+            self._sorted = self._ids[self._order]
+        k = int(np.searchsorted(self._sorted, op_id))
+        if k >= self._sorted.size or int(self._sorted[k]) != op_id:
             raise KeyError(op_id)
-        return self._tasks(int(order[k]))
+        return self._tasks(int(self._order[k]))
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._ids.tolist())
