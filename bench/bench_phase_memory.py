@@ -114,6 +114,48 @@ def _write_phase(out: str, plan, times, meta, flows_df, whole: bool) -> None:
     )
 
 
+def _task_classes(plan) -> None:
+    """Tasks per class (compute kernels, fused collective tasks, other communication kernels, barriers,
+    flows per category), and the compute kernels that continue a chain: their only dependency is the
+    previous kernel of their (GPU, stream), of the same category, and nothing else depends on that one
+    (what ``[run] merge_compute_chains`` folds; docs/validation.md, "Where the memory went")."""
+    from hetero_ns3.plan.dag import COMPUTE, FLOW, FUSED_LABEL_SUFFIX
+
+    n = len(plan)
+    fused_label = np.array([t.endswith(FUSED_LABEL_SUFFIX) for t in plan.labels], dtype=bool)
+    fused = fused_label[plan.label] if fused_label.any() else np.zeros(n, dtype=bool)
+    comp = plan.kind == COMPUTE
+    barrier = comp & (plan.stream < 0)
+    kernel = comp & ~barrier & ~fused
+    compute_cat = plan.categories.index("compute") if "compute" in plan.categories else -1
+    ndeps = np.diff(plan.dep_ptr)
+    outdeg = np.bincount(plan.dep_idx, minlength=n)
+    one = np.flatnonzero(kernel & (ndeps == 1))
+    j = plan.dep_idx[plan.dep_ptr[one]]
+    link = (
+        kernel[j]
+        & (plan.gpu[j] == plan.gpu[one])
+        & (plan.stream[j] == plan.stream[one])
+        & (plan.category[j] == plan.category[one])
+        & (outdeg[j] == 1)
+    )
+    rows = {
+        "compute kernels": kernel & (plan.category == compute_cat),
+        "comm kernels (reductions, latencies)": kernel & (plan.category != compute_cat),
+        "fused collective tasks": fused,
+        "barriers": barrier,
+    }
+    for c, name in enumerate(plan.categories):
+        rows[f"flows {name}"] = (plan.kind == FLOW) & (plan.category == c)
+    for name, sel in rows.items():
+        k = int(np.count_nonzero(sel))
+        if k:
+            print(f"  {name:<38} {k:>12} ({100.0 * k / max(1, n):5.1f}%)")
+    print(
+        f"  {'kernels continuing a one-stream chain':<38} {int(link.sum()):>12} ({100.0 * link.sum() / max(1, n):5.1f}%)"
+    )
+
+
 def _peak_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
@@ -161,7 +203,10 @@ def main(argv: list[str] | None = None) -> None:
     _report("compile", t0, f"ops {wplan.workload.n_ops}")
     if args.stop == "compile":
         return
-    low = pipeline.lower_plan(wplan, sc, pipeline.collective_env(sc, graph), cluster)
+    env = pipeline.collective_env(sc, graph)
+    # As the run: isolated calls fused when [run] reuse_isolated_collectives = "on" (timed on the analytic backend).
+    fuser = pipeline.isolated_fuser(get_backend("analytic"), graph, sc, env)
+    low = pipeline.lower_plan(wplan, sc, env, cluster, fuser=fuser)
     plan = low.plan
     arrays = sum(v.nbytes for v in vars(plan).values() if isinstance(v, np.ndarray))
     _report(
@@ -173,8 +218,13 @@ def main(argv: list[str] | None = None) -> None:
     for c, name in enumerate(plan.categories):
         sel = plan.category == c
         print(f"  {name:<10} tasks {int(sel.sum()):>12}  flows {int((sel & (plan.kind == FLOW)).sum()):>12}")
+    _task_classes(plan)
     if args.stop == "lower":
         return
+    # As validation.simulate_scenario: keep what the summary needs of the workload, drop the rest.
+    gmeta = pipeline.gpu_meta(cluster, wplan, sc.faults)
+    model_flops, peak_flops, compute_only = wplan.model_flops, wplan.peak_flops, wplan.compute_time
+    del wplan, low
     run = sc.run
     res = get_backend("analytic").run(
         plan, graph, sc.network, seed=run.seed, faults=sc.faults, stall_limit_s=run.stall_limit
@@ -184,11 +234,10 @@ def main(argv: list[str] | None = None) -> None:
     del res
     if args.stop == "replay":
         return
-    gmeta = pipeline.gpu_meta(cluster, wplan, sc.faults)
     summary = summarize(plan, times, gmeta, None)
     t = summary.iteration_time_s
-    mfu = 100.0 * wplan.model_flops / (t * wplan.peak_flops) if t else 0.0
-    _report("summarize", t0, f"step {t:.6f} s  MFU {mfu:.2f}%  compute-only {wplan.compute_time:.6f} s")
+    mfu = 100.0 * model_flops / (t * peak_flops) if t else 0.0
+    _report("summarize", t0, f"step {t:.6f} s  MFU {mfu:.2f}%  compute-only {compute_only:.6f} s")
     if args.stop == "summarize" or not args.write:
         return
     from hetero_ns3.results.meta import resolve_gpu_meta

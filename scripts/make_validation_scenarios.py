@@ -2,13 +2,15 @@
 
     PYTHONPATH=. python scripts/make_validation_scenarios.py            # scenario + topology files
     PYTHONPATH=. python scripts/make_validation_scenarios.py --golden   # also megatron_golden.csv
+    PYTHONPATH=. python scripts/make_validation_scenarios.py --golden --simulate gpt-145b --keep-others
 
 Output: ``hetero_ns3/data/validation/megatron/<row>.toml`` and ``selene-<nodes>.toml`` (see
 :mod:`hetero_ns3.workload.calibration`). The golden table holds, per row, the closed-form step time
 (:func:`~hetero_ns3.workload.calibration.estimate_step` with the catalog constants) and, for the rows
-that fit this 24 GiB machine (``--simulate`` names them; default gpt-1.7b, gpt-3.6b, gpt-7.5b, and gpt-18b
-and gpt-39b, which fit with ``[run] reuse_isolated_collectives = "on"``: about 6 minutes, 6.5 GiB peak),
-the analytic-backend step time.
+that fit this shared 24 GiB machine (``--simulate`` names them; default gpt-1.7b, gpt-3.6b, gpt-7.5b, and
+gpt-18b up to gpt-530b, which fit with ``[run] reuse_isolated_collectives = "on"``: about 25 minutes, 8 GiB peak),
+the analytic-backend step time. ``--keep-others`` simulates only the ``--simulate`` rows and keeps the
+other rows' simulated step times as the CSV has them (adding a row without re-running the others).
 ``tests/unit/test_megatron_golden.py`` checks both; regenerate only with this command after a
 deliberate model change, and say why in the commit.
 """
@@ -32,8 +34,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--golden", action="store_true", help="regenerate megatron_golden.csv")
     ap.add_argument(
         "--simulate",
-        default="gpt-1.7b,gpt-3.6b,gpt-7.5b,gpt-18b,gpt-39b,gpt-76b",
-        help="comma-separated rows to simulate for the golden table (default: the rows that fit 24 GiB; 18B, 39B and 76B with reuse_isolated_collectives)",
+        default="gpt-1.7b,gpt-3.6b,gpt-7.5b,gpt-18b,gpt-39b,gpt-76b,gpt-145b,gpt-310b,gpt-530b",
+        help="comma-separated rows to simulate for the golden table (default: the rows that fit ~11 GiB; 18B up with reuse_isolated_collectives)",
+    )
+    ap.add_argument(
+        "--keep-others",
+        action="store_true",
+        help="keep the simulated step time of the rows not in --simulate as megatron_golden.csv has it",
     )
     args = ap.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
@@ -46,6 +53,12 @@ def main(argv: list[str] | None = None) -> None:
     from hetero_ns3.validation import simulate_scenario
 
     sim = set(filter(None, args.simulate.split(",")))
+    kept: dict[str, str] = {}
+    if args.keep_others and GOLDEN.exists():
+        with open(GOLDEN, newline="") as fh:
+            kept = {
+                r["row"]: r["simulated_step_s"] for r in csv.DictReader(line for line in fh if not line.startswith("#"))
+            }
     rf = Roofline("fp16")
     rows = []
     for row in load_rows():
@@ -56,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
                 "row": row.name,
                 "published_step_s": f"{row.published_step_s:.6f}",
                 "closed_form_step_s": f"{closed:.6f}",
-                "simulated_step_s": "" if simulated is None else f"{simulated:.6f}",
+                "simulated_step_s": kept.get(row.name, "") if simulated is None else f"{simulated:.6f}",
             }
         )
         print(rows[-1])

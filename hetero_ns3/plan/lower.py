@@ -15,7 +15,8 @@ dependencies and emitted tasks; the per-rank ops are read as columns of the work
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from array import array
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -29,7 +30,52 @@ from hetero_ns3.plan.dag import COMM_STREAM, COMPUTE_STREAM, ExecutionPlan
 from hetero_ns3.plan.fuse import Fuser, GroupKey, Shape, group_key
 from hetero_ns3.workload.artefact import ProgramOp, Workload
 from hetero_ns3.workload.gcpause import gc_paused
-from hetero_ns3.workload.optable import OpGraph, OpTable, op_graph, op_table
+from hetero_ns3.workload.optable import OpTable, op_graph, op_table
+
+
+def compact(a: np.ndarray) -> array:
+    """``a`` (integers) as a typed :class:`array.array`, int32 when its values fit, else int64.
+
+    The lowering walks per-op columns one element at a time in Python; a typed array costs 4 or 8 bytes
+    per element where a list costs 8 plus a 32-byte int object (above 256), which at 10^7 ops was most of
+    the lowering's peak (docs/validation.md, "Where the memory went")."""
+    small = a.size == 0 or (int(a.min()) >= -(2**31) and int(a.max()) < 2**31)
+    out = array("i" if small else "q")
+    out.frombytes(np.ascontiguousarray(a, dtype=np.int32 if small else np.int64).tobytes())
+    return out
+
+
+class OpExits(Mapping[int, tuple[int, ...]]):
+    """Workload op id -> task ids whose completion completes the op on its GPU (read-only mapping).
+
+    Stored as two columns instead of a dict of tuples: per op position its single exit task, or
+    ``-(k + 1)`` for ``multi[k]``. Lookups by op id search a sorted copy of the ids (made on first use)."""
+
+    def __init__(self, ids: np.ndarray, code: array, multi: list[tuple[int, ...]]) -> None:
+        self._ids = ids
+        self._code = code
+        self._multi = multi
+        self._order: np.ndarray | None = None
+        self._sorted: np.ndarray | None = None
+
+    def _tasks(self, pos: int) -> tuple[int, ...]:
+        c = self._code[pos]
+        return (c,) if c >= 0 else self._multi[-c - 1]
+
+    def __getitem__(self, op_id: int) -> tuple[int, ...]:
+        if self._order is None or self._sorted is None:
+            self._order = np.argsort(self._ids, kind="stable")
+            self._sorted = self._ids[self._order]
+        k = int(np.searchsorted(self._sorted, op_id))
+        if k >= self._sorted.size or int(self._sorted[k]) != op_id:
+            raise KeyError(op_id)
+        return self._tasks(int(self._order[k]))
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._ids.tolist())
+
+    def __len__(self) -> int:
+        return int(self._ids.shape[0])
 
 
 @dataclass(frozen=True)
@@ -38,7 +84,7 @@ class Lowered:
 
     plan: ExecutionPlan
     op_exit: Mapping[int, tuple[int, ...]]
-    """Workload op id -> task ids whose completion completes the op on its GPU."""
+    """Workload op id -> task ids whose completion completes the op on its GPU (an :class:`OpExits`)."""
     choices: Mapping[str, int] = field(default_factory=dict)
     """Count of collective calls per ``dim:op:algo/protocol/channels`` choice."""
     n_collectives: int = 0
@@ -56,39 +102,51 @@ def _group(p: ProgramOp, t: int) -> tuple[str, ...]:
 
 
 class _Lowering:
-    """State of one :func:`lower_workload` call: the op table as lists, every op's exit tasks, the calls."""
+    """State of one :func:`lower_workload` call: the op table as typed arrays, every op's exit tasks, the calls."""
 
     def __init__(self, table: OpTable, gpu_of: list[str]) -> None:
-        self.table = table
+        self.prog_op = table.prog_op  # the table itself is not kept: its int64 columns are copied below
         self.gpu_of = gpu_of
-        self.rank = table.rank.tolist()
-        self.member = table.member.tolist()
-        self.dep_ptr = table.dep_ptr.tolist()
-        self.dep_pos = table.dep_pos.tolist()
-        self.exit_of: list[tuple[int, ...]] = [()] * len(table)
-        """Per position: task ids whose completion completes the op on its GPU."""
+        # Typed arrays, not lists: 4-8 bytes per op instead of ~40 (see :func:`compact`).
+        self.rank = compact(table.rank)
+        self.member = compact(table.member)
+        self.dep_ptr = compact(table.dep_ptr)
+        self.dep_pos = compact(table.dep_pos)
+        self.exit_code = array("q", [-1]) * len(table)
+        """Per position: the op's exit task (its only one), or ``-(k + 1)`` for the tasks ``multi[k]``."""
+        self.multi: list[tuple[int, ...]] = [()]
+        """Exit task tuples of ops with none or several (``multi[0]``: none, the state before emission)."""
         self.calls: dict[tuple, CollectiveCall] = {}
         """(op, group, bytes, peer, dim) -> the unnamed call of that shape."""
+
+    def code_of(self, tasks: tuple[int, ...]) -> int:
+        """The :attr:`exit_code` of an op whose exit tasks are ``tasks`` (stores a tuple of other lengths)."""
+        if len(tasks) == 1:
+            return tasks[0]
+        self.multi.append(tasks)
+        return -len(self.multi)
 
     def dep_tasks(self, i: int) -> list[int]:
         """Exit tasks of the dependencies of the op at position ``i`` (``Op.deps`` order, repeats kept)."""
         a, b = self.dep_ptr[i], self.dep_ptr[i + 1]
-        exit_of = self.exit_of
-        if b - a == 1:
-            return list(exit_of[self.dep_pos[a]])
+        code, multi = self.exit_code, self.multi
         out: list[int] = []
         for d in self.dep_pos[a:b]:
-            out.extend(exit_of[d])
+            c = code[d]
+            if c >= 0:
+                out.append(c)
+            else:
+                out.extend(multi[-c - 1])
         return out
 
     def call_of(
-        self, members: list[int], overrides: Mapping[str, CollectiveOverride]
+        self, members: Sequence[int], overrides: Mapping[str, CollectiveOverride]
     ) -> tuple[CollectiveCall, str, dict[str, list[int]]]:
         """An instance's call (unnamed, shared by every call of its shape), its name, its members per GPU.
 
         The call has the dimension's ``overrides`` applied; members are listed in workload order.
         """
-        prog_op, gpu_of, rank = self.table.prog_op, self.gpu_of, self.rank
+        prog_op, gpu_of, rank = self.prog_op, self.gpu_of, self.rank
         head = prog_op[members[0]]
         if head.collective in ("send", "recv"):
             send = next(m for m in members if prog_op[m].collective == "send")
@@ -155,7 +213,7 @@ def _emit(
     priority: Mapping[str, int],
     reuse: bool,
     fuser: Fuser | None = None,
-) -> tuple[PlanBuilder, dict[int, tuple[int, ...]], dict[str, int], int]:
+) -> tuple[PlanBuilder, OpExits, dict[str, int], int]:
     """Emit every task into a builder (:func:`lower_workload`'s defaults resolved); return it with each
     op's exit tasks, the algorithm choices and the call count."""
     templates = CallTemplates() if reuse else None
@@ -171,16 +229,20 @@ def _emit(
     choices: dict[str, int] = {}
     n_coll = 0
 
-    prog_op, rank_of, exit_of, dep_tasks = table.prog_op, low.rank, low.exit_of, low.dep_tasks
+    prog_op, rank_of, dep_tasks = low.prog_op, low.rank, low.dep_tasks
+    ids = table.ids
+    del table  # the other columns live on in ``low`` as typed arrays
+    exit_code, multi, code_of = low.exit_code, low.multi, low.code_of
     dep_ptr, dep_pos = low.dep_ptr, low.dep_pos
-    mem_ptr, mem_pos = graph.mem_ptr.tolist(), graph.mem_pos.tolist()
-    first_pos = graph.mem_pos[graph.mem_ptr[:-1]].tolist()  # the op of a single-op node
-    is_instance = graph.is_instance.tolist()
-    indeg, succ_ptr, succ = graph.indeg.tolist(), graph.succ_ptr.tolist(), graph.succ.tolist()
+    mem_ptr, mem_pos = compact(graph.mem_ptr), compact(graph.mem_pos)
+    first_pos = compact(graph.mem_pos[graph.mem_ptr[:-1]])  # the op of a single-op node
+    is_instance = graph.is_instance.tobytes()  # one byte per node, 0 or 1
+    indeg, succ_ptr, succ = compact(graph.indeg), compact(graph.succ_ptr), compact(graph.succ)
     # Kahn's algorithm, smallest node first (node order = order of the smallest op id of the node).
     if fuser is not None:
-        shapes, unordered = _shapes(low, graph, overrides, prio, env, slowdown)
+        shapes, unordered = _shapes(low, graph.is_instance, mem_ptr, mem_pos, overrides, prio, env, slowdown)
         fuser.prepare(shapes, exclude=unordered)
+    del graph  # its columns are copied into the typed arrays above
     heap = [nd for nd, k in enumerate(indeg) if k == 0]
     heapq.heapify(heap)
     emitted = 0
@@ -194,14 +256,18 @@ def _emit(
             p = prog_op[i]
             r = rank_of[i]
             a = dep_ptr[i]
-            # One dependency (the usual case): its exit tuple as is (the builder copies what it is given).
-            deps = exit_of[dep_pos[a]] if dep_ptr[i + 1] - a == 1 else dep_tasks(i)
+            # One dependency (the usual case): its exit tasks as they are (the builder copies what it is given).
+            if dep_ptr[i + 1] - a == 1:
+                c = exit_code[dep_pos[a]]
+                deps = [c] if c >= 0 else multi[-c - 1]
+            else:
+                deps = dep_tasks(i)
             if p.kind == "compute":
                 stream = COMPUTE_STREAM if p.stream == "compute" else COMM_STREAM
                 tid = add_compute(gidx_of[r], p.duration * slow_of[r], deps, stream, p.name, "compute")
             else:  # a comm op outside any instance: nothing to move
                 tid = add_barrier(gidx_of[r], deps, label=p.name)
-            exit_of[i] = (tid,)
+            exit_code[i] = tid
         else:
             members = mem_pos[mem_ptr[nd] : mem_ptr[nd + 1]]
             head = prog_op[members[0]]
@@ -211,7 +277,7 @@ def _emit(
                 for g, ms in by_gpu.items():
                     tid = builder.add_barrier(g, entry[g], label=head.name, category=head.dim or "comm")
                     for m in ms:
-                        exit_of[m] = (tid,)
+                        exit_code[m] = tid
             else:
                 category, cls = head.dim or "comm", prio.get(head.dim, 0)
                 if fuser is not None and fuser.fuses((call, category, cls)):
@@ -220,8 +286,9 @@ def _emit(
                     key = f"{head.dim}:{call.op}:{ch.algo}/{ch.protocol}/{ch.channels}"
                     choices[key] = choices.get(key, 0) + 1
                     for g, ms in by_gpu.items():
+                        c = code_of(fexits[g])
                         for m in ms:
-                            exit_of[m] = fexits[g]
+                            exit_code[m] = c
                     for s in succ[succ_ptr[nd] : succ_ptr[nd + 1]]:
                         k = indeg[s] - 1
                         indeg[s] = k
@@ -237,9 +304,9 @@ def _emit(
                 choices[key] = choices.get(key, 0) + 1
                 exits_of = res.exits
                 for g, ms in by_gpu.items():
-                    exits = tuple(exits_of[g])
+                    c = code_of(tuple(exits_of[g]))
                     for m in ms:
-                        exit_of[m] = exits
+                        exit_code[m] = c
         for s in succ[succ_ptr[nd] : succ_ptr[nd + 1]]:
             k = indeg[s] - 1
             indeg[s] = k
@@ -247,7 +314,9 @@ def _emit(
                 heappush(heap, s)
     if emitted != len(indeg):
         raise PlanningError(f"workload has a dependency cycle: {len(indeg) - emitted} ops/instances never became ready")
-    return builder, dict(zip(table.ids.tolist(), exit_of, strict=True)), choices, n_coll
+    # Kept with the plan: 4 + 4 bytes per op where ids and task ids fit int32 (they do below 2^31 tasks).
+    codes = compact(np.frombuffer(exit_code, dtype=np.int64))
+    return builder, OpExits(np.asarray(compact(ids)), codes, multi), choices, n_coll
 
 
 #: Ancestors an ordering check may visit per rank and pair of calls before it gives up (then: not ordered).
@@ -256,7 +325,9 @@ ORDER_BUDGET = 256
 
 def _shapes(
     low: _Lowering,
-    graph: OpGraph,
+    is_instance: np.ndarray,
+    mem_ptr: array,
+    mem_pos: array,
     overrides: Mapping[str, CollectiveOverride],
     prio: Mapping[str, int],
     env: CollectiveEnv,
@@ -264,12 +335,11 @@ def _shapes(
 ) -> tuple[dict[Shape, None], set[GroupKey]]:
     """Every distinct (call, category, traffic class) of the workload's collective instances with bytes to
     move, and the rank groups not to fuse: ranks of different speeds (:func:`_even`) or calls not provably
-    ordered (:func:`_ordered`)."""
-    mem_ptr, mem_pos = graph.mem_ptr.tolist(), graph.mem_pos.tolist()
-    prog_op = low.table.prog_op
+    ordered (:func:`_ordered`). ``is_instance``, ``mem_ptr``, ``mem_pos``: the :class:`OpGraph` columns."""
+    prog_op = low.prog_op
     out: dict[Shape, None] = {}
-    by_group: dict[GroupKey, list[list[int]]] = {}
-    for nd in np.flatnonzero(graph.is_instance).tolist():  # node order: each group's calls by smallest op id
+    by_group: dict[GroupKey, list[array]] = {}
+    for nd in np.flatnonzero(is_instance).tolist():  # node order: each group's calls by smallest op id
         members = mem_pos[mem_ptr[nd] : mem_ptr[nd + 1]]
         call = low.call_of(members, overrides)[0]
         if call.size_bytes > 0:
@@ -293,7 +363,7 @@ def _even(gpus: frozenset[str], env: CollectiveEnv, slowdown: Mapping[str, float
     )
 
 
-def _ordered(low: _Lowering, calls: list[list[int]]) -> bool:
+def _ordered(low: _Lowering, calls: list[array]) -> bool:
     """Whether each call (member op positions) follows the previous one on every rank through op dependencies.
 
     For consecutive calls X, Y: each member op of Y must have X's member on its rank among its ancestors
