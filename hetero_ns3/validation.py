@@ -108,6 +108,7 @@ def simulate_scenario(path: Path, overrides: Sequence[str] = ()) -> dict[str, fl
     from hetero_ns3.network.analytic.backend import AnalyticBackend
     from hetero_ns3.pipeline import gpu_meta, load_run_cluster, lower_scenario
     from hetero_ns3.results import summarize
+    from hetero_ns3.results.summary import summary_columns
     from hetero_ns3.scenario.loader import load_scenario
     from hetero_ns3.topology import build_graph
 
@@ -122,10 +123,12 @@ def simulate_scenario(path: Path, overrides: Sequence[str] = ()) -> dict[str, fl
     model_flops, peak_flops, compute_only = wplan.model_flops, wplan.peak_flops, wplan.compute_time
     plan = lowered.plan
     del wplan, lowered
-    # Task times only (no flows table: ~47 bytes per task less at the replay's peak; the loop raises
-    # SimulationError if a task never runs).
-    res = engine.replay_times(plan, graph, scenario.network, seed=scenario.run.seed, faults=scenario.faults)
-    summary = summarize(plan, res.times, meta, None)
+    # Task times only, in two steps (docs/validation.md, "held-out GPT-3 175B"): route, then drop the plan's
+    # columns neither the loop nor the summary reads any more, then replay (it raises SimulationError if a
+    # task never runs).
+    job = engine.prepare_times(plan, graph, scenario.network, seed=scenario.run.seed, faults=scenario.faults)
+    plan = summary_columns(plan)
+    summary = summarize(plan, job.run().times, meta, None)
     t = summary.iteration_time_s
     return {
         "step_time_s": t,

@@ -12,6 +12,7 @@ sum to the iteration time.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +70,21 @@ class Summary:
             },
             "counts": dict(self.counts),
         }
+
+
+def summary_columns(plan: ExecutionPlan) -> ExecutionPlan:
+    """``plan`` with only the columns :func:`summarize` reads: ``duration_s``, ``priority`` and ``channel``
+    become read-only placeholders of no memory (NaN, 0, -1 for every task), so that a caller holding only
+    this one frees those three arrays (11 bytes per task) before the replay needs its largest memory
+    (``validation.simulate_scenario``). The summary of either plan is the same
+    (tests/unit/test_results_blocks.py)."""
+    n = len(plan)
+    return dataclasses.replace(
+        plan,
+        duration_s=np.broadcast_to(np.float64(np.nan), (n,)),
+        priority=np.broadcast_to(np.int8(0), (n,)),
+        channel=np.broadcast_to(np.int16(-1), (n,)),
+    )
 
 
 #: Tasks per block in :func:`traffic_by_category` (temporaries of one block, not of all flows).

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
-from hetero_ns3.network.analytic import AnalyticConfig, replay_times, simulate_plan
+from hetero_ns3.errors import SimulationError
+from hetero_ns3.network.analytic import AnalyticConfig, prepare_times, replay_times, simulate_plan
 from hetero_ns3.network.analytic import flows as flows_mod
 from hetero_ns3.network.analytic.flows import row_bytes
 from hetero_ns3.network.analytic.native import load_kernel, replay_native
@@ -101,3 +102,22 @@ def test_row_bytes_in_blocks_equal_one_bincount(monkeypatch, per_task):
     monkeypatch.setattr(flows_mod, "_BYTES_BLOCK", 7)  # many blocks, a ragged last one
     got = row_bytes(rows, n_rows, size_arg, task)
     assert np.array_equal(got, np.bincount(rows, weights=size, minlength=n_rows))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_prepared_replay_runs_on_without_the_plan_columns_it_no_longer_reads(engine):
+    """Route, then drop the plan's durations, priorities and channels (as validate does), then replay:
+    the same times; a second run is refused on the native engine (its codes became finish times)."""
+    g = leaf_spine(2, 2, 4, 100e9, 1e-6)
+    plan = collective_plan(g)
+    cfg = AnalyticConfig(engine=engine)
+    full = simulate_plan(g, plan, cfg, seed=3)
+    job = prepare_times(g, plan, cfg, seed=3)
+    for name in ("duration_s", "priority", "channel"):
+        getattr(plan, name)[:] = -7  # the loop must not read these any more
+    got = job.run()
+    assert np.array_equal(got.times.finish_s, full.times.finish_s)
+    assert np.array_equal(got.times.start_s, full.times.start_s)
+    if engine == "native":
+        with pytest.raises(SimulationError, match="has run already"):
+            job.run()

@@ -263,64 +263,6 @@ def _replay_plan(
     return out, engine, (*flow_times, ideal)
 
 
-@dataclass(frozen=True)
-class AnalyticTimes:
-    """Outcome of :func:`replay_times`: an :class:`AnalyticResult` without its flows table."""
-
-    times: TaskTimes
-    link_bytes: np.ndarray
-    stats: AnalyticStats
-
-
-def replay_times(
-    graph: NetGraph,
-    plan: ExecutionPlan,
-    config: AnalyticConfig = DEFAULT_CONFIG,
-    seed: int = 0,
-    routes: Routes | None = None,
-) -> AnalyticTimes:
-    """:func:`simulate_plan` without the flows table: the same event loop on the same inputs (the same task
-    times, bit for bit), in less memory, for callers that need only task times (``hetero-ns3 validate``).
-
-    With the native kernel it keeps, beside the plan, about 20 bytes per task and 4 per flow plus 4 per
-    dependency (docs/analytic.md, "Memory"): no per-flow times, ideal FCTs, sizes (the loop reads the
-    plan's bytes per task) or name columns; the flows' task ids are dropped after routing, before the
-    successor lists are made (in this thread, after routing, not beside it); and the finish times overwrite
-    the task codes. Without the kernel (numpy engine) it is :func:`simulate_plan` with the table dropped.
-    """
-    lib = _kernel(config)
-    if lib is None:
-        r = simulate_plan(graph, plan, config, seed, routes)
-        return AnalyticTimes(r.times, r.link_bytes, r.stats)
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        flows_job = pool.submit(plan_flows, plan, config.ecmp_key == "connection", lib, codes=True)
-        table = resolve_next_hops(graph, routes)  # Python searches (GIL) while the C pass runs
-        flows = flows_job.result()
-        del flows_job  # (the future holds the result)
-    links = link_arrays(graph, config)
-    paths = route_plan(graph, plan, flows, plan.size_bytes, links, config, seed, table, lib, per_task=True)
-    n_flows, code = int(flows.task.shape[0]), flows.code
-    del flows  # the flows' task ids, connections (kept as paths.row) and first flows
-    t_route = time.perf_counter() - t0
-    successors = successors_native(lib, plan.dep_ptr, plan.dep_idx, True)
-    figures: dict[str, object] = {}
-    if paths.latency_s is None:  # the loop computes latencies from the paths
-        figures.update(links=links, store_and_forward=config.store_and_forward)
-    args = (None, plan.duration_s, plan.dep_ptr, plan.dep_idx, None, plan.size_bytes, paths.paths)
-    out, engine = _run(
-        lib, config, *args, paths.latency_s, links.capacity, path_row=paths.row, successors=successors,
-        task_code=code, finish_out=code, **figures,
-    )  # fmt: skip
-    del successors, code
-    s = out.stats
-    stats = AnalyticStats(
-        len(plan), n_flows, s.events, s.rate_updates, s.fill_rounds, s.max_active_flows, s.reused_rates,
-        s.recomputed_rates, t_route, s.wall_s, time.perf_counter() - t0, engine,
-    )  # fmt: skip
-    return AnalyticTimes(TaskTimes(out.start_s, out.finish_s), _link_bytes(paths, len(graph.links)), stats)
-
-
 def simulate_flows(
     graph: NetGraph,
     flows: pd.DataFrame,

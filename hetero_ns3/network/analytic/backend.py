@@ -7,8 +7,9 @@ import dataclasses
 import numpy as np
 
 from hetero_ns3.errors import ScenarioError
-from hetero_ns3.network.analytic.api import AnalyticTimes, replay_times, simulate_plan
+from hetero_ns3.network.analytic.api import simulate_plan
 from hetero_ns3.network.analytic.config import AnalyticConfig
+from hetero_ns3.network.analytic.times_only import PreparedTimes, prepare_times
 from hetero_ns3.network.backend import BackendRun, ProgressFn
 from hetero_ns3.network.config import NetworkConfig
 from hetero_ns3.network.link_load import routed_link_bytes
@@ -74,7 +75,7 @@ class AnalyticBackend:
             raw=res,
         )
 
-    def replay_times(
+    def prepare_times(
         self,
         plan: ExecutionPlan,
         graph: NetGraph,
@@ -82,12 +83,13 @@ class AnalyticBackend:
         *,
         seed: int,
         faults: FaultsSection | None = None,
-    ) -> AnalyticTimes:
-        """:meth:`run`'s task times without its flows table, in less memory
-        (:func:`~hetero_ns3.network.analytic.api.replay_times`; what ``hetero-ns3 validate`` needs)."""
+    ) -> PreparedTimes:
+        """:meth:`run`'s task times without its flows table, in less memory, in two steps: this routes;
+        ``.run()`` replays. In between the caller may drop the plan's durations, priorities and channels
+        (:func:`~hetero_ns3.network.analytic.times_only.prepare_times`; what ``hetero-ns3 validate`` does)."""
         if faults is not None and faults.links:
             graph = apply_static_link_faults(graph, faults)
-        return replay_times(graph, plan, config=config_for(config), seed=config.routing.ecmp_seed)
+        return prepare_times(graph, plan, config=config_for(config), seed=config.routing.ecmp_seed)
 
     def link_load(
         self,
