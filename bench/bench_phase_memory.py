@@ -2,9 +2,10 @@
 
 Prints, after each phase, the process's resident set (RSS now, peak so far, from /proc and getrusage)
 and its CPU time so far, plus the plan's size (tasks, flows, dependencies, bytes of its arrays) and
-tasks per category. No run directory is written, and the replay makes the task times only (as ``hetero-ns3
-validate``; ``--flows-table``: with the flows table, as ``hetero-ns3 run``). One scenario per process,
-so that each peak is its own. Usage (docs/validation.md, "Where the memory went"):
+tasks per category (``--classes``: per class too, a diagnostic with its own peak). No run directory is
+written, and the replay makes the task times only, as ``hetero-ns3 validate`` does (``--flows-table``:
+with the flows table, as ``hetero-ns3 run``). ``--digest``: SHA-256 of the task times and the summary.
+One scenario per process, so that each peak is its own. Usage (docs/validation.md, "Where the memory went"):
 
     .venv/bin/python bench/bench_phase_memory.py hetero_ns3/data/validation/megatron/gpt-7.5b.toml
     .venv/bin/python bench/bench_phase_memory.py hetero_ns3/data/validation/h100/gpt3-175b.toml \\
@@ -200,6 +201,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--write", metavar="DIR", help="write the run directory's pieces into DIR (phase 'write')")
     ap.add_argument("--whole-tables", action="store_true", help="also write the tables as one slice (baseline)")
     ap.add_argument(
+        "--classes",
+        action="store_true",
+        help="print tasks per class after lowering (a diagnostic whose temporaries raise the peak; off by default)",
+    )
+    ap.add_argument(
         "--flows-table",
         action="store_true",
         help="replay as `hetero-ns3 run` does, with the flows table (default without --write: as validate, times only)",
@@ -249,7 +255,8 @@ def main(argv: list[str] | None = None) -> None:
     for c, name in enumerate(plan.categories):
         sel = plan.category == c
         print(f"  {name:<10} tasks {int(sel.sum()):>12}  flows {int((sel & (plan.kind == FLOW)).sum()):>12}")
-    _task_classes(plan)
+    if args.classes:  # (its temporaries, ~35 bytes per task, would otherwise set the run's peak)
+        _task_classes(plan)
     if args.stop == "lower":
         return
     # As validation.simulate_scenario: keep what the summary needs of the workload, drop the rest.
