@@ -2,8 +2,10 @@
 
 Prints, after each phase, the process's resident set (RSS now, peak so far, from /proc and getrusage)
 and its CPU time so far, plus the plan's size (tasks, flows, dependencies, bytes of its arrays) and
-tasks per category. No run directory is written (as ``hetero-ns3 validate``). One scenario per process,
-so that each peak is its own. Usage (docs/validation.md, "Where the memory went"):
+tasks per category (``--classes``: per class too, a diagnostic with its own peak). No run directory is
+written, and the replay makes the task times only, as ``hetero-ns3 validate`` does (``--flows-table``:
+with the flows table, as ``hetero-ns3 run``). ``--digest``: SHA-256 of the task times and the summary.
+One scenario per process, so that each peak is its own. Usage (docs/validation.md, "Where the memory went"):
 
     .venv/bin/python bench/bench_phase_memory.py hetero_ns3/data/validation/megatron/gpt-7.5b.toml
     .venv/bin/python bench/bench_phase_memory.py hetero_ns3/data/validation/h100/gpt3-175b.toml \\
@@ -156,6 +158,24 @@ def _task_classes(plan) -> None:
     )
 
 
+def _digests(times, summary) -> None:
+    """SHA-256 of the start and finish arrays' bytes and of the summary's JSON: equal digests before and
+    after a change show that it left every task time and the breakdown bit for bit as they were."""
+    import hashlib
+    import json
+
+    def sha(data) -> str:  # bytes or a buffer (an array's memory, hashed in place: no copy to raise the peak)
+        return hashlib.sha256(data).hexdigest()[:16]
+
+    text = json.dumps(summary.to_dict(), sort_keys=True).encode()
+    print(
+        f"  digest start {sha(np.ascontiguousarray(times.start_s).data)}  "
+        f"finish {sha(np.ascontiguousarray(times.finish_s).data)}  summary {sha(text)}  "
+        f"step {summary.iteration_time_s!r}",
+        flush=True,
+    )
+
+
 def _peak_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
@@ -181,6 +201,21 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--write", metavar="DIR", help="write the run directory's pieces into DIR (phase 'write')")
     ap.add_argument("--whole-tables", action="store_true", help="also write the tables as one slice (baseline)")
     ap.add_argument(
+        "--classes",
+        action="store_true",
+        help="print tasks per class after lowering (a diagnostic whose temporaries raise the peak; off by default)",
+    )
+    ap.add_argument(
+        "--flows-table",
+        action="store_true",
+        help="replay as `hetero-ns3 run` does, with the flows table (default without --write: as validate, times only)",
+    )
+    ap.add_argument(
+        "--digest",
+        action="store_true",
+        help="print SHA-256 digests of the task start and finish times and of summary.json's content (exactness checks)",
+    )
+    ap.add_argument(
         "--steps", help="comma list of write steps to run: plan.npz,tasks,flows,trace.json,plots/timeline.png"
     )
     args = ap.parse_args(argv)
@@ -188,9 +223,11 @@ def main(argv: list[str] | None = None) -> None:
     STEPS = set(args.steps.split(",")) if args.steps else None
 
     from hetero_ns3 import pipeline
+    from hetero_ns3.network.analytic.backend import AnalyticBackend
     from hetero_ns3.network.backend import get_backend
     from hetero_ns3.plan.dag import FLOW
     from hetero_ns3.results import summarize
+    from hetero_ns3.results.summary import summary_columns
     from hetero_ns3.scenario.loader import load_scenario
     from hetero_ns3.topology import build_graph
     from hetero_ns3.workload.planner import plan_scenario
@@ -218,7 +255,8 @@ def main(argv: list[str] | None = None) -> None:
     for c, name in enumerate(plan.categories):
         sel = plan.category == c
         print(f"  {name:<10} tasks {int(sel.sum()):>12}  flows {int((sel & (plan.kind == FLOW)).sum()):>12}")
-    _task_classes(plan)
+    if args.classes:  # (its temporaries, ~35 bytes per task, would otherwise set the run's peak)
+        _task_classes(plan)
     if args.stop == "lower":
         return
     # As validation.simulate_scenario: keep what the summary needs of the workload, drop the rest.
@@ -226,18 +264,25 @@ def main(argv: list[str] | None = None) -> None:
     model_flops, peak_flops, compute_only = wplan.model_flops, wplan.peak_flops, wplan.compute_time
     del wplan, low
     run = sc.run
-    res = get_backend("analytic").run(
-        plan, graph, sc.network, seed=run.seed, faults=sc.faults, stall_limit_s=run.stall_limit
-    )
-    times, flows_df = res.times, res.flows
-    _report("replay", t0, f"makespan {times.makespan_s:.6f} s completed {res.completed}")
-    del res
+    backend = AnalyticBackend()
+    if args.write or args.flows_table:  # the run path: task times and the flows table
+        res = backend.run(plan, graph, sc.network, seed=run.seed, faults=sc.faults, stall_limit_s=run.stall_limit)
+        times, flows_df, done = res.times, res.flows, res.completed
+    else:  # as validate: task times only; route, drop the columns neither the loop nor the summary reads, replay
+        job = backend.prepare_times(plan, graph, sc.network, seed=run.seed, faults=sc.faults)
+        plan = summary_columns(plan)
+        times, flows_df, done = job.run().times, None, True
+        del job
+    _report("replay", t0, f"makespan {times.makespan_s:.6f} s completed {done}")
+    res = None
     if args.stop == "replay":
         return
     summary = summarize(plan, times, gmeta, None)
     t = summary.iteration_time_s
     mfu = 100.0 * model_flops / (t * peak_flops) if t else 0.0
     _report("summarize", t0, f"step {t:.6f} s  MFU {mfu:.2f}%  compute-only {compute_only:.6f} s")
+    if args.digest:
+        _digests(times, summary)
     if args.stop == "summarize" or not args.write:
         return
     from hetero_ns3.results.meta import resolve_gpu_meta

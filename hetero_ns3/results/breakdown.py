@@ -96,14 +96,14 @@ class Breakdown:
 
 
 def last_finishing_dependency(plan: ExecutionPlan, finish_s: np.ndarray) -> np.ndarray:
-    """For each task, the id of its dependency that finishes last (-1 if it has none).
+    """For each task, the id of its dependency that finishes last (-1 if it has none; int32 below 2**31 tasks).
 
     Ties go to a flow (communication explains a wait better than a kernel that ended at the same
     instant), then to the larger id. Done in blocks of tasks, so that the temporaries (a few arrays
     over one block's dependencies) stay small next to the plan.
     """
     n = len(plan)
-    pred = np.full(n, -1, dtype=np.int64)
+    pred = np.full(n, -1, dtype=np.int32 if n < 2**31 else np.int64)  # task ids: int32 as in dep_idx
     if plan.dep_idx.size == 0:
         return pred
     for lo in range(0, n, _BLOCK):
@@ -314,17 +314,25 @@ class _Attributor:
 
 def _last_task_per_gpu(plan: ExecutionPlan, finish: np.ndarray, n_gpus: int) -> np.ndarray:
     """int64 per GPU: its last task to finish (its kernels, and the flows it sends or receives; ties: the
-    larger id), -1 for a GPU without tasks. Two passes of ``ufunc.at`` instead of a sort over all tasks."""
-    flow_ids = np.flatnonzero(plan.kind == FLOW)
-    flow_dst, flow_fin = plan.dst[flow_ids], finish[flow_ids]
+    larger id), -1 for a GPU without tasks. Two passes of ``ufunc.at`` instead of a sort over all tasks,
+    each in blocks of tasks (a maximum does not depend on the order: the same result as one pass, with
+    temporaries of one block)."""
     latest = np.full(n_gpus, -np.inf)
-    np.maximum.at(latest, plan.gpu, finish)
-    np.maximum.at(latest, flow_dst, flow_fin)
     best = np.full(n_gpus, -1, dtype=np.int64)
-    hit = np.flatnonzero(finish == latest[plan.gpu])
-    np.maximum.at(best, plan.gpu[hit], hit)
-    hit = np.flatnonzero(flow_fin == latest[flow_dst])
-    np.maximum.at(best, flow_dst[hit], flow_ids[hit])
+    for find_best in (False, True):
+        for lo in range(0, len(plan), _BLOCK):
+            hi = min(len(plan), lo + _BLOCK)
+            gpu, fin = plan.gpu[lo:hi], finish[lo:hi]
+            flow_ids = np.flatnonzero(plan.kind[lo:hi] == FLOW)
+            flow_dst, flow_fin = plan.dst[lo:hi][flow_ids], fin[flow_ids]
+            if not find_best:
+                np.maximum.at(latest, gpu, fin)
+                np.maximum.at(latest, flow_dst, flow_fin)
+                continue
+            hit = np.flatnonzero(fin == latest[gpu])
+            np.maximum.at(best, gpu[hit], hit + lo)
+            hit = np.flatnonzero(flow_fin == latest[flow_dst])
+            np.maximum.at(best, flow_dst[hit], flow_ids[hit] + lo)
     return best
 
 

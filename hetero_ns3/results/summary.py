@@ -12,6 +12,7 @@ sum to the iteration time.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,23 +72,47 @@ class Summary:
         }
 
 
+def summary_columns(plan: ExecutionPlan) -> ExecutionPlan:
+    """``plan`` with only the columns :func:`summarize` reads: ``duration_s``, ``priority`` and ``channel``
+    become read-only placeholders of no memory (NaN, 0, -1 for every task), so that a caller holding only
+    this one frees those three arrays (11 bytes per task) before the replay needs its largest memory
+    (``validation.simulate_scenario``). The summary of either plan is the same
+    (tests/unit/test_results_blocks.py)."""
+    n = len(plan)
+    return dataclasses.replace(
+        plan,
+        duration_s=np.broadcast_to(np.float64(np.nan), (n,)),
+        priority=np.broadcast_to(np.int8(0), (n,)),
+        channel=np.broadcast_to(np.int16(-1), (n,)),
+    )
+
+
+#: Tasks per block in :func:`traffic_by_category` (temporaries of one block, not of all flows).
+_BLOCK = 1 << 20
+
+
 def traffic_by_category(plan: ExecutionPlan, meta: Sequence[GpuMeta]) -> dict[str, dict[str, int]]:
-    """Per flow category: number of flows and bytes, split into intra-node and inter-node bytes."""
-    flows = np.nonzero(plan.kind == FLOW)[0]
+    """Per flow category: number of flows and bytes, split into intra-node and inter-node bytes (integer
+    sums over blocks of tasks: the same figures as over all flows at once)."""
     _, node = np.unique(np.asarray([str(m.node) for m in meta], dtype=object), return_inverse=True)
-    intra = node[plan.gpu[flows]] == node[plan.dst[flows]] if flows.size else np.zeros(0, dtype=bool)
-    out: dict[str, dict[str, int]] = {}
-    cats = plan.category[flows]
-    sizes = plan.size_bytes[flows]
-    for c in np.unique(cats).tolist():
-        sel = cats == c
-        out[plan.categories[c]] = {
-            "flows": int(sel.sum()),
-            "bytes": int(sizes[sel].sum()),
-            "intra_node_bytes": int(sizes[sel & intra].sum()),
-            "inter_node_bytes": int(sizes[sel & ~intra].sum()),
-        }
-    return out
+    sums: dict[int, list[int]] = {}
+    for lo in range(0, len(plan), _BLOCK):
+        hi = lo + _BLOCK
+        flows = np.flatnonzero(plan.kind[lo:hi] == FLOW)
+        if not flows.size:
+            continue
+        intra = node[plan.gpu[lo:hi][flows]] == node[plan.dst[lo:hi][flows]]
+        cats = plan.category[lo:hi][flows]
+        sizes = plan.size_bytes[lo:hi][flows]
+        for c in np.unique(cats).tolist():
+            sel = cats == c
+            acc = sums.setdefault(c, [0, 0, 0, 0])
+            acc[0] += int(sel.sum())
+            acc[1] += int(sizes[sel].sum())
+            acc[2] += int(sizes[sel & intra].sum())
+            acc[3] += int(sizes[sel & ~intra].sum())
+    keys = ("flows", "bytes", "intra_node_bytes", "inter_node_bytes")
+    return {plan.categories[c]: dict(zip(keys, sums[c], strict=True)) for c in sorted(sums)}
 
 
 def plan_counts(
@@ -101,7 +126,7 @@ def plan_counts(
         "compute_tasks": int(len(plan) - np.count_nonzero(flows)),
         "flows": int(np.count_nonzero(flows)),
         "gpus": len(plan.gpus) if meta is None else sum(m.gpu_type != ENDPOINT_TYPE for m in meta),
-        "flow_bytes": int(plan.size_bytes[flows].sum()),
+        "flow_bytes": int(np.sum(plan.size_bytes, where=flows)),  # (no array of the flows' sizes)
     }
     if times is not None:
         out["tasks_finished"] = int(np.count_nonzero(np.isfinite(times.finish_s)))

@@ -138,20 +138,22 @@ def route_plan(
     seed: int,
     routes: NextHopTable,
     lib: ctypes.CDLL | None,
+    per_task: bool = False,
 ) -> FlowPaths:
-    """Paths of the plan's flows (``size``: their bytes): one walk per connection (``flows.connection``),
-    else one per flow."""
+    """Paths of the plan's flows (``size``: their bytes, per flow, or per task with ``per_task``): one walk
+    per connection (``flows.connection``), else one per flow."""
     gpu_node = _host_nodes(graph, plan.gpus, "plan.gpus")
     fl = flows.task
     if flows.connection is None or flows.first is None:
         src, dst = gpu_node[plan.gpu[fl]], gpu_node[plan.dst[fl]]
-        return route_flows(graph, links, src, dst, fl, size, config, seed, routes, lib)
+        return route_flows(graph, links, src, dst, fl, size[fl] if per_task else size, config, seed, routes, lib)
     lead = fl[flows.first]  # the first flow task of each connection
     src, dst = gpu_node[plan.gpu[lead]], gpu_node[plan.dst[lead]]
     key = np.arange(lead.shape[0], dtype=np.int64)  # connection ids are dense
     figures = lib is None  # the native loop computes latencies and ideal FCTs as flows start
+    task = fl if per_task else None
     return route_connections(
-        graph, links, src, dst, key, flows.connection, size, config, seed, routes, lib, figures=figures
+        graph, links, src, dst, key, flows.connection, size, config, seed, routes, lib, figures=figures, task=task
     )
 
 
@@ -247,7 +249,7 @@ def _replay_plan(
     if lib is not None:
         flow_times = (np.empty(fl.shape[0]), np.empty(fl.shape[0]))
         extra.update(path_row=paths.row, successors=successors, flow_times_out=flow_times, flow_sizes=size)
-        extra.update(task_code=flows.code)
+        extra.update(task_code=flows.code, finish_out=flows.code)  # the loop writes finish times over the codes
         if ideal is None:  # the loop computes latencies and ideal FCTs
             ideal = np.empty(fl.shape[0])
             extra.update(links=links, store_and_forward=config.store_and_forward, ideal_out=ideal)

@@ -9,6 +9,7 @@ import numpy as np
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.network.analytic.api import simulate_plan
 from hetero_ns3.network.analytic.config import AnalyticConfig
+from hetero_ns3.network.analytic.times_only import PreparedTimes, prepare_times
 from hetero_ns3.network.backend import BackendRun, ProgressFn
 from hetero_ns3.network.config import NetworkConfig
 from hetero_ns3.network.link_load import routed_link_bytes
@@ -73,6 +74,22 @@ class AnalyticBackend:
             stats={"events": int(getattr(res.stats, "events", 0))},
             raw=res,
         )
+
+    def prepare_times(
+        self,
+        plan: ExecutionPlan,
+        graph: NetGraph,
+        config: NetworkConfig,
+        *,
+        seed: int,
+        faults: FaultsSection | None = None,
+    ) -> PreparedTimes:
+        """:meth:`run`'s task times without its flows table, in less memory, in two steps: this routes;
+        ``.run()`` replays. In between the caller may drop the plan's durations, priorities and channels
+        (:func:`~hetero_ns3.network.analytic.times_only.prepare_times`; what ``hetero-ns3 validate`` does)."""
+        if faults is not None and faults.links:
+            graph = apply_static_link_faults(graph, faults)
+        return prepare_times(graph, plan, config=config_for(config), seed=config.routing.ecmp_seed)
 
     def link_load(
         self,

@@ -88,3 +88,19 @@ def _plan_flows_numpy(plan: ExecutionPlan, connections: bool) -> PlanFlows:
     first = np.empty(n_conn, np.int64)
     first[conn[::-1]] = np.arange(conn.size - 1, -1, -1, dtype=np.int64)  # the last write wins: first flow
     return PlanFlows(task, row, conn.astype(np.int32), first)
+
+
+#: Flows per block in :func:`row_bytes` (bounded temporaries: a few MiB instead of 16 bytes per flow).
+_BYTES_BLOCK = 1 << 20
+
+
+def row_bytes(rows: np.ndarray, n_rows: int, size: np.ndarray, task: np.ndarray | None = None) -> np.ndarray:
+    """float64 (n_rows,): bytes per path row, summed over its flows (flow ``f`` on row ``rows[f]`` with
+    ``size[f]`` bytes, or ``size[task[f]]`` given ``task``), in blocks of 2**20 flows. The sums are of whole
+    bytes below 2**53, exact in float64 in any order: the same figures as one ``bincount`` over all flows."""
+    out = np.zeros(n_rows)
+    for lo in range(0, rows.shape[0], _BYTES_BLOCK):
+        hi = lo + _BYTES_BLOCK
+        w = size[lo:hi] if task is None else size[task[lo:hi]]
+        out += np.bincount(rows[lo:hi], weights=w, minlength=n_rows)
+    return out

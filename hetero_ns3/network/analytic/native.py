@@ -225,6 +225,7 @@ def replay_native(
     flow_times_out: tuple[np.ndarray, np.ndarray] | None = None,
     flow_sizes: np.ndarray | None = None,
     task_code: np.ndarray | None = None,
+    finish_out: np.ndarray | None = None,
 ) -> EngineResult:
     """Same contract as :func:`hetero_ns3.network.analytic.engine.replay`, run in C.
 
@@ -243,6 +244,9 @@ def replay_native(
     ``flow_times_out`` (two contiguous float64 arrays, one entry per flow row): filled with the start and
     finish of each flow row (the per-task times of its task). ``flow_sizes`` (int64 per flow row, optional):
     the flows' bytes, read instead of ``size_bytes`` (which is per task), for locality.
+    ``finish_out`` (contiguous float64, one entry per task, optional): where the finish times go instead of
+    a new array; it may be ``task_code`` itself, which the loop then consumes: it reads a task's code only
+    until the task starts, and writes its finish after that (one array of n floats less).
     """
     t0 = time.perf_counter()
     code = _task_code(duration_s, flow_row) if task_code is None else np.ascontiguousarray(task_code, np.float64)
@@ -271,7 +275,11 @@ def replay_native(
     hops = _hop_figures(latency_s, links, store_and_forward, int(res.shape[1]), ideal_out)
     fl_times = (None, None) if flow_times_out is None else tuple(map(_ptr, _checked(flow_times_out)))
     start = np.empty(n) if counters is None else counters
-    finish = np.empty(n)
+    if finish_out is not None:
+        _checked((finish_out,))
+        if finish_out.shape != (n,):
+            raise SimulationError(f"finish_out has shape {finish_out.shape}; it needs one entry per task ({n})")
+    finish = np.empty(n) if finish_out is None else finish_out
     drain = np.empty(n) if keep_drain else None
     stats = np.zeros(8, np.int64)
     delay, payload, overhead, rate_bps, saf = hops

@@ -23,6 +23,7 @@ import numpy as np
 from hetero_ns3.errors import SimulationError
 from hetero_ns3.network.analytic.config import AnalyticConfig
 from hetero_ns3.network.analytic.ecmp import ecmp_hash, native_seed_word, packet_backend_hash
+from hetero_ns3.network.analytic.flows import row_bytes
 from hetero_ns3.topology.graph import NetGraph
 from hetero_ns3.topology.routing import packed_routing_tables
 
@@ -402,25 +403,31 @@ def route_connections(
     routes: Mapping[int, Sequence[Sequence[int]]] | NextHopTable | None = None,
     lib: ctypes.CDLL | None = None,
     figures: bool = True,
+    task: np.ndarray | None = None,
 ) -> FlowPaths:
     """Route C connections ``src[c] -> dst[c]`` (node indices, hash identity ``key[c]``) once each, and
     give flow ``f`` (``size_bytes[f]``) the path of connection ``rows[f]``: the shared form of
     :func:`route_flows` (``FlowPaths.row`` is ``rows``), with the same figures per flow (``figures=False``:
     without per-flow latency and ideal FCT for paths of up to 128 entries, for the native loop, which
-    computes them itself)."""
+    computes them itself). ``task`` (optional, per flow): ``size_bytes`` is then per task, flow ``f``
+    having ``size_bytes[task[f]]`` bytes (no array of F sizes is made when ``figures=False``)."""
     src = np.ascontiguousarray(src, np.int64)
     dst = np.ascontiguousarray(dst, np.int64)
     packet = config.ecmp_hash == "packet"
     res, hops = _walk(graph, resolve_next_hops(graph, routes), links, src, dst, key, packet, seed, lib)
     if not figures and res.shape[1] <= 128:  # (the native loop's limit; longer paths get figures here)
         rows = np.ascontiguousarray(rows, np.int32)
-        return FlowPaths(res, hops, None, None, _shared_bytes(res, rows, size_bytes, links), row=rows)
-    return _shared_paths(res, hops, rows, size_bytes, links, config.store_and_forward, lib)
+        return FlowPaths(res, hops, None, None, _shared_bytes(res, rows, size_bytes, links, task), row=rows)
+    size = size_bytes if task is None else size_bytes[task]
+    return _shared_paths(res, hops, rows, size, links, config.store_and_forward, lib)
 
 
-def _shared_bytes(res: np.ndarray, rows: np.ndarray, size: np.ndarray, links: LinkArrays) -> np.ndarray:
-    """Payload bytes per resource of flows ``size`` on path rows ``res[rows]`` (whole bytes: exact in float64)."""
-    conn_bytes = np.bincount(rows, weights=size, minlength=res.shape[0])
+def _shared_bytes(
+    res: np.ndarray, rows: np.ndarray, size: np.ndarray, links: LinkArrays, task: np.ndarray | None = None
+) -> np.ndarray:
+    """Payload bytes per resource of flows ``size`` (per task with ``task``) on path rows ``res[rows]``
+    (whole bytes: exact in float64)."""
+    conn_bytes = row_bytes(rows, res.shape[0], size, task)
     return np.bincount(res.ravel(), weights=np.repeat(conn_bytes, res.shape[1]), minlength=links.pad + 1)
 
 

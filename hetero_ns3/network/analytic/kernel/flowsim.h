@@ -42,7 +42,8 @@ typedef struct FlowsimReplay {
     int size_by_flow;         /* size is per flow row (else per task) */
     int start_ready;          /* start already holds the dependency counters (flowsim_successors) */
     /* Outputs. */
-    double *start, *finish;   /* per task (s) */
+    double *start, *finish;   /* per task (s); finish may be code itself: a task's code is read only until
+                                 it starts, its finish written after that */
     double *drain;            /* per task: when its last byte left (flows), or NULL */
     double *ideal;            /* per flow row: ideal FCT when lat is NULL, or NULL */
     double *flow_start;       /* per flow row: start and finish (s), or NULL */
