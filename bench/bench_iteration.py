@@ -189,7 +189,7 @@ def run_case(case: str, args: argparse.Namespace) -> dict[str, Any]:
         from hetero_ns3.network.config import NetworkConfig
 
         t3 = time.perf_counter()
-        res = simulate_plan(graph, plan, config=AnalyticConfig.like_nic(NetworkConfig().nic), seed=1)
+        res = simulate_plan(graph, plan, config=AnalyticConfig.like_nic(NetworkConfig().nic), seed=args.seed)
         out["backend_s"] = time.perf_counter() - t3
         out["iteration_s"] = float(res.times.makespan_s)
         st = res.stats
@@ -227,7 +227,7 @@ def _run_ns3(case: str, graph: Any, plan: Any, args: argparse.Namespace) -> dict
             raise KeyboardInterrupt  # run_plan stops between slices and returns the partial result
 
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
-    res = run_plan(graph, plan, NetworkConfig(), seed=1, progress=progress)
+    res = run_plan(graph, plan, NetworkConfig(), seed=args.seed, progress=progress)
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     wall = time.perf_counter() - t0
     out: dict[str, Any] = {
@@ -316,6 +316,7 @@ def main() -> int:
         default="",
         help="[run] reuse_isolated_collectives for every case: on or off (default: the scenario's)",
     )
+    ap.add_argument("--seed", type=int, default=1, help="run seed (ECMP hashing, ECN marking)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -331,6 +332,7 @@ def main() -> int:
         cmd += ["--ns3-timeout", str(args.ns3_timeout), "--log-every", str(args.log_every)]
         cmd += ["--nic-attach", args.nic_attach] if args.nic_attach else []
         cmd += ["--reuse", args.reuse] if args.reuse else []
+        cmd += ["--seed", str(args.seed)]
         cmd += ["--profile", str(args.profile)] + (["--skip-baseline"] if args.skip_baseline else [])
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
