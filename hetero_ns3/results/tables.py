@@ -159,25 +159,26 @@ class _FlowRows:
     def frame(self, lo: int, hi: int) -> pd.DataFrame:
         p, ids = self.plan, self.ids[lo:hi]
         some = ids.size > 0
+        none = np.zeros(0, dtype=object)  # text columns of an empty table stay text (not float64)
         lab, src, dst = p.label[ids], p.gpu[ids], p.dst[ids]
         start, finish = self.start[ids], self.finish[ids]
         df = pd.DataFrame(
             {
                 "id": ids,
-                "src": self.names[src] if some else [],
-                "dst": self.names[dst] if some else [],
-                "src_node": self.nodes[src] if some else [],
-                "dst_node": self.nodes[dst] if some else [],
+                "src": self.names[src] if some else none,
+                "dst": self.names[dst] if some else none,
+                "src_node": self.nodes[src] if some else none,
+                "dst_node": self.nodes[dst] if some else none,
                 "intra_node": (self.nodes[src] == self.nodes[dst]) if some else np.zeros(0, dtype=bool),
                 "size_bytes": p.size_bytes[ids],
                 "priority": p.priority[ids].astype(int),
                 "start_s": start,
                 "finish_s": finish,
                 "fct_s": finish - start,
-                "category": list(self.cats[p.category[ids]]) if some else [],
-                "collective": self.coll[lab] if some else [],
+                "category": list(self.cats[p.category[ids]]) if some else none,
+                "collective": self.coll[lab] if some else none,
                 "channel": flow_channels(p, ids),
-                "label": self.labels[lab] if some else [],
+                "label": self.labels[lab] if some else none,
             }
         )
         extra = self.extra

@@ -24,6 +24,7 @@ micro_batch = 1
 topology = "{TOPO}"
 [run]
 backend = "analytic"
+reuse_isolated_collectives = "off"   # every NVLink flow kept: the run report's flow tables and port plots
 """
 
 SMALL_STUDY = """
