@@ -326,6 +326,25 @@ def build_library(lib: LibrarySpec, force: bool = False, jobs: int | None = None
     return BuiltLibrary(lib, target, key, False, time.perf_counter() - t0, diagnostics)
 
 
+def preload_ns3_libraries(spec: ModuleSpec = ROCE_MODULE) -> list[Path]:
+    """``dlopen`` (``RTLD_GLOBAL``) the ns-3 libraries ``spec`` links, from this environment's wheel.
+
+    The cache key holds no absolute paths, so a cached module may have been linked from another
+    virtualenv (its RUNPATH names that venv's ``ns3/lib64``). Once this environment's copies of those
+    sonames are loaded, the dynamic loader uses them whatever the RUNPATH says, so a module cached by a
+    venv that has since been deleted still loads. Returns the libraries loaded."""
+    import ctypes
+
+    wheel = find_ns3_wheel()
+    loaded = []
+    for module in spec.ns3_modules:
+        path = wheel.lib_dir / f"lib{wheel.library_name(module)}.so"
+        if path.is_file():
+            ctypes.CDLL(str(path), mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+            loaded.append(path)
+    return loaded
+
+
 def build_module(spec: ModuleSpec = ROCE_MODULE, force: bool = False, jobs: int | None = None) -> BuiltModule:
     """Compile the ns-3 module ``spec`` (:func:`build_library`) against the installed wheel; return where it is.
 

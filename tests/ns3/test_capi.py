@@ -186,3 +186,22 @@ def test_cli_collective_ns3_does_not_import_ns_or_cppyy(capi):
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert proc.stdout.strip().splitlines()[-1] == "RESULT 0 []", proc.stdout + proc.stderr
+
+
+def test_preload_takes_ns3_from_this_environment() -> None:
+    """A cached module may have been linked from another venv (its RUNPATH names that venv, and the cache
+    key has no paths); the loader first maps this environment's ns-3 libraries, so such a module still
+    loads after that venv is gone. In a fresh process: the libraries mapped are this wheel's."""
+    code = (
+        "import json\n"
+        "from pathlib import Path\n"
+        "from hetero_ns3.network.native_build import find_ns3_wheel, preload_ns3_libraries\n"
+        "w = find_ns3_wheel()\n"
+        "got = preload_ns3_libraries()\n"
+        "maps = Path('/proc/self/maps').read_text()\n"
+        "print(json.dumps([[p.name for p in got], all(str(p.resolve()) in maps or str(p) in maps for p in got),\n"
+        "      [f'lib{w.library_name(m)}.so' for m in ('core', 'network')]]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    names, mapped, want = json.loads(out)
+    assert names == want and mapped

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from hetero_ns3.errors import NativeBuildError, SimulationError
-from hetero_ns3.network.native_build import ROCE_MODULE, BuiltModule, build_module
+from hetero_ns3.network.native_build import ROCE_MODULE, BuiltModule, build_module, preload_ns3_libraries
 
 #: The ``hns3_abi_version()`` this wrapper speaks.
 ABI_VERSION = 2
@@ -94,6 +94,7 @@ def load_library() -> ctypes.CDLL:
             return _lib
         built = build_module(ROCE_MODULE)
         try:
+            preload_ns3_libraries(ROCE_MODULE)  # this venv's ns-3, whichever venv linked the cached module
             # RTLD_GLOBAL: cppyy (if the process also uses it) resolves the module's C++ symbols from it.
             lib = ctypes.CDLL(str(built.library), mode=os.RTLD_NOW | os.RTLD_GLOBAL)
         except OSError as exc:
