@@ -280,29 +280,19 @@ def _emit(
                         exit_code[m] = tid
             else:
                 category, cls = head.dim or "comm", prio.get(head.dim, 0)
+                exits_of: Mapping[str, Sequence[int]]
                 if fuser is not None and fuser.fuses((call, category, cls)):
-                    fexits, ch = fuser.emit(builder, (call, category, cls), entry, name)
-                    n_coll += 1
-                    key = f"{head.dim}:{call.op}:{ch.algo}/{ch.protocol}/{ch.channels}"
-                    choices[key] = choices.get(key, 0) + 1
-                    for g, ms in by_gpu.items():
-                        c = code_of(fexits[g])
-                        for m in ms:
-                            exit_code[m] = c
-                    for s in succ[succ_ptr[nd] : succ_ptr[nd + 1]]:
-                        k = indeg[s] - 1
-                        indeg[s] = k
-                        if k == 0:
-                            heappush(heap, s)
-                    continue
-                if templates is not None:  # as plan_collective(..., templates=templates), without a named call
-                    res = templates.plan(builder, call, env, entry, category, cls, name=name)
+                    exits_of, ch = fuser.emit(builder, (call, category, cls), entry, name)
+                    algo, protocol, channels = ch.algo, ch.protocol, ch.channels
                 else:
-                    res = plan_collective(builder, replace(call, name=name), env, entry, category, cls)
+                    if templates is not None:  # as plan_collective(..., templates=templates), without a named call
+                        res = templates.plan(builder, call, env, entry, category, cls, name=name)
+                    else:
+                        res = plan_collective(builder, replace(call, name=name), env, entry, category, cls)
+                    exits_of, algo, protocol, channels = res.exits, res.algo, res.protocol, res.channels
                 n_coll += 1
-                key = f"{head.dim}:{call.op}:{res.algo}/{res.protocol}/{res.channels}"
+                key = f"{head.dim}:{call.op}:{algo}/{protocol}/{channels}"
                 choices[key] = choices.get(key, 0) + 1
-                exits_of = res.exits
                 for g, ms in by_gpu.items():
                     c = code_of(tuple(exits_of[g]))
                     for m in ms:

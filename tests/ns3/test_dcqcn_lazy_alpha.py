@@ -11,56 +11,24 @@ return to line rate in between (timers stopped, idle decay at the next CNP).
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from hetero_ns3.network.cc_presets import DCQCN_PRESETS, DEFAULT_DCQCN_PRESET
-from hetero_ns3.network.config import CcConfig, NetworkConfig
-from hetero_ns3.network.ns3.roce import egress_port, simulate_flows
-from hetero_ns3.topology import resolve_topology
+from tests.ns3.dcqcn_lazy_cases import assert_same_tables, eager_and_lazy, incast, rejoin
 
 pytestmark = pytest.mark.ns3
 
 
-def _incast(n: int, size: int) -> pd.DataFrame:
-    return pd.DataFrame(
-        {"src": [f"h{i}" for i in range(1, n + 1)], "dst": ["h0"] * n, "size_bytes": [size] * n, "start_s": [0.0] * n}
-    )
-
-
-def _rejoin() -> pd.DataFrame:
-    """A 100 MB flow cut by a 2 MB one at t = 0, back at line rate when a second 2 MB one joins at 7 ms."""
-    return pd.DataFrame(
-        {
-            "src": ["h1", "h2", "h3"],
-            "dst": ["h0"] * 3,
-            "size_bytes": [100_000_000, 2_000_000, 2_000_000],
-            "start_s": [0.0, 0.0, 7e-3],
-        }
-    )
-
-
-def _pair(preset: str, delay: float, flows: pd.DataFrame, **kw):
-    graph = resolve_topology(f"star:{len(flows) + 1}", 100e9, delay)
-    port = egress_port(graph, "sw0", "h0")
-    out = []
-    for lazy in (False, True):
-        cfg = NetworkConfig(cc=CcConfig(kind="dcqcn", preset=preset, lazy_alpha=lazy))
-        res = simulate_flows(graph, flows, cfg, sample_ports=[port], **kw)
-        assert res.completed == len(flows)
-        out.append(res)
-    return out
+def _pair(preset: str, delay: float, flows, **kw):
+    return eager_and_lazy("lazy_alpha", preset, delay, flows, **kw)
 
 
 @pytest.mark.parametrize("delay", [1e-6, 0.3e-6])
 @pytest.mark.parametrize("preset", sorted(DCQCN_PRESETS))
 def test_lazy_alpha_gives_the_timer_results_with_fewer_events(capi, preset, delay):
-    for flows in (_incast(8, 2_000_000), _rejoin()):
+    for flows in (incast(8, 2_000_000), rejoin()):
         timer, lazy = _pair(preset, delay, flows)
-        pd.testing.assert_frame_equal(lazy.flows, timer.flows, check_exact=True)
-        pd.testing.assert_frame_equal(lazy.ports, timer.ports, check_exact=True)
-        pd.testing.assert_frame_equal(lazy.queues, timer.queues, check_exact=True)
-        assert timer.profile is not None and lazy.profile is not None
+        assert_same_tables(timer, lazy)
         ticks = timer.profile["dcqcn_alpha"]
         assert ticks > 0 and lazy.profile["dcqcn_alpha"] == 0
         assert lazy.events == timer.events - ticks  # the alpha timer events and nothing else
@@ -72,7 +40,7 @@ def test_lazy_alpha_takes_the_same_values_in_the_same_order(native):
     """Every flow's traced alpha sequence is the timer's, up to the last time alpha was used (the timer goes on
     updating it until the flow ends; nothing reads those values); every cut uses the same alpha, so every rate
     change is the same, at the same time."""
-    timer, lazy = _pair(DEFAULT_DCQCN_PRESET, 1e-6, _incast(4, 2_000_000), trace_cc=True)
+    timer, lazy = _pair(DEFAULT_DCQCN_PRESET, 1e-6, incast(4, 2_000_000), trace_cc=True)
     for kind in ("alpha", "rate", "target_rate"):
         a = timer.cc_trace[timer.cc_trace["kind"] == kind]
         b = lazy.cc_trace[lazy.cc_trace["kind"] == kind]

@@ -24,8 +24,11 @@ def config_for(network: NetworkConfig) -> AnalyticConfig:
     return AnalyticConfig.like_nic(network.nic, ecmp_key=network.routing.ecmp_key, ecmp_hash="packet")
 
 
-def apply_static_link_faults(graph: NetGraph, faults: FaultsSection) -> NetGraph:
-    """The graph with links degraded from t = 0 (the flow level has fixed link rates)."""
+def apply_static_link_faults(graph: NetGraph, faults: FaultsSection | None) -> NetGraph:
+    """The graph with links degraded from t = 0 (the flow level has fixed link rates); ``graph`` itself when
+    there are no link faults."""
+    if faults is None or not faults.links:
+        return graph
     links = list(graph.links)
     for i, lf in enumerate(faults.links):
         if lf.at > 0:
@@ -62,9 +65,9 @@ class AnalyticBackend:
         progress: ProgressFn | None = None,
         stall_limit_s: float = 60.0,
     ) -> BackendRun:
-        if faults is not None and faults.links:
-            graph = apply_static_link_faults(graph, faults)
-        res = simulate_plan(graph, plan, config=config_for(config), seed=config.routing.ecmp_seed)
+        res = simulate_plan(
+            apply_static_link_faults(graph, faults), plan, config=config_for(config), seed=config.routing.ecmp_seed
+        )
         return BackendRun(
             res.times,
             res.flows,
@@ -87,9 +90,9 @@ class AnalyticBackend:
         """:meth:`run`'s task times without its flows table, in less memory, in two steps: this routes;
         ``.run()`` replays. In between the caller may drop the plan's durations, priorities and channels
         (:func:`~hetero_ns3.network.analytic.times_only.prepare_times`; what ``hetero-ns3 validate`` does)."""
-        if faults is not None and faults.links:
-            graph = apply_static_link_faults(graph, faults)
-        return prepare_times(graph, plan, config=config_for(config), seed=config.routing.ecmp_seed)
+        return prepare_times(
+            apply_static_link_faults(graph, faults), plan, config=config_for(config), seed=config.routing.ecmp_seed
+        )
 
     def link_load(
         self,
