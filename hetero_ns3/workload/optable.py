@@ -146,7 +146,8 @@ def op_table(workload: Workload) -> OpTable:
     n = sum(len(cols[k].ids) for _, k, _ in rows)
     n_deps = sum(len(cols[k].dep_ids) for _, k, _ in rows)
     top = max([n + 1, n_deps + 1, len(workload.ranks), tp]
-              + [int(max(c.ids.max(initial=0), c.instance.max(initial=0))) * tp + tp for c in cols.values()])  # fmt: skip
+              + [int(max(np.abs(c.ids).max(initial=0), np.abs(c.instance).max(initial=0))) * tp + tp
+                 for c in cols.values()])  # fmt: skip
     dt = np.int32 if top < 2**31 else np.int64
     ids, rank, member, instance = (np.empty(n, dtype=dt) for _ in range(4))
     dep_ptr = np.empty(n + 1, dtype=dt)

@@ -137,8 +137,8 @@ def test_columns_are_int32_below_two_to_the_31() -> None:
     assert g.node.dtype == g.mem_pos.dtype == g.succ.dtype == np.int32
 
 
-def test_ids_past_int32_widen_the_columns() -> None:
-    big = 2**31
+@pytest.mark.parametrize("big", [2**31, -(2**31) - 2])
+def test_ids_past_int32_widen_the_columns(big: int) -> None:
     wl = _tiny((ProgramOp(big, "compute", "a", "compute", ()), ProgramOp(big + 1, "compute", "b", "compute", (big,))))
     table = op_table(wl)
     assert table.ids.dtype == np.int64
