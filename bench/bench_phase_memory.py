@@ -11,6 +11,7 @@ One scenario per process, so that each peak is its own. Usage (docs/validation.m
     .venv/bin/python bench/bench_phase_memory.py hetero_ns3/data/validation/h100/gpt3-175b.toml \\
         --set parallelism.global_batch=128
     .venv/bin/python bench/bench_phase_memory.py ... --stop lower   # compile and lower only
+    .venv/bin/python bench/bench_phase_memory.py ... --lower-steps  # and each stage of the lowering
 
 ``--write DIR`` adds the "write" phase: the run directory's pieces one at a time (plan.npz, tasks and flows
 tables, trace, plots), each with its own peak (``VmHWM`` reset through /proc/self/clear_refs before it) and
@@ -70,6 +71,44 @@ def _step(name: str, fn) -> None:
         f"rss before {rss0:6.2f} GiB  step peak {_hwm_gib():6.2f} GiB (+{_hwm_gib() - rss0:5.2f})",
         flush=True,
     )
+
+
+_MARK: list[float] = []  # CPU time at the last mark of --lower-steps
+
+
+def _lower_steps() -> None:
+    """Wrap the lowering's stages (op table, op graph, per-op state, fuser preparation, plan build) so that
+    each prints its CPU and its own peak RSS, and so does the stretch between two of them (the emission)."""
+    import hetero_ns3.plan.lower as lw
+    from hetero_ns3.plan.builder import PlanBuilder
+    from hetero_ns3.plan.fuse import Fuser
+
+    def mark(name: str) -> None:
+        rss = _rss_gib()
+        print(
+            f"  {name:<22} cpu {_cpu_s() - _MARK[0]:7.1f} s  peak {_hwm_gib():6.2f} GiB  after {rss:6.2f} GiB",
+            flush=True,
+        )
+        _hwm_reset()
+        _MARK[0] = _cpu_s()
+
+    def wrap(owner, attr: str, name: str) -> None:
+        fn = getattr(owner, attr)
+
+        def wrapped(*a, **k):
+            mark(f"(before {name})")
+            out = fn(*a, **k)
+            mark(name)
+            return out
+
+        setattr(owner, attr, wrapped)
+
+    _MARK.append(_cpu_s())
+    wrap(lw, "op_table", "op_table")
+    wrap(lw, "op_graph", "op_graph")
+    wrap(lw._Lowering, "__init__", "per-op state")
+    wrap(Fuser, "prepare", "fuser.prepare")
+    wrap(PlanBuilder, "build", "builder.build")
 
 
 def _write_phase(out: str, plan, times, meta, flows_df, whole: bool) -> None:
@@ -176,6 +215,21 @@ def _digests(times, summary) -> None:
     )
 
 
+def _plan_digest(plan) -> None:
+    """SHA-256 over every array of the plan (name, dtype and bytes) and its label, category and GPU names:
+    equal digests before and after a change show that the lowering made the same plan, bit for bit."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, v in sorted(vars(plan).items()):
+        if isinstance(v, np.ndarray):
+            h.update(f"{name}:{v.dtype.str}:{v.shape}".encode())
+            h.update(np.ascontiguousarray(v).data)
+        elif isinstance(v, (tuple, list)):
+            h.update(f"{name}:{chr(31).join(map(str, v))}".encode())
+    print(f"  plan digest {h.hexdigest()[:16]}", flush=True)
+
+
 def _peak_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
@@ -213,10 +267,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--digest",
         action="store_true",
-        help="print SHA-256 digests of the task start and finish times and of summary.json's content (exactness checks)",
+        help="print SHA-256 digests of every plan array, of the task start and finish times and of summary.json's "
+        "content (exactness checks)",
     )
     ap.add_argument(
         "--steps", help="comma list of write steps to run: plan.npz,tasks,flows,trace.json,plots/timeline.png"
+    )
+    ap.add_argument(
+        "--lower-steps",
+        action="store_true",
+        help="print CPU and peak RSS of each stage of the lowering (op table, op graph, per-op state, emission, build)",
     )
     args = ap.parse_args(argv)
     global STEPS
@@ -241,6 +301,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.stop == "compile":
         return
     env = pipeline.collective_env(sc, graph)
+    if args.lower_steps:
+        _hwm_reset()
+        _lower_steps()
     # As the run: isolated calls fused when [run] reuse_isolated_collectives = "on" (timed on the analytic backend).
     fuser = pipeline.isolated_fuser(get_backend("analytic"), graph, sc, env)
     low = pipeline.lower_plan(wplan, sc, env, cluster, fuser=fuser)
@@ -255,6 +318,8 @@ def main(argv: list[str] | None = None) -> None:
     for c, name in enumerate(plan.categories):
         sel = plan.category == c
         print(f"  {name:<10} tasks {int(sel.sum()):>12}  flows {int((sel & (plan.kind == FLOW)).sum()):>12}")
+    if args.digest:
+        _plan_digest(plan)
     if args.classes:  # (its temporaries, ~35 bytes per task, would otherwise set the run's peak)
         _task_classes(plan)
     if args.stop == "lower":

@@ -8,7 +8,7 @@ Output: ``hetero_ns3/data/validation/megatron/<row>.toml`` and ``selene-<nodes>.
 :mod:`hetero_ns3.workload.calibration`). The golden table holds, per row, the closed-form step time
 (:func:`~hetero_ns3.workload.calibration.estimate_step` with the catalog constants) and, for the rows
 that fit this shared 24 GiB machine (``--simulate`` names them; default gpt-1.7b, gpt-3.6b, gpt-7.5b, and
-gpt-18b up to gpt-530b, which fit with ``[run] reuse_isolated_collectives = "on"``: about 25 minutes, 8 GiB peak),
+gpt-18b up to gpt-1t, which fit with ``[run] reuse_isolated_collectives = "on"``: about 35 minutes, 10 GiB peak),
 the analytic-backend step time. ``--keep-others`` simulates only the ``--simulate`` rows and keeps the
 other rows' simulated step times as the CSV has them (adding a row without re-running the others).
 ``tests/unit/test_megatron_golden.py`` checks both; regenerate only with this command after a
@@ -34,8 +34,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--golden", action="store_true", help="regenerate megatron_golden.csv")
     ap.add_argument(
         "--simulate",
-        default="gpt-1.7b,gpt-3.6b,gpt-7.5b,gpt-18b,gpt-39b,gpt-76b,gpt-145b,gpt-310b,gpt-530b",
-        help="comma-separated rows to simulate for the golden table (default: the rows that fit ~11 GiB; 18B up with reuse_isolated_collectives)",
+        default="gpt-1.7b,gpt-3.6b,gpt-7.5b,gpt-18b,gpt-39b,gpt-76b,gpt-145b,gpt-310b,gpt-530b,gpt-1t",
+        help="comma-separated rows to simulate for the golden table (default: every row; 18B up with reuse_isolated_collectives)",
     )
     ap.add_argument(
         "--keep-others",

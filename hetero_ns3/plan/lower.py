@@ -41,7 +41,7 @@ def compact(a: np.ndarray) -> array:
     the lowering's peak (docs/validation.md, "Where the memory went")."""
     small = a.size == 0 or (int(a.min()) >= -(2**31) and int(a.max()) < 2**31)
     out = array("i" if small else "q")
-    out.frombytes(np.ascontiguousarray(a, dtype=np.int32 if small else np.int64).tobytes())
+    out.frombytes(memoryview(np.ascontiguousarray(a, dtype=np.int32 if small else np.int64)).cast("B"))  # type: ignore[arg-type]
     return out
 
 

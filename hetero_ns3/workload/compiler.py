@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar, cast
 
 from hetero_ns3.compute.gpus import GpuSpec
 from hetero_ns3.compute.roofline import Kernel, Roofline
@@ -22,6 +22,8 @@ from hetero_ns3.workload.memory import embedding_params_per_rank, head_params_pe
 from hetero_ns3.workload.models import ModelSpec
 from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.placement import Placement
+
+_T = TypeVar("_T")
 
 GRAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 OPTIMIZER_BYTES_PER_PARAM = 30.0  # Adam step: read grad 4, r/w master 8, r/w m 8, r/w v 8, write bf16 weight 2
@@ -34,6 +36,13 @@ class _Ids:
         self.next_op = 0
         self.next_inst = 0
         self.inst_keys: dict[tuple, int] = {}
+        self.shared: dict[object, object] = {}
+        """Equal op names and group tuples as one object: DP replicas and microbatches repeat them, and at
+        10^7 program ops a string or tuple per op was ~130 of the ~425 bytes an op held (docs/workload.md)."""
+
+    def share(self, value: _T) -> _T:
+        """``value``, or the equal object handed out before (names, groups: immutable, so sharing is exact)."""
+        return cast(_T, self.shared.setdefault(value, value))
 
     def op(self) -> int:
         self.next_op += 1
@@ -103,8 +112,11 @@ class _ProgramBuilder:
         oid = self.ids.op()
         deps = self._chain_deps()
         self.ops.append(
-            ProgramOp(oid, "compute", name, "compute", deps, a.phase, a.mb, a.chunk, a.flops, a.bytes, a.duration)
-        )
+            ProgramOp(
+                oid, "compute", self.ids.share(name), "compute", deps, a.phase, a.mb, a.chunk, a.flops, a.bytes,
+                a.duration,
+            )
+        )  # fmt: skip
         self.chain = oid
         return oid
 
@@ -148,7 +160,7 @@ class _ProgramBuilder:
             ProgramOp(
                 oid,
                 "comm",
-                name,
+                self.ids.share(name),
                 stream,
                 deps,
                 phase,
@@ -160,7 +172,7 @@ class _ProgramBuilder:
                 collective,
                 dim,
                 inst,
-                groups,
+                self.ids.share(groups),
             )
         )
         return oid

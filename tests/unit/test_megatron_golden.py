@@ -38,9 +38,10 @@ def test_shipped_scenario_matches_the_row(row) -> None:
 _SLOW_ROWS = {"gpt-3.6b", "gpt-7.5b"}
 #: Rows with a golden simulated step time that the test suite does not re-simulate (too long for it:
 #: gpt-18b ~40-70 s CPU / 3.7 GiB, gpt-39b ~70-110 s CPU / 6.4 GiB, gpt-76b ~100 s CPU / 4.3 GiB, gpt-145b
-#: ~170 s / 5.8 GiB, gpt-310b ~200 s / 5.9 GiB, gpt-530b ~300 s / 8.0 GiB, with reuse_isolated_collectives;
-#: their goldens come from scripts/make_validation_scenarios.py --golden, docs/validation.md).
-_GOLDEN_ONLY_ROWS = {"gpt-18b", "gpt-39b", "gpt-76b", "gpt-145b", "gpt-310b", "gpt-530b"}
+#: ~170 s / 5.8 GiB, gpt-310b ~200 s / 5.9 GiB, gpt-530b ~300 s / 8.0 GiB, gpt-1t ~440 s / 9.8 GiB, with
+#: reuse_isolated_collectives; their goldens come from scripts/make_validation_scenarios.py --golden,
+#: docs/validation.md).
+_GOLDEN_ONLY_ROWS = {"gpt-18b", "gpt-39b", "gpt-76b", "gpt-145b", "gpt-310b", "gpt-530b", "gpt-1t"}
 
 
 def _simulated_rows() -> list:
@@ -55,7 +56,8 @@ def _simulated_rows() -> list:
 def test_golden_table_simulates_the_rows_that_fit_this_host() -> None:
     """Every row that runs on this 24 GiB host has a simulated step time (docs/validation.md)."""
     assert {k for k, v in _golden().items() if v["simulated_step_s"]} == {
-        "gpt-1.7b", "gpt-3.6b", "gpt-7.5b", "gpt-18b", "gpt-39b", "gpt-76b", "gpt-145b", "gpt-310b", "gpt-530b"
+        "gpt-1.7b", "gpt-3.6b", "gpt-7.5b", "gpt-18b", "gpt-39b", "gpt-76b", "gpt-145b", "gpt-310b", "gpt-530b",
+        "gpt-1t",
     }  # fmt: skip
 
 

@@ -122,3 +122,60 @@ def test_duplicate_ids_are_refused() -> None:
     wl = _tiny((ProgramOp(0, "compute", "a", "compute", ()), ProgramOp(0, "compute", "b", "compute", ())))
     with pytest.raises(PlanningError, match="duplicate op ids"):
         op_table(wl)
+
+
+def test_columns_are_int32_below_two_to_the_31() -> None:
+    """The table costs 4 bytes per integer: ids, rank, member, instance and dep_ptr per row, dep_pos per dependency."""
+    wl = _workload("tp2_pp2_zero1")
+    table = op_table(wl)
+    n, e = len(table), len(table.dep_pos)
+    assert {a.dtype for a in (table.ids, table.rank, table.member, table.instance, table.dep_ptr, table.dep_pos)} == {
+        np.dtype(np.int32)
+    }
+    assert table.nbytes == 4 * (5 * n + 1 + e)
+    g = op_graph(table)
+    assert g.node.dtype == g.mem_pos.dtype == g.succ.dtype == np.int32
+
+
+@pytest.mark.parametrize("big", [2**31, -(2**31) - 2])
+def test_ids_past_int32_widen_the_columns(big: int) -> None:
+    wl = _tiny((ProgramOp(big, "compute", "a", "compute", ()), ProgramOp(big + 1, "compute", "b", "compute", (big,))))
+    table = op_table(wl)
+    assert table.ids.dtype == np.int64
+    assert table.ids.tolist() == [big, big + 1]
+    assert table.dep_pos.tolist() == [0]
+
+
+def test_a_rank_in_two_programs_takes_the_last_one() -> None:
+    """Outside the usual layout (each rank runs one program) every rank-level id is searched: same rows."""
+    slots = tuple(RankSlot(r, 0, 0, 0, f"n0.g{r}", "H100-SXM", 0, "g") for r in range(2))
+    a = (ProgramOp(0, "compute", "a0", "compute", ()), ProgramOp(1, "compute", "a1", "compute", (0,)))
+    b = (ProgramOp(2, "compute", "b0", "compute", ()), ProgramOp(3, "compute", "b1", "compute", (2, 0)))
+    wl = Workload(slots, (Program(0, 0, (0, 1), "H100-SXM", a), Program(1, 0, (1,), "H100-SXM", b)), 2, {})
+    ops = [op for rank_ops in wl.ops for op in rank_ops]
+    table = op_table(wl)
+    assert table.ids.tolist() == [op.id for op in ops] == [0, 2, 4, 6]
+    deps = [tuple(table.ids[table.dep_pos[table.dep_ptr[i] : table.dep_ptr[i + 1]]].tolist()) for i in range(len(ops))]
+    assert deps == [op.deps for op in ops]
+
+
+def test_a_dependency_across_programs_resolves_to_the_same_member() -> None:
+    """Program-level dep ``d`` of member ``t`` is rank-level ``d x tp + t``, found in the program owning ``d``."""
+    slots = tuple(RankSlot(r, 0, 0, 0, f"n0.g{r}", "H100-SXM", 0, "g") for r in range(4))
+    a = (ProgramOp(0, "compute", "a0", "compute", ()),)
+    b = (ProgramOp(1, "compute", "b0", "compute", (0,)),)
+    wl = Workload(slots, (Program(1, 0, (2, 3), "H100-SXM", b), Program(0, 0, (0, 1), "H100-SXM", a)), 2, {})
+    ops = [op for rank_ops in wl.ops for op in rank_ops]
+    table = op_table(wl)
+    deps = [tuple(table.ids[table.dep_pos[table.dep_ptr[i] : table.dep_ptr[i + 1]]].tolist()) for i in range(len(ops))]
+    assert deps == [op.deps for op in ops] == [(), (), (0,), (1,)]
+
+
+def test_unknown_member_of_a_known_op_is_refused() -> None:
+    """Op 0 has one member, so member 1's dependency on it (rank-level id 1) names no op."""
+    slots = tuple(RankSlot(r, 0, 0, 0, f"n0.g{r}", "H100-SXM", 0, "g") for r in range(3))
+    a = (ProgramOp(0, "compute", "a0", "compute", ()),)
+    b = (ProgramOp(1, "compute", "b0", "compute", (0,)),)
+    wl = Workload(slots, (Program(0, 0, (0,), "H100-SXM", a), Program(1, 0, (1, 2), "H100-SXM", b)), 2, {})
+    with pytest.raises(PlanningError, match=r"op 3 \(b0\) depends on unknown op 1"):
+        op_table(wl)
