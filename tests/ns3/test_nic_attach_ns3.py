@@ -165,3 +165,32 @@ def test_direct_ports_keep_the_ecmp_contract(capi):
     one = tx[per_port == 1]
     assert one.size and np.all(one == one[0])
     np.testing.assert_array_equal(np.rint(tx / one[0]).astype(np.int64), per_port)
+
+
+@pytest.mark.parametrize(("new_rate", "bottleneck"), [(PCIE, NIC), (100e9, 100e9)])
+def test_a_link_rate_change_keeps_the_nic_cap(capi, new_rate, bottleneck):
+    """A rate fault on the paced GPU - PCIe switch link sets min(new rate, NIC rate) on the GPU's side: back at
+    the full PCIe rate the endpoint still paces at 200 Gb/s (no ECN mark); at 100 Gb/s that is the bottleneck."""
+    from hetero_ns3.network.config import NetworkConfig
+    from hetero_ns3.network.flows_io import flow_arrays
+    from hetero_ns3.network.ns3.roce import egress_port, make_engine, make_network
+
+    graph = _graph("pcie")
+    link = egress_port(graph, "n0.g1", "n0.pcie1") // 2
+    flows = flow_arrays(
+        graph, pd.DataFrame({"src": ["n0.g1"], "dst": ["n1.g1"], "size_bytes": [BIG], "start_s": [10e-6]})
+    )
+    eng = make_engine("capi")
+    net = make_network(eng, graph, NetworkConfig(), seed=1)
+    try:
+        net.set_link_rate(link, new_rate, 5e-6)
+        net.add_flows(flows.src, flows.dst, flows.size_bytes, flows.priority, flows.start_s)
+        net.run(0.0)
+        finish = float(net.read("flow_finish")[0])
+        marks = int(net.read("port:ecn_marks").sum())
+    finally:
+        eng.destroy()
+        net.free()
+    wire = (BIG + math.ceil(BIG / SEG) * HDR) * 8
+    assert marks == 0
+    assert finish - 10e-6 == pytest.approx(wire / bottleneck, rel=0.01)
