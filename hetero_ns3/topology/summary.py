@@ -94,7 +94,7 @@ def summarize(
             f"{g.name}: {g.count} x {g.gpus_per_node} {g.gpu_type}, {g.fabric.kind}"
             + (f" (NVLink {format_rate(g.fabric.nvlink_rate_bps)}/GPU)" if g.fabric.nvlink_rate_bps else "")
             + f", PCIe Gen{g.fabric.pcie_gen} x{g.fabric.pcie_lanes}, {g.nics.count} x {format_rate(g.nics.rate_bps)} NICs"
-            + (f" (nic_attach {g.fabric.nic_attach})" if g.fabric.nic_attach != "pcie" else "")
+            + (f" (nic_attach {g.fabric.nic_attach})" if g.fabric.nic_attach != "auto" else "")
             for g in cluster.groups
         )
     links = Counter((link.kind, link.rate_bps) for link in graph.links)
