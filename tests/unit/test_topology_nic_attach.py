@@ -204,3 +204,15 @@ def test_run_cluster_resolves_auto_for_its_backend(tmp_path):
     assert {g.fabric.nic_attach for g in load_run_cluster(pinned, "ns3").groups} == {"pcie"}
     auto = scenario_from_dict({"cluster": {"topology": "h0", "nic_attach": "auto"}})
     assert {g.fabric.nic_attach for g in load_run_cluster(auto, "ns3").groups} == {"direct"}
+
+
+def test_topo_show_says_what_auto_becomes():
+    from hetero_ns3.topology.summary import summarize
+
+    c = load_cluster("h4")
+    lines = summarize(build_graph(c), c).groups
+    assert [("direct on the packet level" in line) for line in lines] == [
+        bool(private_pcie_switches(g)) for g in c.groups
+    ]
+    pinned = with_nic_attach(c, "pcie", "cluster.nic_attach")
+    assert all(line.endswith("(nic_attach pcie)") for line in summarize(build_graph(pinned), pinned).groups)
