@@ -150,7 +150,7 @@ def run_case(case: str, args: argparse.Namespace) -> dict[str, Any]:
         scenario = scenario_from_dict(
             scenario_dict(ref, gpus, gran, args.mb_per_replica, args.nic_attach, args.reuse, backend)
         )
-        cluster = load_run_cluster(scenario)
+        cluster = load_run_cluster(scenario, backend if backend in ("analytic", "ns3") else None)
         graph = build_graph(cluster)
         out["graph_s"] = time.perf_counter() - t0
         t1 = time.perf_counter()
@@ -309,7 +309,9 @@ def main() -> int:
     ap.add_argument("--profile", type=int, default=0, help="cProfile the lowering; print this many top functions")
     ap.add_argument("--skip-baseline", action="store_true", help="skip the plain DAG walk (minutes at 1024 GPUs)")
     ap.add_argument(
-        "--nic-attach", default="", help="[cluster] nic_attach for every case: pcie or direct (default: the topology's)"
+        "--nic-attach",
+        default="",
+        help="[cluster] nic_attach for every case: pcie, direct or auto (default: the topology's, auto: direct on ns3)",
     )
     ap.add_argument(
         "--reuse",

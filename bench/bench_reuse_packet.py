@@ -25,7 +25,7 @@ sc = scenario_from_dict(
         "run": {"backend": "ns3", "reuse_isolated_collectives": "on"},
     }
 )
-cluster = P.load_run_cluster(sc)
+cluster = P.load_run_cluster(sc, "ns3")
 graph = build_graph(cluster)
 env = P.collective_env(sc, graph)
 eng = get_backend("ns3")

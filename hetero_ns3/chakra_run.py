@@ -89,7 +89,7 @@ def run_chakra(scenario: Scenario, out_dir: str | Path, engine: Backend, progres
     stats: dict[str, Any] = {"backend": engine.name, "seed": run.seed}
     with recording_run(out_dir, scenario_resolved=scenario.resolved(), versions=versions_info(run.seed)) as rec:
         t0 = time.perf_counter()
-        cluster = load_run_cluster(scenario)
+        cluster = load_run_cluster(scenario, engine.name)
         graph = build_graph(cluster)
         imp = lower_chakra(scenario, graph, cluster)
         repeated = repeat_plan(imp.plan, run.iterations)

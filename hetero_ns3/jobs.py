@@ -118,7 +118,7 @@ def run_jobs(scenario: Scenario, out_dir: str | Path, engine: Backend, progress:
     stats: dict[str, Any] = {"backend": engine.name, "seed": run.seed}
     with recording_run(out_dir, scenario_resolved=scenario.resolved(), versions=versions_info(run.seed)) as rec:
         t0 = time.perf_counter()
-        cluster = load_run_cluster(scenario)
+        cluster = load_run_cluster(scenario, engine.name)
         graph = build_graph(cluster)
         jobs = lower_jobs(scenario, graph, cluster)
         plan, own = merged_plan(jobs)

@@ -34,7 +34,7 @@ from hetero_ns3.scenario.faults import FaultsSection
 from hetero_ns3.scenario.loader import Scenario
 from hetero_ns3.signals import Interrupted, last_signal
 from hetero_ns3.topology import ClusterSpec, build_graph, load_cluster
-from hetero_ns3.topology.fabric import with_nic_attach
+from hetero_ns3.topology.fabric import resolve_nic_attach, with_nic_attach
 from hetero_ns3.topology.graph import NetGraph
 from hetero_ns3.workload.planner import CompiledIteration, plan_scenario
 
@@ -54,8 +54,13 @@ class RunOutcome:
     stats: Mapping[str, Any]
 
 
-def load_run_cluster(scenario: Scenario) -> ClusterSpec:
-    """The scenario's cluster as a topology (``[cluster] topology = ...`` is required to simulate)."""
+def load_run_cluster(scenario: Scenario, backend: str | None = None) -> ClusterSpec:
+    """The scenario's cluster as a topology (``[cluster] topology = ...`` is required to simulate).
+
+    ``backend``: the backend that will run it, which resolves ``nic_attach = "auto"`` (its
+    ``nic_attach_auto``: ``direct`` where it applies on the packet level); None resolves it to ``pcie``
+    (the flow level's graph).
+    """
     cluster = scenario.cluster
     if cluster is None or cluster.topology is None:
         raise ScenarioError(
@@ -68,7 +73,8 @@ def load_run_cluster(scenario: Scenario) -> ClusterSpec:
     spec = load_cluster(ref)
     if cluster.nic_attach is not None:
         spec = with_nic_attach(spec, cluster.nic_attach, "cluster.nic_attach")
-    return spec
+    lean = backend is not None and getattr(get_backend(backend), "nic_attach_auto", "pcie") == "direct"
+    return resolve_nic_attach(spec, lean)
 
 
 def gpu_slowdowns(faults: FaultsSection, cluster: ClusterSpec) -> dict[str, float]:
@@ -262,7 +268,7 @@ def run_scenario(
     resolved = scenario.resolved()
     with recording_run(out_dir, scenario_resolved=resolved, versions=versions_info(run.seed)) as rec:
         t0 = time.perf_counter()
-        cluster = load_run_cluster(scenario)
+        cluster = load_run_cluster(scenario, backend)
         graph = build_graph(cluster)
         log.info("planning the workload ...")
         wplan = plan_scenario(scenario)

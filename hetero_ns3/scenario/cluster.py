@@ -54,9 +54,10 @@ class ClusterSection:
         groups: inline node groups (``[[cluster.groups]]``) when no topology is given; GPUs are
             named ``n<node>.g<index>``.
         nic_attach: overrides ``fabric.nic_attach`` of the topology's node groups: ``"pcie"`` (GPU -
-            PCIe switch - NIC, each a simulated hop) or ``"direct"`` (the GPU is its own network port
-            where a PCIe switch joins one GPU to one NIC; other groups keep ``pcie``); unset: the
-            topology file's setting (default ``pcie``). See docs/topologies.md.
+            PCIe switch - NIC, each a simulated hop), ``"direct"`` (the GPU is its own network port
+            where a PCIe switch joins one GPU to one NIC; other groups keep their setting) or ``"auto"``
+            (``direct`` where it applies on the packet level, ``pcie`` elsewhere and on the flow level);
+            unset: the topology file's setting (default ``auto``). See docs/topologies.md.
     """
 
     topology: str | None = None

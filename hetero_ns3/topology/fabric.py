@@ -16,6 +16,9 @@ Graph elements of node ``i`` (see docs/topologies.md):
   NIC, in a node without a root complex, is not built, nor is its NIC: the GPU itself is the network
   port (it ``serves`` itself) and its access link (built by the network, ``topology/build.py``) runs
   at min(NIC rate, PCIe rate) with both PCIe link delays added. Other PCIe switches keep the detail.
+  ``nic_attach = "auto"`` (the default) is resolved per backend by :func:`resolve_nic_attach`:
+  ``direct`` where it applies on the packet level, ``pcie`` on the flow level; unresolved it builds as
+  ``pcie``.
 * NVLS endpoint ``n{i}.nvls`` (role ``nvls``, :func:`nvls_endpoint`), nodes whose fabric has
   ``nvls``: a host on an internal link of the NVSwitch that stands for the switch's reduction and
   multicast engine (NVLink SHARP), so that flows can end and start at the switch. Its link carries
@@ -35,8 +38,10 @@ import dataclasses
 from hetero_ns3.errors import field_error
 from hetero_ns3.topology.graph import HOST, NVLS_ROLE, SWITCH, GraphLink, GraphNode
 from hetero_ns3.topology.spec import (
+    NIC_ATTACH_AUTO,
     NIC_ATTACH_DIRECT,
     NIC_ATTACH_KINDS,
+    NIC_ATTACH_PCIE,
     NVLINK_BRIDGE,
     NVSWITCH,
     ClusterSpec,
@@ -90,9 +95,9 @@ def check_nic_attach(group: NodeGroup, path: str) -> None:
 def with_nic_attach(cluster: ClusterSpec, value: str, path: str) -> ClusterSpec:
     """``cluster`` with ``fabric.nic_attach = value`` in every group where it can apply.
 
-    ``pcie`` applies everywhere; ``direct`` only to the groups with a private PCIe switch
-    (:func:`private_pcie_switches`), the others keep the detailed segment. Raises ScenarioError at
-    ``path`` for an unknown value, or for ``direct`` when no group of the cluster can take it.
+    ``pcie`` and ``auto`` apply everywhere; ``direct`` only to the groups with a private PCIe switch
+    (:func:`private_pcie_switches`), the others keep their setting. Raises ScenarioError at ``path`` for an
+    unknown value, or for ``direct`` when no group of the cluster can take it.
     """
     if value not in NIC_ATTACH_KINDS:
         raise field_error(path, value, "is not a valid choice", f"use one of {list(NIC_ATTACH_KINDS)}")
@@ -109,6 +114,23 @@ def with_nic_attach(cluster: ClusterSpec, value: str, path: str) -> ClusterSpec:
             f"applies to no group of {cluster.name!r}: none has a PCIe switch with exactly one GPU and one NIC",
             "use 'pcie' (or leave it out)",
         )
+    return dataclasses.replace(cluster, groups=tuple(groups))
+
+
+def resolve_nic_attach(cluster: ClusterSpec, lean: bool) -> ClusterSpec:
+    """``cluster`` with every ``auto`` group made ``direct`` or ``pcie``; explicit settings unchanged.
+
+    ``lean`` (the packet level, ``Backend.nic_attach_auto == "direct"``): ``direct`` where the group has a
+    private PCIe switch (:func:`private_pcie_switches`), ``pcie`` elsewhere, never an error. Otherwise
+    (the flow level, whose max-min sharing is the same either way up to the PCIe links' latency) ``pcie``,
+    which keeps its graph, and so its results, as they were before ``auto`` existed.
+    """
+    groups = []
+    for g in cluster.groups:
+        if g.fabric.nic_attach == NIC_ATTACH_AUTO:
+            value = NIC_ATTACH_DIRECT if lean and private_pcie_switches(g) else NIC_ATTACH_PCIE
+            g = dataclasses.replace(g, fabric=dataclasses.replace(g.fabric, nic_attach=value))
+        groups.append(g)
     return dataclasses.replace(cluster, groups=tuple(groups))
 
 

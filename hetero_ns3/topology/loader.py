@@ -19,8 +19,8 @@ from hetero_ns3.topology.spec import (
     FATTREE,
     LEAFSPINE,
     NETWORK_KINDS,
+    NIC_ATTACH_AUTO,
     NIC_ATTACH_KINDS,
-    NIC_ATTACH_PCIE,
     NVLINK_BRIDGE,
     NVSWITCH,
     PCIE,
@@ -225,7 +225,7 @@ def _fabric(t: dict[str, Any], path: str, gpu_type: str, gpus: int, nics: NicSpe
         raise field_error(
             f"{path}.nvls", nvls, "applies only to kind = 'nvswitch'", "remove it or use an NVSwitch fabric"
         )
-    attach = _str(t, "nic_attach", path, NIC_ATTACH_KINDS, NIC_ATTACH_PCIE)
+    attach = _str(t, "nic_attach", path, NIC_ATTACH_KINDS, NIC_ATTACH_AUTO)
     return FabricSpec(kind, nvlink, nv_delay, gen, lanes, pcie_rate, pcie_delay, switches, seg, nvls, attach)
 
 

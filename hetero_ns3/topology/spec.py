@@ -21,7 +21,8 @@ NETWORK_KINDS = (RAIL, LEAFSPINE, FATTREE)
 
 NIC_ATTACH_PCIE = "pcie"
 NIC_ATTACH_DIRECT = "direct"
-NIC_ATTACH_KINDS = (NIC_ATTACH_PCIE, NIC_ATTACH_DIRECT)
+NIC_ATTACH_AUTO = "auto"
+NIC_ATTACH_KINDS = (NIC_ATTACH_AUTO, NIC_ATTACH_PCIE, NIC_ATTACH_DIRECT)
 
 
 @dataclass(frozen=True)
@@ -59,11 +60,13 @@ class FabricSpec:
     nvls: bool = False
     """The NVSwitch reduces and multicasts (NVLink SHARP): the node gets an NVLS endpoint and NCCL's
     NVLS algorithms may run. Default: the GPU catalog's ``nvls`` flag for ``nvswitch`` fabrics."""
-    nic_attach: str = NIC_ATTACH_PCIE
-    """How a GPU reaches its NIC: ``pcie`` (GPU - PCIe switch - NIC relay, each a simulated hop) or
+    nic_attach: str = NIC_ATTACH_AUTO
+    """How a GPU reaches its NIC: ``pcie`` (GPU - PCIe switch - NIC relay, each a simulated hop),
     ``direct`` (where a PCIe switch holds one GPU and one NIC and nothing else: no PCIe switch and no
     NIC node; the GPU's own port goes to the first network switch at min(NIC rate, PCIe rate), with
-    both PCIe link delays added to the access delay). See :func:`hetero_ns3.topology.fabric.direct_nics`."""
+    both PCIe link delays added to the access delay) or ``auto`` (the default: the backend chooses,
+    :func:`hetero_ns3.topology.fabric.resolve_nic_attach`; the graph of an unresolved ``auto`` is the
+    ``pcie`` one). See :func:`hetero_ns3.topology.fabric.direct_nics`."""
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from hetero_ns3.topology.analysis import bisection_bandwidth, ecmp_path_count
+from hetero_ns3.topology.fabric import private_pcie_switches
 from hetero_ns3.topology.graph import HOST, NVLS_ROLE, NetGraph
 from hetero_ns3.topology.routing import routing_tables
-from hetero_ns3.topology.spec import ClusterSpec
+from hetero_ns3.topology.spec import ClusterSpec, NodeGroup
 from hetero_ns3.units import format_rate
 
 
@@ -94,7 +95,7 @@ def summarize(
             f"{g.name}: {g.count} x {g.gpus_per_node} {g.gpu_type}, {g.fabric.kind}"
             + (f" (NVLink {format_rate(g.fabric.nvlink_rate_bps)}/GPU)" if g.fabric.nvlink_rate_bps else "")
             + f", PCIe Gen{g.fabric.pcie_gen} x{g.fabric.pcie_lanes}, {g.nics.count} x {format_rate(g.nics.rate_bps)} NICs"
-            + (f" (nic_attach {g.fabric.nic_attach})" if g.fabric.nic_attach != "pcie" else "")
+            + _attach_note(g)
             for g in cluster.groups
         )
     links = Counter((link.kind, link.rate_bps) for link in graph.links)
@@ -135,3 +136,10 @@ def format_summary(s: TopologySummary) -> str:
     out.append(f"ECMP paths (routing of all hosts took {s.routing_s:.3f} s):")
     out += [f"  {a} -> {b}: {n}" for a, b, n in s.ecmp_paths]
     return "\n".join(out)
+
+
+def _attach_note(g: NodeGroup) -> str:
+    """`` (nic_attach ...)`` for a group's line: the explicit setting, or what ``auto`` becomes on the packet level."""
+    if g.fabric.nic_attach != "auto":
+        return f" (nic_attach {g.fabric.nic_attach})"
+    return " (nic_attach auto: direct on the packet level)" if private_pcie_switches(g) else ""

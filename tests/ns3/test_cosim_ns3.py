@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hetero_ns3.errors import SimulationError
+from hetero_ns3.errors import ScenarioError, SimulationError
 from hetero_ns3.pipeline import run_scenario
 from hetero_ns3.scenario.loader import scenario_from_dict
 
@@ -50,11 +50,24 @@ def test_congestion_control_changes_a_congested_iteration(capi, tmp_path):
     assert abs(iters["dcqcn"] - iters["hpcc"]) / iters["hpcc"] > 1e-4
 
 
-def test_a_failing_run_leaves_its_partial_tables(capi, tmp_path):
-    # The only NIC link of GPU n0.g0 fails at t=0 and no route avoids it: its DP flows never finish.
+def test_a_failed_nic_link_names_the_gpu_on_the_packet_level(capi, tmp_path):
+    """The packet level attaches these GPUs directly (``nic_attach`` auto): a fault on a NIC node's link says so."""
     sc = _scenario(
         DATA / "two-node-h100.toml",
         faults={"links": [{"a": "n0.nic0", "b": "rail0.0", "rate_factor": 0.0, "at": 0.0}]},
+    )
+    with pytest.raises(
+        ScenarioError, match=r"'n0\.nic0' is not a node.*name the GPU \(e\.g\. 'n0\.g0'.*nic_attach = 'pcie'"
+    ):
+        run_scenario(sc, tmp_path / "nic", backend="ns3")
+
+
+def test_a_failing_run_leaves_its_partial_tables(capi, tmp_path):
+    # The only network link of GPU n0.g0 (its NIC, attached directly) fails at t=0 and no route avoids it:
+    # its DP flows never finish.
+    sc = _scenario(
+        DATA / "two-node-h100.toml",
+        faults={"links": [{"a": "n0.g0", "b": "rail0.0", "rate_factor": 0.0, "at": 0.0}]},
         run={"stall_limit": "3ms"},
     )
     out = tmp_path / "failed"

@@ -1,9 +1,12 @@
 """``fabric.nic_attach``: a single flow between two servers gives the store-and-forward answer both ways.
 
 Direct attach: 2 links (GPU - rail switch - GPU) at 200 Gb/s, each with the access delay plus two PCIe
-delays. Detailed (``pcie``): 6 links, the four PCIe ones at 252 Gb/s (PCIe 4.0 x16). A frame pays its
-serialization on every link but the last before the pipeline fills, so the two FCTs differ by the four
-PCIe serializations of one frame, while the bulk (the size over the 200 Gb/s bottleneck) is the same.
+delays. Detailed (``pcie``): 6 links, the PCIe ones at 252 Gb/s (PCIe 4.0 x16) except the GPU's send side
+of its own PCIe link, which the backend paces at the NIC's 200 Gb/s (``network/ns3/pacing.py``). A frame
+pays its serialization on every link but the last before the pipeline fills, so the two FCTs differ by
+one NIC-rate and three PCIe serializations of one frame, while the bulk (the size over the 200 Gb/s
+bottleneck) is the same. With the endpoint paced at the NIC rate a lone flow builds no queue in front of
+the NIC port: no ECN mark, no CNP, and its queue pair's line rate (DCQCN's Rt) is the NIC's.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ PCIE = pcie_rate_bps(4, 16)
 ACCESS, PCIE_DELAY = 1e-6, 100e-9
 SEG, HDR = 4096, 62
 SIZE = 2_000_000
+BIG = 8_000_000  # enough to queue above the ECN threshold (800 KB at 200 Gb/s) were the endpoint at PCIe rate
 
 
 def _graph(attach: str):
@@ -65,20 +69,60 @@ def test_single_flow_fct_is_the_store_and_forward_answer(capi, attach):
     if attach == "direct":
         links = [(NIC, ACCESS + 2 * PCIE_DELAY)] * 2
     else:
-        links = [(PCIE, PCIE_DELAY)] * 2 + [(NIC, ACCESS)] * 2 + [(PCIE, PCIE_DELAY)] * 2
+        links = [(NIC, PCIE_DELAY), (PCIE, PCIE_DELAY)] + [(NIC, ACCESS)] * 2 + [(PCIE, PCIE_DELAY)] * 2
     assert float(res.flows["fct_s"][0]) == pytest.approx(_ideal(links), rel=0.005)
     assert res.ports["drops_total"].sum() == 0
 
 
 def test_direct_and_detailed_differ_by_the_pcie_serializations(capi):
-    """Same path latency (delays moved, not dropped): the FCTs differ by 4 PCIe frame times (0.13 us)."""
+    """Same path latency (delays moved, not dropped): the FCTs differ by the extra frame times of the detailed
+    path, one at the NIC rate (the paced GPU side) and three at the PCIe rate (0.56 us in all)."""
     from hetero_ns3.network.config import CcConfig, NetworkConfig
     from hetero_ns3.network.ns3.roce import simulate_flows
 
     flows = pd.DataFrame({"src": ["n0.g0"], "dst": ["n1.g0"], "size_bytes": [SIZE], "start_s": [0.0]})
     cfg = NetworkConfig(cc=CcConfig(kind="none"))
     fct = {a: float(simulate_flows(_graph(a), flows, cfg).flows["fct_s"][0]) for a in ("pcie", "direct")}
-    assert fct["pcie"] - fct["direct"] == pytest.approx(4 * (SEG + HDR) * 8 / PCIE, rel=0.05)
+    extra = (SEG + HDR) * 8 / NIC + 3 * (SEG + HDR) * 8 / PCIE
+    assert fct["pcie"] - fct["direct"] == pytest.approx(extra, rel=0.05)
+
+
+@pytest.mark.parametrize("cc", ["dcqcn", "none"])
+def test_pcie_endpoint_paces_at_the_nic_rate(capi, cc):
+    """DCQCN (the default) or none, detailed segment: two 4 MB flows from one GPU to one peer share the GPU's
+    endpoint at the NIC rate (no queue at the NIC port: no ECN mark, no CNP, no pause) and finish at the
+    store-and-forward answer for their summed bytes (within 0.5 %). Unpaced (the endpoint at PCIe's
+    252 Gb/s), 1.6 MB queued at the NIC port, it got 11 ECN marks and CNPs and finished 70 % late."""
+    from hetero_ns3.network.config import CcConfig, NetworkConfig
+    from hetero_ns3.network.ns3.roce import simulate_flows
+
+    flows = pd.DataFrame(
+        {"src": ["n0.g1"] * 2, "dst": ["n1.g1"] * 2, "size_bytes": [BIG // 2] * 2, "start_s": [10e-6] * 2}
+    )
+    res = simulate_flows(_graph("pcie"), flows, NetworkConfig(cc=CcConfig(kind=cc)))
+    assert res.completed == 2
+    assert res.ports["ecn_marks"].sum() == 0
+    assert res.flows["cnps"].sum() == 0
+    assert res.ports["drops_total"].sum() == 0 and res.ports["paused_s"].sum() == 0
+    frame = (SEG + HDR) * 8
+    wire = BIG * 8 + 2 * math.ceil(BIG // 2 / SEG) * HDR * 8
+    # bulk at the NIC rate, one frame per hop but the bottleneck (the GPU side paced at the NIC rate), delays
+    ideal = wire / NIC + 2 * frame / NIC + 3 * frame / PCIE + 2 * ACCESS + 4 * PCIE_DELAY
+    assert float(res.flows["finish_s"].max()) - 10e-6 == pytest.approx(ideal, rel=0.005)
+
+
+def test_dcqcn_line_rate_is_the_nic_rate(native):
+    """A queue pair on the detailed segment starts DCQCN with Rc = Rt = the NIC's 200 Gb/s (not PCIe's 252)."""
+    from hetero_ns3.network.config import CcConfig, NetworkConfig
+    from hetero_ns3.network.ns3.roce import simulate_flows
+
+    flows = pd.DataFrame({"src": ["n0.g0"], "dst": ["n1.g0"], "size_bytes": [SIZE], "start_s": [0.0]})
+    res = simulate_flows(_graph("pcie"), flows, NetworkConfig(cc=CcConfig(kind="dcqcn")), trace_cc=True)
+    t = res.cc_trace
+    first = t.sort_values("time_s", kind="stable").groupby("kind")["value"].first()
+    assert first["rate"] == pytest.approx(NIC, rel=1e-9)
+    assert first["target_rate"] == pytest.approx(NIC, rel=1e-9)
+    assert res.ports.set_index("node").loc["n0.g0"].query("kind == 'pcie'")["rate_bps"].item() == NIC
 
 
 def test_direct_ports_keep_the_ecmp_contract(capi):
@@ -121,3 +165,32 @@ def test_direct_ports_keep_the_ecmp_contract(capi):
     one = tx[per_port == 1]
     assert one.size and np.all(one == one[0])
     np.testing.assert_array_equal(np.rint(tx / one[0]).astype(np.int64), per_port)
+
+
+@pytest.mark.parametrize(("new_rate", "bottleneck"), [(PCIE, NIC), (100e9, 100e9)])
+def test_a_link_rate_change_keeps_the_nic_cap(capi, new_rate, bottleneck):
+    """A rate fault on the paced GPU - PCIe switch link sets min(new rate, NIC rate) on the GPU's side: back at
+    the full PCIe rate the endpoint still paces at 200 Gb/s (no ECN mark); at 100 Gb/s that is the bottleneck."""
+    from hetero_ns3.network.config import NetworkConfig
+    from hetero_ns3.network.flows_io import flow_arrays
+    from hetero_ns3.network.ns3.roce import egress_port, make_engine, make_network
+
+    graph = _graph("pcie")
+    link = egress_port(graph, "n0.g1", "n0.pcie1") // 2
+    flows = flow_arrays(
+        graph, pd.DataFrame({"src": ["n0.g1"], "dst": ["n1.g1"], "size_bytes": [BIG], "start_s": [10e-6]})
+    )
+    eng = make_engine("capi")
+    net = make_network(eng, graph, NetworkConfig(), seed=1)
+    try:
+        net.set_link_rate(link, new_rate, 5e-6)
+        net.add_flows(flows.src, flows.dst, flows.size_bytes, flows.priority, flows.start_s)
+        net.run(0.0)
+        finish = float(net.read("flow_finish")[0])
+        marks = int(net.read("port:ecn_marks").sum())
+    finally:
+        eng.destroy()
+        net.free()
+    wire = (BIG + math.ceil(BIG / SEG) * HDR) * 8
+    assert marks == 0
+    assert finish - 10e-6 == pytest.approx(wire / bottleneck, rel=0.01)

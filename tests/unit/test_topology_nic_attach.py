@@ -11,7 +11,7 @@ from test_topology_cluster import paths
 
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.topology import bisection_bandwidth, build_graph, load_cluster, parse_cluster
-from hetero_ns3.topology.fabric import private_pcie_switches, with_nic_attach
+from hetero_ns3.topology.fabric import private_pcie_switches, resolve_nic_attach, with_nic_attach
 from hetero_ns3.topology.loader import pcie_rate_bps
 from hetero_ns3.topology.routing import routing_tables, shortest_path_next_hops
 
@@ -99,10 +99,10 @@ def test_override_applies_where_it_can_and_keeps_the_rest():
     c = load_cluster("h4")
     direct = with_nic_attach(c, "direct", "cluster.nic_attach")
     assert [g.fabric.nic_attach for g in direct.groups] == [
-        "direct" if private_pcie_switches(g) else "pcie" for g in c.groups
+        "direct" if private_pcie_switches(g) else "auto" for g in c.groups
     ]
     assert {g.fabric.kind for g in direct.groups if g.fabric.nic_attach == "direct"} == {"nvswitch"}
-    assert any(g.fabric.nic_attach == "pcie" for g in direct.groups)
+    assert any(g.fabric.nic_attach == "auto" for g in direct.groups)
     g = build_graph(direct)
     tables = routing_tables(g)
     hosts = g.gpu_indices()
@@ -170,3 +170,49 @@ def test_a_host_may_serve_only_itself():
     bad = [GraphNode("n0.g0", "host", zone="n0", serves=("n0.g1",)), GraphNode("n0.g1", "host", zone="n0")]
     with pytest.raises(ScenarioError, match=r"nodes\[0\]\.serves \('n0.g1'\).*a host only itself"):
         make_graph(bad, [GraphLink("n0.g0", "n0.g1", 1e9, 0.0)])
+
+
+def test_auto_is_direct_where_it_applies_on_the_packet_level_and_pcie_on_the_flow_level():
+    """The default ``auto``: h4's NVSwitch groups (one GPU per NIC) go direct on the packet level, its PCIe
+    groups (shared NICs) stay detailed without an error; the flow level keeps the detailed graph of before."""
+    c = load_cluster("h4")
+    assert {g.fabric.nic_attach for g in c.groups} == {"auto"}
+    lean = resolve_nic_attach(c, lean=True)
+    assert [g.fabric.nic_attach for g in lean.groups] == [
+        "direct" if private_pcie_switches(g) else "pcie" for g in c.groups
+    ]
+    assert build_graph(lean) == build_graph(with_nic_attach(c, "direct", "cluster.nic_attach"))
+    flow = resolve_nic_attach(c, lean=False)
+    assert {g.fabric.nic_attach for g in flow.groups} == {"pcie"}
+    assert build_graph(flow) == build_graph(c) == build_graph(with_nic_attach(c, "pcie", "cluster.nic_attach"))
+    for value in ("pcie", "direct"):  # explicit settings are kept on either level
+        explicit = with_nic_attach(c, value, "cluster.nic_attach")
+        assert resolve_nic_attach(explicit, lean=True) == resolve_nic_attach(explicit, lean=False)
+        assert resolve_nic_attach(explicit, lean=False).groups[0].fabric.nic_attach == value
+
+
+def test_run_cluster_resolves_auto_for_its_backend(tmp_path):
+    from hetero_ns3.pipeline import load_run_cluster
+    from hetero_ns3.scenario import scenario_from_dict
+
+    sc = scenario_from_dict({"cluster": {"topology": "h0"}})
+    assert sc.cluster.nic_attach is None  # the resolved scenario (and study point ids) do not change
+    assert {g.fabric.nic_attach for g in load_run_cluster(sc, "ns3").groups} == {"direct"}
+    assert {g.fabric.nic_attach for g in load_run_cluster(sc, "analytic").groups} == {"pcie"}
+    assert {g.fabric.nic_attach for g in load_run_cluster(sc).groups} == {"pcie"}
+    pinned = scenario_from_dict({"cluster": {"topology": "h0", "nic_attach": "pcie"}})
+    assert {g.fabric.nic_attach for g in load_run_cluster(pinned, "ns3").groups} == {"pcie"}
+    auto = scenario_from_dict({"cluster": {"topology": "h0", "nic_attach": "auto"}})
+    assert {g.fabric.nic_attach for g in load_run_cluster(auto, "ns3").groups} == {"direct"}
+
+
+def test_topo_show_says_what_auto_becomes():
+    from hetero_ns3.topology.summary import summarize
+
+    c = load_cluster("h4")
+    lines = summarize(build_graph(c), c).groups
+    assert [("direct on the packet level" in line) for line in lines] == [
+        bool(private_pcie_switches(g)) for g in c.groups
+    ]
+    pinned = with_nic_attach(c, "pcie", "cluster.nic_attach")
+    assert all(line.endswith("(nic_attach pcie)") for line in summarize(build_graph(pinned), pinned).groups)

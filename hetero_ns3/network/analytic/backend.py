@@ -53,6 +53,9 @@ class AnalyticBackend:
     name = "analytic"
     shares_switch_state = False
     """Flows interact only through links (no switch buffers): isolation needs disjoint links only."""
+    nic_attach_auto = "pcie"
+    """What ``fabric.nic_attach = "auto"`` becomes here: the detailed segment, the graph (and results) of
+    before ``auto`` (max-min sharing is the same either way up to the PCIe links' latency)."""
 
     def run(
         self,

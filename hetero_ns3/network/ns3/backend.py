@@ -17,6 +17,9 @@ class Ns3Backend:
     name = "ns3"
     shares_switch_state = True
     """Ports of a switch share its buffer (and PFC state): isolation needs unshared switches too."""
+    nic_attach_auto = "direct"
+    """What ``fabric.nic_attach = "auto"`` becomes here (``topology.fabric.resolve_nic_attach``): a GPU with a
+    NIC of its own is its own network port (2 hops GPU to GPU instead of 6; docs/topologies.md)."""
 
     def run(
         self,

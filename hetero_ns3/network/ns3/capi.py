@@ -44,6 +44,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "hns3_network_free": (None, [_P]),
     "hns3_network_add_nodes": (c_int, [_P, _P, _P, c_uint32]),
     "hns3_network_add_links": (c_int, [_P, _P, _P, _P, _P, _P, c_uint32]),
+    "hns3_network_cap_port_rates": (c_int, [_P, _P, _P, c_uint32]),
     "hns3_network_add_routes": (c_int, [_P, _P, _P, _P, c_uint64]),
     "hns3_network_build": (c_int, [_P]),
     "hns3_network_add_flows": (c_int, [_P, _P, _P, _P, _P, _P, c_uint32]),
@@ -156,6 +157,12 @@ class CapiNetwork:
         arrs = [np.ascontiguousarray(x, dtype=t) for x, t in zip((a, b, rate, delay, seg), _LINK_DTYPES, strict=True)]
         rc = self._lib.hns3_network_add_links(self.handle, *map(_ptr, arrs), len(arrs[0]))
         _check(self._lib, rc, "AddLinks")
+
+    def cap_port_rates(self, port: np.ndarray, rate: np.ndarray) -> None:
+        ports = np.ascontiguousarray(port, dtype=np.uint32)
+        rates = np.ascontiguousarray(rate, dtype=np.float64)
+        rc = self._lib.hns3_network_cap_port_rates(self.handle, _ptr(ports), _ptr(rates), len(ports))
+        _check(self._lib, rc, "CapPortRates")
 
     def add_routes(self, node: np.ndarray, dst: np.ndarray, link: np.ndarray) -> None:
         arrs = [np.ascontiguousarray(x, dtype=np.uint32) for x in (node, dst, link)]

@@ -60,6 +60,10 @@ class CppyyNetwork:
     def add_links(self, a: np.ndarray, b: np.ndarray, rate: np.ndarray, delay: np.ndarray, seg: np.ndarray) -> None:
         self.raw.AddLinks(a, b, rate, delay, seg, len(a))
 
+    def cap_port_rates(self, port: np.ndarray, rate: np.ndarray) -> None:
+        port, rate = np.ascontiguousarray(port, dtype=np.uint32), np.ascontiguousarray(rate, dtype=np.float64)
+        self.raw.CapPortRates(port, rate, len(port))
+
     def add_routes(self, node: np.ndarray, dst: np.ndarray, link: np.ndarray) -> None:
         self.raw.AddRoutes(node, dst, link, len(node))
 

@@ -67,6 +67,15 @@ def _link_index(graph: NetGraph, a: str, b: str) -> int:
     for li, lk in enumerate(graph.links):
         if {lk.a, lk.b} == {a, b}:
             return li
+    names = {nd.name for nd in graph.nodes}
+    missing = [x for x in (a, b) if x not in names]
+    if missing:
+        raise ScenarioError(
+            f"faults: {missing[0]!r} is not a node of the simulated network; the packet level attaches a GPU that "
+            "has a NIC of its own directly (cluster.nic_attach 'auto' = 'direct' there: no PCIe switch or NIC node, "
+            "the GPU's link goes to the first switch), so name the GPU (e.g. 'n0.g0' for 'n0.nic0') or set "
+            "cluster.nic_attach = 'pcie'"
+        )
     raise ScenarioError(f"faults: no link between {a!r} and {b!r} in the topology; name two adjacent nodes")
 
 

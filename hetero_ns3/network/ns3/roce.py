@@ -31,6 +31,7 @@ from hetero_ns3.network.base_rtt import resolve_hpcc_base_rtt
 from hetero_ns3.network.config import NetworkConfig
 from hetero_ns3.network.flows_io import FlowArrays, flow_arrays
 from hetero_ns3.network.ns3.attributes import attribute_settings
+from hetero_ns3.network.ns3.pacing import nic_paced_ports, port_rates
 from hetero_ns3.network.ns3.profile import event_profile
 from hetero_ns3.network.ns3.results import CC_TRACE_KINDS, DROP_REASONS, PORT_COUNTERS, FlowResults
 from hetero_ns3.topology.graph import HOST, NetGraph
@@ -178,6 +179,9 @@ def make_network(engine: Any, graph: NetGraph, config: NetworkConfig | None = No
             [getattr(lk, "mtu_bytes", 0) or config.nic.segment_for(lk.kind) for lk in graph.links], dtype=np.uint32
         )
         net.add_links(a, b, rate, delay, seg)
+        paced, caps = nic_paced_ports(graph)
+        if len(paced):
+            net.cap_port_rates(paced, caps)
     rn, rd, rl = _route_arrays(graph)
     if len(rn):
         net.add_routes(rn, rd, rl)
@@ -364,12 +368,11 @@ def ports_frame(graph: NetGraph, net: Any) -> pd.DataFrame:
     m = len(graph.links)
     node: list[str | None] = [None] * (2 * m)
     peer: list[str | None] = [None] * (2 * m)
-    rate = np.empty(2 * m)
+    rate = port_rates(graph)
     kind = [""] * (2 * m)
     for li, lk in enumerate(graph.links):
         node[2 * li], peer[2 * li] = lk.a, lk.b
         node[2 * li + 1], peer[2 * li + 1] = lk.b, lk.a
-        rate[2 * li] = rate[2 * li + 1] = lk.rate_bps
         kind[2 * li] = kind[2 * li + 1] = lk.kind
     cols: dict[str, Any] = {
         "port": np.arange(2 * m, dtype=np.int64),

@@ -232,6 +232,15 @@ extern "C"
     }
 
     int
+    hns3_network_cap_port_rates(Hns3Network* net,
+                                const uint32_t* port,
+                                const double* rateBps,
+                                uint32_t n)
+    {
+        return Guard("CapPortRates", [&] { net->net->CapPortRates(port, rateBps, n); });
+    }
+
+    int
     hns3_network_add_routes(Hns3Network* net,
                             const uint32_t* node,
                             const uint32_t* dst,

@@ -66,6 +66,10 @@ extern "C"
                                const double* delaySeconds,
                                const uint32_t* segment,
                                uint32_t n);
+    int hns3_network_cap_port_rates(Hns3Network* net,
+                                    const uint32_t* port,
+                                    const double* rateBps,
+                                    uint32_t n);
     int hns3_network_add_routes(Hns3Network* net,
                                 const uint32_t* node,
                                 const uint32_t* dst,

@@ -8,6 +8,8 @@
 #include "port-counters.h"
 #include "roce-profile.h"
 
+#include <algorithm>
+
 namespace ns3
 {
 
@@ -144,6 +146,7 @@ RdmaNetwork::AddLink(uint32_t a,
         dev->Attach(ch);
         m_ports.push_back(dev);
         m_portLocal.push_back(local);
+        m_portCap.push_back(0);
     }
     m_channels.push_back(ch);
     return link;
@@ -160,6 +163,21 @@ RdmaNetwork::AddLinks(const uint32_t* a,
     for (uint32_t i = 0; i < n; ++i)
     {
         AddLink(a[i], b[i], rateBps[i], delaySeconds[i], segment[i], segment[i]);
+    }
+}
+
+void
+RdmaNetwork::CapPortRates(const uint32_t* port, const double* rateBps, uint32_t n)
+{
+    NS_ABORT_MSG_IF(m_built, "RdmaNetwork::CapPortRates after Build");
+    for (uint32_t i = 0; i < n; ++i)
+    {
+        NS_ABORT_MSG_IF(port[i] >= m_ports.size(),
+                        "RdmaNetwork::CapPortRates: unknown port " << port[i]);
+        NS_ABORT_MSG_IF(!(rateBps[i] > 0), "RdmaNetwork::CapPortRates: rate must be > 0");
+        m_portCap[port[i]] = rateBps[i];
+        double r = std::min(m_ports[port[i]]->GetRateBps(), rateBps[i]);
+        m_ports[port[i]]->SetDataRate(DataRate(static_cast<uint64_t>(r)));
     }
 }
 
@@ -291,11 +309,13 @@ RdmaNetwork::SetLinkRate(uint32_t link, double rateBps, Time at)
 {
     NS_ABORT_MSG_IF(link >= m_channels.size(), "RdmaNetwork::SetLinkRate: unknown link " << link);
     NS_ABORT_MSG_IF(!(rateBps > 0), "RdmaNetwork::SetLinkRate: rate must be > 0");
-    DataRate r(static_cast<uint64_t>(rateBps));
-    Simulator::Schedule(at - Simulator::Now(), [this, link, r]() {
-        NS_LOG_INFO("link " << link << " rate -> " << r);
-        m_ports[2 * link]->SetDataRate(r);
-        m_ports[2 * link + 1]->SetDataRate(r);
+    Simulator::Schedule(at - Simulator::Now(), [this, link, rateBps]() {
+        NS_LOG_INFO("link " << link << " rate -> " << rateBps << " bit/s");
+        for (uint32_t port = 2 * link; port < 2 * link + 2; ++port)
+        {
+            double r = m_portCap[port] > 0 ? std::min(rateBps, m_portCap[port]) : rateBps;
+            m_ports[port]->SetDataRate(DataRate(static_cast<uint64_t>(r)));
+        }
     });
 }
 

@@ -67,6 +67,13 @@ public:
                   const double* delaySeconds,
                   const uint32_t* segment,
                   uint32_t n);
+    /**
+     * Cap the send rate of \p n ports (before Build): port \p port[i] serializes at
+     * min(its link's rate, \p rateBps[i]), now and after SetLinkRate. The run path caps the GPU
+     * side of a GPU's PCIe link at its NIC's rate where the GPU has a NIC of its own, so that the
+     * RDMA endpoint (its queue pairs and their line rate) paces at the NIC rate as a real NIC does.
+     */
+    void CapPortRates(const uint32_t* port, const double* rateBps, uint32_t n);
     /** At \p node, make link \p link an ECMP next hop toward host \p dst. */
     void AddRoute(uint32_t node, uint32_t dst, uint32_t link);
     /** Add \p n forwarding entries from arrays. */
@@ -168,6 +175,7 @@ private:
     std::vector<uint64_t> m_buffers;
     std::vector<Ptr<RoceNetDevice>> m_ports;
     std::vector<uint32_t> m_portLocal;
+    std::vector<double> m_portCap; //!< per port: send-rate cap, bit/s (0: none)
     std::vector<Ptr<RoceChannel>> m_channels;
     bool m_built{false};
     TracedCallback<uint32_t> m_flowComplete;
