@@ -38,12 +38,14 @@ from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.plan.dag import FLOW, FUSED_LABEL_SUFFIX, ExecutionPlan
 from hetero_ns3.plan.isolation import isolated_groups, pair_links, route_links
 
-#: Values of ``[run] reuse_isolated_collectives``: ``auto`` (the default) is ``on`` where the fused plan is
-#: exact (the flow-level backend, a compiled workload, no link faults, one job), ``off`` elsewhere.
+#: Values of ``[run] reuse_isolated_collectives``: ``auto`` (the default) is ``on`` for a compiled workload of
+#: one job without link faults (on both backends), ``off`` elsewhere.
 REUSE_MODES: tuple[str, ...] = ("auto", "off", "on")
 
-#: Backends on which ``auto`` fuses: where a fused call gives the detailed plan's times (docs/collectives.md).
-AUTO_BACKENDS: tuple[str, ...] = ("analytic",)
+#: Backends on which ``auto`` fuses: where a fused call gives the detailed plan's times (the flow level: to
+#: 1e-9) or the issue-15 bar for a default (the packet level: the 128-GPU iterations within 0.5%, measured
+#: +0.0095% / -0.25% (two seeds) and +0.27% (NICs behind PCIe) on h0, +0.30% on h2; docs/collectives.md).
+AUTO_BACKENDS: tuple[str, ...] = ("analytic", "ns3")
 
 #: ``runner(plan) -> finish_s`` per task: ``plan`` replayed alone on the run's backend, graph and settings.
 IsolatedRunner = Callable[[ExecutionPlan], np.ndarray]
