@@ -1,6 +1,6 @@
 """The one output layer: where a command may write, checked before any work starts.
 
-``--out DIR`` (``plan``, ``run``, ``flows``) must be a directory that exists and is writable, or one that
+``--out DIR`` (``plan``, ``run``, ``flows``, ``sweep``) must be a directory that exists and is writable, or one that
 can be created (its nearest existing ancestor is a writable directory). An existing regular file, a
 device (``/dev/null``), anything under ``/proc``, ``/sys`` or ``/dev``, or an unwritable parent is a
 one-line :class:`~hetero_ns3.errors.ScenarioError` naming the flag and the fix. A plot path
