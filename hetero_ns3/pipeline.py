@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from hetero_ns3.collectives import CollectiveEnv, load_tuning
-from hetero_ns3.errors import ScenarioError, SimulationError
+from hetero_ns3.errors import ScenarioError, SimulationError, field_error
 from hetero_ns3.limits import check_estimate, check_shape, estimate_from_workload
 from hetero_ns3.network.backend import Backend, BackendRun, ProgressFn, get_backend
 from hetero_ns3.plan.dag import ExecutionPlan
@@ -84,11 +84,30 @@ def gpu_slowdowns(faults: FaultsSection, cluster: ClusterSpec) -> dict[str, floa
             or (rule.node is not None and g.node == rule.node)
         ]
         if not hit:
-            sel = rule.gpu or rule.gpu_type or rule.node
-            raise ScenarioError(f"faults.gpus[{i}] selects no GPU ({sel!r}); GPUs look like {gpus[0].name!r}")
+            raise _no_gpu_selected(rule, f"faults.gpus[{i}]", gpus, cluster.name)
         for name in hit:
             out[name] = out.get(name, 1.0) * rule.factor
     return out
+
+
+def _no_gpu_selected(rule: Any, where: str, gpus: Sequence[Any], cluster: str) -> ScenarioError:
+    """The error of a ``[[faults.gpus]]`` rule that matches no GPU: its selector field and the valid values."""
+    if rule.gpu_type is not None:
+        types = sorted({g.gpu_type for g in gpus})
+        return field_error(
+            f"{where}.gpu_type", rule.gpu_type, f"is not a GPU type of topology {cluster!r}", f"use one of {types}"
+        )
+    if rule.node is not None:
+        nodes = sorted({g.node for g in gpus})
+        return field_error(
+            f"{where}.node", rule.node, f"is not a node of topology {cluster!r}", f"use {nodes[0]}..{nodes[-1]}"
+        )
+    return field_error(
+        f"{where}.gpu",
+        rule.gpu,
+        f"is not a GPU of topology {cluster!r}",
+        f"GPUs are named like {gpus[0].name!r} .. {gpus[-1].name!r}",
+    )
 
 
 def gpu_meta(cluster: ClusterSpec, wplan: CompiledIteration, faults: FaultsSection | None = None) -> dict[str, GpuMeta]:
