@@ -36,7 +36,7 @@ from hetero_ns3.signals import Interrupted, last_signal
 from hetero_ns3.topology import ClusterSpec, build_graph, load_cluster
 from hetero_ns3.topology.fabric import with_nic_attach
 from hetero_ns3.topology.graph import NetGraph
-from hetero_ns3.workload.planner import CompiledIteration, plan_scenario
+from hetero_ns3.workload.planner import CompiledIteration, check_scenario_plan, plan_scenario
 
 log = logging.getLogger(__name__)
 
@@ -279,10 +279,13 @@ def run_scenario(
         return run_chakra(scenario, out_dir, engine, progress)
     stats: dict[str, Any] = {"backend": backend, "seed": run.seed}
     resolved = scenario.resolved()
+    t0 = time.perf_counter()
+    # bad input fails here, before recording_run clears out_dir (a previous run's results stay)
+    cluster = load_run_cluster(scenario)
+    graph = build_graph(cluster)
+    gpu_slowdowns(scenario.faults, cluster)
+    check_scenario_plan(scenario)
     with recording_run(out_dir, scenario_resolved=resolved, versions=versions_info(run.seed)) as rec:
-        t0 = time.perf_counter()
-        cluster = load_run_cluster(scenario)
-        graph = build_graph(cluster)
         log.info("planning the workload ...")
         wplan = plan_scenario(scenario)
         env = collective_env(scenario, graph)
