@@ -30,6 +30,7 @@ from hetero_ns3.plan.iterations import repeat_plan
 from hetero_ns3.plan.lower import Lowered, lower_workload
 from hetero_ns3.results import GpuMeta, RunPaths, recording_run, summarize, versions_info
 from hetero_ns3.results.recorder import RunRecorder
+from hetero_ns3.scenario.cluster import topology_path
 from hetero_ns3.scenario.faults import FaultsSection
 from hetero_ns3.scenario.loader import Scenario
 from hetero_ns3.signals import Interrupted, last_signal
@@ -62,10 +63,7 @@ def load_run_cluster(scenario: Scenario) -> ClusterSpec:
             "cluster.topology is required to simulate the network (inline [[cluster.groups]] only plan compute); "
             "set cluster.topology to a preset such as 'h0' or a topology file"
         )
-    ref: str | Path = cluster.topology
-    if (scenario.base_dir / cluster.topology).is_file():
-        ref = scenario.base_dir / cluster.topology
-    spec = load_cluster(ref)
+    spec = load_cluster(topology_path(cluster.topology, scenario.base_dir))
     if cluster.nic_attach is not None:
         spec = with_nic_attach(spec, cluster.nic_attach, "cluster.nic_attach")
     return spec
