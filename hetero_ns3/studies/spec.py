@@ -244,7 +244,8 @@ def study_from_dict(doc: Mapping[str, Any], source: str = "<dict>", base_dir: Pa
         if not isinstance(sets, Mapping) or not sets:
             raise field_error(f"rules[{i}].set", sets, "must be a non-empty table of dotted key = value")
         rules.append(Rule(when, tuple((str(k), v) for k, v in sets.items())))
-    name = str(study.get("name") or (Path(source).parent.name if source != "<dict>" else "study"))
+    folder = Path(source).resolve().parent.name if source != "<dict>" else ""  # resolved: 'sweep .' names the folder
+    name = str(study.get("name") or folder or "study")
     out = Study(
         name=name,
         description=str(study.get("description", "")),

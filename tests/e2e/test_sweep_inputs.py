@@ -47,3 +47,17 @@ def test_binary_study_or_base_file_is_one_line(tmp_path) -> None:
 def test_a_directory_without_study_toml_is_named_as_such(tmp_path) -> None:
     # used to say "study file '<dir>' does not exist" of a directory that exists
     _fails(["sweep", str(tmp_path), "--dry-run"], f"study directory {str(tmp_path)!r} has no study.toml")
+
+
+def test_sweep_dot_names_the_study_after_its_folder(study, monkeypatch) -> None:
+    # 'sweep .' named the study '.' and wrote to runs/studies/. (the studies folder itself)
+    monkeypatch.chdir(study)
+    res = run_cli(["sweep", ".", "--dry-run"])
+    assert res.rc == 0, res.err
+    assert res.err.strip().endswith(f"-> {Path('runs') / 'studies' / 's'}"), res.err
+
+
+def test_a_study_file_given_to_run_or_plan_points_to_sweep(study) -> None:
+    for cmd in ("run", "plan"):
+        _fails([cmd, str(study / "study.toml")], "[study] is not a known scenario section")
+        _fails([cmd, str(study / "study.toml")], "this is a study file: run it with hetero-ns3 sweep")
