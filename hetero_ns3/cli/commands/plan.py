@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     from hetero_ns3.workload.planner import plan_scenario
 
     out = check_out_dir(args.out) if args.out is not None else None
+    if args.chakra_out:
+        check_out_dir(args.chakra_out, "--chakra-out")
     scenario = load_scenario(args.scenario, args.overrides)
     if scenario.workload is not None and scenario.workload.chakra is not None:
         from hetero_ns3.errors import ScenarioError
