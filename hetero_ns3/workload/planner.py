@@ -370,6 +370,18 @@ def check_scenario_plan(scenario: Any) -> None:
     scenario.require("model", "parallelism", "cluster", purpose="planning")
     compute = scenario.compute
     gpus = resolve_cluster_gpus(scenario.cluster, scenario.base_dir, compute.extra_gpus())
-    r = resolve(scenario.model, scenario.parallelism, gpus, compute, scenario.base_dir)
+    check_plan_inputs(scenario.model, scenario.parallelism, gpus, compute, scenario.base_dir)
+
+
+def check_plan_inputs(
+    model: ModelSpec,
+    plan: ParallelismSpec,
+    gpus: Sequence[GpuLike],
+    compute: ComputeConfig | None = None,
+    base_dir: Path | None = None,
+) -> None:
+    """What :func:`build_plan` checks before compiling (layout, partition, HBM fit), without compiling."""
+    compute = compute or ComputeConfig()
+    r = resolve(model, plan, gpus, compute, base_dir)
     if compute.check_memory:
         _check_memory(r.memory, r.plan)

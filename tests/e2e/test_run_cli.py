@@ -121,3 +121,25 @@ def test_bad_input_leaves_a_previous_run_directory_untouched(tmp_path):
         assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before, bad
     res = run_cli(["run", scenario, "--out", str(tmp_path / "new"), "--set", "parallelism.tp=3"])
     assert res.rc == 2 and not (tmp_path / "new").exists()  # nothing written for a refused run
+
+
+def test_bad_jobs_input_leaves_a_previous_run_directory_untouched(tmp_path):
+    """The same for [[jobs]] scenarios (run_jobs cleared the directory before placing the jobs)."""
+    from tests.cli_harness import assert_clean, run_cli
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text('{"status": "ok", "iteration_time_s": 1.0}')
+    (out / "tasks.csv").write_text("id\n0\n")
+    two_jobs = str(REPO / "scenarios" / "two-jobs.toml")
+    for bad, needle in [
+        ("jobs[0].parallelism.dp=40", "jobs[0] (a) needs 160 GPUs"),
+        ("jobs[0].parallelism.tp=5", "jobs[0] (a): parallelism.tp (5) must divide model.heads (12)"),
+        ("faults.gpus=[{node = 99, factor = 2.0}]", "faults.gpus[0].node (99) is not a node"),
+    ]:
+        argv = ["run", two_jobs, "--out", str(out), "--no-progress", "--set", bad]
+        res = run_cli(argv)
+        assert_clean(res, argv, allowed=(2,))
+        assert needle in res.err, (bad, res.err)
+        assert sorted(p.name for p in out.iterdir()) == ["summary.json", "tasks.csv"], bad
+        assert (out / "summary.json").read_text() == '{"status": "ok", "iteration_time_s": 1.0}'
