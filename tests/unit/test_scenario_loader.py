@@ -182,3 +182,16 @@ def test_overrides_index_arrays_of_tables() -> None:
     assert raw["jobs"][1] == {"name": "b"}  # a copy
     with pytest.raises(ScenarioError, match=r"jobs\[2\] indexes an array of 2 table"):
         apply_overrides(raw, ["jobs[2].start=1"])
+
+
+def test_a_scalar_where_a_table_belongs_names_the_keys_and_the_fix() -> None:
+    """``network.buffer = "0B"`` said only "must be a table": which keys, and how to write one?"""
+    demo = REPO / "scenarios" / "demo.toml"
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(demo, ['network.buffer="0B"'])
+    assert str(err.value) == (
+        "network.buffer ('0B') must be a table with keys among ['switch_buffer_bytes', 'egress_dynamic', "
+        "'egress_alpha', 'egress_static_threshold_bytes']; write it as a table, e.g. buffer = { switch_buffer_bytes = ... }"
+    )
+    with pytest.raises(ScenarioError, match=r"^network.cc \(5\) must be a table with keys among \['kind'"):
+        load_scenario(demo, ["network.cc=5"])
