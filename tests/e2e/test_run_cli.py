@@ -110,7 +110,7 @@ def test_bad_input_leaves_a_previous_run_directory_untouched(tmp_path):
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     assert {"summary.json", "tasks.parquet", "flows.parquet"} <= set(before)
     for bad, needle in [
-        ('cluster.topology="no-such-topology"', "'no-such-topology' not found"),
+        ('cluster.topology="no-such-topology"', "cluster.topology ('no-such-topology') is neither a topology file"),
         ("parallelism.tp=3", "does not divide the cluster's 16 GPUs"),
         ("faults.gpus=[{node = 5, factor = 2.0}]", "faults.gpus[0].node (5) is not a node of topology"),
     ]:
