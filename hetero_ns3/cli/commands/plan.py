@@ -75,6 +75,13 @@ def run(args: argparse.Namespace) -> int:
             f"{args.scenario}: workload.chakra is a trace, not a model to compile; `hetero-ns3 run` imports it "
             "(plan compiles [model] + [parallelism])"
         )
+    if scenario.jobs:
+        from hetero_ns3.errors import ScenarioError
+
+        raise ScenarioError(
+            f"{args.scenario}: plan compiles one [model] + [parallelism], and this scenario has {len(scenario.jobs)} "
+            "[[jobs]]; `hetero-ns3 run` plans and simulates every job (docs/multijob.md)"
+        )
     check_plan_shape(scenario, force=args.force)
     plan = plan_scenario(scenario)
     summary = plan.summary()
