@@ -46,6 +46,28 @@ def compute_only_s(plan: ExecutionPlan) -> float:
     return max(finish)
 
 
+def _check_ranks(scenario: Scenario, n_ranks: int, n_gpus: int) -> None:
+    if n_gpus != n_ranks:
+        section = scenario.workload
+        raise ScenarioError(
+            f"workload.chakra ({section.chakra if section else None!r}) has {n_ranks} ranks but the cluster "
+            f"({scenario.cluster.topology if scenario.cluster else '?'}) has {n_gpus} GPUs; rank r runs on the "
+            "r-th GPU, so use a topology with as many GPUs as the trace has ranks"
+        )
+
+
+def check_chakra(scenario: Scenario, cluster: ClusterSpec) -> None:
+    """What a Chakra run can check before the run directory is touched (ms): the rank files exist and are as
+    many as the cluster's GPUs, and the ``[[faults.gpus]]`` selectors match."""
+    from hetero_ns3.workload.chakra_format import find_rank_files
+
+    section = scenario.workload
+    if section is None or section.chakra is None:
+        raise ScenarioError("workload.chakra is not set; name a directory or glob of per-rank ET files")
+    _check_ranks(scenario, len(find_rank_files(section.chakra, Path(scenario.base_dir))), len(cluster.gpus()))
+    gpu_slowdowns(scenario.faults, cluster)
+
+
 def lower_chakra(scenario: Scenario, graph: NetGraph, cluster: ClusterSpec) -> ChakraImport:
     """Import the scenario's Chakra trace onto the cluster's GPUs, in order (one GPU per rank)."""
     section = scenario.workload
@@ -53,12 +75,7 @@ def lower_chakra(scenario: Scenario, graph: NetGraph, cluster: ClusterSpec) -> C
         raise ScenarioError("workload.chakra is not set; name a directory or glob of per-rank ET files")
     traces, groups = load_chakra(section.chakra, section.comm_groups, scenario.base_dir)
     infos = cluster.gpus()
-    if len(infos) != len(traces):
-        raise ScenarioError(
-            f"workload.chakra ({section.chakra!r}) has {len(traces)} ranks but the cluster "
-            f"({scenario.cluster.topology if scenario.cluster else '?'}) has {len(infos)} GPUs; rank r runs on the "
-            "r-th GPU, so use a topology with as many GPUs as the trace has ranks"
-        )
+    _check_ranks(scenario, len(traces), len(infos))
     extra = scenario.compute.extra_gpus()
     gpus = [(g.name, get_gpu(g.gpu_type, extra)) for g in infos]
     colls = scenario.collectives
@@ -87,10 +104,11 @@ def run_chakra(scenario: Scenario, out_dir: str | Path, engine: Backend, progres
     """Simulate ``run.iterations`` iterations of the trace and write the run directory ``out_dir``."""
     run = scenario.run
     stats: dict[str, Any] = {"backend": engine.name, "seed": run.seed}
+    t0 = time.perf_counter()
+    cluster = load_run_cluster(scenario, engine.name)  # bad input fails before recording_run clears out_dir
+    graph = build_graph(cluster)
+    check_chakra(scenario, cluster)
     with recording_run(out_dir, scenario_resolved=scenario.resolved(), versions=versions_info(run.seed)) as rec:
-        t0 = time.perf_counter()
-        cluster = load_run_cluster(scenario, engine.name)
-        graph = build_graph(cluster)
         imp = lower_chakra(scenario, graph, cluster)
         repeated = repeat_plan(imp.plan, run.iterations)
         plan = repeated.plan

@@ -21,7 +21,16 @@ import numpy as np
 
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.network.backend import Backend, ProgressFn
-from hetero_ns3.pipeline import RunOutcome, collective_env, gpu_meta, load_run_cluster, lower_plan, mfu_of, simulate
+from hetero_ns3.pipeline import (
+    RunOutcome,
+    collective_env,
+    gpu_meta,
+    gpu_slowdowns,
+    load_run_cluster,
+    lower_plan,
+    mfu_of,
+    simulate,
+)
 from hetero_ns3.plan.dag import ExecutionPlan, TaskTimes
 from hetero_ns3.plan.iterations import RepeatedPlan, repeat_plan
 from hetero_ns3.plan.merge import delay_start, merge_plans, prefix_labels
@@ -33,7 +42,7 @@ from hetero_ns3.scenario.jobs import JobSection
 from hetero_ns3.scenario.loader import Scenario
 from hetero_ns3.topology import build_graph
 from hetero_ns3.topology.job_placement import place_jobs
-from hetero_ns3.workload.planner import CompiledIteration, build_plan
+from hetero_ns3.workload.planner import CompiledIteration, build_plan, check_plan_inputs
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,16 @@ def _job_row(jp: JobPlan, s: Summary, alone: Summary | None) -> dict[str, Any]:
     return row
 
 
+def check_jobs(scenario: Scenario, cluster: Any) -> None:
+    """The jobs' placement and parallel plans checked without compiling (milliseconds): run before the run
+    directory is touched, so that a bad job neither writes a failed run nor clears a previous one."""
+    for i, (job, gpus) in enumerate(zip(scenario.jobs, place_jobs(scenario.jobs, cluster.gpus()), strict=True)):
+        try:
+            check_plan_inputs(job.model, job.parallelism, gpus, scenario.compute, scenario.base_dir)
+        except ScenarioError as err:  # as lower_jobs words it
+            raise ScenarioError(f"jobs[{i}] ({job.name}): {err}") from None
+
+
 def lower_jobs(scenario: Scenario, graph: Any, cluster: Any) -> list[JobPlan]:
     """Place and lower every job (see the module docstring)."""
     env = collective_env(scenario, graph)
@@ -116,10 +135,12 @@ def run_jobs(scenario: Scenario, out_dir: str | Path, engine: Backend, progress:
     """Simulate every job of ``scenario`` together and write one run directory (``summary.json`` ``jobs``)."""
     run = scenario.run
     stats: dict[str, Any] = {"backend": engine.name, "seed": run.seed}
+    t0 = time.perf_counter()
+    cluster = load_run_cluster(scenario, engine.name)  # bad input fails before recording_run clears out_dir
+    graph = build_graph(cluster)
+    gpu_slowdowns(scenario.faults, cluster)
+    check_jobs(scenario, cluster)
     with recording_run(out_dir, scenario_resolved=scenario.resolved(), versions=versions_info(run.seed)) as rec:
-        t0 = time.perf_counter()
-        cluster = load_run_cluster(scenario, engine.name)
-        graph = build_graph(cluster)
         jobs = lower_jobs(scenario, graph, cluster)
         plan, own = merged_plan(jobs)
         rec.plan = plan

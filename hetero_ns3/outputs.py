@@ -1,10 +1,10 @@
 """The one output layer: where a command may write, checked before any work starts.
 
-``--out DIR`` (``plan``, ``run``, ``flows``) must be a directory that exists and is writable, or one that
+``--out DIR`` (``plan``, ``run``, ``flows``, ``sweep``, ``validate``; ``plan --chakra-out``) must be a directory that exists and is writable, or one that
 can be created (its nearest existing ancestor is a writable directory). An existing regular file, a
 device (``/dev/null``), anything under ``/proc``, ``/sys`` or ``/dev``, or an unwritable parent is a
-one-line :class:`~hetero_ns3.errors.ScenarioError` naming the flag and the fix. A plot path
-(``topo show --plot``) must end in ``.png`` and sit in such a directory.
+one-line :class:`~hetero_ns3.errors.ScenarioError` naming the flag and the fix. A file path
+(``topo show --plot``, which must end in ``.png``; ``report --out``) must sit in such a directory.
 """
 
 from __future__ import annotations
@@ -65,11 +65,12 @@ def check_out_dir(path: str | os.PathLike[str], flag: str = "--out") -> Path:
     return p
 
 
-def check_out_file(path: str | os.PathLike[str], flag: str, suffixes: tuple[str, ...]) -> Path:
-    """Return ``path`` if a file with one of ``suffixes`` (e.g. ``(".png",)``) can be written there."""
+def check_out_file(path: str | os.PathLike[str], flag: str, suffixes: tuple[str, ...] | None) -> Path:
+    """Return ``path`` if a file with one of ``suffixes`` (e.g. ``(".png",)``; None: any name) can be written
+    there."""
     text = os.fspath(path)
     p = Path(text).expanduser()
-    if p.suffix.lower() not in suffixes:
+    if suffixes is not None and p.suffix.lower() not in suffixes:
         raise ScenarioError(
             f"{flag} ({text!r}) must end in {' or '.join(suffixes)} (the only format written); e.g. {flag} topo.png"
         )

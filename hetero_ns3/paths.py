@@ -46,5 +46,17 @@ def resolve_preset(ref: str | Path, kind: str, suffix: str = ".toml") -> Path:
     for cand in (d / str(ref), d / f"{ref}{suffix}"):
         if cand.is_file():
             return cand.resolve()
-    names = sorted(q.stem for q in d.glob(f"*{suffix}")) if d.is_dir() else []
-    raise ScenarioError(f"{kind} preset {str(ref)!r} not found (no such file, and not in {d}); available: {names}")
+    raise ScenarioError(
+        f"{_NOUNS.get(kind, kind)} {str(ref)!r} not found: no such file (relative to {Path.cwd()}) and no preset "
+        f"of that name in {d}; give a path or one of the presets {preset_names(kind, suffix)}"
+    )
+
+
+#: What one item of each preset directory is, for messages.
+_NOUNS = {"topologies": "topology", "scenarios": "scenario", "collectives": "collective schedule"}
+
+
+def preset_names(kind: str, suffix: str = ".toml") -> list[str]:
+    """Names of the presets in ``preset_dir(kind)`` (file stems), sorted."""
+    d = preset_dir(kind)
+    return sorted(q.stem for q in d.glob(f"*{suffix}")) if d.is_dir() else []

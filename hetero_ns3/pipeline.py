@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from hetero_ns3.collectives import CollectiveEnv, load_tuning
-from hetero_ns3.errors import ScenarioError, SimulationError
+from hetero_ns3.errors import ScenarioError, SimulationError, field_error
 from hetero_ns3.limits import check_estimate, check_shape, estimate_from_workload
 from hetero_ns3.network.backend import Backend, BackendRun, ProgressFn, get_backend
 from hetero_ns3.plan.dag import ExecutionPlan
@@ -30,13 +30,14 @@ from hetero_ns3.plan.iterations import repeat_plan
 from hetero_ns3.plan.lower import Lowered, lower_workload
 from hetero_ns3.results import GpuMeta, RunPaths, recording_run, summarize, versions_info
 from hetero_ns3.results.recorder import RunRecorder
+from hetero_ns3.scenario.cluster import topology_path
 from hetero_ns3.scenario.faults import FaultsSection
 from hetero_ns3.scenario.loader import Scenario
 from hetero_ns3.signals import Interrupted, last_signal
 from hetero_ns3.topology import ClusterSpec, build_graph, load_cluster
 from hetero_ns3.topology.fabric import resolve_nic_attach, with_nic_attach
 from hetero_ns3.topology.graph import NetGraph
-from hetero_ns3.workload.planner import CompiledIteration, plan_scenario
+from hetero_ns3.workload.planner import CompiledIteration, check_scenario_plan, plan_scenario
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +68,7 @@ def load_run_cluster(scenario: Scenario, backend: str | None = None) -> ClusterS
             "cluster.topology is required to simulate the network (inline [[cluster.groups]] only plan compute); "
             "set cluster.topology to a preset such as 'h0' or a topology file"
         )
-    ref: str | Path = cluster.topology
-    if (scenario.base_dir / cluster.topology).is_file():
-        ref = scenario.base_dir / cluster.topology
-    spec = load_cluster(ref)
+    spec = load_cluster(topology_path(cluster.topology, scenario.base_dir))
     if cluster.nic_attach is not None:
         spec = with_nic_attach(spec, cluster.nic_attach, "cluster.nic_attach")
     lean = backend is not None and getattr(get_backend(backend), "nic_attach_auto", "pcie") == "direct"
@@ -90,11 +88,30 @@ def gpu_slowdowns(faults: FaultsSection, cluster: ClusterSpec) -> dict[str, floa
             or (rule.node is not None and g.node == rule.node)
         ]
         if not hit:
-            sel = rule.gpu or rule.gpu_type or rule.node
-            raise ScenarioError(f"faults.gpus[{i}] selects no GPU ({sel!r}); GPUs look like {gpus[0].name!r}")
+            raise _no_gpu_selected(rule, f"faults.gpus[{i}]", gpus, cluster.name)
         for name in hit:
             out[name] = out.get(name, 1.0) * rule.factor
     return out
+
+
+def _no_gpu_selected(rule: Any, where: str, gpus: Sequence[Any], cluster: str) -> ScenarioError:
+    """The error of a ``[[faults.gpus]]`` rule that matches no GPU: its selector field and the valid values."""
+    if rule.gpu_type is not None:
+        types = sorted({g.gpu_type for g in gpus})
+        return field_error(
+            f"{where}.gpu_type", rule.gpu_type, f"is not a GPU type of topology {cluster!r}", f"use one of {types}"
+        )
+    if rule.node is not None:
+        nodes = sorted({g.node for g in gpus})
+        return field_error(
+            f"{where}.node", rule.node, f"is not a node of topology {cluster!r}", f"use {nodes[0]}..{nodes[-1]}"
+        )
+    return field_error(
+        f"{where}.gpu",
+        rule.gpu,
+        f"is not a GPU of topology {cluster!r}",
+        f"GPUs are named like {gpus[0].name!r} .. {gpus[-1].name!r}",
+    )
 
 
 def gpu_meta(cluster: ClusterSpec, wplan: CompiledIteration, faults: FaultsSection | None = None) -> dict[str, GpuMeta]:
@@ -266,10 +283,13 @@ def run_scenario(
         return run_chakra(scenario, out_dir, engine, progress)
     stats: dict[str, Any] = {"backend": backend, "seed": run.seed}
     resolved = scenario.resolved()
+    t0 = time.perf_counter()
+    # bad input fails here, before recording_run clears out_dir (a previous run's results stay)
+    cluster = load_run_cluster(scenario, backend)
+    graph = build_graph(cluster)
+    gpu_slowdowns(scenario.faults, cluster)
+    check_scenario_plan(scenario)
     with recording_run(out_dir, scenario_resolved=resolved, versions=versions_info(run.seed)) as rec:
-        t0 = time.perf_counter()
-        cluster = load_run_cluster(scenario, backend)
-        graph = build_graph(cluster)
         log.info("planning the workload ...")
         wplan = plan_scenario(scenario)
         env = collective_env(scenario, graph)

@@ -45,13 +45,19 @@ class FlowArrays:
 
 
 def read_flows_csv(path: str | Path) -> pd.DataFrame:
-    """Read a flows CSV; raises ScenarioError for a missing file or missing columns."""
+    """Read a flows CSV; raises ScenarioError for a missing or empty file, missing columns or no rows."""
     p = Path(path)
     if not p.is_file():
         raise ScenarioError(
             f"flows file {str(p)!r} does not exist; pass a CSV with columns {','.join(REQUIRED_COLUMNS)}"
         )
     text = read_csv_text(p, "flows file")
+    header = f"{','.join(REQUIRED_COLUMNS)}[,{','.join(OPTIONAL_COLUMNS)}]"
+    if not text.strip():
+        raise ScenarioError(
+            f"flows file {str(p)!r} is empty; write a header line {header} and one row per flow"
+            " (see scenarios/flows_example.csv)"
+        )
     try:
         df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=True)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
@@ -59,6 +65,11 @@ def read_flows_csv(path: str | Path) -> pd.DataFrame:
         raise ScenarioError(f"flows file {str(p)!r} is not a readable CSV: {detail}") from None
     df.columns = [str(c).strip() for c in df.columns]
     check_columns(df, p.name)
+    if df.empty:
+        raise ScenarioError(
+            f"flows file {str(p)!r} has a header but no flows, so there is nothing to simulate; "
+            f"add one row per flow ({header})"
+        )
     return df
 
 

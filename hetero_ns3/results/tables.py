@@ -117,6 +117,10 @@ def task_chunks(
         yield rows.frame(lo, min(n, lo + step))
 
 
+#: Columns of the flows table that come from the plan and the task times (a backend may repeat them).
+_PLAN_FLOW_COLUMNS = frozenset({"src", "dst", "size_bytes", "start_s", "finish_s", "fct_s", "category", "label"})
+
+
 class _FlowRows:
     """Builds the flows table for a slice of the flow ids (see :func:`flows_frame`)."""
 
@@ -135,6 +139,12 @@ class _FlowRows:
         self.pos: np.ndarray | None = None  # extra's row of each task id (-1: none)
         if self.extra is None:
             return
+        if "id" not in self.extra.columns and "task" in self.extra.columns and len(self.extra) != self.ids.size:
+            # a backend that keys its rows by `task` and has rows only for flows that started (an interrupted
+            # packet-level run): match on that id, so the partial flows table is written, not dropped; the
+            # plan's own columns (endpoints, sizes, times, labels) stay, also for the flows without a row
+            keep = [c for c in self.extra.columns if c not in _PLAN_FLOW_COLUMNS]
+            self.extra = self.extra[keep].assign(id=self.extra["task"].to_numpy(dtype=np.int64))
         if "id" in self.extra.columns:
             eid = np.asarray(self.extra["id"])
             bad = (eid < 0) | (eid >= len(plan))

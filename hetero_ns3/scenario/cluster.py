@@ -116,7 +116,24 @@ def resolve_cluster_gpus(
         return inline_gpus(cluster, extra_gpus=extra_gpus)
     from hetero_ns3.topology.loader import load_cluster
 
-    ref: str | Path = cluster.topology
-    if base_dir is not None and (base_dir / cluster.topology).is_file():
-        ref = base_dir / cluster.topology
-    return tuple(load_cluster(ref).gpus())
+    return tuple(load_cluster(topology_path(cluster.topology, base_dir)).gpus())
+
+
+def topology_path(topology: str, base_dir: Path | None, where: str = "cluster.topology") -> Path:
+    """The file of ``[cluster] topology``: a path relative to the scenario's directory ``base_dir``, then to
+    the current directory, then a preset name; else a ScenarioError naming the field and the presets."""
+    from hetero_ns3.paths import preset_dir, preset_names, resolve_preset
+
+    if base_dir is not None and (base_dir / topology).is_file():
+        return base_dir / topology
+    try:
+        return resolve_preset(topology, "topologies")
+    except ScenarioError:
+        here = f"the scenario's directory {base_dir} or " if base_dir is not None else ""
+        raise field_error(
+            where,
+            topology,
+            f"is neither a topology file (relative to {here}the current directory {Path.cwd()}) nor a preset in "
+            f"{preset_dir('topologies')}",
+            f"give a path to a topology TOML or one of the presets {preset_names('topologies')}",
+        ) from None

@@ -46,6 +46,13 @@ def _join(where: str, key: str | int) -> str:
     return f"{where}.{key}" if where else key
 
 
+def _table_hint(where: str, cls: type) -> str:
+    """How to write the table of dataclass ``cls`` at dotted path ``where``."""
+    keys = valid_keys(cls)
+    key = where.rsplit(".", 1)[-1] if where else cls.__name__
+    return f"write it as a table, e.g. {key} = {{ {keys[0]} = ... }}" if keys else ""
+
+
 def _strict_hint(value: Any, example: str) -> str:
     """The fix for a quoted literal: values in files are not converted from strings."""
     if isinstance(value, str):
@@ -91,7 +98,7 @@ def _coerce(value: Any, tp: Any, where: str, unit: str | None) -> Any:
         return value
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, Mapping):
-            raise field_error(where, value, "must be a table")
+            raise field_error(where, value, f"must be a table with keys among {valid_keys(tp)}", _table_hint(where, tp))
         return load_dataclass(tp, value, where)
     if tp is bool:
         if isinstance(value, bool):
@@ -132,7 +139,9 @@ def load_dataclass(cls: type[T], data: Mapping[str, Any], where: str = "") -> T:
     Unknown keys are rejected with the list of valid ones; missing required keys are named.
     """
     if not isinstance(data, Mapping):
-        raise field_error(where or cls.__name__, data, "must be a table")
+        raise field_error(
+            where or cls.__name__, data, f"must be a table with keys among {valid_keys(cls)}", _table_hint(where, cls)
+        )
     hints = get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
     unknown = [k for k in data if k not in fields]

@@ -110,6 +110,10 @@ class Scenario:
         return out
 
 
+#: Top-level tables of a study file (docs/studies.md): a scenario command given one says to use ``sweep``.
+_STUDY_TABLES = frozenset({"study", "base", "axes", "zip", "exclude", "rules"})
+
+
 def scenario_from_dict(
     raw: Mapping[str, Any], overrides: Iterable[str] = (), source: str = "<dict>", base_dir: Path | None = None
 ) -> Scenario:
@@ -120,9 +124,10 @@ def scenario_from_dict(
     for name, table in data.items():
         spec = SECTIONS.get(name)
         if spec is None:
+            study = "; this is a study file: run it with hetero-ns3 sweep" if name in _STUDY_TABLES else ""
             raise ScenarioError(
                 f"[{name}] is not a known scenario section{did_you_mean(name, SECTIONS) or ';'} "
-                f"valid sections: {sorted(SECTIONS)}"
+                f"valid sections: {sorted(SECTIONS)}{study}"
             )
         if not spec.array and not isinstance(table, Mapping):
             raise ScenarioError(f"{name} ({table!r}) must be a table: write it as [{name}] with keys below it")

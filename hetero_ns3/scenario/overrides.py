@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import re
+import reprlib
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -45,12 +46,21 @@ def set_path(raw: dict[str, Any], parts: Sequence[str], value: Any) -> str | Non
     for i, part in enumerate(parts):
         last = i == len(parts) - 1
         m = _INDEXED.match(part)
+        here = ".".join(parts[: i + 1])
+        if m is None and ("[" in part or "]" in part):
+            return f"{here} is not a valid index; write name[i] with i a whole number >= 0, e.g. jobs[0].name"
         if m is not None:
             arr = node.get(m.group(1)) if isinstance(node, dict) else None
             k = int(m.group(2))
             if not isinstance(arr, list) or k >= len(arr):
                 size = len(arr) if isinstance(arr, list) else 0
-                return f"{'.'.join(parts[: i + 1])} indexes an array of {size} table(s)"
+                whole = ".".join([*parts[:i], m.group(1)])
+                fix = (
+                    f"use an index in 0..{size - 1}"
+                    if size
+                    else f"there is none to index; set the whole array instead, e.g. --set '{whole}=[{{...}}]'"
+                )
+                return f"{here} indexes an array of {size} table(s); {fix}"
             if last:
                 arr[k] = value
                 return None
@@ -60,8 +70,10 @@ def set_path(raw: dict[str, Any], parts: Sequence[str], value: Any) -> str | Non
             return None
         else:
             node = node.setdefault(part, {})
+        if isinstance(node, list):
+            return f"{here} is an array of {len(node)} table(s), not a table; index one, e.g. {part}[0].{parts[i + 1]}"
         if not isinstance(node, dict):
-            return f"{'.'.join(parts[: i + 1])} ({node!r}) is a value, not a table; cannot set a key in it"
+            return f"{here} ({reprlib.repr(node)}) is a value, not a table; cannot set a key in it"
     return None
 
 

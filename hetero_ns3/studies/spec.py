@@ -34,13 +34,13 @@ import copy
 import hashlib
 import itertools
 import json
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hetero_ns3.errors import ScenarioError, field_error
+from hetero_ns3.inputs import read_toml
 from hetero_ns3.scenario.overrides import set_path
 
 KINDS = ("training", "collective")
@@ -183,10 +183,9 @@ def _load_base(study: Mapping[str, Any], doc: Mapping[str, Any], base_dir: Path)
     if not path.is_file():
         path = resolve_preset(str(ref), "scenarios")
     try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh), path.parent.resolve()
-    except (OSError, tomllib.TOMLDecodeError) as err:
-        raise field_error("study.base", str(ref), f"cannot be read ({err})", "give a scenario TOML file") from err
+        return read_toml(path, "scenario file"), path.parent.resolve()
+    except ScenarioError as err:
+        raise field_error("study.base", str(ref), f"cannot be read ({err})", "give a scenario TOML file") from None
 
 
 def study_from_dict(doc: Mapping[str, Any], source: str = "<dict>", base_dir: Path | None = None) -> Study:
@@ -245,7 +244,8 @@ def study_from_dict(doc: Mapping[str, Any], source: str = "<dict>", base_dir: Pa
         if not isinstance(sets, Mapping) or not sets:
             raise field_error(f"rules[{i}].set", sets, "must be a non-empty table of dotted key = value")
         rules.append(Rule(when, tuple((str(k), v) for k, v in sets.items())))
-    name = str(study.get("name") or (Path(source).parent.name if source != "<dict>" else "study"))
+    folder = Path(source).resolve().parent.name if source != "<dict>" else ""  # resolved: 'sweep .' names the folder
+    name = str(study.get("name") or folder or "study")
     out = Study(
         name=name,
         description=str(study.get("description", "")),
@@ -268,14 +268,15 @@ def load_study_file(path: str | Path) -> Study:
     """Read and validate a study file (a ``study.toml`` or a directory holding one)."""
     p = Path(path).expanduser()
     if p.is_dir():
+        if not (p / "study.toml").is_file():
+            raise ScenarioError(
+                f"study directory {str(path)!r} has no study.toml; give a study file or a directory holding "
+                "study.toml (e.g. scenarios/studies/h-levels)"
+            )
         p = p / "study.toml"
-    if not p.is_file():
+    if not p.exists():
         raise ScenarioError(f"study file {str(path)!r} does not exist; give a study.toml or its directory")
-    try:
-        with open(p, "rb") as fh:
-            doc = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as err:
-        raise ScenarioError(f"{p}: not valid TOML: {err}") from err
+    doc = read_toml(p, "study file")  # UTF-8, size and TOML syntax errors as one line (hetero_ns3/inputs.py)
     return study_from_dict(doc, source=str(p), base_dir=p.parent)
 
 

@@ -359,3 +359,29 @@ def plan_scenario(scenario: Any) -> CompiledIteration:
     compute = scenario.compute
     gpus = resolve_cluster_gpus(scenario.cluster, scenario.base_dir, compute.extra_gpus())
     return build_plan(scenario.model, scenario.parallelism, gpus, compute, scenario.base_dir)
+
+
+def check_scenario_plan(scenario: Any) -> None:
+    """The input checks of :func:`plan_scenario` that compile nothing: GPU types, parallel layout against the
+    cluster and the model, partition and HBM fit. Milliseconds; ``run_scenario`` calls it before it touches
+    the run directory, so that a bad input neither writes a failed run nor clears a previous one."""
+    from hetero_ns3.scenario.cluster import resolve_cluster_gpus
+
+    scenario.require("model", "parallelism", "cluster", purpose="planning")
+    compute = scenario.compute
+    gpus = resolve_cluster_gpus(scenario.cluster, scenario.base_dir, compute.extra_gpus())
+    check_plan_inputs(scenario.model, scenario.parallelism, gpus, compute, scenario.base_dir)
+
+
+def check_plan_inputs(
+    model: ModelSpec,
+    plan: ParallelismSpec,
+    gpus: Sequence[GpuLike],
+    compute: ComputeConfig | None = None,
+    base_dir: Path | None = None,
+) -> None:
+    """What :func:`build_plan` checks before compiling (layout, partition, HBM fit), without compiling."""
+    compute = compute or ComputeConfig()
+    r = resolve(model, plan, gpus, compute, base_dir)
+    if compute.check_memory:
+        _check_memory(r.memory, r.plan)

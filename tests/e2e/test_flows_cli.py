@@ -40,6 +40,8 @@ def test_flows_cli_writes_tables(capi, tmp_path, capsys, cc):
         ("src,dst,size_bytes,start_s\nh1,h77,100,0\n", "row 0 (line 2), column 'dst': unknown host 'h77'"),
         ("src,dst,size_bytes,start_s\nh1,h0,-100,0\n", "row 0 (line 2), column 'size_bytes'"),
         ("src,dst,start_s\nh1,h0,0\n", "missing column(s) ['size_bytes']"),
+        ("", "flows.csv' is empty; write a header line src,dst,size_bytes,start_s[,priority]"),  # was pandas' text
+        ("src,dst,size_bytes,start_s\n", "has a header but no flows, so there is nothing to simulate"),  # was exit 0
     ],
 )
 def test_flows_cli_bad_input_is_one_clear_line(tmp_path, capsys, text, needle):

@@ -175,3 +175,22 @@ def test_signal_writes_partial_run_dir(tmp_path, sig) -> None:
     doc = json.loads((out / "summary.json").read_text())
     assert doc["status"] == "interrupted"
     assert doc["reason"] == f"interrupted ({sig.name})"
+
+
+def test_output_paths_of_plan_report_and_validate_are_checked_first(files) -> None:
+    """--chakra-out, report --out and validate --out were written without the checks of --out: a mkdir or
+    temporary-file traceback (validate's after every case had run), exit 1."""
+    d, afile = files["dir"], str(files["afile"])
+    for argv, needle in [
+        (["plan", str(EXAMPLE), "--chakra-out", "/proc/hetero-et"], "--chakra-out ('/proc/hetero-et') is under /proc"),
+        (["plan", str(EXAMPLE), "--chakra-out", afile], "is a regular file; give a directory"),
+        (["report", str(d), "--out", "/proc/r.html"], "--out ('/proc/r.html') is under /proc"),
+        (["report", str(d), "--out", f"{afile}/r.html"], "is a file, not a directory"),
+        (["report", str(d), "--top", "-1"], "--top (-1) must be >= 0"),
+        (["validate", "--quick", "--out", "/proc/hetero-val"], "--out ('/proc/hetero-val') is under /proc"),
+        (["validate", "--quick", "--out", afile], "is a regular file; give a directory"),
+    ]:
+        res = run_cli(argv)
+        assert_clean(res, argv, allowed=(2,))
+        assert needle in res.err, (argv, res.err)
+        assert res.wall_s < 5, (argv, res.wall_s)

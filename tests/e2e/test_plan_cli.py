@@ -80,3 +80,13 @@ def test_console_script_runs() -> None:
     )
     assert proc.returncode == 2
     assert "parallelism.tp x parallelism.pp ('4 x 64 = 256') does not divide the cluster's 16 GPUs" in proc.stderr
+
+
+def test_plan_of_a_jobs_scenario_points_to_run() -> None:
+    """It said "[model] section is missing" of a [[jobs]] scenario, whose jobs each have a model."""
+    from tests.cli_harness import assert_clean, run_cli
+
+    argv = ["plan", str(Path(__file__).resolve().parents[2] / "scenarios" / "two-jobs.toml")]
+    res = run_cli(argv)
+    assert_clean(res, argv, allowed=(2,))
+    assert "this scenario has 2 [[jobs]]; `hetero-ns3 run` plans and simulates every job" in res.err

@@ -98,3 +98,48 @@ def test_bad_iteration_counts_exit_2_with_one_line_naming_the_field(tmp_path):
         lines = [ln for ln in res.stderr.splitlines() if "error" in ln]
         assert len(lines) == 1 and "run.iterations (" in lines[0] and bad in lines[0], (bad, res.stderr)
         assert "Traceback" not in res.stderr
+
+
+def test_bad_input_leaves_a_previous_run_directory_untouched(tmp_path):
+    """A typo caught on the cluster, the parallel layout or a fault selector is refused before the run
+    directory is cleared: it used to replace a finished run's files with a failed summary.json."""
+    from tests.cli_harness import assert_clean, run_cli
+
+    scenario, out = str(_scenario(tmp_path)), tmp_path / "out"
+    assert run_cli(["run", scenario, "--out", str(out), "--no-progress"]).rc == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert {"summary.json", "tasks.parquet", "flows.parquet"} <= set(before)
+    for bad, needle in [
+        ('cluster.topology="no-such-topology"', "cluster.topology ('no-such-topology') is neither a topology file"),
+        ("parallelism.tp=3", "does not divide the cluster's 16 GPUs"),
+        ("faults.gpus=[{node = 5, factor = 2.0}]", "faults.gpus[0].node (5) is not a node of topology"),
+    ]:
+        argv = ["run", scenario, "--out", str(out), "--no-progress", "--set", bad]
+        res = run_cli(argv)
+        assert_clean(res, argv, allowed=(2,))
+        assert needle in res.err, (bad, res.err)
+        assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before, bad
+    res = run_cli(["run", scenario, "--out", str(tmp_path / "new"), "--set", "parallelism.tp=3"])
+    assert res.rc == 2 and not (tmp_path / "new").exists()  # nothing written for a refused run
+
+
+def test_bad_jobs_input_leaves_a_previous_run_directory_untouched(tmp_path):
+    """The same for [[jobs]] scenarios (run_jobs cleared the directory before placing the jobs)."""
+    from tests.cli_harness import assert_clean, run_cli
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text('{"status": "ok", "iteration_time_s": 1.0}')
+    (out / "tasks.csv").write_text("id\n0\n")
+    two_jobs = str(REPO / "scenarios" / "two-jobs.toml")
+    for bad, needle in [
+        ("jobs[0].parallelism.dp=40", "jobs[0] (a) needs 160 GPUs"),
+        ("jobs[0].parallelism.tp=5", "jobs[0] (a): parallelism.tp (5) must divide model.heads (12)"),
+        ("faults.gpus=[{node = 99, factor = 2.0}]", "faults.gpus[0].node (99) is not a node"),
+    ]:
+        argv = ["run", two_jobs, "--out", str(out), "--no-progress", "--set", bad]
+        res = run_cli(argv)
+        assert_clean(res, argv, allowed=(2,))
+        assert needle in res.err, (bad, res.err)
+        assert sorted(p.name for p in out.iterdir()) == ["summary.json", "tasks.csv"], bad
+        assert (out / "summary.json").read_text() == '{"status": "ok", "iteration_time_s": 1.0}'

@@ -263,3 +263,22 @@ def test_run_cli_bad_glob_exits_2(tmp_path, capsys):
     sc.write_text(f'[cluster]\ntopology = "{FOUR_GPU}"\n[workload]\nchakra = "none/*.et"\n')
     assert main(["run", str(sc), "--backend", "analytic", "--out", str(tmp_path / "run")]) == 2
     assert "workload.chakra ('none/*.et')" in capsys.readouterr().err
+
+
+def test_bad_chakra_input_leaves_a_previous_run_directory_untouched(tmp_path):
+    """A trace that is missing, or has a rank count other than the cluster's, is refused before the run
+    directory is cleared (run_chakra used to clear it and write a failed summary.json first)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text('{"status": "ok"}')
+    (out / "tasks.csv").write_text("id\n0\n")
+    for r in range(2):
+        _write(tmp_path / f"t.{r}.et", [_comp(0)])
+    for sc, needle in [
+        (_chakra_scenario(tmp_path), "has 2 ranks but the cluster .* has 4 GPUs"),
+        (_chakra_scenario(tmp_path / "nothing*.et"), "matches no Chakra ET files"),
+    ]:
+        with pytest.raises(ScenarioError, match=needle):
+            run_scenario(sc, out, backend="analytic")
+        assert sorted(p.name for p in out.iterdir()) == ["summary.json", "tasks.csv"]
+        assert (out / "summary.json").read_text() == '{"status": "ok"}'

@@ -181,3 +181,25 @@ def test_run_directory_describes_itself(tmp_path):
     for term in ("compute_s", "exposed_intra_node_comm_s", "exposed_inter_node_comm_s", "pipeline_bubble_s"):
         assert term in summary["breakdown"]["overall"]
     assert set(summary["breakdown"]["per_gpu_type"]) == {"H100-SXM"}
+
+
+@pytest.mark.parametrize(
+    "rule, needle",
+    [
+        ('{gpu_type = "H900", factor = 1.5}', "faults.gpus[0].gpu_type ('H900') is not a GPU type of topology "
+         "'mixed-2node'; use one of ['A100-SXM-80GB', 'H100-SXM']"),
+        ("{node = 7, factor = 1.5}", "faults.gpus[0].node (7) is not a node of topology 'mixed-2node'; use 0..1"),
+        ('{gpu = "n0.g9", factor = 1.5}', "faults.gpus[0].gpu ('n0.g9') is not a GPU of topology 'mixed-2node'; "
+         "GPUs are named like 'n0.g0' .. 'n1.g7'"),
+    ],
+)  # fmt: skip
+def test_a_gpu_fault_that_selects_nothing_names_its_field_and_the_valid_values(rule, needle):
+    """It used to say "selects no GPU ('H900'); GPUs look like 'n0.g0'" of a gpu_type."""
+    from hetero_ns3.pipeline import gpu_slowdowns
+
+    sc = load_scenario(REPO / "scenarios" / "demo.toml", [f"faults.gpus=[{rule}]"])
+    with pytest.raises(ScenarioError) as err:
+        gpu_slowdowns(sc.faults, load_run_cluster(sc))
+    assert str(err.value) == needle
+    ok = load_scenario(REPO / "scenarios" / "demo.toml", ["faults.gpus=[{node = 1, factor = 1.5}]"])
+    assert sorted(gpu_slowdowns(ok.faults, load_run_cluster(ok)).values()) == [1.5] * 8

@@ -147,3 +147,27 @@ def test_truncated_trace_keeps_the_earliest_slices_with_their_own_fields():
         assert e["pid"] == plan.gpu[i] + 1 and e["name"] == plan.labels[plan.label[i]]
         if plan.kind[i] == FLOW:
             assert e["args"]["bytes"] == plan.size_bytes[i] and e["args"]["dst"] == plan.gpus[plan.dst[i]]
+
+
+def test_a_partial_backend_table_keyed_by_task_keeps_every_flow(tmp_path):
+    """An interrupted packet-level run has backend rows (keyed by `task`, no `id`) only for the flows that
+    started: the table is written with every flow (NaN where the backend has nothing), not refused."""
+    plan = small_plan()
+    times = _partial_times(plan)
+    meta = resolve_gpu_meta(plan.gpus, META)
+    ids = np.nonzero(plan.kind == FLOW)[0]
+    started = ids[:-1]
+    extra = pd.DataFrame(
+        {"task": started, "src": "x", "size_bytes": 1, "ideal_fct_s": 0.5, "retransmits": np.arange(started.size)}
+    )
+    df = flows_frame(plan, times, meta, extra)
+    assert list(df["id"]) == list(ids)
+    assert list(df["src"]) == list(np.asarray(plan.gpus)[plan.gpu[ids]])  # the plan's, also for the unstarted
+    assert list(df["size_bytes"]) == list(plan.size_bytes[ids])
+    assert list(df["task"][:-1]) == list(started) and np.isnan(df["task"].iloc[-1])
+    assert (df["ideal_fct_s"][:-1] == 0.5).all() and np.isnan(df["ideal_fct_s"].iloc[-1])
+    chunks = list(flow_chunks(plan, times, meta, extra, chunk_rows=2))
+    pd.testing.assert_frame_equal(pd.concat(chunks, ignore_index=True), df)
+    # a complete table keyed by row order is unchanged (the backend's columns as given)
+    full = pd.DataFrame({"task": ids, "src": "x", "ideal_fct_s": 0.5})
+    assert (flows_frame(plan, times, meta, full)["src"] == "x").all()

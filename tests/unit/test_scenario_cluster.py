@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import importlib
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from hetero_ns3.scenario import scenario_from_dict
 from hetero_ns3.scenario.cluster import resolve_cluster_gpus
 from hetero_ns3.workload.planner import resolve
+
+REPO_TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 
 
 def _has_load_cluster() -> bool:
@@ -75,3 +78,25 @@ def test_inline_unknown_gpu_type() -> None:
     sc = scenario_from_dict({"cluster": {"groups": [{"gpu_type": "H1000", "nodes": 1}]}})
     with pytest.raises(ScenarioError, match=r"cluster\.groups\[0\]\.gpu_type \('H1000'\) is not a known GPU type"):
         resolve_cluster_gpus(sc.cluster)
+
+
+def test_a_missing_topology_names_the_field_the_places_looked_in_and_the_presets(tmp_path, monkeypatch) -> None:
+    """It said "topologies preset 'x' not found (no such file, ...)", naming neither the scenario field nor
+    the scenario's directory that a relative path is read from."""
+    from hetero_ns3.errors import ScenarioError
+    from hetero_ns3.pipeline import load_run_cluster
+    from hetero_ns3.scenario.loader import load_scenario
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.toml").write_text('[cluster]\ntopology = "topos/x.toml"\n')
+    sc = load_scenario(tmp_path / "s.toml")
+    with pytest.raises(ScenarioError) as err:
+        load_run_cluster(sc)
+    msg = str(err.value)
+    assert msg.startswith("cluster.topology ('topos/x.toml') is neither a topology file (relative to the scenario's")
+    assert str(tmp_path) in msg and "'h0', 'h1'" in msg and "\n" not in msg
+    with pytest.raises(ScenarioError, match=r"^cluster.topology \('topos/x.toml'\) is neither"):
+        resolve_cluster_gpus(sc.cluster, sc.base_dir)
+    (tmp_path / "topos").mkdir()
+    (tmp_path / "topos" / "x.toml").write_text((REPO_TOPOLOGIES / "h100-2node.toml").read_text())
+    assert len(load_run_cluster(sc).gpus()) == 16

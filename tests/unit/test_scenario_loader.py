@@ -182,3 +182,35 @@ def test_overrides_index_arrays_of_tables() -> None:
     assert raw["jobs"][1] == {"name": "b"}  # a copy
     with pytest.raises(ScenarioError, match=r"jobs\[2\] indexes an array of 2 table"):
         apply_overrides(raw, ["jobs[2].start=1"])
+
+
+def test_a_scalar_where_a_table_belongs_names_the_keys_and_the_fix() -> None:
+    """``network.buffer = "0B"`` said only "must be a table": which keys, and how to write one?"""
+    demo = REPO / "scenarios" / "demo.toml"
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(demo, ['network.buffer="0B"'])
+    assert str(err.value) == (
+        "network.buffer ('0B') must be a table with keys among ['switch_buffer_bytes', 'egress_dynamic', "
+        "'egress_alpha', 'egress_static_threshold_bytes']; write it as a table, e.g. buffer = { switch_buffer_bytes = ... }"
+    )
+    with pytest.raises(ScenarioError, match=r"^network.cc \(5\) must be a table with keys among \['kind'"):
+        load_scenario(demo, ["network.cc=5"])
+
+
+def test_set_paths_into_arrays_of_tables_say_how_to_fix_them() -> None:
+    """Out-of-range, negative and missing indexes, and a key set on the array itself: the fix, not a dump."""
+    raw = {"jobs": [{"name": "a", "model": {"name": "gpt3-125m"}}, {"name": "b"}], "faults": {"gpus": []}}
+    cases = [
+        ('jobs[5].name="x"', "jobs[5] indexes an array of 2 table(s); use an index in 0..1"),
+        ('jobs[-1].name="x"', "jobs[-1] is not a valid index; write name[i] with i a whole number >= 0"),
+        ('jobs.name="x"', "jobs is an array of 2 table(s), not a table; index one, e.g. jobs[0].name"),
+        (
+            "faults.gpus[0].factor=2",
+            "there is none to index; set the whole array instead, e.g. --set 'faults.gpus=[{...}]'",
+        ),
+    ]
+    for text, needle in cases:
+        with pytest.raises(ScenarioError) as err:
+            apply_overrides(raw, [text])
+        assert needle in str(err.value) and len(str(err.value)) < 200, str(err.value)
+    assert apply_overrides(raw, ['jobs[1].name="c"'])["jobs"][1]["name"] == "c"

@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     from hetero_ns3.workload.planner import plan_scenario
 
     out = check_out_dir(args.out) if args.out is not None else None
+    if args.chakra_out:
+        check_out_dir(args.chakra_out, "--chakra-out")
     scenario = load_scenario(args.scenario, args.overrides)
     if scenario.workload is not None and scenario.workload.chakra is not None:
         from hetero_ns3.errors import ScenarioError
@@ -72,6 +74,13 @@ def run(args: argparse.Namespace) -> int:
         raise ScenarioError(
             f"{args.scenario}: workload.chakra is a trace, not a model to compile; `hetero-ns3 run` imports it "
             "(plan compiles [model] + [parallelism])"
+        )
+    if scenario.jobs:
+        from hetero_ns3.errors import ScenarioError
+
+        raise ScenarioError(
+            f"{args.scenario}: plan compiles one [model] + [parallelism], and this scenario has {len(scenario.jobs)} "
+            "[[jobs]]; `hetero-ns3 run` plans and simulates every job (docs/multijob.md)"
         )
     check_plan_shape(scenario, force=args.force)
     plan = plan_scenario(scenario)

@@ -15,8 +15,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hetero_ns3.errors import field_error
+    from hetero_ns3.outputs import check_out_file
     from hetero_ns3.studies.report import render_report
 
+    if args.top < 0:
+        raise field_error("--top", args.top, "must be >= 0", "e.g. --top 15 (the slowest flows listed)")
+    if args.out is not None:
+        check_out_file(args.out, "--out", None)
     path = render_report(args.dir, args.out, args.top)
     print(f"report: {path}")
     return 0

@@ -29,10 +29,12 @@ def _line(point, res, done: int, total: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hetero_ns3.outputs import check_out_dir
     from hetero_ns3.studies import load_study_file, make_executor, plan_sweep, run_sweep
 
     study = load_study_file(args.study)
     out = Path(args.out) if args.out else Path("runs") / "studies" / study.name
+    check_out_dir(out, "--out" if args.out else "the study's output directory (--out)")
     if args.dry_run:
         points, tasks, skipped = plan_sweep(study, out, args.resume)
         for p in points:

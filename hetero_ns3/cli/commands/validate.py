@@ -40,6 +40,10 @@ def run(args: argparse.Namespace) -> int:
     from hetero_ns3.errors import ScenarioError
     from hetero_ns3.validation import load_suite, run_case
 
+    if args.out:
+        from hetero_ns3.outputs import check_out_dir
+
+        check_out_dir(args.out)  # before the cases run (a full suite takes minutes)
     base, cases = load_suite(args.suite)
     if args.case:
         known = {c.name for c in cases}
