@@ -90,9 +90,13 @@ def run_case(args: argparse.Namespace) -> dict[str, Any]:
         graph = resolve_topology(args.topology)
     else:
         from hetero_ns3.topology import build_graph, load_cluster
-        from hetero_ns3.topology.fabric import with_nic_attach
+        from hetero_ns3.topology.fabric import resolve_nic_attach, with_nic_attach
 
-        graph = build_graph(with_nic_attach(load_cluster(args.topology), args.nic_attach, "--nic-attach"))
+        cluster = load_cluster(args.topology)
+        if args.nic_attach == "auto":  # what a scenario that sets nothing gets on the packet level
+            graph = build_graph(resolve_nic_attach(cluster, lean=True))
+        else:
+            graph = build_graph(with_nic_attach(cluster, args.nic_attach, "--nic-attach"))
     plan = build_plan(
         graph, args.layers, parse_size(args.tp_bytes, "--tp-bytes"), parse_size(args.dp_bytes, "--dp-bytes"),
         args.channels, args.dp_channels, args.inter_node_channels,
@@ -173,9 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--nic-attach",
-        default="pcie",
-        help="fabric.nic_attach of the topology: pcie (default), direct, or both as 'pcie,direct' "
-        "(one run each in this process, then the ratios)",
+        default="auto",
+        help="fabric.nic_attach of the topology: auto (default: the packet level's default, direct where a GPU "
+        "has a NIC of its own), pcie, direct, or several as 'pcie,direct' (one run each in this process, then "
+        "the ratios)",
     )
     p.add_argument(
         "--set",
@@ -189,8 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.layers < 1:
         p.error(f"--layers must be >= 1, got {args.layers}")
     modes = args.nic_attach.split(",")
-    if not modes or any(m not in ("pcie", "direct") for m in modes):
-        p.error(f"--nic-attach ({args.nic_attach!r}) must be pcie, direct or a comma list of them")
+    if not modes or any(m not in ("auto", "pcie", "direct") for m in modes):
+        p.error(f"--nic-attach ({args.nic_attach!r}) must be auto, pcie, direct or a comma list of them")
     decreases = args.decrease.split(",")
     if not decreases or any(d not in ("lazy", "timer") for d in decreases):
         p.error(f"--decrease ({args.decrease!r}) must be lazy, timer or a comma list of them")
