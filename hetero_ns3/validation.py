@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hetero_ns3.errors import ScenarioError, field_error
+from hetero_ns3.errors import ScenarioError, SimulationError, field_error
 from hetero_ns3.paths import PACKAGE_DATA
 
 SUITE_PATH = PACKAGE_DATA / "validation" / "suite.toml"
-KINDS = ("scenario", "collective")
-METRICS = ("step_time_s", "busbw_GBps", "algbw_GBps", "mfu_pct", "time_s")
+KINDS = ("scenario", "collective", "incast")
+METRICS = ("step_time_s", "busbw_GBps", "algbw_GBps", "mfu_pct", "time_s", "makespan_over_ideal", "jain_index")
 
 
 @dataclass(frozen=True)
@@ -29,9 +29,11 @@ class Case:
 
     Attributes:
         name: identifier (``megatron.gpt-1.7b``).
-        kind: ``scenario`` (a training iteration) or ``collective`` (one collective call).
+        kind: ``scenario`` (a training iteration), ``collective`` (one collective call) or ``incast`` (N flows
+            into one host on a star, packet level).
         metric: step_time_s, mfu_pct (scenario) or busbw_GBps, algbw_GBps, time_s (collective; time_s where
-            the published bandwidth rounds to 0, e.g. 8 B).
+            the published bandwidth rounds to 0, e.g. 8 B); makespan_over_ideal, jain_index (incast: the last
+            flow's finish over the line-rate time of all bytes; Jain's index of the flows' throughputs).
         published: the published value, in the metric's unit.
         tolerance: allowed relative error, e.g. 0.10.
         source: URL or citation of the published value.
@@ -44,6 +46,9 @@ class Case:
             to the suite file), first N GPUs, bytes (kind collective).
         algo: forced algorithm (collective), e.g. ``ring``.
         ranks: explicit GPU names of the collective's group (instead of ``gpus``).
+        senders, size, rate_gbps, cc, cc_preset: incast: ``senders`` flows of ``size`` bytes into ``h0`` on
+            ``star:senders+1`` at ``rate_gbps`` (1 us links, the default 32 MiB buffer), congestion control
+            ``cc`` (default: the network default, DCQCN) with preset ``cc_preset`` (default: the kind's).
         note: free text.
     """
 
@@ -65,6 +70,10 @@ class Case:
     ranks: tuple[str, ...] = field(default=())
     note: str = ""
     overrides: tuple[str, ...] = field(default=())
+    senders: int = 0
+    rate_gbps: float = 100.0
+    cc: str = ""
+    cc_preset: str = ""
 
 
 def load_suite(path: str | Path | None = None) -> tuple[Path, tuple[Case, ...]]:
@@ -161,6 +170,28 @@ def simulate_collective(case: Case, base: Path | None = None) -> dict[str, float
     return {"time_s": t, "algbw_GBps": algbw, "busbw_GBps": algbw * busbw_factor(call.op, len(group))}
 
 
+def simulate_incast(case: Case) -> dict[str, float]:
+    """``case.senders`` x ``case.size`` bytes into ``h0`` at t = 0 on the packet level (docs/roce.md, "The
+    8-to-1 incast"): makespan (s), makespan over the line-rate ideal, Jain's index of the flows' throughputs."""
+    from hetero_ns3.network.config import CcConfig, NetworkConfig
+    from hetero_ns3.network.incast import ideal_makespan_s, incast_flows, jain_index
+    from hetero_ns3.network.ns3.roce import simulate_flows
+    from hetero_ns3.topology import resolve_topology
+
+    if case.senders < 1 or case.size < 1:
+        raise field_error(f"case {case.name!r}.senders/size", (case.senders, case.size), "must be >= 1",
+                          "set senders = 8 and size = 10000000")  # fmt: skip
+    rate = case.rate_gbps * 1e9
+    cc = CcConfig(kind=case.cc or CcConfig().kind, preset=case.cc_preset or None)
+    graph = resolve_topology(f"star:{case.senders + 1}", rate, 1e-6)
+    res = simulate_flows(graph, incast_flows(case.senders, int(case.size)), NetworkConfig(cc=cc))
+    if res.completed != case.senders:
+        raise SimulationError(f"incast case {case.name!r}: {res.completed} of {case.senders} flows finished")
+    makespan = float(res.flows["finish_s"].max())
+    ideal = ideal_makespan_s(case.senders, int(case.size), rate, int_header=cc.kind == "hpcc")
+    return {"makespan_s": makespan, "makespan_over_ideal": makespan / ideal, "jain_index": jain_index(res.flows)}
+
+
 @dataclass(frozen=True)
 class Outcome:
     """Result of one case."""
@@ -194,6 +225,8 @@ def run_case(case: Case, base: Path) -> Outcome:
     t0 = time.perf_counter()
     if case.kind == "scenario":
         detail = simulate_scenario(base / case.scenario, case.overrides)
+    elif case.kind == "incast":
+        detail = simulate_incast(case)
     else:
         detail = simulate_collective(case, base)
     sim = detail[case.metric]

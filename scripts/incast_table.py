@@ -10,9 +10,9 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-import pandas as pd
 
 from hetero_ns3.network.config import CcConfig, NetworkConfig
+from hetero_ns3.network.incast import ideal_makespan_s, incast_flows, jain_index
 from hetero_ns3.network.ns3.roce import egress_port, simulate_flows
 from hetero_ns3.topology import resolve_topology
 
@@ -26,15 +26,11 @@ def row(kind: str, preset: str | None) -> str:
     """Run the incast under one congestion control and return its markdown table row."""
     graph = resolve_topology(f"star:{N + 1}", RATE, 1e-6)
     port = egress_port(graph, "sw0", "h0")
-    flows = pd.DataFrame(
-        {"src": [f"h{i}" for i in range(1, N + 1)], "dst": ["h0"] * N, "size_bytes": [SIZE] * N, "start_s": [0.0] * N}
-    )
+    flows = incast_flows(N, SIZE)
     res = simulate_flows(graph, flows, NetworkConfig(cc=CcConfig(kind=kind, preset=preset)), sample_ports=[port])
     f = res.flows
-    frame = 4096 + 62 + (42 if kind == "hpcc" else 0)  # payload + RoCEv2 headers (+ INT with HPCC)
-    ideal = N * SIZE * frame / 4096 * 8 / RATE
-    thr = (f["size_bytes"] / f["fct_s"]).to_numpy()
-    jain = thr.sum() ** 2 / (len(thr) * (thr**2).sum())
+    ideal = ideal_makespan_s(N, SIZE, RATE, int_header=kind == "hpcc")
+    jain = jain_index(f)
     q = res.queues["bytes"].to_numpy()
     makespan = float(f["finish_s"].max())
     cells = [
