@@ -52,6 +52,8 @@ _SIZE_UNITS = {
 
 def _split(text: str, what: str, field: str) -> tuple[float, str]:
     m = re.fullmatch(_NUM + r"\s*([A-Za-zµ/]*)", text.strip())
+    if not m and re.fullmatch(r"-\s*" + _NUM + r"\s*([A-Za-zµ/]*)", text.strip()):
+        raise ScenarioError(f"{field} ({text!r}) is negative; a {what} cannot be, e.g. {_EXAMPLES[what]}")
     if not m:
         raise ScenarioError(f"{field} ({text!r}) is not a {what}; write a number with a unit, e.g. {_EXAMPLES[what]}")
     return float(m.group(1)), m.group(2)

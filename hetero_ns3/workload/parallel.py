@@ -92,6 +92,7 @@ class ParallelismSpec:
                 f"{where}.global_batch",
                 self.global_batch,
                 f"is not a multiple of {where}.micro_batch ({self.micro_batch})",
+                f"use a multiple of {self.micro_batch}, e.g. {max(1, round(self.global_batch / self.micro_batch)) * self.micro_batch}",
             )
         if self.vpp > 1 and self.schedule != "interleaved":
             raise field_error(
