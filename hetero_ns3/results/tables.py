@@ -137,14 +137,16 @@ class _FlowRows:
         self.coll = np.asarray([collective_of(x) for x in plan.labels], dtype=object)
         self.extra = None if extra is None or extra.empty else extra
         self.pos: np.ndarray | None = None  # extra's row of each task id (-1: none)
+        self.task_from_id = False  # the backend's `task` column is rebuilt from `id` (no NaN for unstarted flows)
         if self.extra is None:
             return
         if "id" not in self.extra.columns and "task" in self.extra.columns and len(self.extra) != self.ids.size:
             # a backend that keys its rows by `task` and has rows only for flows that started (an interrupted
             # packet-level run): match on that id, so the partial flows table is written, not dropped; the
             # plan's own columns (endpoints, sizes, times, labels) stay, also for the flows without a row
-            keep = [c for c in self.extra.columns if c not in _PLAN_FLOW_COLUMNS]
+            keep = [c for c in self.extra.columns if c not in _PLAN_FLOW_COLUMNS and c != "task"]
             self.extra = self.extra[keep].assign(id=self.extra["task"].to_numpy(dtype=np.int64))
+            self.task_from_id = True  # a flow's task is its id: integer for every row, started or not
         if "id" in self.extra.columns:
             eid = np.asarray(self.extra["id"])
             bad = (eid < 0) | (eid >= len(plan))
@@ -198,7 +200,11 @@ class _FlowRows:
             rows = self.pos[ids] if (lo, hi) != (0, self.ids.size) else np.arange(len(extra))
             part = extra.iloc[rows[rows >= 0]] if rows.size != len(extra) else extra
             cols = [c for c in extra.columns if c != "id"]
-            return df.drop(columns=[c for c in cols if c in df.columns]).merge(part, on="id", how="left")
+            base = df.drop(columns=[c for c in cols if c in df.columns])
+            out = base.merge(part, on="id", how="left")
+            if self.task_from_id:
+                out.insert(len(base.columns), "task", out["id"].to_numpy())
+            return out
         part = extra.iloc[lo:hi].reset_index(drop=True)
         return pd.concat([df.drop(columns=[c for c in part.columns if c in df.columns]), part], axis=1)
 

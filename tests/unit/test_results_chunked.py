@@ -164,7 +164,7 @@ def test_a_partial_backend_table_keyed_by_task_keeps_every_flow(tmp_path):
     assert list(df["id"]) == list(ids)
     assert list(df["src"]) == list(np.asarray(plan.gpus)[plan.gpu[ids]])  # the plan's, also for the unstarted
     assert list(df["size_bytes"]) == list(plan.size_bytes[ids])
-    assert list(df["task"][:-1]) == list(started) and np.isnan(df["task"].iloc[-1])
+    assert list(df["task"]) == list(ids) and df["task"].dtype == np.int64  # an integer for the unstarted too
     assert (df["ideal_fct_s"][:-1] == 0.5).all() and np.isnan(df["ideal_fct_s"].iloc[-1])
     chunks = list(flow_chunks(plan, times, meta, extra, chunk_rows=2))
     pd.testing.assert_frame_equal(pd.concat(chunks, ignore_index=True), df)
