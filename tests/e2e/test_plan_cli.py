@@ -90,3 +90,11 @@ def test_plan_of_a_jobs_scenario_points_to_run() -> None:
     res = run_cli(argv)
     assert_clean(res, argv, allowed=(2,))
     assert "this scenario has 2 [[jobs]]; `hetero-ns3 run` plans and simulates every job" in res.err
+
+
+def test_plan_refuses_a_gpu_fault_that_selects_no_gpu(capsys) -> None:
+    """`run` refuses a [[faults.gpus]] rule that matches no GPU; `plan` of the same scenario used to accept it."""
+    demo = str(REPO / "scenarios" / "demo.toml")
+    assert main(["plan", demo, "--set", "faults.gpus=[{node = 7, factor = 2.0}]"]) == 2
+    assert "faults.gpus[0].node (7) is not a node" in capsys.readouterr().err
+    assert main(["plan", demo, "--set", "faults.gpus=[{node = 1, factor = 2.0}]"]) == 0

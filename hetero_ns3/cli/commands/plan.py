@@ -83,6 +83,11 @@ def run(args: argparse.Namespace) -> int:
             "[[jobs]]; `hetero-ns3 run` plans and simulates every job (docs/multijob.md)"
         )
     check_plan_shape(scenario, force=args.force)
+    if scenario.faults.gpus and scenario.cluster is not None and scenario.cluster.topology:
+        # what `run` applies while lowering: a selector that matches no GPU is refused here too
+        from hetero_ns3.pipeline import gpu_slowdowns, load_run_cluster
+
+        gpu_slowdowns(scenario.faults, load_run_cluster(scenario))
     plan = plan_scenario(scenario)
     summary = plan.summary()
     print(json.dumps(summary, indent=1) if args.json else format_summary(summary))
