@@ -216,3 +216,34 @@ def test_topo_show_says_what_auto_becomes():
     ]
     pinned = with_nic_attach(c, "pcie", "cluster.nic_attach")
     assert all(line.endswith("(nic_attach pcie)") for line in summarize(build_graph(pinned), pinned).groups)
+
+
+def test_collective_and_flows_commands_simulate_the_graph_run_simulates(monkeypatch):
+    """`collective --backend ns3` and `flows` (packet level) resolve `auto` as `run --backend ns3` does, so a
+    collective measured alone and the same collective inside a run cross the same network; the flow level,
+    `model` and `closed-form` keep the detailed graph."""
+    from hetero_ns3.cli.commands import collective
+    from hetero_ns3.pipeline import load_run_cluster
+    from hetero_ns3.scenario import scenario_from_dict
+    from hetero_ns3.topology import resolve_topology
+
+    sc = scenario_from_dict({"cluster": {"topology": "h0"}})
+    assert resolve_topology("h0", nic_attach_auto="direct") == build_graph(load_run_cluster(sc, "ns3"))
+    assert resolve_topology("h0") == build_graph(load_run_cluster(sc, "analytic")) == build_graph(load_cluster("h0"))
+    seen = []
+    real = collective.run_backend
+    monkeypatch.setattr(collective, "run_backend", lambda b, g, *a: seen.append((b, g)) or real(b, g, *a))
+    for backend in ("analytic", "ns3"):
+        argv = ["all_reduce", "--topology", "h0", "--gpus", "16", "--sizes", "1MiB", "--backend", backend]
+        assert collective.run(_parse(collective, argv)) == 0
+    (b0, g0), (b1, g1) = seen
+    assert (b0, b1) == ("analytic", "ns3")
+    assert not any(n.name.endswith(".nic0") for n in g1.nodes) and any(n.name.endswith(".nic0") for n in g0.nodes)
+
+
+def _parse(module, argv):
+    import argparse
+
+    p = argparse.ArgumentParser()
+    module.add_arguments(p)
+    return p.parse_args(argv)

@@ -122,7 +122,16 @@ def run(args: argparse.Namespace) -> int:
     if args.cc and args.backend != "ns3":
         raise field_error("--cc", args.cc, f"applies to the ns3 backend only (backend is {args.backend})")
     sizes = parse_sizes(args.sizes)
-    graph = resolve_topology(args.topology, *link_args(args.topology, args.link_rate, args.link_delay))
+    # the graph the backend simulates (`auto` NIC attachment as that backend resolves it); `model` and
+    # `closed-form` simulate no network and keep the detailed graph
+    attach = "pcie"
+    if args.backend in backend_names():
+        from hetero_ns3.network.backend import get_backend
+
+        attach = getattr(get_backend(args.backend), "nic_attach_auto", "pcie")
+    graph = resolve_topology(
+        args.topology, *link_args(args.topology, args.link_rate, args.link_delay), nic_attach_auto=attach
+    )
     env = CollectiveEnv.from_graph(graph, load_tuning(args.tuning) if args.tuning else None)
     group = select_group(env.gpus, args)
     n = len(group)

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     out = check_out_dir(args.out)
     rate, delay = link_args(args.topology, args.link_rate, args.link_delay)
     stop = parse_time(args.stop_time, "--stop-time", allow_zero=False) if args.stop_time else None
-    graph = resolve_topology(args.topology, rate, delay)
+    graph = resolve_topology(args.topology, rate, delay, nic_attach_auto="direct")  # as the packet level resolves it
     path = Path(args.flows)
     table = read_flows_csv(path)
     arrays = flow_arrays(graph, table, source=path.name)  # validates before ns-3 is imported
