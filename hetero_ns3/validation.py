@@ -99,6 +99,12 @@ def load_suite(path: str | Path | None = None) -> tuple[Path, tuple[Case, ...]]:
             raise field_error(f"{where}.kind", tbl["kind"], "is not a case kind", f"use one of {list(KINDS)}")
         if tbl["metric"] not in METRICS:
             raise field_error(f"{where}.metric", tbl["metric"], "is not a metric", f"use one of {list(METRICS)}")
+        if tbl["kind"] == "incast":
+            for key, example in (("senders", "8"), ("size", "10000000"), ("rate_gbps", "100.0")):
+                value = tbl.get(key, Case.__dataclass_fields__[key].default)
+                if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+                    raise field_error(f"{where}.{key}", value, "must be a positive number for an incast case",
+                                      f"e.g. {key} = {example}")  # fmt: skip
         if not isinstance(tbl.get("heldout", False), bool):
             raise field_error(f"{where}.heldout", tbl["heldout"], "is not a boolean", "write heldout = true or false")
         tbl = dict(tbl)
@@ -178,9 +184,6 @@ def simulate_incast(case: Case) -> dict[str, float]:
     from hetero_ns3.network.ns3.roce import simulate_flows
     from hetero_ns3.topology import resolve_topology
 
-    if case.senders < 1 or case.size < 1:
-        raise field_error(f"case {case.name!r}.senders/size", (case.senders, case.size), "must be >= 1",
-                          "set senders = 8 and size = 10000000")  # fmt: skip
     rate = case.rate_gbps * 1e9
     cc = CcConfig(kind=case.cc or CcConfig().kind, preset=case.cc_preset or None)
     graph = resolve_topology(f"star:{case.senders + 1}", rate, 1e-6)

@@ -59,6 +59,9 @@ class Backend(Protocol):
     name: str
     """Registry name (``ns3``, ``analytic``). A backend refuses, with a clear error, faults it cannot model
     (the flow level: links that change after t = 0 or go down)."""
+    nic_attach_auto: str
+    """What ``fabric.nic_attach = "auto"`` becomes on this backend (``topology.fabric.resolve_nic_attach``):
+    ``direct`` (a GPU with a NIC of its own is its own port) or ``pcie`` (the detailed segment)."""
 
     def run(
         self,

@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     if args.backend in backend_names():
         from hetero_ns3.network.backend import get_backend
 
-        attach = getattr(get_backend(args.backend), "nic_attach_auto", "pcie")
+        attach = get_backend(args.backend).nic_attach_auto
     graph = resolve_topology(
         args.topology, *link_args(args.topology, args.link_rate, args.link_delay), nic_attach_auto=attach
     )
