@@ -30,7 +30,7 @@ SIZE = 2_000_000
 BIG = 8_000_000  # enough to queue above the ECN threshold (800 KB at 200 Gb/s) were the endpoint at PCIe rate
 
 
-def _graph(attach: str):
+def _graph(attach: str, gpus: int = 2):
     data = {
         "name": "pair",
         "groups": [
@@ -38,9 +38,9 @@ def _graph(attach: str):
                 "name": "a",
                 "count": 2,
                 "gpu": "A100-SXM-80GB",
-                "gpus_per_node": 2,
+                "gpus_per_node": gpus,
                 "fabric": {"kind": "nvswitch", "pcie_gen": 4, "pcie_delay": "100ns", "nic_attach": attach},
-                "nics": {"count": 2, "rate": "200Gbps"},
+                "nics": {"count": gpus, "rate": "200Gbps"},
             }
         ],
         "network": {"kind": "rail", "access_delay": "1us"},
@@ -123,6 +123,22 @@ def test_dcqcn_line_rate_is_the_nic_rate(native):
     assert first["rate"] == pytest.approx(NIC, rel=1e-9)
     assert first["target_rate"] == pytest.approx(NIC, rel=1e-9)
     assert res.ports.set_index("node").loc["n0.g0"].query("kind == 'pcie'")["rate_bps"].item() == NIC
+
+
+def test_hpcc_global_base_rtt_is_the_paced_paths_rtt(capi):
+    """HPCC's network-wide T (``network/ns3/base_rtt.py``) equals C++'s own base RTT of a cross-server flow
+    on the detailed segment, where the GPU's PCIe port serializes at the NIC rate (within C++'s whole-ns
+    rounding per hop); before, T charged that hop at the PCIe rate, 0.04 us short."""
+    from hetero_ns3.network.config import CcConfig, NetworkConfig
+    from hetero_ns3.network.ns3.base_rtt import network_base_rtt
+    from hetero_ns3.network.ns3.roce import simulate_flows
+
+    g = _graph("pcie", gpus=1)  # one cross-server pair: T is its RTT
+    cfg = NetworkConfig(cc=CcConfig(kind="hpcc"))
+    flows = pd.DataFrame({"src": ["n0.g0"], "dst": ["n1.g0"], "size_bytes": [SIZE], "start_s": [0.0]})
+    res = simulate_flows(g, flows, cfg)
+    assert res.completed == 1
+    assert network_base_rtt(g, cfg) == pytest.approx(float(res.flows["base_rtt_s"].iloc[0]), abs=6e-9)
 
 
 def test_direct_ports_keep_the_ecmp_contract(capi):

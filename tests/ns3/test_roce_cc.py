@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hetero_ns3.network.base_rtt import network_base_rtt
 from hetero_ns3.network.cc_presets import DCQCN_PRESETS, DEFAULT_DCQCN_PRESET, HPCC_PRESETS
 from hetero_ns3.network.config import CcConfig, DctcpConfig, EcnConfig, HpccConfig, NetworkConfig
+from hetero_ns3.network.ns3.base_rtt import network_base_rtt
 from hetero_ns3.network.ns3.roce import egress_port, simulate_flows
 from hetero_ns3.topology import resolve_topology
 from hetero_ns3.topology.graph import GraphLink, GraphNode, make_graph

@@ -8,7 +8,6 @@ import pandas as pd
 import pytest
 
 from hetero_ns3.errors import ScenarioError
-from hetero_ns3.network.base_rtt import network_base_rtt, resolve_hpcc_base_rtt
 from hetero_ns3.network.cc_presets import DCQCN_PRESETS, DEFAULT_DCQCN_PRESET, HPCC_PRESETS
 from hetero_ns3.network.config import (
     BufferConfig,
@@ -23,6 +22,7 @@ from hetero_ns3.network.config import (
 )
 from hetero_ns3.network.flows_io import DEFAULT_PRIORITY, flow_arrays, read_flows_csv
 from hetero_ns3.network.ns3.attributes import ATTRIBUTE_MAP, attribute_settings
+from hetero_ns3.network.ns3.base_rtt import network_base_rtt, resolve_hpcc_base_rtt
 from hetero_ns3.topology.graph import GraphLink, GraphNode, make_graph
 
 
@@ -238,3 +238,34 @@ def test_global_base_rtt_frames_a_path_with_its_first_link_segment():
     ]
     cfg = NetworkConfig(cc=CcConfig(kind="hpcc"))
     assert network_base_rtt(make_graph(nodes, links), cfg) == pytest.approx(2 * _hop(1e-6, 100e9, cfg.nic), rel=1e-12)
+
+
+def test_global_base_rtt_serializes_the_first_hop_at_the_nic_paced_rate():
+    """A GPU with a NIC of its own behind PCIe sends at min(PCIe, NIC) (``network/ns3/pacing.py``), as C++'s
+    per-flow base RTT sees the capped device: T charges that hop's frame and ACK at the NIC's rate."""
+    from hetero_ns3.network.ns3.pacing import port_rates
+    from hetero_ns3.topology import build_graph, parse_cluster
+
+    cluster = {
+        "name": "t",
+        "groups": [
+            {
+                "name": "a",
+                "count": 2,
+                "gpu": "A100-SXM-80GB",
+                "gpus_per_node": 1,
+                "fabric": {"kind": "nvswitch", "pcie_gen": 4, "nic_attach": "pcie"},
+                "nics": {"count": 1, "rate": "100Gbps"},
+            }
+        ],
+        "network": {"kind": "rail"},
+    }
+    g = build_graph(parse_cluster(cluster))
+    cfg = NetworkConfig(cc=CcConfig(kind="hpcc"))
+    pcie = g.links[1].rate_bps
+    assert g.links[1].a == "n0.g0" and port_rates(g)[2] == 100e9 < pcie  # the GPU's side of its PCIe link
+    # n0.g0 -> n0.pcie0 -> n0.nic0 -> rail0.0 -> n1.nic0 -> n1.pcie0 -> n1.g0: (delay, sending port's rate)
+    path = [(1e-7, 100e9), (1e-7, pcie), (1e-6, 100e9), (1e-6, 100e9), (1e-7, pcie), (1e-7, pcie)]
+    want = sum(_hop(d, r, cfg.nic) for d, r in path)
+    assert network_base_rtt(g, cfg) == pytest.approx(want, rel=1e-12)
+    assert want - sum(_hop(d, pcie if i == 0 else r, cfg.nic) for i, (d, r) in enumerate(path)) > 0.1e-6

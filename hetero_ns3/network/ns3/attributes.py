@@ -107,7 +107,7 @@ def _lookup(config: NetworkConfig, path: str) -> Any:
         if value == "global" and config.cc.kind == "hpcc":
             raise ValueError(
                 'cc.hpcc.base_rtt = "global" needs the topology: pass the config through '
-                "hetero_ns3.network.base_rtt.resolve_hpcc_base_rtt(config, graph) first"
+                "hetero_ns3.network.ns3.base_rtt.resolve_hpcc_base_rtt(config, graph) first"
             )
         return 0.0 if value in HPCC_BASE_RTT_MODES else value
     if path.startswith("cc.hpcc."):

@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 
 from hetero_ns3.errors import ScenarioError, SimulationError, field_error
-from hetero_ns3.network.base_rtt import resolve_hpcc_base_rtt
 from hetero_ns3.network.config import NetworkConfig
 from hetero_ns3.network.flows_io import FlowArrays, flow_arrays
 from hetero_ns3.network.ns3.attributes import attribute_settings
+from hetero_ns3.network.ns3.base_rtt import resolve_hpcc_base_rtt
 from hetero_ns3.network.ns3.pacing import nic_paced_ports, port_rates
 from hetero_ns3.network.ns3.profile import event_profile
 from hetero_ns3.network.ns3.results import CC_TRACE_KINDS, DROP_REASONS, PORT_COUNTERS, FlowResults

@@ -9,7 +9,9 @@ with ``GLOBAL_T 1`` (its configs) gives every HPCC flow that T and the matching 
 (``RdmaNetwork::ComputeBaseRtt``): 2 x delay + one DATA frame (the source's segment + headers + INT) + one
 ACK frame, serialized at the hop's rate, along the path the switches route each GPU pair on (the ECMP
 next-hop tables and the switches' hash, :func:`hetero_ns3.network.analytic.routes.route_flows`, the same
-walk the flow-level backend and ``Backend.link_load`` use).
+walk the flow-level backend and ``Backend.link_load`` use). Each hop is serialized at its sending port's
+rate as the packet backend sets it: a GPU with a NIC of its own sends on its PCIe link at min(PCIe, NIC
+rate) (:func:`hetero_ns3.network.ns3.pacing.port_rates`), so T matches C++'s per-flow base RTT there too.
 """
 
 from __future__ import annotations
@@ -33,11 +35,13 @@ def network_base_rtt(graph: NetGraph, config: NetworkConfig) -> float:
     """
     from hetero_ns3.network.analytic.config import AnalyticConfig
     from hetero_ns3.network.analytic.routes import graph_next_hop_table, link_arrays, route_flows
+    from hetero_ns3.network.ns3.pacing import port_rates
 
     nic = config.nic
     overhead = nic.header_bytes + (nic.int_header_bytes if config.cc.kind == "hpcc" else 0)
     acfg = AnalyticConfig.like_nic(nic, ecmp_hash="packet")
     links = link_arrays(graph, acfg)
+    rate = np.append(port_rates(graph), np.inf)  # per resource (= port), the padding resource last
     table = graph_next_hop_table(graph)
     gpus = np.asarray(graph.gpu_indices(), dtype=np.int64)
     best = 0.0
@@ -55,7 +59,7 @@ def network_base_rtt(graph: NetGraph, config: NetworkConfig) -> float:
         res = p.res
         on_path = np.arange(res.shape[1])[None, :] < p.hops[:, None]
         frame = links.payload_bytes[res[:, 0]] + overhead
-        hop = 2 * links.delay_s[res] + (frame[:, None] + nic.ack_bytes) * 8.0 / links.rate_bps[res]
+        hop = 2 * links.delay_s[res] + (frame[:, None] + nic.ack_bytes) * 8.0 / rate[res]
         best = max(best, float(np.where(on_path, hop, 0.0).sum(axis=1).max()))
     return best
 
