@@ -25,6 +25,7 @@ from hetero_ns3.results import GpuMeta, recording_run, summarize, versions_info
 from hetero_ns3.scenario.loader import Scenario
 from hetero_ns3.topology import ClusterSpec, build_graph
 from hetero_ns3.topology.graph import NetGraph
+from hetero_ns3.workload.chakra_format import RankTrace
 from hetero_ns3.workload.chakra_import import ChakraImport, ImportOptions, import_chakra, load_chakra
 
 log = logging.getLogger(__name__)
@@ -68,12 +69,27 @@ def check_chakra(scenario: Scenario, cluster: ClusterSpec) -> None:
     gpu_slowdowns(scenario.faults, cluster)
 
 
-def lower_chakra(scenario: Scenario, graph: NetGraph, cluster: ClusterSpec) -> ChakraImport:
-    """Import the scenario's Chakra trace onto the cluster's GPUs, in order (one GPU per rank)."""
+def read_chakra(scenario: Scenario) -> tuple[list[RankTrace], dict[str, tuple[int, ...]]]:
+    """The scenario's rank files and communicator groups, read and decoded (a corrupt or truncated file, a
+    schema version we do not read, a comm-group JSON that does not parse: ScenarioError naming the file)."""
     section = scenario.workload
     if section is None or section.chakra is None:
         raise ScenarioError("workload.chakra is not set; name a directory or glob of per-rank ET files")
-    traces, groups = load_chakra(section.chakra, section.comm_groups, scenario.base_dir)
+    return load_chakra(section.chakra, section.comm_groups, scenario.base_dir)
+
+
+def lower_chakra(
+    scenario: Scenario,
+    graph: NetGraph,
+    cluster: ClusterSpec,
+    loaded: tuple[list[RankTrace], dict[str, tuple[int, ...]]] | None = None,
+) -> ChakraImport:
+    """Import the scenario's Chakra trace onto the cluster's GPUs, in order (one GPU per rank); ``loaded``:
+    what :func:`read_chakra` returned (read here if None)."""
+    section = scenario.workload
+    if section is None or section.chakra is None:
+        raise ScenarioError("workload.chakra is not set; name a directory or glob of per-rank ET files")
+    traces, groups = loaded if loaded is not None else read_chakra(scenario)
     infos = cluster.gpus()
     _check_ranks(scenario, len(traces), len(infos))
     extra = scenario.compute.extra_gpus()
@@ -108,8 +124,9 @@ def run_chakra(scenario: Scenario, out_dir: str | Path, engine: Backend, progres
     cluster = load_run_cluster(scenario, engine.name)  # bad input fails before recording_run clears out_dir
     graph = build_graph(cluster)
     check_chakra(scenario, cluster)
+    loaded = read_chakra(scenario)  # a file that does not decode is refused before out_dir is cleared too
     with recording_run(out_dir, scenario_resolved=scenario.resolved(), versions=versions_info(run.seed)) as rec:
-        imp = lower_chakra(scenario, graph, cluster)
+        imp = lower_chakra(scenario, graph, cluster, loaded)
         repeated = repeat_plan(imp.plan, run.iterations)
         plan = repeated.plan
         rec.plan, rec.iteration = plan, (repeated.iteration if run.iterations > 1 else None)

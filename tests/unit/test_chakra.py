@@ -284,3 +284,28 @@ def test_bad_chakra_input_leaves_a_previous_run_directory_untouched(tmp_path):
             run_scenario(sc, out, backend="analytic")
         assert sorted(p.name for p in out.iterdir()) == ["summary.json", "tasks.csv"]
         assert (out / "summary.json").read_text() == '{"status": "ok"}'
+
+
+def test_a_trace_that_does_not_decode_leaves_a_previous_run_directory_untouched(tmp_path):
+    """A corrupt rank file, a schema version we do not read or a comm_group.json that is not JSON is found
+    when the files are read, which happens before the run directory is cleared (it used to happen inside
+    the recording block: the previous run was deleted and a failed summary.json written)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text('{"status": "ok"}')
+    cases = {
+        "corrupt": (lambda d: (d / "t.2.et").write_bytes((d / "t.2.et").read_bytes()[:9] + b"\xff" * 7),
+                    r"t\.2\.et: not a readable Chakra ET file"),
+        "version": (lambda d: _write(d / "t.1.et", [_comp(0)], version="2.0.0"), "schema version '2.0.0'"),
+        "groups": (lambda d: (d / "comm_group.json").write_text("{not json"), r"comm_group\.json.*not valid JSON"),
+    }  # fmt: skip
+    for name, (spoil, needle) in cases.items():
+        d = tmp_path / name
+        d.mkdir()
+        for r in range(4):
+            _write(d / f"t.{r}.et", [_comp(0), _comp(1)])
+        spoil(d)
+        with pytest.raises(ScenarioError, match=needle):
+            run_scenario(_chakra_scenario(d), out, backend="analytic")
+        assert [p.name for p in out.iterdir()] == ["summary.json"], name
+        assert (out / "summary.json").read_text() == '{"status": "ok"}'
