@@ -18,7 +18,14 @@ import numpy as np
 from hetero_ns3.compute.gpus import get_gpu
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.network.backend import Backend, ProgressFn
-from hetero_ns3.pipeline import RunOutcome, collective_env, gpu_slowdowns, load_run_cluster, simulate
+from hetero_ns3.pipeline import (
+    RunOutcome,
+    check_link_faults,
+    collective_env,
+    gpu_slowdowns,
+    load_run_cluster,
+    simulate,
+)
 from hetero_ns3.plan.dag import COMPUTE, ExecutionPlan
 from hetero_ns3.plan.iterations import repeat_plan
 from hetero_ns3.results import GpuMeta, recording_run, summarize, versions_info
@@ -124,6 +131,7 @@ def run_chakra(scenario: Scenario, out_dir: str | Path, engine: Backend, progres
     cluster = load_run_cluster(scenario, engine.name)  # bad input fails before recording_run clears out_dir
     graph = build_graph(cluster)
     check_chakra(scenario, cluster)
+    check_link_faults(scenario.faults, graph, engine.name)
     loaded = read_chakra(scenario)  # a file that does not decode is refused before out_dir is cleared too
     with recording_run(out_dir, scenario_resolved=scenario.resolved(), versions=versions_info(run.seed)) as rec:
         imp = lower_chakra(scenario, graph, cluster, loaded)
