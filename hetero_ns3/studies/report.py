@@ -13,8 +13,10 @@ import base64
 import io
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
@@ -84,7 +86,17 @@ def _ports_figure(series: pd.DataFrame) -> str:
     return _png(fig)
 
 
-def run_context(root: Path, top: int = 15) -> dict[str, Any]:
+def _href(target: Path, page_dir: Path | None) -> str:
+    """A link from a page in ``page_dir`` (None: the run directory itself) to ``target``, relative so that
+    the page and the run directory can move together."""
+    if page_dir is None:
+        return quote(target.name)
+    return quote(Path(os.path.relpath(target.resolve(), page_dir.resolve())).as_posix())
+
+
+def run_context(root: Path, top: int = 15, page_dir: Path | None = None) -> dict[str, Any]:
+    """What the template shows of run directory ``root``; ``page_dir``: where the page is written (links to
+    the run's files are relative to it; None: inside ``root``)."""
     summary = json.loads((root / "summary.json").read_text(encoding="utf-8"))
     scen_path = root / "scenario.resolved.json"
     scen = json.loads(scen_path.read_text(encoding="utf-8")) if scen_path.is_file() else {}
@@ -149,7 +161,7 @@ def run_context(root: Path, top: int = 15) -> dict[str, Any]:
         "slowest": slowest,
         "ports": ports_table,
         "ports_png": ports_png,
-        "trace": "trace.json" if (root / "trace.json").is_file() else None,
+        "trace": _href(root / "trace.json", page_dir) if (root / "trace.json").is_file() else None,
     }
 
 
@@ -255,14 +267,14 @@ def study_context(root: Path) -> dict[str, Any]:
 def render_report(path: str | Path, out: str | Path | None = None, top: int = 15) -> Path:
     """Render the report of a run or study directory to ``out`` (default: ``<dir>/report.html``)."""
     root = Path(path)
+    dest = Path(out) if out else root / "report.html"
     if (root / "study.parquet").is_file():
         ctx = study_context(root)
     elif (root / "summary.json").is_file():
-        ctx = run_context(root, top)
+        ctx = run_context(root, top, dest.parent)
     else:
         raise ScenarioError(f"{root} is neither a run directory (summary.json) nor a study directory (study.parquet)")
     html = _env().get_template(TEMPLATE).render(**ctx)
-    dest = Path(out) if out else root / "report.html"
     from hetero_ns3.results import atomic
 
     return atomic.write_text(dest, html)
