@@ -114,3 +114,23 @@ def test_scenario_collective_overrides_are_checked_and_named():
         PlanningError, match=r"collectives\.pp\.algo \('ring'\) does not implement send_recv, which the pp"
     ):
         lower_scenario(sc, build_graph(cluster), cluster)
+
+
+def test_every_congestion_control_is_offered_by_the_collective_command_and_study_points():
+    """``collective --cc`` and a collective study point's ``run.cc`` take every kind ``network.cc.kind`` does (the
+    point refused dctcp and timely; the help listed three)."""
+    import contextlib
+    import io
+
+    from hetero_ns3.cli.main import main
+    from hetero_ns3.network.config import CC_KINDS
+    from hetero_ns3.studies.collective_point import load_collective
+
+    for kind in CC_KINDS:
+        raw = {"collective": {"op": "all_reduce", "size": "1MiB"}, "cluster": {"topology": "star:4"},
+               "run": {"backend": "ns3", "cc": kind}}  # fmt: skip
+        assert load_collective(raw).run.cc == kind
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        main(["collective", "--help"])
+    assert all(kind in " ".join(out.getvalue().split()) for kind in CC_KINDS)
