@@ -176,7 +176,22 @@ def _x_values(values: pd.Series) -> tuple[np.ndarray, list[str] | None, bool]:
     return np.arange(len(labels), dtype=float), labels, False
 
 
+#: Longest axis value written out on a tick or in a legend; longer ones (a ``faults.gpus`` table as JSON) are
+#: shortened in the middle, the study table above the figures has them whole.
+MAX_LABEL = 28
+
+
+def _short(text: str, n: int = MAX_LABEL) -> str:
+    return text if len(text) <= n else f"{text[: n // 2 - 1]}...{text[-(n - n // 2 - 2) :]}"
+
+
 def _axis_figure(df: pd.DataFrame, axis: str, others: list[str], kind: str) -> str:
+    return _png(axis_figure(df, axis, others, kind))
+
+
+def axis_figure(df: pd.DataFrame, axis: str, others: list[str], kind: str) -> Figure:
+    """The two panels of one axis: the metric against the axis (a line per combination of the other axes)
+    and the breakdown (time per call for collective studies) averaged over the other axes."""
     ok = df[df["status"] == "ok"]
     xs, labels, log = _x_values(df[axis])
     pos = (lambda v: labels.index(str(v))) if labels is not None else float  # noqa: E731
@@ -189,12 +204,13 @@ def _axis_figure(df: pd.DataFrame, axis: str, others: list[str], kind: str) -> s
     for key, g in groups[:MAX_GROUPS]:
         key = key if isinstance(key, tuple) else (key,)
         g = g.sort_values(axis, key=lambda s: s.map(pos))
-        name = ", ".join(f"{o}={v}" for o, v in zip(others, key, strict=True)) or "all"
+        name = ", ".join(f"{o}={_short(str(v))}" for o, v in zip(others, key, strict=True)) or "all"
         ax.plot([pos(v) for v in g[axis]], g[metric] * scale, marker="o", label=name)
     ax.set_xlabel(axis)
     ax.set_ylabel(ylabel)
-    if labels is not None:
-        ax.set_xticks(xs, labels, rotation=30 if max(map(len, labels)) > 6 else 0)
+    ticks = [_short(t) for t in labels] if labels is not None else None
+    if ticks is not None:
+        ax.set_xticks(xs, ticks, rotation=30 if max(map(len, ticks)) > 6 else 0)
     elif log:
         ax.set_xscale("log", base=2)
     ax.grid(alpha=0.3)
@@ -221,11 +237,11 @@ def _axis_figure(df: pd.DataFrame, axis: str, others: list[str], kind: str) -> s
         ax2.set_ylabel("breakdown, mean over other axes (ms)")
         ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax2.set_xlabel(axis)
-    if labels is not None:
-        ax2.set_xticks(xs, labels, rotation=30 if max(map(len, labels)) > 6 else 0)
+    if ticks is not None:
+        ax2.set_xticks(xs, ticks, rotation=30 if max(map(len, ticks)) > 6 else 0)
     ax2.grid(alpha=0.3)
     fig.tight_layout()
-    return _png(fig)
+    return fig
 
 
 def study_context(root: Path) -> dict[str, Any]:
