@@ -123,6 +123,36 @@ def lower_chakra(
     return imp
 
 
+def chakra_gpu_meta(scenario: Scenario, cluster: ClusterSpec, traces: list[RankTrace]) -> dict[str, GpuMeta]:
+    """GPU name -> :class:`GpuMeta` for the breakdown, as :func:`~hetero_ns3.pipeline.gpu_meta` sets it for a
+    compiled workload: the slowdown is the GPU type's time for the work over the fastest type's, times the
+    GPU's ``[[faults.gpus]]`` factor. A trace has no layer time; its work is its GPU compute nodes' ``num_ops``
+    and ``tensor_size`` (every rank), timed on each GPU type by the roofline
+    (:func:`~hetero_ns3.workload.chakra_import.roofline_time`). Without such nodes, or on one GPU type, the
+    type part is 1 (waits on a slower GPU then come from faults only)."""
+    from hetero_ns3.workload.chakra_format import attr_value, chakra_modules
+    from hetero_ns3.workload.chakra_import import roofline_time
+
+    gpus = cluster.gpus()
+    types = sorted({g.gpu_type for g in gpus})
+    work: list[tuple[float, float]] = []
+    if len(types) > 1:
+        pb, _ = chakra_modules()
+        for trace in traces:
+            for n in trace.nodes:
+                if n.type != pb.COMP_NODE or attr_value(n, "is_cpu_op", False):
+                    continue
+                flops, nbytes = float(attr_value(n, "num_ops", 0) or 0), float(attr_value(n, "tensor_size", 0) or 0)
+                if flops > 0 or nbytes > 0:
+                    work.append((flops, nbytes))
+    extra, roof = scenario.compute.extra_gpus(), scenario.compute.roofline(scenario.base_dir)
+    time_of = {t: sum(roofline_time(f, b, get_gpu(t, extra), roof) for f, b in work) for t in types} if work else {}
+    fastest = min(time_of.values(), default=0.0)
+    factor = gpu_slowdowns(scenario.faults, cluster)
+    by_type = {t: v / fastest if fastest > 0 else 1.0 for t, v in time_of.items()}
+    return {g.name: GpuMeta(g.gpu_type, g.node, by_type.get(g.gpu_type, 1.0) * factor.get(g.name, 1.0)) for g in gpus}
+
+
 def run_chakra(scenario: Scenario, out_dir: str | Path, engine: Backend, progress: ProgressFn | None) -> RunOutcome:
     """Simulate ``run.iterations`` iterations of the trace and write the run directory ``out_dir``."""
     run = scenario.run
@@ -138,7 +168,7 @@ def run_chakra(scenario: Scenario, out_dir: str | Path, engine: Backend, progres
         repeated = repeat_plan(imp.plan, run.iterations)
         plan = repeated.plan
         rec.plan, rec.iteration = plan, (repeated.iteration if run.iterations > 1 else None)
-        rec.gpu_meta = {g.name: GpuMeta(g.gpu_type, g.node) for g in cluster.gpus()}
+        rec.gpu_meta = chakra_gpu_meta(scenario, cluster, loaded[0])
         stats.update(
             plan_s=time.perf_counter() - t0,
             iterations=run.iterations,
