@@ -289,7 +289,12 @@ def render_report(path: str | Path, out: str | Path | None = None, top: int = 15
     elif (root / "summary.json").is_file():
         ctx = run_context(root, top, dest.parent)
     else:
-        raise ScenarioError(f"{root} is neither a run directory (summary.json) nor a study directory (study.parquet)")
+        from hetero_ns3.results.study_reader import unfinished_study_hint
+
+        hint = unfinished_study_hint(root) if (root / "study.json").is_file() else "give one of those"
+        raise ScenarioError(
+            f"{root} is neither a run directory (summary.json) nor a study directory (study.parquet); {hint}"
+        )
     html = _env().get_template(TEMPLATE).render(**ctx)
     from hetero_ns3.results import atomic
 
