@@ -18,13 +18,21 @@ import numpy as np
 from hetero_ns3.compute.gpus import get_gpu
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.network.backend import Backend, ProgressFn
-from hetero_ns3.pipeline import RunOutcome, collective_env, gpu_slowdowns, load_run_cluster, simulate
+from hetero_ns3.pipeline import (
+    RunOutcome,
+    check_link_faults,
+    collective_env,
+    gpu_slowdowns,
+    load_run_cluster,
+    simulate,
+)
 from hetero_ns3.plan.dag import COMPUTE, ExecutionPlan
 from hetero_ns3.plan.iterations import repeat_plan
 from hetero_ns3.results import GpuMeta, recording_run, summarize, versions_info
 from hetero_ns3.scenario.loader import Scenario
 from hetero_ns3.topology import ClusterSpec, build_graph
 from hetero_ns3.topology.graph import NetGraph
+from hetero_ns3.workload.chakra_format import RankTrace
 from hetero_ns3.workload.chakra_import import ChakraImport, ImportOptions, import_chakra, load_chakra
 
 log = logging.getLogger(__name__)
@@ -68,12 +76,27 @@ def check_chakra(scenario: Scenario, cluster: ClusterSpec) -> None:
     gpu_slowdowns(scenario.faults, cluster)
 
 
-def lower_chakra(scenario: Scenario, graph: NetGraph, cluster: ClusterSpec) -> ChakraImport:
-    """Import the scenario's Chakra trace onto the cluster's GPUs, in order (one GPU per rank)."""
+def read_chakra(scenario: Scenario) -> tuple[list[RankTrace], dict[str, tuple[int, ...]]]:
+    """The scenario's rank files and communicator groups, read and decoded (a corrupt or truncated file, a
+    schema version we do not read, a comm-group JSON that does not parse: ScenarioError naming the file)."""
     section = scenario.workload
     if section is None or section.chakra is None:
         raise ScenarioError("workload.chakra is not set; name a directory or glob of per-rank ET files")
-    traces, groups = load_chakra(section.chakra, section.comm_groups, scenario.base_dir)
+    return load_chakra(section.chakra, section.comm_groups, scenario.base_dir)
+
+
+def lower_chakra(
+    scenario: Scenario,
+    graph: NetGraph,
+    cluster: ClusterSpec,
+    loaded: tuple[list[RankTrace], dict[str, tuple[int, ...]]] | None = None,
+) -> ChakraImport:
+    """Import the scenario's Chakra trace onto the cluster's GPUs, in order (one GPU per rank); ``loaded``:
+    what :func:`read_chakra` returned (read here if None)."""
+    section = scenario.workload
+    if section is None or section.chakra is None:
+        raise ScenarioError("workload.chakra is not set; name a directory or glob of per-rank ET files")
+    traces, groups = loaded if loaded is not None else read_chakra(scenario)
     infos = cluster.gpus()
     _check_ranks(scenario, len(traces), len(infos))
     extra = scenario.compute.extra_gpus()
@@ -100,6 +123,36 @@ def lower_chakra(scenario: Scenario, graph: NetGraph, cluster: ClusterSpec) -> C
     return imp
 
 
+def chakra_gpu_meta(scenario: Scenario, cluster: ClusterSpec, traces: list[RankTrace]) -> dict[str, GpuMeta]:
+    """GPU name -> :class:`GpuMeta` for the breakdown, as :func:`~hetero_ns3.pipeline.gpu_meta` sets it for a
+    compiled workload: the slowdown is the GPU type's time for the work over the fastest type's, times the
+    GPU's ``[[faults.gpus]]`` factor. A trace has no layer time; its work is its GPU compute nodes' ``num_ops``
+    and ``tensor_size`` (every rank), timed on each GPU type by the roofline
+    (:func:`~hetero_ns3.workload.chakra_import.roofline_time`). Without such nodes, or on one GPU type, the
+    type part is 1 (waits on a slower GPU then come from faults only)."""
+    from hetero_ns3.workload.chakra_format import attr_value, chakra_modules
+    from hetero_ns3.workload.chakra_import import roofline_time
+
+    gpus = cluster.gpus()
+    types = sorted({g.gpu_type for g in gpus})
+    work: list[tuple[float, float]] = []
+    if len(types) > 1:
+        pb, _ = chakra_modules()
+        for trace in traces:
+            for n in trace.nodes:
+                if n.type != pb.COMP_NODE or attr_value(n, "is_cpu_op", False):
+                    continue
+                flops, nbytes = float(attr_value(n, "num_ops", 0) or 0), float(attr_value(n, "tensor_size", 0) or 0)
+                if flops > 0 or nbytes > 0:
+                    work.append((flops, nbytes))
+    extra, roof = scenario.compute.extra_gpus(), scenario.compute.roofline(scenario.base_dir)
+    time_of = {t: sum(roofline_time(f, b, get_gpu(t, extra), roof) for f, b in work) for t in types} if work else {}
+    fastest = min(time_of.values(), default=0.0)
+    factor = gpu_slowdowns(scenario.faults, cluster)
+    by_type = {t: v / fastest if fastest > 0 else 1.0 for t, v in time_of.items()}
+    return {g.name: GpuMeta(g.gpu_type, g.node, by_type.get(g.gpu_type, 1.0) * factor.get(g.name, 1.0)) for g in gpus}
+
+
 def run_chakra(scenario: Scenario, out_dir: str | Path, engine: Backend, progress: ProgressFn | None) -> RunOutcome:
     """Simulate ``run.iterations`` iterations of the trace and write the run directory ``out_dir``."""
     run = scenario.run
@@ -108,12 +161,14 @@ def run_chakra(scenario: Scenario, out_dir: str | Path, engine: Backend, progres
     cluster = load_run_cluster(scenario, engine.name)  # bad input fails before recording_run clears out_dir
     graph = build_graph(cluster)
     check_chakra(scenario, cluster)
+    check_link_faults(scenario.faults, graph, engine.name)
+    loaded = read_chakra(scenario)  # a file that does not decode is refused before out_dir is cleared too
     with recording_run(out_dir, scenario_resolved=scenario.resolved(), versions=versions_info(run.seed)) as rec:
-        imp = lower_chakra(scenario, graph, cluster)
+        imp = lower_chakra(scenario, graph, cluster, loaded)
         repeated = repeat_plan(imp.plan, run.iterations)
         plan = repeated.plan
         rec.plan, rec.iteration = plan, (repeated.iteration if run.iterations > 1 else None)
-        rec.gpu_meta = {g.name: GpuMeta(g.gpu_type, g.node) for g in cluster.gpus()}
+        rec.gpu_meta = chakra_gpu_meta(scenario, cluster, loaded[0])
         stats.update(
             plan_s=time.perf_counter() - t0,
             iterations=run.iterations,

@@ -23,6 +23,7 @@ from hetero_ns3.errors import ScenarioError
 from hetero_ns3.network.backend import Backend, ProgressFn
 from hetero_ns3.pipeline import (
     RunOutcome,
+    check_link_faults,
     collective_env,
     gpu_meta,
     gpu_slowdowns,
@@ -139,6 +140,7 @@ def run_jobs(scenario: Scenario, out_dir: str | Path, engine: Backend, progress:
     cluster = load_run_cluster(scenario, engine.name)  # bad input fails before recording_run clears out_dir
     graph = build_graph(cluster)
     gpu_slowdowns(scenario.faults, cluster)
+    check_link_faults(scenario.faults, graph, engine.name)
     check_jobs(scenario, cluster)
     with recording_run(out_dir, scenario_resolved=scenario.resolved(), versions=versions_info(run.seed)) as rec:
         jobs = lower_jobs(scenario, graph, cluster)

@@ -94,6 +94,49 @@ def gpu_slowdowns(faults: FaultsSection, cluster: ClusterSpec) -> dict[str, floa
     return out
 
 
+def check_link_faults(faults: FaultsSection, graph: NetGraph, backend: str) -> None:
+    """``[[faults.links]]`` checked against ``graph``, the network ``backend`` simulates, before any work:
+    each rule names two linked nodes of it, and the flow level gets only what it models (a rate from t = 0).
+    The backends check the same when they apply the faults; this finds it before the run directory is
+    touched and names the nodes a rule may use."""
+    if not faults.links:
+        return
+    names = {nd.name for nd in graph.nodes}
+    for i, lf in enumerate(faults.links):
+        for key, name in (("a", lf.a), ("b", lf.b)):
+            if name not in names:
+                raise ScenarioError(
+                    f"faults.links[{i}].{key} ({name!r}) is not a node of the network the {backend} backend "
+                    f"simulates; {_fault_node_hint(name, graph, backend)}"
+                )
+        if not any({lk.a, lk.b} == {lf.a, lf.b} for lk in graph.links):
+            near = sorted({lk.b if lk.a == lf.a else lk.a for lk in graph.links if lf.a in (lk.a, lk.b)})
+            raise ScenarioError(
+                f"faults.links[{i}]: no link between {lf.a!r} and {lf.b!r}; name two adjacent nodes: {lf.a!r} is "
+                f"linked to {near[:8]}{' ...' if len(near) > 8 else ''}"
+            )
+    if backend == "analytic":  # at > 0 and rate_factor = 0 are the packet level's only
+        from hetero_ns3.network.analytic.backend import apply_static_link_faults
+
+        apply_static_link_faults(graph, faults)
+
+
+def _fault_node_hint(name: str, graph: NetGraph, backend: str) -> str:
+    """Where a link fault's node names come from, with examples from ``graph``."""
+    hosts = graph.gpu_names()[:2]
+    fabric = [nd.name for nd in graph.nodes if nd.kind == "switch" and nd.zone == ""][:3]
+    inside = [nd.name for nd in graph.nodes if nd.kind == "switch" and nd.zone and nd.role != "nvls"][:3]
+    hint = f"its nodes are GPUs (e.g. {hosts}), network switches (e.g. {fabric})"
+    hint += f" and switches inside a server (e.g. {inside})" if inside else ""
+    zone, _, part = name.rpartition(".")
+    if backend == "ns3" and part.startswith(("nic", "pcie")) and f"{zone}.g0" in graph.gpu_names():
+        hint += (
+            "; the packet level folds a GPU's own NIC and PCIe switch into the GPU's port (cluster.nic_attach "
+            "'auto' = 'direct' there), so name the GPU (e.g. 'n0.g0' for 'n0.nic0') or set cluster.nic_attach = 'pcie'"
+        )
+    return hint
+
+
 def _no_gpu_selected(rule: Any, where: str, gpus: Sequence[Any], cluster: str) -> ScenarioError:
     """The error of a ``[[faults.gpus]]`` rule that matches no GPU: its selector field and the valid values."""
     if rule.gpu_type is not None:
@@ -288,6 +331,7 @@ def run_scenario(
     cluster = load_run_cluster(scenario, backend)
     graph = build_graph(cluster)
     gpu_slowdowns(scenario.faults, cluster)
+    check_link_faults(scenario.faults, graph, backend)
     check_scenario_plan(scenario)
     with recording_run(out_dir, scenario_resolved=resolved, versions=versions_info(run.seed)) as rec:
         log.info("planning the workload ...")

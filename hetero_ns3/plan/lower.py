@@ -166,10 +166,25 @@ class _Lowering:
         if call is None:
             op, group, size, peer, dim = key
             ov = overrides.get(dim) or CollectiveOverride()
+            if ov.algo is not None:
+                _check_override_op(ov.algo, op, dim, name)
             call = self.calls[key] = CollectiveCall(
                 op, tuple(group), int(size), algo=ov.algo, protocol=ov.protocol, channels=ov.channels, peer=peer
             )
         return call, name, by_gpu
+
+
+def _check_override_op(algo_name: str, op: str, dim: str, call_name: str) -> None:
+    """``[collectives.<dim>] algo`` must implement every collective that dimension issues."""
+    from hetero_ns3.collectives.registry import get_algorithm
+
+    algo = get_algorithm(algo_name)
+    if op not in algo.ops:
+        raise PlanningError(
+            f"collectives.{dim}.algo ({algo_name!r}) does not implement {op}, which the {dim} dimension issues "
+            f"({call_name}); it implements {sorted(algo.ops)}: pick one that implements every op of that dimension "
+            f"or leave collectives.{dim}.algo unset"
+        )
 
 
 def lower_workload(

@@ -4,13 +4,17 @@ Every flow leaves its source GPU on one port and enters its destination GPU on o
 (host <-> first switch) for inter-node flows, the NVLink / PCIe port for intra-node ones. Those links
 are known from the flows table alone, so their load over time is exact given the flows' start and
 finish times, taking each flow's bytes as spread evenly over its lifetime (its mean rate). Fabric links
-(switch to switch) depend on the ECMP path of each flow, which the run directory does not store.
+(switch to switch) depend on the ECMP path of each flow, which the run directory does not store. An
+NVSwitch's NVLS endpoint (``n0.nvls``, the switch's reduction engine) is not a GPU: flows to and from it
+count on the GPU's port only.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
+from hetero_ns3.results.meta import is_endpoint
 
 PORT_KINDS = ("nic-out", "nic-in", "nvlink-out", "nvlink-in")
 
@@ -21,8 +25,9 @@ def _ports(flows: pd.DataFrame) -> pd.DataFrame:
     out_kind = np.where(intra, "nvlink-out", "nic-out")
     in_kind = np.where(intra, "nvlink-in", "nic-in")
     cols = ["start_s", "finish_s", "size_bytes"]
-    a = ok[cols].assign(port=ok["src"].astype(str).to_numpy() + " " + out_kind)
-    b = ok[cols].assign(port=ok["dst"].astype(str).to_numpy() + " " + in_kind)
+    src, dst = ok["src"].astype(str).to_numpy(), ok["dst"].astype(str).to_numpy()
+    a = ok[cols].assign(port=src + " " + out_kind)[[not is_endpoint(x) for x in src]]
+    b = ok[cols].assign(port=dst + " " + in_kind)[[not is_endpoint(x) for x in dst]]
     return pd.concat([a, b], ignore_index=True)
 
 

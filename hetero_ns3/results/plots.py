@@ -55,12 +55,28 @@ def _key_color(name: str, k: int) -> str:
     return KEY_COLORS.get(name, _PALETTE[k % len(_PALETTE)])
 
 
+_STEP = re.compile(r"(?:[a-z0-9_-]+\.)?([FB])\d+\.c\d+\.")
+"""The compiler's step labels (``F3.c0.L7.qkv``: forward of microbatch 3, chunk 0; ``B3.c0...``: its
+backward), after a job prefix (``a.F3...``) in multi-job runs."""
+
+
+def _pass_of(label: str) -> str:
+    """The pass a compute kernel's label names: its first word (``fwd``, ``opt``...), or for the compiler's
+    step labels ``fwd`` / ``bwd`` (``recompute`` for a re-run forward inside a backward step)."""
+    m = _STEP.match(label)
+    if m is None:
+        return re.split(r"[^a-z]", label.lower(), maxsplit=1)[0]
+    if m.group(1) == "F":
+        return "fwd"
+    return "recompute" if ".recompute." in label else "bwd"
+
+
 def _color_keys(plan: ExecutionPlan, category: np.ndarray, label: np.ndarray) -> tuple[list[str], np.ndarray]:
     """Color key names, and the key index of each task given by its ``category`` and ``label`` ids."""
     names: list[str] = list(plan.categories)
     pass_key = np.full(max(len(plan.labels), 1), -1, dtype=np.int64)
     for i, lab in enumerate(plan.labels):
-        word = re.split(r"[^a-z]", lab.lower(), maxsplit=1)[0]
+        word = _pass_of(lab)
         if word in _PASSES:
             if word not in names:
                 names.append(word)

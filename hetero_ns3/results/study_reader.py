@@ -20,10 +20,26 @@ def load_study(out_dir: str | os.PathLike[str]) -> pd.DataFrame:
     root = Path(out_dir)
     path = root / "study.parquet"
     if not path.is_file():
-        raise ScenarioError(f"{root} has no study.parquet; give a directory that hetero-ns3 sweep wrote")
+        raise ScenarioError(f"{root} has no study.parquet; {unfinished_study_hint(root)}")
     df = pd.read_parquet(path)
     manifest = root / "study.json"
     meta = json.loads(manifest.read_text(encoding="utf-8")) if manifest.is_file() else {}
     df.attrs.update(name=meta.get("name", root.name), kind=meta.get("kind", "training"), axes=meta.get("axes", []))
     df.attrs["root"] = str(root)
     return df
+
+
+def unfinished_study_hint(root: Path) -> str:
+    """How to get a study table for ``root``: a directory with ``study.json`` but no table is a sweep that was
+    killed before its end (``sweep --resume`` reruns nothing complete and writes the table)."""
+    manifest = root / "study.json"
+    try:
+        source = json.loads(manifest.read_text(encoding="utf-8")).get("source") if manifest.is_file() else None
+    except (OSError, ValueError, AttributeError):
+        source = None
+    if source:
+        return (
+            f"its sweep stopped before writing the table; run `hetero-ns3 sweep {source} --out {root} --resume` "
+            "(complete points are not rerun) to write it"
+        )
+    return "give a directory that hetero-ns3 sweep wrote"

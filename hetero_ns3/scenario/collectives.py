@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from hetero_ns3.collectives.types import CollectiveOverride
+from hetero_ns3.collectives.types import PROTOCOLS, CollectiveOverride
 from hetero_ns3.errors import field_error
 
 
@@ -20,6 +20,15 @@ class DimCollectives:
     """Traffic class (0..7) of this dimension's flows."""
 
     def validate(self, where: str) -> None:
+        if self.algo is not None:
+            from hetero_ns3.collectives.registry import algorithms, load_schedule_dir
+
+            load_schedule_dir()  # user schedules in collectives/schedules are algorithms too
+            known = sorted(algorithms())
+            if self.algo not in known:
+                raise field_error(f"{where}.algo", self.algo, "is not a known algorithm", f"use one of {known}")
+        if self.protocol is not None and self.protocol not in PROTOCOLS:
+            raise field_error(f"{where}.protocol", self.protocol, "is not a protocol", f"use one of {list(PROTOCOLS)}")
         if self.channels is not None and not 1 <= self.channels <= 64:
             raise field_error(f"{where}.channels", self.channels, "must be in 1..64")
         if self.priority is not None and not 0 <= self.priority <= 7:

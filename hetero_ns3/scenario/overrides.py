@@ -71,7 +71,9 @@ def set_path(raw: dict[str, Any], parts: Sequence[str], value: Any) -> str | Non
         else:
             node = node.setdefault(part, {})
         if isinstance(node, list):
-            return f"{here} is an array of {len(node)} table(s), not a table; index one, e.g. {part}[0].{parts[i + 1]}"
+            nxt, rest = parts[i + 1], parts[i + 2 :]
+            eg = ".".join([f"{part}[{nxt}]", *rest]) if nxt.isdigit() else f"{part}[0].{nxt}"  # jobs.0.name
+            return f"{here} is an array of {len(node)} table(s), not a table; index one, e.g. {eg}"
         if not isinstance(node, dict):
             return f"{here} ({reprlib.repr(node)}) is a value, not a table; cannot set a key in it"
     return None

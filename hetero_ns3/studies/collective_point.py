@@ -57,7 +57,8 @@ class CollectiveClusterSection:
 class CollectiveRunSection:
     backend: Literal["analytic", "ns3"] = "analytic"
     seed: int = 1
-    cc: Literal["none", "dcqcn", "hpcc"] | None = None
+    cc: Literal["none", "dcqcn", "hpcc", "dctcp", "timely"] | None = None
+    """Congestion control of the ns3 backend (the kinds of ``network.cc.kind``)."""
 
 
 @dataclass(frozen=True)

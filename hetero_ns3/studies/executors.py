@@ -103,6 +103,11 @@ class DaskCluster:
             ) from None
         try:
             self.client = Client(address, timeout="20s")
+        except ValueError as err:  # dask's address parser: no port, an unknown scheme
+            raise ScenarioError(
+                f"--scheduler ({address!r}) is not a scheduler address ({err}); give the address the scheduler "
+                "prints, e.g. tcp://head:8786"
+            ) from None
         except (OSError, TimeoutError) as err:
             raise ScenarioError(
                 f"--scheduler ({address!r}): cannot connect ({err}); is the scheduler running?"

@@ -13,8 +13,10 @@ import base64
 import io
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
@@ -84,7 +86,17 @@ def _ports_figure(series: pd.DataFrame) -> str:
     return _png(fig)
 
 
-def run_context(root: Path, top: int = 15) -> dict[str, Any]:
+def _href(target: Path, page_dir: Path | None) -> str:
+    """A link from a page in ``page_dir`` (None: the run directory itself) to ``target``, relative so that
+    the page and the run directory can move together."""
+    if page_dir is None:
+        return quote(target.name)
+    return quote(Path(os.path.relpath(target.resolve(), page_dir.resolve())).as_posix())
+
+
+def run_context(root: Path, top: int = 15, page_dir: Path | None = None) -> dict[str, Any]:
+    """What the template shows of run directory ``root``; ``page_dir``: where the page is written (links to
+    the run's files are relative to it; None: inside ``root``)."""
     summary = json.loads((root / "summary.json").read_text(encoding="utf-8"))
     scen_path = root / "scenario.resolved.json"
     scen = json.loads(scen_path.read_text(encoding="utf-8")) if scen_path.is_file() else {}
@@ -149,7 +161,7 @@ def run_context(root: Path, top: int = 15) -> dict[str, Any]:
         "slowest": slowest,
         "ports": ports_table,
         "ports_png": ports_png,
-        "trace": "trace.json" if (root / "trace.json").is_file() else None,
+        "trace": _href(root / "trace.json", page_dir) if (root / "trace.json").is_file() else None,
     }
 
 
@@ -164,7 +176,22 @@ def _x_values(values: pd.Series) -> tuple[np.ndarray, list[str] | None, bool]:
     return np.arange(len(labels), dtype=float), labels, False
 
 
+#: Longest axis value written out on a tick or in a legend; longer ones (a ``faults.gpus`` table as JSON) are
+#: shortened in the middle, the study table above the figures has them whole.
+MAX_LABEL = 28
+
+
+def _short(text: str, n: int = MAX_LABEL) -> str:
+    return text if len(text) <= n else f"{text[: n // 2 - 1]}...{text[-(n - n // 2 - 2) :]}"
+
+
 def _axis_figure(df: pd.DataFrame, axis: str, others: list[str], kind: str) -> str:
+    return _png(axis_figure(df, axis, others, kind))
+
+
+def axis_figure(df: pd.DataFrame, axis: str, others: list[str], kind: str) -> Figure:
+    """The two panels of one axis: the metric against the axis (a line per combination of the other axes)
+    and the breakdown (time per call for collective studies) averaged over the other axes."""
     ok = df[df["status"] == "ok"]
     xs, labels, log = _x_values(df[axis])
     pos = (lambda v: labels.index(str(v))) if labels is not None else float  # noqa: E731
@@ -177,12 +204,13 @@ def _axis_figure(df: pd.DataFrame, axis: str, others: list[str], kind: str) -> s
     for key, g in groups[:MAX_GROUPS]:
         key = key if isinstance(key, tuple) else (key,)
         g = g.sort_values(axis, key=lambda s: s.map(pos))
-        name = ", ".join(f"{o}={v}" for o, v in zip(others, key, strict=True)) or "all"
+        name = ", ".join(f"{o}={_short(str(v))}" for o, v in zip(others, key, strict=True)) or "all"
         ax.plot([pos(v) for v in g[axis]], g[metric] * scale, marker="o", label=name)
     ax.set_xlabel(axis)
     ax.set_ylabel(ylabel)
-    if labels is not None:
-        ax.set_xticks(xs, labels, rotation=30 if max(map(len, labels)) > 6 else 0)
+    ticks = [_short(t) for t in labels] if labels is not None else None
+    if ticks is not None:
+        ax.set_xticks(xs, ticks, rotation=30 if max(map(len, ticks)) > 6 else 0)
     elif log:
         ax.set_xscale("log", base=2)
     ax.grid(alpha=0.3)
@@ -209,11 +237,11 @@ def _axis_figure(df: pd.DataFrame, axis: str, others: list[str], kind: str) -> s
         ax2.set_ylabel("breakdown, mean over other axes (ms)")
         ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax2.set_xlabel(axis)
-    if labels is not None:
-        ax2.set_xticks(xs, labels, rotation=30 if max(map(len, labels)) > 6 else 0)
+    if ticks is not None:
+        ax2.set_xticks(xs, ticks, rotation=30 if max(map(len, ticks)) > 6 else 0)
     ax2.grid(alpha=0.3)
     fig.tight_layout()
-    return _png(fig)
+    return fig
 
 
 def study_context(root: Path) -> dict[str, Any]:
@@ -255,14 +283,19 @@ def study_context(root: Path) -> dict[str, Any]:
 def render_report(path: str | Path, out: str | Path | None = None, top: int = 15) -> Path:
     """Render the report of a run or study directory to ``out`` (default: ``<dir>/report.html``)."""
     root = Path(path)
+    dest = Path(out) if out else root / "report.html"
     if (root / "study.parquet").is_file():
         ctx = study_context(root)
     elif (root / "summary.json").is_file():
-        ctx = run_context(root, top)
+        ctx = run_context(root, top, dest.parent)
     else:
-        raise ScenarioError(f"{root} is neither a run directory (summary.json) nor a study directory (study.parquet)")
+        from hetero_ns3.results.study_reader import unfinished_study_hint
+
+        hint = unfinished_study_hint(root) if (root / "study.json").is_file() else "give one of those"
+        raise ScenarioError(
+            f"{root} is neither a run directory (summary.json) nor a study directory (study.parquet); {hint}"
+        )
     html = _env().get_template(TEMPLATE).render(**ctx)
-    dest = Path(out) if out else root / "report.html"
     from hetero_ns3.results import atomic
 
     return atomic.write_text(dest, html)

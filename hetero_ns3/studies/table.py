@@ -157,8 +157,9 @@ def study_frame(study: Study, points: Sequence[Point], out_dir: Path) -> pd.Data
     rows = [point_row(study, p, out_dir) for p in points]
     kind_cols = COLLECTIVE_COLUMNS if study.kind == "collective" else TRAINING_COLUMNS
     keys = list(study.axis_keys)
-    # per-GPU-type breakdown columns (``term[type]``; an axis key may hold brackets too: ``jobs[0].x``)
-    extra = sorted({k for r in rows for k in r if "[" in k and k not in keys})
+    # per-GPU-type breakdown columns (``term[type]``; an axis key may hold brackets too: ``jobs[0].x``) and
+    # per-job columns of multi-job points (``job.<name>.<key>``)
+    extra = sorted({k for r in rows for k in r if ("[" in k or k.startswith("job.")) and k not in keys})
     data: dict[str, pd.Series] = {}
     for col, dtype in BASE_COLUMNS.items():
         if col == "index":

@@ -7,10 +7,24 @@ from pathlib import Path
 from hetero_ns3.topology.graph import NetGraph
 
 LAYER = {
-    "gpu": 0, "host": 0, "nvswitch": 0.8, "nvlink-bridge": 0.8, "pcie-switch": 1.4, "pcie-root": 1.9, "nic": 2.5,
+    "gpu": 0, "host": 0, "nvls": 0.4, "nvswitch": 0.8, "nvlink-bridge": 0.8, "pcie-switch": 1.4, "pcie-root": 1.9, "nic": 2.5,
     "rail": 3.5, "leaf": 3.5, "edge": 3.5, "agg": 4.5, "spine": 5.5, "core": 5.5,
 }  # fmt: skip
 COLOR = {"nvlink": "tab:green", "pcie": "tab:orange", "network": "tab:blue"}
+
+
+def layer_rows(graph: NetGraph) -> dict[float, list[int]]:
+    """Node indices by drawing layer (height): GPUs at 0, NVSwitch NVLS endpoints (role ``nvls``, not GPUs)
+    on their own row under the NVSwitches, then the fabric up to the spines."""
+    rows: dict[float, list[int]] = {}
+    for i, n in enumerate(graph.nodes):
+        rows.setdefault(LAYER.get(n.role, 3.0 if n.kind == "switch" else 0.0), []).append(i)
+    return rows
+
+
+def row_label(graph: NetGraph, members: list[int]) -> str:
+    """``role (count)`` of one layer."""
+    return f"{graph.nodes[members[0]].role or graph.nodes[members[0]].kind} ({len(members)})"
 
 
 def plot_topology(graph: NetGraph, path: str | Path, title: str = "") -> Path:
@@ -20,9 +34,7 @@ def plot_topology(graph: NetGraph, path: str | Path, title: str = "") -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows: dict[float, list[int]] = {}
-    for i, n in enumerate(graph.nodes):
-        rows.setdefault(LAYER.get(n.role, 3.0 if n.kind == "switch" else 0.0), []).append(i)
+    rows = layer_rows(graph)
     # Servers side by side: each zone gets an equal slice of the width; its elements of one layer
     # spread inside the slice. Network switches spread over the whole width.
     zones = list(dict.fromkeys(n.zone for n in graph.nodes if n.zone))
@@ -45,8 +57,7 @@ def plot_topology(graph: NetGraph, path: str | Path, title: str = "") -> Path:
     for y, members in rows.items():
         xs = [pos[i][0] for i in members]
         ax.scatter(xs, [y] * len(xs), s=12, color="black", zorder=3)
-        role = graph.nodes[members[0]].role or graph.nodes[members[0]].kind
-        ax.text(-0.02, y, f"{role} ({len(members)})", ha="right", va="center", fontsize=8)
+        ax.text(-0.02, y, row_label(graph, members), ha="right", va="center", fontsize=8)
     for kind, c in COLOR.items():
         ax.plot([], [], color=c, label=kind)
     ax.legend(loc="upper right", fontsize=8)

@@ -30,3 +30,11 @@ def test_notebook_executes_on_a_small_study(name, small_study, tmp_path, monkeyp
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 2  # the figures rendered inline
     text = "".join(o.get("text", "") for o in outputs)
     assert "small" in text if name == "study_overview.ipynb" else "status ok" in text
+    if name == "run_flows.ipynb":  # the FCT table's count is the flows per category (it was multiplied by 1e6)
+        from hetero_ns3.results import load_run, load_study
+
+        st = load_study(small_study)
+        flows = load_run(Path(st.attrs["root"]) / st[st["status"] == "ok"].iloc[0]["run_dir"]).flows
+        table = next(o["data"]["text/plain"] for o in outputs if "count" in o.get("data", {}).get("text/plain", ""))
+        rows = {ln.split()[0]: float(ln.split()[1]) for ln in table.splitlines()[2:] if ln.strip()}
+        assert rows == flows.groupby("category").size().astype(float).to_dict(), table

@@ -73,7 +73,10 @@ def test_run_report_renders_in_chromium(small_study, tmp_path):
     dom = dump_dom(_report(run, tmp_path / "run.html"), tmp_path)
     for heading in ("Breakdown per GPU type", "Timeline", "Slowest flows", "Busiest GPU ports over time", "Trace"):
         assert f">{heading}</h" in dom, heading
-    assert "H100-SXM" in dom and "ui.perfetto.dev" in dom and 'href="trace.json"' in dom
+    assert "H100-SXM" in dom and "ui.perfetto.dev" in dom
+    # the page is written outside the run directory: its link reaches the run's trace from there
+    href = re.search(r'<a href="([^"]+)">trace\.json</a>', dom)
+    assert href and (tmp_path / href.group(1)).resolve() == (run / "trace.json").resolve(), href
     ok, total = _images(dom)
     assert total == 3 and ok == total  # breakdown, timeline, ports
 

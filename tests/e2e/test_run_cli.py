@@ -67,13 +67,13 @@ def test_a_failed_run_exits_2_and_leaves_a_partial_directory(tmp_path):
         "--out",
         str(out),
         "--set",
-        'faults.links=[{a = "n0.nic0", b = "rail0.0", rate_factor = 0.5, at = "1ms"}]',
+        'collectives.dp.algo="pxn"',  # an all-to-all algorithm: found when the DP all-reduce is planned
         "--no-progress",
         cwd=tmp_path,
     )
-    assert res.returncode == 2 and "needs the ns3 backend" in res.stderr
+    assert res.returncode == 2 and "does not implement all_reduce" in res.stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["status"] == "failed" and "needs the ns3 backend" in summary["reason"]
+    assert summary["status"] == "failed" and "does not implement all_reduce" in summary["reason"]
 
 
 def test_several_iterations_are_reported_per_iteration(tmp_path):
@@ -143,3 +143,30 @@ def test_bad_jobs_input_leaves_a_previous_run_directory_untouched(tmp_path):
         assert needle in res.err, (bad, res.err)
         assert sorted(p.name for p in out.iterdir()) == ["summary.json", "tasks.csv"], bad
         assert (out / "summary.json").read_text() == '{"status": "ok", "iteration_time_s": 1.0}'
+
+
+def test_bad_link_faults_are_refused_before_the_run_directory_is_touched(tmp_path):
+    """A [[faults.links]] rule naming a node the simulated network lacks, two nodes without a link between
+    them, or what the flow level does not model (a fault at t > 0, a link down) used to be found by the
+    backend, after planning and lowering, once the previous run had been cleared. The messages name the
+    field and nodes to use."""
+    from tests.cli_harness import assert_clean, run_cli
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text('{"status": "ok"}')
+    cases = [
+        ('{a = "nic0", b = "rail0.0", rate_factor = 0.5}', "faults.links[0].a ('nic0') is not a node of the network the analytic"),
+        ('{a = "n0.g0", b = "rail0.1", rate_factor = 0.5}', "no link between 'n0.g0' and 'rail0.1'; name two adjacent nodes: 'n0.g0' is "
+                                         "linked to ['n0.nvsw', 'n0.pcie0']"),
+        ('{a = "n0.nic0", b = "rail0.0", rate_factor = 0.5, at = "1ms"}', "faults.links[0].at (0.001 s) > 0 needs"),
+        ('{a = "n0.nic0", b = "rail0.0", rate_factor = 0.0}', "faults.links[0].rate_factor (0) takes the link down"),
+    ]  # fmt: skip
+    for scenario in (str(_scenario(tmp_path)), str(REPO / "scenarios" / "two-jobs.toml")):
+        for rule, needle in cases[:1] if "two-jobs" in scenario else cases:
+            argv = ["run", scenario, "--out", str(out), "--backend", "analytic", "--set", f"faults.links=[{rule}]"]
+            res = run_cli(argv)
+            assert_clean(res, argv, allowed=(2,))
+            assert needle in res.err, (rule, res.err)
+            assert [p.name for p in out.iterdir()] == ["summary.json"], rule
+            assert (out / "summary.json").read_text() == '{"status": "ok"}'

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from hetero_ns3.cli.main import main as cli_main
+from hetero_ns3.errors import ScenarioError
 from hetero_ns3.studies import expand, load_study_file
 from hetero_ns3.studies.table import BASE_COLUMNS, TRAINING_COLUMNS
 
@@ -196,6 +198,15 @@ def test_a_failing_point_is_recorded_and_the_exit_code_is_non_zero(tmp_path):
     # --resume reruns the failed point (and only it)
     res = _cli("sweep", str(study), "--out", str(out), "--resume", "--no-progress", cwd=tmp_path)
     assert res.returncode == 1 and "1 already complete" in res.stdout
+    # a sweep killed before its end leaves no table: the readers say how to write it, and that works
+    (out / "study.parquet").unlink()
+    from hetero_ns3.results import load_study
+
+    with pytest.raises(ScenarioError, match="its sweep stopped before writing the table") as err:
+        load_study(out)
+    hinted = re.search(r"`hetero-ns3 (sweep [^`]+)`", str(err.value)).group(1).split()
+    assert _cli(*hinted, "--no-progress", cwd=tmp_path).returncode == 1  # the failed point fails again
+    assert len(load_study(out)) == 2
 
 
 def test_the_same_sweep_on_a_dask_local_cluster_gives_identical_rows(swept, tmp_path):

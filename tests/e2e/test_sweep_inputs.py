@@ -61,3 +61,12 @@ def test_a_study_file_given_to_run_or_plan_points_to_sweep(study) -> None:
     for cmd in ("run", "plan"):
         _fails([cmd, str(study / "study.toml")], "[study] is not a known scenario section")
         _fails([cmd, str(study / "study.toml")], "this is a study file: run it with hetero-ns3 sweep")
+
+
+def test_a_scheduler_address_that_does_not_parse_is_one_line(study, tmp_path) -> None:
+    # 'head' without a port (or an unknown protocol) was a ValueError traceback from dask, exit 1
+    pytest.importorskip("distributed")
+    for address in ("bogus", "udp://head:8786"):
+        argv = ["sweep", str(study), "--out", str(tmp_path / "o"), "--scheduler", address]
+        _fails(argv, f"--scheduler ({address!r}) is not a scheduler address")
+        assert not (tmp_path / "o").exists()

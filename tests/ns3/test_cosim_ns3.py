@@ -57,7 +57,7 @@ def test_a_failed_nic_link_names_the_gpu_on_the_packet_level(capi, tmp_path):
         faults={"links": [{"a": "n0.nic0", "b": "rail0.0", "rate_factor": 0.0, "at": 0.0}]},
     )
     with pytest.raises(
-        ScenarioError, match=r"'n0\.nic0' is not a node.*name the GPU \(e\.g\. 'n0\.g0'.*nic_attach = 'pcie'"
+        ScenarioError, match=r"'n0\.nic0'\) is not a node.*name the GPU \(e\.g\. 'n0\.g0'.*nic_attach = 'pcie'"
     ):
         run_scenario(sc, tmp_path / "nic", backend="ns3")
 

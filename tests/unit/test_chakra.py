@@ -284,3 +284,67 @@ def test_bad_chakra_input_leaves_a_previous_run_directory_untouched(tmp_path):
             run_scenario(sc, out, backend="analytic")
         assert sorted(p.name for p in out.iterdir()) == ["summary.json", "tasks.csv"]
         assert (out / "summary.json").read_text() == '{"status": "ok"}'
+
+
+def test_a_trace_that_does_not_decode_leaves_a_previous_run_directory_untouched(tmp_path):
+    """A corrupt rank file, a schema version we do not read or a comm_group.json that is not JSON is found
+    when the files are read, which happens before the run directory is cleared (it used to happen inside
+    the recording block: the previous run was deleted and a failed summary.json written)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text('{"status": "ok"}')
+    cases = {
+        "corrupt": (lambda d: (d / "t.2.et").write_bytes((d / "t.2.et").read_bytes()[:9] + b"\xff" * 7),
+                    r"t\.2\.et: not a readable Chakra ET file"),
+        "version": (lambda d: _write(d / "t.1.et", [_comp(0)], version="2.0.0"), "schema version '2.0.0'"),
+        "groups": (lambda d: (d / "comm_group.json").write_text("{not json"), r"comm_group\.json.*not valid JSON"),
+    }  # fmt: skip
+    for name, (spoil, needle) in cases.items():
+        d = tmp_path / name
+        d.mkdir()
+        for r in range(4):
+            _write(d / f"t.{r}.et", [_comp(0), _comp(1)])
+        spoil(d)
+        with pytest.raises(ScenarioError, match=needle):
+            run_scenario(_chakra_scenario(d), out, backend="analytic")
+        assert [p.name for p in out.iterdir()] == ["summary.json"], name
+        assert (out / "summary.json").read_text() == '{"status": "ok"}'
+
+
+@pytest.mark.parametrize("case", ["fault", "mixed"])
+def test_a_replayed_trace_blames_slower_gpus_like_the_compiled_workload(case, tmp_path):
+    """A Chakra run gave every GPU slowdown 1, so its breakdown had no straggler wait even with a slowed GPU
+    (``[[faults.gpus]]``) or on a mixed cluster; the compiled workload's had. The trace's GPU types are now
+    compared by the roofline time of its compute nodes: the exported-then-imported run splits its waits like
+    the compiled run (equal per-GPU terms here, straggler wait included)."""
+    import json
+
+    raw = {
+        "model": {"name": "toy", "layers": 4, "hidden": 512, "heads": 8, "ffn_hidden": 2048, "vocab": 1024,
+                  "seq_len": 256},
+        "run": {"backend": "analytic", "reuse_isolated_collectives": "off"},
+    }  # fmt: skip
+    if case == "fault":  # one of four equal GPUs at 1/1.5 of its speed
+        raw |= {"parallelism": {"tp": 1, "pp": 1, "dp": 4, "global_batch": 4, "micro_batch": 1},
+                "cluster": {"topology": str(FOUR_GPU)}, "faults": {"gpus": [{"gpu": "n0.g1", "factor": 1.5}]}}  # fmt: skip
+    else:  # 8 H100 + 8 A100, a replica per node
+        raw |= {"parallelism": {"tp": 4, "pp": 2, "global_batch": 8, "micro_batch": 1},
+                "cluster": {"topology": "mixed-2node"}}  # fmt: skip
+    sc = scenario_from_dict(raw)
+    run_scenario(sc, tmp_path / "compiled", backend="analytic")
+    export_chakra(lower_scenario(sc, *_graph_cluster(sc), reuse=False)[0].workload, tmp_path / "et")
+    trace = dataclasses.replace(sc, model=None, parallelism=None, workload=WorkloadSection(chakra=str(tmp_path / "et")))
+    run_scenario(trace, tmp_path / "trace", backend="analytic")
+    a, b = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("compiled", "trace"))
+    assert b["iteration_time_s"] == a["iteration_time_s"]
+    assert b["breakdown"]["overall"]["straggler_wait_s"] > 0
+    for gpu, terms in a["breakdown"]["per_gpu"].items():
+        for term in ("straggler_wait_s", "pipeline_bubble_s", "exposed_intra_node_comm_s", "exposed_inter_node_comm_s"):
+            assert b["breakdown"]["per_gpu"][gpu][term] == pytest.approx(terms[term], rel=1e-9, abs=1e-15), (gpu, term)
+    slow = {g: v["slowdown"] for g, v in b["gpus"].items()}
+    assert (slow["n0.g1"] == 1.5) if case == "fault" else (slow["n1.g0"] > 1 == slow["n0.g0"])
+
+
+def _graph_cluster(sc):
+    cluster = load_run_cluster(sc)
+    return build_graph(cluster), cluster

@@ -83,3 +83,54 @@ def test_planning_errors():
         plan_collective(b, CollectiveCall("all_reduce", env.gpus, 1024, algo="ring_interleaved_8"), env)
     with pytest.raises(ScenarioError, match="not a known algorithm.*ring"):
         get_algorithm("rnig")
+
+
+def test_scenario_collective_overrides_are_checked_and_named():
+    """``[collectives.<dim>]`` algo and protocol are checked when the scenario loads and errors name the
+    field; an algorithm that lacks an op of its dimension names the dimension when the plan is lowered
+    (both said ``call.algo`` / ``call.protocol``, the unknown names only after the run had started)."""
+    from pathlib import Path
+
+    from hetero_ns3.pipeline import load_run_cluster, lower_scenario
+    from hetero_ns3.scenario.loader import scenario_from_dict
+    from hetero_ns3.topology import build_graph
+
+    topo = Path(__file__).resolve().parent.parent / "data" / "one-node-4gpu.toml"
+    raw = {
+        "model": {"name": "toy", "layers": 2, "hidden": 256, "heads": 4, "ffn_hidden": 1024, "vocab": 512,
+                  "seq_len": 128},
+        "parallelism": {"tp": 2, "pp": 2, "global_batch": 2, "micro_batch": 1},
+        "cluster": {"topology": str(topo)},
+        "run": {"backend": "analytic"},
+    }  # fmt: skip
+    with pytest.raises(ScenarioError, match=r"collectives\.tp\.algo \('rign'\) is not a known algorithm; .*'ring'"):
+        scenario_from_dict({**raw, "collectives": {"tp": {"algo": "rign"}}})
+    with pytest.raises(ScenarioError, match=r"collectives\.dp\.protocol \('ll'\) is not a protocol; .*'LL128'"):
+        scenario_from_dict({**raw, "collectives": {"dp": {"protocol": "ll"}}})
+    assert scenario_from_dict({**raw, "collectives": {"tp": {"algo": "ring_interleaved_8"}}})  # a user schedule
+    sc = scenario_from_dict({**raw, "collectives": {"pp": {"algo": "ring"}}})
+    cluster = load_run_cluster(sc)
+    with pytest.raises(
+        PlanningError, match=r"collectives\.pp\.algo \('ring'\) does not implement send_recv, which the pp"
+    ):
+        lower_scenario(sc, build_graph(cluster), cluster)
+
+
+def test_every_congestion_control_is_offered_by_the_collective_command_and_study_points():
+    """``collective --cc`` and a collective study point's ``run.cc`` take every kind ``network.cc.kind`` does (the
+    point refused dctcp and timely; the help listed three)."""
+    import contextlib
+    import io
+
+    from hetero_ns3.cli.main import main
+    from hetero_ns3.network.config import CC_KINDS
+    from hetero_ns3.studies.collective_point import load_collective
+
+    for kind in CC_KINDS:
+        raw = {"collective": {"op": "all_reduce", "size": "1MiB"}, "cluster": {"topology": "star:4"},
+               "run": {"backend": "ns3", "cc": kind}}  # fmt: skip
+        assert load_collective(raw).run.cc == kind
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        main(["collective", "--help"])
+    assert all(kind in " ".join(out.getvalue().split()) for kind in CC_KINDS)

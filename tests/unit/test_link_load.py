@@ -96,7 +96,7 @@ def test_study_rows_carry_per_job_contention_columns(tmp_path: Path) -> None:
     from hetero_ns3.pipeline import run_scenario
     from hetero_ns3.scenario import load_scenario
     from hetero_ns3.studies.spec import expand, load_study_file
-    from hetero_ns3.studies.table import point_row
+    from hetero_ns3.studies.table import JOB_COLUMNS, point_row, study_frame, write_table
 
     repo = Path(__file__).resolve().parents[2]
     study = load_study_file(repo / "scenarios" / "studies" / "job-contention" / "study.toml")
@@ -107,3 +107,10 @@ def test_study_rows_carry_per_job_contention_columns(tmp_path: Path) -> None:
         assert row[f"job.{job}.slowdown"] > 1.05  # spread (the file's placement), with baselines
         assert 0 < row[f"job.{job}.shared_fabric_fraction"] <= 1
         assert 0 < row[f"job.{job}.fabric_peak_utilisation"] <= 1
+    # ... and they reach study.parquet (study_frame kept only the ``term[type]`` extras: no job column at all)
+    table = pd.read_parquet(write_table(study_frame(study, expand(study), tmp_path), tmp_path / "study.parquet"))
+    cols = [f"job.{job}.{key}" for job in ("a", "b") for key in JOB_COLUMNS]
+    assert set(cols) <= set(table.columns)
+    first = table[table["point_id"] == point.point_id].iloc[0]
+    assert [first[c] for c in cols] == [row[c] for c in cols]
+    assert table[cols].dtypes.eq("float64").all() and table.loc[table["status"] == "missing", cols].isna().all().all()

@@ -33,3 +33,22 @@ def test_busiest_ports_rank_and_rate():
     assert ports["mean_rate_Gbps"].iloc[0] == pytest.approx(16.0) and ports["peak_rate_Gbps"].iloc[0] == pytest.approx(
         24.0
     )
+
+
+def test_an_nvswitch_reduction_endpoint_is_not_a_gpu_port():
+    """NVLS flows run between GPUs and the NVSwitch's endpoint ``n0.nvls``; the endpoint aggregates every GPU
+    of the node, so it topped the "busiest GPU ports" of the report although it is no GPU. The GPUs' own
+    ports still carry those flows."""
+    flows = pd.DataFrame(
+        {
+            "src": ["n0.g0", "n0.g1", "n0.nvls", "n0.nvls"],
+            "dst": ["n0.nvls", "n0.nvls", "n0.g0", "n0.g1"],
+            "intra_node": [True] * 4,
+            "size_bytes": [1000, 1000, 1000, 1000],
+            "start_s": [0.0, 0.0, 1.0, 1.0],
+            "finish_s": [1.0, 1.0, 2.0, 2.0],
+        }
+    )
+    ports, _ = busiest_ports(flows, top=8, bins=2)
+    assert sorted(ports["port"]) == ["n0.g0 nvlink-in", "n0.g0 nvlink-out", "n0.g1 nvlink-in", "n0.g1 nvlink-out"]
+    assert set(ports["bytes"]) == {1000}

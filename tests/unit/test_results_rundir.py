@@ -363,3 +363,34 @@ def test_runs_of_several_iterations_keep_the_iteration_of_each_task(tmp_path):
     tasks = pd.read_csv(part.tasks)
     assert tasks["iteration"].tolist() == rep.iteration.tolist()
     assert tasks.loc[tasks.iteration == 0, "finish_s"].notna().all() and tasks.finish_s.isna().any()
+
+
+def test_timeline_colors_the_compilers_forward_backward_and_recompute_kernels_by_pass():
+    """The compiler labels its kernels by step (``F3.c0.L7.qkv``, ``B3.c0.L7.recompute.qkv``), not with a
+    pass word: the timeline used to color every forward and backward kernel alike ("compute")."""
+    from pathlib import Path
+
+    from hetero_ns3.pipeline import load_run_cluster, lower_scenario
+    from hetero_ns3.results.categories import category_class
+    from hetero_ns3.results.plots import _color_keys
+    from hetero_ns3.scenario.loader import scenario_from_dict
+    from hetero_ns3.topology import build_graph
+
+    data = Path(__file__).resolve().parent.parent / "data"
+    raw = {
+        "model": {"name": "toy", "layers": 2, "hidden": 256, "heads": 4, "ffn_hidden": 1024, "vocab": 512,
+                  "seq_len": 128},
+        "parallelism": {"tp": 2, "pp": 2, "global_batch": 2, "micro_batch": 1, "recompute": "full"},
+        "cluster": {"topology": str(data / "one-node-4gpu.toml")},
+        "run": {"backend": "analytic", "reuse_isolated_collectives": "off"},
+    }  # fmt: skip
+    sc = scenario_from_dict(raw)
+    cluster = load_run_cluster(sc)
+    plan = lower_scenario(sc, build_graph(cluster), cluster)[1].plan
+    names, keys = _color_keys(plan, plan.category, plan.label)
+    compute = np.array([category_class(c) == "compute" for c in plan.categories])[plan.category]
+    labels = np.asarray(plan.labels)[plan.label]
+    got = {lab: names[k] for lab, k, c in zip(labels, keys, compute, strict=True) if c}
+    assert {"fwd", "bwd", "recompute"} <= set(got.values()), sorted(set(got.values()))
+    assert all(v == "fwd" for lab, v in got.items() if lab.startswith("F"))
+    assert all(v == ("recompute" if ".recompute." in lab else "bwd") for lab, v in got.items() if lab.startswith("B"))

@@ -204,6 +204,8 @@ def test_set_paths_into_arrays_of_tables_say_how_to_fix_them() -> None:
         ('jobs[5].name="x"', "jobs[5] indexes an array of 2 table(s); use an index in 0..1"),
         ('jobs[-1].name="x"', "jobs[-1] is not a valid index; write name[i] with i a whole number >= 0"),
         ('jobs.name="x"', "jobs is an array of 2 table(s), not a table; index one, e.g. jobs[0].name"),
+        # a dotted index: the example was jobs[0].1 (the index taken for a key)
+        ('jobs.1.name="x"', "jobs is an array of 2 table(s), not a table; index one, e.g. jobs[1].name"),
         (
             "faults.gpus[0].factor=2",
             "there is none to index; set the whole array instead, e.g. --set 'faults.gpus=[{...}]'",

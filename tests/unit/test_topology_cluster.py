@@ -209,3 +209,14 @@ def test_multi_pod_rail_cluster():
 def test_oversubscribed_leafspine_preset_bisection():
     g = build_graph(load_cluster("h100-leafspine-2to1"))
     assert bisection_bandwidth(g) == pytest.approx(64 * 400e9 / 2)  # half the NICs, 2:1 at the leaves
+
+
+def test_topology_plot_counts_gpus_apart_from_nvls_endpoints(tmp_path):
+    """`topo show h3 --plot` labelled its bottom row "gpu (136)": the 8 NVSwitches' NVLS endpoints (hosts that
+    are not GPUs) were drawn and counted with the 128 GPUs."""
+    from hetero_ns3.topology.plot import layer_rows, plot_topology, row_label
+
+    graph = build_graph(load_cluster("h3"))
+    labels = {row_label(graph, members) for members in layer_rows(graph).values()}
+    assert {"gpu (128)", "nvls (8)"} <= labels, labels  # NVLS on the H100 nodes' NVSwitches
+    assert plot_topology(graph, tmp_path / "h3.png").read_bytes()[:4] == b"\x89PNG"

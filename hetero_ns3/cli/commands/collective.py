@@ -54,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", type=int, default=0, help="root rank of broadcast / reduce (default 0)")
     p.add_argument("--peer", help="receiving GPU of send_recv (default: rank 1)")
     p.add_argument("--backend", "-b", choices=BACKENDS, default="analytic", help="network backend (default analytic)")
-    p.add_argument("--cc", help="congestion control of the ns3 backend: none, dcqcn, hpcc")
+    p.add_argument("--cc", help="congestion control of the ns3 backend: none, dcqcn, hpcc, dctcp, timely")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="float", help="element type for the count column")
     p.add_argument("--link-rate", help="link rate of star:/leafspine: topologies (default 100Gbps)")
     p.add_argument("--link-delay", help="link delay of star:/leafspine: topologies (default 1us)")
