@@ -56,6 +56,7 @@ struct Setup
     double utgt = 0.95;             // run.py --utgt 95
     uint32_t mi = 0;                // run.py --mi (default 0)
     uint64_t jitterNs = 0;          // flows start at a seed-drawn offset in [0, jitterNs)
+    uint32_t intMulti = 0;          // INT_MULTI (0: bw / 25, as run.py)
     double hpaiMbps = 0;            // run.py --hpai (0: 10 x bw / 25)
 };
 
@@ -221,6 +222,7 @@ main(int argc, char* argv[])
     cmd.AddValue("mi", "HPCC MI_THRESH (maxStage; run.py default 0)", s.mi);
     cmd.AddValue("hpai", "HPCC RATE_AI in Mb/s (0: 10 x bw / 25, as run.py)", s.hpaiMbps);
     cmd.AddValue("buffer-kib", "switch buffer in KiB", s.bufferKiB);
+    cmd.AddValue("int-multi", "INT_MULTI: INT byte / queue units x this (0: bw / 25)", s.intMulti);
     cmd.AddValue("jitter-ns", "start offsets drawn from the seed in [0, jitter) ns", s.jitterNs);
     cmd.Parse(argc, argv);
     RngSeedManager::SetSeed(1);
@@ -236,8 +238,8 @@ main(int argc, char* argv[])
     Config::SetDefault("ns3::QbbNetDevice::PauseTime", UintegerValue(5));
     Config::SetDefault("ns3::QbbNetDevice::QcnEnabled", BooleanValue(true));
     Config::SetDefault("ns3::QbbNetDevice::DynamicThreshold", BooleanValue(true));
-    IntHop::multi = hp ? bw / 25 : 1;                           // INT_MULTI
-    IntHeader::mode = hp ? IntHeader::NORMAL : IntHeader::NONE; // CC_MODE 3: INT stack
+    IntHop::multi = hp ? (s.intMulti > 0 ? s.intMulti : bw / 25) : 1; // INT_MULTI
+    IntHeader::mode = hp ? IntHeader::NORMAL : IntHeader::NONE;       // CC_MODE 3: INT stack
 
     const uint32_t nHosts = s.senders + 1;
     NodeContainer all;
