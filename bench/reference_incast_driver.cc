@@ -16,6 +16,7 @@
 //
 // Usage: refcc-incast [--payload=1000] [--senders=8] [--size=10000000] [--seed=1] [--out=PREFIX]
 //                     [--cc=dcqcn|hp|none] [--utgt=0.95] [--mi=0] [--hpai=40] [--buffer-kib=32768]
+//                     [--jitter-ns=0] [--int-multi=0]
 // Prints one line per flow and a `summary` line (the keys of bench/reference_incast.py); with
 // --out, PREFIX.rates.csv (per QP: rate, target rate, alpha) and PREFIX.queue.csv (bottleneck queue
 // bytes and bytes sent) hold samples every 1 us. Ideal = the wire bytes the bottleneck port sent /
