@@ -10,9 +10,15 @@
 #   REF_GIT  a git directory of aliyun/ns-3-alibabacloud holding c2bfbf4 (default: clone from GitHub).
 #   JOBS     build jobs (default 1).
 # The build (core, network, internet, point-to-point, applications and their dependencies) takes about
-# 15 minutes on one core. Local change to the reference: `return 0;` at the end of
-# RdmaHw::SendPacketComplete (declared int, it falls off its end: undefined behaviour that aborts at -O3
-# with gcc 12); nothing else of its code is changed.
+# 15 minutes on one core. Local changes to the reference (bench/reference_patches.py, three bugs that
+# SimAI's copy carries and the HPCC artifact does not): `return 0;` at the end of RdmaHw::SendPacketComplete
+# (declared int, it falls off its end: undefined behaviour that aborts at -O3 with gcc 12); the INT stack
+# offset in SwitchNode (SimAI widened the sequence number to 64 bits but left the 6-byte SeqTs offset, so
+# every HPCC hop record overwrote the sequence number and class: crash); QbbNetDevice::Resume looked up
+# a queue pair by class index on every RESUME (crash on a host with fewer queue pairs than the class);
+# nothing else of its code is changed.
+#   PAYLOADS DATA payload sizes (default "4096 1000").
+#   EXTRA    more driver arguments, e.g. "--cc=hp --mi=0" or "--cc=none --size=1000000 --buffer-kib=1024".
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 work="${1:-/tmp/hetero-ns3-reference}"
@@ -27,15 +33,8 @@ if [ ! -d "$sim" ]; then
     git_dir="$work/clone/.git"
   fi
   git --git-dir="$git_dir" archive "$commit" simulation | tar -x -C "$work"
-  python3 - "$sim/src/point-to-point/model/rdma-hw.cc" <<'PY'
-import sys
-path = sys.argv[1]
-text = open(path).read()
-old = "\tPtr<QbbNetDevice> dev = m_nic[nic_idx].dev;\n\tSendComplete(qp);\n}"
-assert text.count(old) == 1, "RdmaHw::SendPacketComplete not found as expected"
-open(path, "w").write(text.replace(old, old[:-1] + "\treturn 0; // hetero_ns3: fell off its end (UB)\n}"))
-PY
 fi
+python3 "$here/reference_patches.py" "$sim/src/point-to-point/model"
 cp "$here/reference_incast_driver.cc" "$sim/scratch/refcc-incast.cc"
 if [ ! -d "$sim/cmake-cache" ]; then
   (cd "$sim" && ./ns3 configure -d optimized --enable-modules=applications,point-to-point \
@@ -43,8 +42,8 @@ if [ ! -d "$sim/cmake-cache" ]; then
 fi
 (cd "$sim/cmake-cache" && cmake --build . --target scratch_refcc-incast -j "${JOBS:-1}" >/dev/null)
 exe="$(ls "$sim"/build/scratch/ns3.*-refcc-incast-optimized)"
-for payload in 4096 1000; do
+for payload in ${PAYLOADS:-4096 1000}; do
   for seed in $(seq 1 "$seeds"); do
-    LD_LIBRARY_PATH="$sim/build/lib" "$exe" --payload="$payload" --seed="$seed" | grep '^summary'
+    LD_LIBRARY_PATH="$sim/build/lib" "$exe" --payload="$payload" --seed="$seed" ${EXTRA:-} | grep '^summary'
   done
 done

@@ -1,6 +1,9 @@
 #include "rdma-congestion-ops.h"
 
 #include "ns3/log.h"
+#include "ns3/simulator.h"
+
+#include <cmath>
 
 namespace ns3
 {
@@ -71,6 +74,23 @@ RdmaCongestionOps::DoDispose()
     Stop();
     m_qp = nullptr;
     Object::DoDispose();
+}
+
+void
+RdmaCongestionOps::SetPacedRate(double rate, bool wake)
+{
+    double old = m_qp->rateBps;
+    m_qp->rateBps = rate;
+    Time now = Simulator::Now();
+    if (old > 0 && rate != old && m_qp->nextAvail > now)
+    {
+        double remaining = static_cast<double>((m_qp->nextAvail - now).GetTimeStep());
+        m_qp->nextAvail = now + TimeStep(std::llround(remaining * old / rate));
+        if (rate > old && wake && !m_qp->wakePort.IsNull())
+        {
+            m_qp->wakePort();
+        }
+    }
 }
 
 TypeId

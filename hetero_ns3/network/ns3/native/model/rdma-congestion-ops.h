@@ -41,6 +41,14 @@ public:
 
 protected:
     void DoDispose() override;
+    /**
+     * Set the queue pair's pacing rate to \p rate (bit/s). The NIC's rate limiter behaves as a
+     * token bucket: the bits still owed for the frame last sent accrue at the new rate, so the
+     * remaining pacing gap is rescaled by old / new rate. When the gap shrinks and \p wake is
+     * true, the egress port is asked to look again (pass false from OnSent: the port is then
+     * building a frame and reads nextAvail right after it).
+     */
+    void SetPacedRate(double rate, bool wake);
     RdmaQueuePair* m_qp{nullptr}; //!< the queue pair (owned by the NIC, outlives this)
 };
 

@@ -168,25 +168,10 @@ RdmaDcqcn::Init(RdmaQueuePair* qp)
 void
 RdmaDcqcn::Apply()
 {
-    // The NIC's rate limiter behaves as a token bucket: the bits still owed for the frame last sent
-    // accrue at the new rate, so a rate change rescales the remaining pacing gap. Without this, a
-    // frame sent at the floor (33 ms for 4 KiB at ConnectX's 1 Mb/s) holds the queue pair long
-    // after the timer has raised its rate. When the gap shrinks, the egress port is asked to look
-    // again.
-    double old = m_qp->rateBps;
-    double rate = m_rc.Get();
-    m_qp->rateBps = rate;
-    Time now = Simulator::Now();
-    if (old > 0 && rate != old && m_qp->nextAvail > now)
-    {
-        double remaining = static_cast<double>((m_qp->nextAvail - now).GetTimeStep());
-        m_qp->nextAvail = now + TimeStep(std::llround(remaining * old / rate));
-        // Not from OnSent: the port is then building a frame and looks at nextAvail right after it.
-        if (rate > old && !m_sending && !m_qp->wakePort.IsNull())
-        {
-            m_qp->wakePort();
-        }
-    }
+    // A rate change rescales the pacing gap still owed (SetPacedRate). Without this, a frame sent
+    // at the floor (33 ms for 4 KiB at ConnectX's 1 Mb/s) holds the queue pair long after the
+    // timer has raised its rate.
+    SetPacedRate(m_rc.Get(), !m_sending);
 }
 
 void

@@ -165,7 +165,8 @@ RdmaHpcc::OnAck(const RocePacket& ack, uint64_t)
             m_w = std::clamp(w, wmin, wmax); // one trace event per ACK, the window in use
             m_wc = std::clamp(m_wc, wmin, wmax);
             m_qp->windowBytes = std::max<uint64_t>(static_cast<uint64_t>(m_w.Get()), 1);
-            m_qp->rateBps = m_w * 8.0 / m_t;
+            // as the artifact's RdmaHw::ChangeRate: the gap still owed follows the new rate
+            SetPacedRate(m_w * 8.0 / m_t, true);
         }
     }
     else

@@ -6,6 +6,8 @@
 #include "ns3/log.h"
 #include "ns3/uinteger.h"
 
+#include <algorithm>
+
 namespace ns3
 {
 
@@ -185,18 +187,18 @@ RoceMmu::Admit(uint32_t inPort, uint32_t outPort, uint8_t cls, uint32_t size)
 }
 
 void
-RoceMmu::Release(uint32_t inPort, uint32_t outPort, uint8_t cls, uint32_t size, bool headroom)
+RoceMmu::Release(uint32_t inPort, uint32_t outPort, uint8_t cls, uint32_t size)
 {
-    if (headroom)
-    {
-        m_headroomUsed[inPort] -= size;
-        m_ingressHdrm[inPort][cls] -= size;
-    }
-    else
-    {
-        m_sharedUsed -= size;
-        m_ingress[inPort][cls] -= size;
-    }
+    // The ingress (port, class) counters are drained headroom first, whichever of its frames
+    // leaves: a shared-buffer MMU counts bytes per ingress priority group, not which frame filled
+    // which region (the HPCC artifact's SwitchMmu::RemoveFromIngressAdmission does the same).
+    // Charging the departure to the frame's own region kept a port PAUSEd until the frames that
+    // went to headroom, at the tail of the egress queue, had left: the whole queue's drain time.
+    uint64_t fromHdrm = std::min<uint64_t>(m_ingressHdrm[inPort][cls], size);
+    m_headroomUsed[inPort] -= fromHdrm;
+    m_ingressHdrm[inPort][cls] -= fromHdrm;
+    m_sharedUsed -= size - fromHdrm;
+    m_ingress[inPort][cls] -= size - fromHdrm;
     m_egress[outPort][cls] -= size;
 }
 

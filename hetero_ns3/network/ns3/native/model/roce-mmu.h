@@ -52,8 +52,11 @@ public:
     bool IsLossless(uint8_t cls) const;
     /** Admission check for a frame of \p size bytes; charges the counters when admitted. */
     Admission Admit(uint32_t inPort, uint32_t outPort, uint8_t cls, uint32_t size);
-    /** Release a frame admitted with \p adm (ADMIT_SHARED or ADMIT_HEADROOM). */
-    void Release(uint32_t inPort, uint32_t outPort, uint8_t cls, uint32_t size, bool headroom);
+    /**
+     * Release an admitted frame of \p size bytes: from the headroom count of its ingress
+     * (port, class) first, the rest from the shared pool, whichever region the frame went to.
+     */
+    void Release(uint32_t inPort, uint32_t outPort, uint8_t cls, uint32_t size);
     /** \return true when (inPort, cls) is over its PFC threshold (send PAUSE). */
     bool ShouldPause(uint32_t inPort, uint8_t cls) const;
     /** \return true when (inPort, cls) has drained enough to RESUME. */

@@ -61,7 +61,6 @@ public:
     uint64_t flowBytes{0}; //!< DATA: total size of the flow, bytes
     // switch bookkeeping (valid while the frame sits in a switch)
     uint32_t inPort{0};        //!< ingress port at the current switch
-    bool inHeadroom{false};    //!< admitted into PFC headroom rather than the shared pool
     IntHop hops[MAX_INT_HOPS]; //!< INT stack (only the first nHops records are meaningful)
 
     /** User-provided so that `new RocePacket()` does not zero the INT stack (256 bytes) per frame.

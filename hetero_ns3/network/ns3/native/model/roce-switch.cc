@@ -186,7 +186,6 @@ RoceSwitch::Receive(Ptr<RocePacket> p, uint32_t inPort)
         return;
     }
     p->inPort = inPort;
-    p->inHeadroom = (adm == RoceMmu::ADMIT_HEADROOM);
     if (!m_pausing[inPort][cls] && m_mmu->ShouldPause(inPort, cls))
     {
         SendPause(inPort, cls);
@@ -221,7 +220,7 @@ void
 RoceSwitch::NotifyDequeue(uint32_t port, RocePacket& p)
 {
     uint8_t cls = p.priority & 7;
-    m_mmu->Release(p.inPort, port, cls, p.size, p.inHeadroom);
+    m_mmu->Release(p.inPort, port, cls, p.size);
     if (m_pausing[p.inPort][cls] && m_mmu->ShouldResume(p.inPort, cls))
     {
         m_pausing[p.inPort][cls] = false;
