@@ -90,6 +90,7 @@ def scenario_dict(
     nic_attach: str = "",
     reuse: str = "",
     backend: str = "",
+    segment_bytes: int = 0,
 ) -> dict[str, Any]:
     dp = max(1, gpus // 64)
     cluster: dict[str, Any] = {"topology": topology_ref}
@@ -116,7 +117,24 @@ def scenario_dict(
         "cluster": cluster,
         "collectives": dict(GRANULARITY[granularity]),
         **({"run": run} if run else {}),
+        **({"network": {"nic": {"segment_bytes": _segments(segment_bytes)}}} if segment_bytes else {}),
     }
+
+
+def _segments(segment_bytes: int) -> dict[str, int]:
+    """``[network.nic] segment_bytes`` with the network (Ethernet) frames' payload set to ``segment_bytes``."""
+    from hetero_ns3.network.config import DEFAULT_SEGMENTS
+
+    return {**DEFAULT_SEGMENTS, "network": segment_bytes}
+
+
+def _network_config(args: argparse.Namespace) -> Any:
+    """The ``NetworkConfig`` of every case: defaults, or with ``--segment-bytes``."""
+    from hetero_ns3.network.config import NetworkConfig, NicConfig
+
+    if not args.segment_bytes:
+        return NetworkConfig()
+    return NetworkConfig(nic=NicConfig(segment_bytes=_segments(args.segment_bytes)))
 
 
 def _flow_times(graph: Any, plan: Any) -> np.ndarray:
@@ -143,12 +161,16 @@ def run_case(case: str, args: argparse.Namespace) -> dict[str, Any]:
         out["nic_attach"] = args.nic_attach
     if args.reuse:
         out["reuse"] = args.reuse
+    if args.segment_bytes:
+        out["segment_bytes"] = args.segment_bytes
     with tempfile.TemporaryDirectory() as tmpd:
         ref = _topology_ref(topo, Path(tmpd))
         t0 = time.perf_counter()
         gpus = len(load_cluster(ref).gpus())
         scenario = scenario_from_dict(
-            scenario_dict(ref, gpus, gran, args.mb_per_replica, args.nic_attach, args.reuse, backend)
+            scenario_dict(
+                ref, gpus, gran, args.mb_per_replica, args.nic_attach, args.reuse, backend, args.segment_bytes
+            )
         )
         cluster = load_run_cluster(scenario, backend if backend in ("analytic", "ns3") else None)
         graph = build_graph(cluster)
@@ -186,10 +208,9 @@ def run_case(case: str, args: argparse.Namespace) -> dict[str, Any]:
         _log(f"{case}: baseline {out['baseline_s']:.1f} s")
     if backend == "analytic":
         from hetero_ns3.network.analytic import AnalyticConfig, simulate_plan
-        from hetero_ns3.network.config import NetworkConfig
 
         t3 = time.perf_counter()
-        res = simulate_plan(graph, plan, config=AnalyticConfig.like_nic(NetworkConfig().nic), seed=args.seed)
+        res = simulate_plan(graph, plan, config=AnalyticConfig.like_nic(_network_config(args).nic), seed=args.seed)
         out["backend_s"] = time.perf_counter() - t3
         out["iteration_s"] = float(res.times.makespan_s)
         st = res.stats
@@ -206,7 +227,6 @@ def run_case(case: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run_ns3(case: str, graph: Any, plan: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from hetero_ns3.network.config import NetworkConfig
     from hetero_ns3.network.ns3.replay import run_plan
 
     t0 = time.perf_counter()
@@ -227,7 +247,7 @@ def _run_ns3(case: str, graph: Any, plan: Any, args: argparse.Namespace) -> dict
             raise KeyboardInterrupt  # run_plan stops between slices and returns the partial result
 
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
-    res = run_plan(graph, plan, NetworkConfig(), seed=args.seed, progress=progress)
+    res = run_plan(graph, plan, _network_config(args), seed=args.seed, progress=progress)
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     wall = time.perf_counter() - t0
     out: dict[str, Any] = {
@@ -318,6 +338,12 @@ def main() -> int:
         default="",
         help="[run] reuse_isolated_collectives for every case: on or off (default: the scenario's)",
     )
+    ap.add_argument(
+        "--segment-bytes",
+        type=int,
+        default=0,
+        help="[network.nic] payload bytes per frame on network (Ethernet) links (default: 4096, the RoCE path MTU)",
+    )
     ap.add_argument("--seed", type=int, default=1, help="run seed (ECMP hashing, ECN marking)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -334,7 +360,7 @@ def main() -> int:
         cmd += ["--ns3-timeout", str(args.ns3_timeout), "--log-every", str(args.log_every)]
         cmd += ["--nic-attach", args.nic_attach] if args.nic_attach else []
         cmd += ["--reuse", args.reuse] if args.reuse else []
-        cmd += ["--seed", str(args.seed)]
+        cmd += ["--seed", str(args.seed)] + (["--segment-bytes", str(args.segment_bytes)] if args.segment_bytes else [])
         cmd += ["--profile", str(args.profile)] + (["--skip-baseline"] if args.skip_baseline else [])
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)

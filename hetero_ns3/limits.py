@@ -23,6 +23,8 @@ Calibration (measured on this project's runs, see docs/errors.md "Resource limit
   all-to-all and broadcast, 1 for send/recv. Demo 319 880 predicted vs 322 664 lowered (-0.9%);
   Megatron 7.5B at ``global_batch = 64`` 10.21 M vs 10.26 M (-0.6%), the full 7.5B row 48.75 M vs
   49.2 M (-0.9%), gpt-1.7b at ``global_batch = 32`` 793 696 vs 795 296 (the flat rate said 34 048);
+  plus ``DELAYS_PER_MIXED_RING_REDUCE_STEP`` per member and reduce step of a ring over several nodes
+  with several ranks per node (gpt-1.7b at ``global_batch = 32``: 993 696 predicted and lowered);
 * bytes per task at peak, plan plus backend: analytic 150 B (docs/benchmarks.md: 32.6 M tasks in
   4 624 MiB at 1 024 GPUs, 149.7 M in 20.8 GB at 4 096), packet level 660 B above the 681 MB of the ns-3
   import (3.9 M tasks in 3 133 MiB at 128 GPUs); the workload compile itself ~2 kB per op;
@@ -46,6 +48,10 @@ from hetero_ns3.errors import PlanningError
 OPS_PER_LAYER_PASS = 5.4
 TASKS_PER_OP = 38.0
 TASKS_PER_RING_STEP = 16.0
+#: Extra tasks per member and reduce step of a ring over several nodes with several ranks on some node
+#: (its steps' latencies differ, so each channel's first slice gets a delay task before the reduction:
+#: ``collectives.emit.Emitter.delay``): one per channel, 8 channels with the default tuning.
+DELAYS_PER_MIXED_RING_REDUCE_STEP = 8.0
 FLOWS_PER_TASK = 0.48
 BYTES_PER_OP_WORKLOAD = 2_000
 BYTES_PER_TASK = {"analytic": 150, "ns3": 660}
@@ -127,8 +133,17 @@ def workload_tasks(workload: object, fused: Callable[[tuple[str, ...]], bool] | 
             elif fused is not None and fused(op.groups[0]):
                 tasks += members * (1.0 + 1.0 / max(1, len(op.groups[0])))
             else:
-                tasks += members * TASKS_PER_RING_STEP * ring_steps(op.collective, len(op.groups[0]))
+                group = op.groups[0]
+                tasks += members * TASKS_PER_RING_STEP * ring_steps(op.collective, len(group))
+                if op.collective in ("all_reduce", "reduce_scatter") and _mixed(group):
+                    tasks += members * DELAYS_PER_MIXED_RING_REDUCE_STEP * (len(group) - 1)
     return tasks
+
+
+def _mixed(group: tuple[str, ...]) -> bool:
+    """Whether ``group`` (GPU names ``node.gJ``) spans several nodes with several ranks on some node."""
+    nodes = {g.rpartition(".")[0] for g in group}
+    return 1 < len(nodes) < len(group)
 
 
 def estimate_from_workload(

@@ -109,6 +109,7 @@ class Emitter:
         self._tails: dict[str, list[int]] = {}
         self._labels: dict[tuple[int, str], str] = {}
         self._last_compute: dict[tuple[str, int], int] = {}
+        self._last_delay: dict[tuple[str, int], int] = {}
         self.multi_node = len({env.node_of(g) for g in call.group}) > 1
         """Whether the call's group spans several nodes (LL intra-node latency factor)."""
 
@@ -187,6 +188,17 @@ class Emitter:
         self._last_compute[(gpu, ch)] = tid
         return tid
 
+    def delay(self, gpu: str, duration_s: float, deps: Iterable[int], ch: int, what: str = "step") -> int:
+        """``duration_s`` after ``deps`` on no stream: a step's protocol latency on the edge into ``gpu``.
+
+        The latency of a ring step delays the data it carries, not the receiver's later steps: a rank that
+        receives over the network at every step (one per node of a multi-node ring) pays that latency once
+        per lap of the dependency chain, as NCCL's ``(steps - inter) x intra + inter x network`` model
+        (:func:`~hetero_ns3.collectives.cost.ring_latency_s`) counts it, not at every step."""
+        tid = self.b.add_delay(gpu, duration_s, deps, label=self.label(ch, what), category=self.category, channel=ch)
+        self._last_delay[(gpu, ch)] = tid
+        return tid
+
     def reduce(self, gpu: str, nbytes: int, deps: Iterable[int], ch: int, extra_s: float = 0.0) -> int:
         """Reduce ``nbytes`` received bytes into ``gpu``'s buffer (memory-bound), plus ``extra_s``."""
         return self.compute(gpu, self.env.reduce_time_s(gpu, nbytes) + extra_s, deps, ch, "reduce")
@@ -216,6 +228,8 @@ class Emitter:
             self._tails.setdefault(src, []).extend(ids[-w:])
             self._tails.setdefault(dst, []).extend(ids[-w:])
         for (gpu, _), tid in self._last_compute.items():
+            self._tails.setdefault(gpu, []).append(tid)
+        for (gpu, _), tid in self._last_delay.items():
             self._tails.setdefault(gpu, []).append(tid)
         exits: dict[str, tuple[int, ...]] = {}
         for g in gpus:

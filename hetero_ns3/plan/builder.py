@@ -278,6 +278,25 @@ class PlanBuilder:
         g = self.gpu_index(gpu) if isinstance(gpu, str) else int(gpu)
         return self._append(COMPUTE, g, -1, 0, 0.0, -1, 0, deps, label, category, channel)
 
+    def add_delay(
+        self,
+        gpu: str | int,
+        duration_s: float,
+        deps: Iterable[int],
+        label: str = "delay",
+        category: str = "sync",
+        channel: int = -1,
+    ) -> int:
+        """A task that completes ``duration_s`` seconds after ``deps`` do and occupies no stream.
+
+        A latency on a dependency edge (e.g. a collective step's protocol latency between a flow and the
+        receiver's reduction): unlike :meth:`add_compute`, successive delays on one GPU overlap.
+        ``channel``: as :meth:`add_compute`."""
+        if duration_s < 0:
+            raise PlanningError(f"delay task {label!r} has negative duration {duration_s}")
+        g = self.gpu_index(gpu) if isinstance(gpu, str) else int(gpu)
+        return self._append(COMPUTE, g, -1, 0, float(duration_s), -1, 0, deps, label, category, channel)
+
     def stream_tail(self, gpu: int, stream: int) -> int | None:
         """The last compute task id on (gpu index, stream), None if the stream is unused so far."""
         return self._stream_tail.get((gpu, stream))

@@ -154,6 +154,11 @@ def emit_ring(
         slices = [split(s, k_sl) for s in segs]
         ring = [gpus[r] for r in order]
         lat = [em.step_latency_s(ring[p], ring[(p + 1) % n], "ring", opn) for p in range(n)]
+        # Unequal step latencies (a multi-node ring with several ranks per node): each step's latency delays
+        # its data on the edge (Emitter.delay). Equal ones fold into the receiver's reduce / step task on its
+        # stream: the same times while the data arrives after the receiver's previous step, as it does when
+        # every hop costs the same, and one task less per step.
+        on_edge = max(lat) > min(lat)
         ready = [[ready0[ring[p]]] * k_sl for p in range(n)]
         steps = ring_steps(op, n)
         red_steps = n - 1 if op in (ALL_REDUCE, REDUCE_SCATTER) else 0
@@ -167,7 +172,11 @@ def emit_ring(
                 out = new[q]
                 for k in range(k_sl):
                     f = em.flow(src, dst, seg[k], (rp[k],), c)
-                    if s < red_steps:
+                    if on_edge:
+                        if k == 0 and lat[p] > 0:  # the step's latency delays its data, not dst's stream
+                            f = em.delay(dst, lat[p], (f,), c)
+                        out[k] = em.reduce(dst, seg[k], (f,), c) if s < red_steps else f
+                    elif s < red_steps:
                         out[k] = em.reduce(dst, seg[k], (f,), c, lat[p] if k == 0 else 0.0)
                     elif k == 0 and lat[p] > 0:
                         out[k] = em.compute(dst, lat[p], (f,), c, "step")
