@@ -22,7 +22,7 @@ import numpy as np
 
 from hetero_ns3.collectives import CollectiveEnv, load_tuning
 from hetero_ns3.errors import ScenarioError, SimulationError, field_error
-from hetero_ns3.limits import check_estimate, check_shape, estimate_from_workload
+from hetero_ns3.limits import check_estimate, check_shape, estimate_from_workload, fusable_groups
 from hetero_ns3.network.backend import Backend, BackendRun, ProgressFn, get_backend
 from hetero_ns3.plan.dag import ExecutionPlan
 from hetero_ns3.plan.fuse import AUTO_BACKENDS, Fuser
@@ -337,12 +337,7 @@ def run_scenario(
         log.info("planning the workload ...")
         wplan = plan_scenario(scenario)
         env = collective_env(scenario, graph)
-        fused = None
-        if reuse:
-
-            def fused(group: tuple[str, ...]) -> bool:  # what lower._even admits (isolation aside)
-                return len({env.node_of(g) for g in group}) == 1
-
+        fused = fusable_groups(wplan.workload, env.node_of) if reuse else None
         est = estimate_from_workload(wplan.workload, run.iterations, backend, fused)
         log.info("estimate: %s", est.describe())
         check_estimate(est, "this run", force=force)

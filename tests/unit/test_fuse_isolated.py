@@ -187,13 +187,13 @@ def test_auto_mode_fuses_on_both_backends_without_faults() -> None:
 
 
 def test_size_estimate_counts_fused_calls() -> None:
-    """limits.workload_tasks with the one-node predicate the run path passes: close to the fused plan."""
-    from hetero_ns3.limits import workload_tasks
+    """limits.workload_tasks with the predicate the run path passes: close to the fused plan."""
+    from hetero_ns3.limits import fusable_groups, workload_tasks
 
     sc = _scenario({"global_batch": 8})
     fused, _, _, _ = _both(sc)
     env = collective_env(sc, build_graph(load_run_cluster(sc)))
     workload = plan_scenario(sc).workload
-    est = workload_tasks(workload, lambda g: len({env.node_of(x) for x in g}) == 1)
+    est = workload_tasks(workload, fusable_groups(workload, env.node_of))
     assert 0.5 < est / len(fused.plan) < 2.0
     assert est < workload_tasks(workload) / 10
