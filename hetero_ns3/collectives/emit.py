@@ -236,5 +236,9 @@ class Emitter:
             tails = self._tails.get(g)
             if not tails:
                 tails = [self.entry(g)]
-            exits[g] = (self.b.add_barrier(g, tails, label=self.label(0, "exit"), category=self.category, channel=0),)
+            exits[g] = (
+                self.b.add_compute(
+                    g, 0.0, tails, stream=self._stream0, label=self.label(0, "exit"), category=self.category, channel=0
+                ),
+            )
         return exits

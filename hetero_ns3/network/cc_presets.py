@@ -100,6 +100,14 @@ HPCC_PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
         "recommended": MappingProxyType(
             {"eta": 0.99, "max_stage": 0, "rate_ai_bps": 50e6, "min_rate_bps": 100e6, "base_rtt": "global"}
         ),
+        # HPCC ns-3 artifact as its authors run it (alibaba-edu/High-Precision-Congestion-Control@9f4be2a,
+        # simulation/run.py --cc hp --bw 100): U_TARGET 0.95, MI_THRESH 0 (its --mi default; the sample
+        # mix/config.txt also has 0), RATE_AI 10 x bw/25 = 40 Mb/s at 100 Gb/s (fixed here, not scaled with the
+        # line rate), MIN_RATE 1 Gb/s, GLOBAL_T 1. Matches the reference build's 8:1 incast within 0.003
+        # (docs/roce.md, "Reference implementation: HPCC and PFC").
+        "hpcc-artifact": MappingProxyType(
+            {"eta": 0.95, "max_stage": 0, "rate_ai_bps": 40e6, "min_rate_bps": 1e9, "base_rtt": "global"}
+        ),
     }
 )
 """HPCC presets: every HpccConfig field."""

@@ -52,7 +52,7 @@ N = 8
 # with MI_THRESH 5 (third.cc's default, the paper's maxStage); paper: our preset as is (W_AI 50 Mb/s; the
 # reference with --hpai=50 --mi=5; its minimum rate stays 1 Gb/s, ours 100 Mb/s, never reached here).
 HPCC_REFERENCE = {
-    "runpy": (
+    "runpy": (  # = the `hpcc-artifact` preset (tests/unit/test_roce_config.py)
         HpccConfig(max_stage=0, rate_ai_bps=40e6, min_rate_bps=1e9),
         {4096: (1.071, 0.444e6), 1000: (1.057, 0.401e6)},
     ),

@@ -269,3 +269,13 @@ def test_global_base_rtt_serializes_the_first_hop_at_the_nic_paced_rate():
     want = sum(_hop(d, r, cfg.nic) for d, r in path)
     assert network_base_rtt(g, cfg) == pytest.approx(want, rel=1e-12)
     assert want - sum(_hop(d, pcie if i == 0 else r, cfg.nic) for i, (d, r) in enumerate(path)) > 0.1e-6
+
+
+def test_hpcc_artifact_preset_is_the_reference_runs_setting() -> None:
+    """`hpcc-artifact` = the `paper` preset with the overrides that tests/ns3/test_hpcc_pfc_reference.py's
+    `runpy` row gives it (run.py --cc hp --bw 100: maxStage 0, W_AI 40 Mb/s, floor 1 Gb/s): the row that
+    matches the reference build within 0.003 (docs/roce.md)."""
+    artifact = CcConfig(kind="hpcc", preset="hpcc-artifact").hpcc_params()
+    runpy = CcConfig(kind="hpcc", hpcc=HpccConfig(max_stage=0, rate_ai_bps=40e6, min_rate_bps=1e9)).hpcc_params()
+    assert artifact == runpy
+    assert artifact["eta"] == 0.95 and artifact["base_rtt"] == "global"
