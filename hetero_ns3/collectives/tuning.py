@@ -106,6 +106,8 @@ class Tuning:
     chain_slices_per_hop: int
     chain_min_slice_bytes: int
     max_flows_per_call: int
+    chain_inflight_slices: int
+    """Slices in flight per connection of a tree or chain (broadcast / reduce): NCCL's ``NCCL_STEPS``."""
     reduction_bytes_touched: float
     hbm_efficiency: float
     default_hbm_bw_Bps: float
@@ -222,6 +224,9 @@ def tuning_from_dict(data: Mapping[str, Any], source: str = "") -> Tuning:
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise field_error(f"channels.{key}", v, "must be an integer >= 1")
         ints[key] = v
+    chain_window = ch.get("chain_inflight_slices", 8)  # optional: tuning files of earlier versions lack it
+    if not isinstance(chain_window, int) or isinstance(chain_window, bool) or chain_window < 1:
+        raise field_error("channels.chain_inflight_slices", chain_window, "must be an integer >= 1")
     if ints["max"] > 64:
         raise field_error("channels.max", ints["max"], "must be <= 64")
     return Tuning(
@@ -241,6 +246,7 @@ def tuning_from_dict(data: Mapping[str, Any], source: str = "") -> Tuning:
         chain_slices_per_hop=ints["chain_slices_per_hop"],
         chain_min_slice_bytes=ints["chain_min_slice_bytes"],
         max_flows_per_call=ints["max_flows_per_call"],
+        chain_inflight_slices=chain_window,
         reduction_bytes_touched=_num(red, "bytes_touched_per_byte", "reduction", True),
         hbm_efficiency=_num(red, "hbm_efficiency", "reduction", True),
         default_hbm_bw_Bps=_num(red, "default_hbm_bw_Bps", "reduction", True),

@@ -150,16 +150,21 @@ class Tree:
             k_sl = math.ceil(d / t.chain_min_slice_bytes) if d > 0 else 1
             k_sl = max(1, min(k_sl, t.chain_slices_per_hop * max(1, tr.depth)))
             k_sl = budget_slices(k_sl, em.channels * 2 * (len(group) - 1), t.max_flows_per_call)
+            em.set_window_for_slices(math.ceil(d / k_sl))
             for k, nb in enumerate(split(d, k_sl)):
                 up_val = list(entry)
                 up_flow: dict[int, int] = {}
                 for r in tr.post:
                     kids = tr.children[r]
                     if kids:
-                        deps = [up_flow[x] for x in kids]
+                        # the first slice's hop latency delays its data (Emitter.delay), not r's stream: the
+                        # next slice's reduction and the down phase's kernels on r are not held behind it
+                        deps = [
+                            em.delay(group[r], lat(x, r), (up_flow[x],), c) if k == 0 and lat(x, r) > 0 else up_flow[x]
+                            for x in kids
+                        ]
                         deps.append(entry[r])
-                        extra = max(lat(x, r) for x in kids) if k == 0 else 0.0
-                        up_val[r] = em.reduce(group[r], nb * len(kids), deps, c, extra)
+                        up_val[r] = em.reduce(group[r], nb * len(kids), deps, c)
                     p = tr.parent[r]
                     if p >= 0:
                         up_flow[r] = em.flow(group[r], group[p], nb, (up_val[r],), c, "up")
@@ -168,7 +173,7 @@ class Tree:
                     for x in tr.children[r]:
                         f = em.flow(group[r], group[x], nb, (have[r],), c, "down")
                         if k == 0 and lat(r, x) > 0:
-                            f = em.compute(group[x], lat(r, x), (f,), c, "step")
+                            f = em.delay(group[x], lat(r, x), (f,), c)
                         have[x] = f
                         em.touch(group[x], f)
 
