@@ -60,3 +60,19 @@ def test_slower_a100s_do_not_shorten_the_demo() -> None:
         "step_time_s"
     ]
     assert slow >= base
+
+
+def test_a_late_rank_neither_forwards_nor_reduces_before_it_joins() -> None:
+    """Rank 1 joins a 2-channel ring all-reduce 50 ms late. Everything it sends and reduces must wait for
+    its entry: on channel 1 its step-1 send depended only on the data received at step 0 (its reduction is
+    the first task on that channel's stream, and no earlier flow of its connection held it back)."""
+    env = CollectiveEnv.from_graph(star(4, 100e9, 1e-6))
+    g = env.gpus
+    b = PlanBuilder(g)
+    late = b.add_compute(g[1], 0.050, (), stream=0, label="slow backward", category="compute")
+    plan_collective(b, CollectiveCall("all_reduce", g, 8 << 20, algo="ring", channels=2), env, {g[1]: [late]})
+    plan = b.build()
+    times = estimate_plan(plan, env)
+    joined = times.finish_s[late]
+    mine = np.nonzero((plan.gpu == 1) & (np.arange(len(plan)) != late))[0]
+    assert times.start_s[mine].min() >= joined - 1e-12

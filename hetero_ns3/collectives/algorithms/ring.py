@@ -170,14 +170,17 @@ def emit_ring(
                 seg = slices[(p - s) % n]
                 rp = ready[p]
                 out = new[q]
+                r0 = ready0[src]
                 for k in range(k_sl):
-                    f = em.flow(src, dst, seg[k], (rp[k],), c)
+                    # a rank forwards only once it has joined the call: on channels other than 0 nothing else
+                    # says so at step 1 (its reduction is the first task on that channel's stream)
+                    f = em.flow(src, dst, seg[k], (rp[k], r0) if s else (rp[k],), c)
                     if on_edge:
                         if k == 0 and lat[p] > 0:  # the step's latency delays its data, not dst's stream
                             f = em.delay(dst, lat[p], (f,), c)
-                        out[k] = em.reduce(dst, seg[k], (f,), c) if s < red_steps else f
+                        out[k] = em.reduce(dst, seg[k], (f, ready0[dst]), c) if s < red_steps else f
                     elif s < red_steps:
-                        out[k] = em.reduce(dst, seg[k], (f,), c, lat[p] if k == 0 else 0.0)
+                        out[k] = em.reduce(dst, seg[k], (f, ready0[dst]), c, lat[p] if k == 0 else 0.0)
                     elif k == 0 and lat[p] > 0:
                         out[k] = em.compute(dst, lat[p], (f,), c, "step")
                     else:
