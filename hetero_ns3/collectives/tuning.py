@@ -107,7 +107,9 @@ class Tuning:
     chain_min_slice_bytes: int
     max_flows_per_call: int
     chain_inflight_slices: int
-    """Slices in flight per connection of a tree or chain (broadcast / reduce): NCCL's ``NCCL_STEPS``."""
+    """At most this many slices in flight per connection of a tree (NCCL's ``NCCL_STEPS``;
+    :meth:`~hetero_ns3.collectives.emit.Emitter.set_window_for_slices`). Rings and broadcast / reduce chains
+    keep ``inflight_slices``."""
     reduction_bytes_touched: float
     hbm_efficiency: float
     default_hbm_bw_Bps: float
