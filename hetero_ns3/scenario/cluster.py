@@ -58,11 +58,16 @@ class ClusterSection:
             where a PCIe switch joins one GPU to one NIC; other groups keep their setting) or ``"auto"``
             (``direct`` where it applies on the packet level, ``pcie`` elsewhere and on the flow level);
             unset: the topology file's setting (default ``auto``). See docs/topologies.md.
+        routing: overrides the topology's ``network.routing``: ``"ecmp"`` (per-flow hash over equal-cost
+            next hops, as RoCE fabrics route) or ``"dmodk"`` (static destination-mod-k routes, as an
+            InfiniBand subnet manager installs on a fat-tree); unset: the topology file's (default
+            ``ecmp``). See docs/topologies.md, "Routing".
     """
 
     topology: str | None = None
     groups: tuple[NodeGroupSpec, ...] = ()
     nic_attach: str | None = None
+    routing: str | None = None
 
     def validate(self, where: str = "cluster") -> None:
         if (self.topology is None) == (not self.groups):
@@ -85,6 +90,17 @@ class ClusterSection:
                     self.nic_attach,
                     "needs a network topology",
                     f"set {where}.topology or remove it",
+                )
+        if self.routing is not None:
+            from hetero_ns3.topology.graph import ROUTING_KINDS
+
+            if self.routing not in ROUTING_KINDS:
+                raise field_error(
+                    f"{where}.routing", self.routing, "is not a routing", f"use one of {list(ROUTING_KINDS)}"
+                )
+            if self.topology is None:
+                raise field_error(
+                    f"{where}.routing", self.routing, "needs a network topology", f"set {where}.topology or remove it"
                 )
 
 

@@ -65,7 +65,7 @@ def build_graph(cluster: ClusterSpec) -> NetGraph:
             ep_nodes.append(ep[0])
             ep_links.append(ep[1])
     net_nodes, net_links = build_network(cluster, nic_endpoints(cluster))
-    graph = make_graph(hosts + switches + net_nodes + ep_nodes, links + net_links + ep_links)
+    graph = make_graph(hosts + switches + net_nodes + ep_nodes, links + net_links + ep_links, cluster.network.routing)
     check_connected(graph, cluster.name)
     return graph
 

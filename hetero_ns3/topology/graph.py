@@ -12,7 +12,9 @@ Conventions
   direction. ``kind`` says which fabric a link belongs to (``network``, ``nvlink``, ``pcie``...).
 * Node indices are positions in ``NetGraph.nodes``; the packet backend uses them as node ids.
 * Routing is shortest path by the links' ``cost`` (1 by default, i.e. hop count) with every
-  equal-cost next hop kept (ECMP).
+  equal-cost next hop kept (ECMP), or, with ``NetGraph.routing = "dmodk"``, one of them chosen per
+  destination in the network's switches (static destination-mod-k routing, as an InfiniBand subnet
+  manager's fat-tree engine installs; :mod:`hetero_ns3.topology.routing`).
 * Zones (cluster graphs): every element of a server carries the server's ``zone`` (``n3``);
   network switches and plain hosts have zone ``""``. NICs are *gateways*: ``serves`` names the
   hosts whose traffic they carry. Routes obey what a server does: traffic between two hosts of one
@@ -34,6 +36,9 @@ SWITCH = "switch"
 #: (NVLink SHARP). Flows to and from it are the traffic between the GPUs and the switch; it is not a
 #: GPU (collective groups, GPU counts and summaries skip it). See topology/fabric.py.
 NVLS_ROLE = "nvls"
+#: Routing of the network's switches: ``ecmp`` (every equal-cost next hop, a flow hash picks one) or
+#: ``dmodk`` (one next hop per destination, chosen by the destination's port number: D-mod-K).
+ROUTING_KINDS = ("ecmp", "dmodk")
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,8 @@ class NetGraph:
     nodes: tuple[GraphNode, ...]
     links: tuple[GraphLink, ...]
     _index: dict[str, int] = field(default_factory=dict, compare=False, repr=False, hash=False)
+    routing: str = "ecmp"
+    """How the network's switches pick among equal-cost next hops (:data:`ROUTING_KINDS`)."""
 
     def index(self, name: str) -> int:
         """Node index of ``name``; raises ScenarioError naming the unknown node."""
@@ -119,13 +126,17 @@ class NetGraph:
 
 
 def make_graph(
-    nodes: list[GraphNode] | tuple[GraphNode, ...], links: list[GraphLink] | tuple[GraphLink, ...]
+    nodes: list[GraphNode] | tuple[GraphNode, ...],
+    links: list[GraphLink] | tuple[GraphLink, ...],
+    routing: str = "ecmp",
 ) -> NetGraph:
-    """Validate and build a :class:`NetGraph`.
+    """Validate and build a :class:`NetGraph` (``routing``: one of :data:`ROUTING_KINDS`).
 
     Raises ScenarioError for duplicate names, unknown kinds, dangling links, self-loops,
     non-positive rates and negative delays.
     """
+    if routing not in ROUTING_KINDS:
+        raise ScenarioError(f"network.routing ({routing!r}) is unknown; use one of {list(ROUTING_KINDS)}")
     index: dict[str, int] = {}
     for i, n in enumerate(nodes):
         if n.kind not in (HOST, SWITCH):
@@ -164,4 +175,4 @@ def make_graph(
             raise ScenarioError(f"links[{j}].cost ({link.cost}) must be > 0, e.g. 1.0")
         if link.mtu_bytes < 0:
             raise ScenarioError(f"links[{j}].mtu_bytes ({link.mtu_bytes}) must be >= 0 (0 = default MTU)")
-    return NetGraph(tuple(nodes), tuple(links), index)
+    return NetGraph(tuple(nodes), tuple(links), index, routing)

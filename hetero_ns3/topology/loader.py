@@ -14,6 +14,7 @@ from hetero_ns3.inputs import did_you_mean, read_toml
 from hetero_ns3.paths import resolve_preset
 from hetero_ns3.topology import catalog
 from hetero_ns3.topology.fabric import check_nic_attach
+from hetero_ns3.topology.graph import ROUTING_KINDS
 from hetero_ns3.topology.spec import (
     FABRIC_KINDS,
     FATTREE,
@@ -249,7 +250,7 @@ def _group(t: Any, path: str) -> NodeGroup:
 def _network(t: dict[str, Any], path: str, groups: tuple[NodeGroup, ...]) -> NetworkSpec:
     kind = _str(t, "kind", path, NETWORK_KINDS)
     tier_names = TIER_NAMES[kind]
-    scalar = {"kind", "access_delay", "rails", "nodes_per_pod", "spines", "ports_per_leaf", "k"}
+    scalar = {"kind", "access_delay", "rails", "nodes_per_pod", "spines", "ports_per_leaf", "k", "routing"}
     _keys(t, path, scalar | set(tier_names))
     tiers = {}
     for name in tier_names:
@@ -274,6 +275,7 @@ def _network(t: dict[str, Any], path: str, groups: tuple[NodeGroup, ...]) -> Net
         spines=_explicit_count(t, "spines", path, "as many as uplinks per lower switch"),
         ports_per_leaf=_int(t, "ports_per_leaf", path, 0 if kind != LEAFSPINE else None, minimum=0),
         k=_int(t, "k", path, 0 if kind != FATTREE else None, minimum=0),
+        routing=_str(t, "routing", path, ROUTING_KINDS, "ecmp"),
     )
     if kind == LEAFSPINE and net.ports_per_leaf < 1:
         raise field_error(f"{path}.ports_per_leaf", net.ports_per_leaf, "must be >= 1")

@@ -5,6 +5,11 @@ kept (ECMP), under the zone rules of :mod:`hetero_ns3.topology.graph` (traffic b
 through a gateway serving the source and enters through one serving the destination). Both backends route on
 these tables; which of the equal-cost next hops a flow takes is the ECMP hash contract in
 docs/topologies.md ("ECMP hash contract"). Pure Python + numpy, no ns-3.
+
+With ``graph.routing == "dmodk"`` every network switch keeps one next hop per destination instead
+(:func:`_dmodk`): static destination-mod-k routing as InfiniBand subnet managers install on fat-trees
+(Zahavi, "D-Mod-K Routing Providing Non-Blocking Traffic for Shift Permutations on Real Life Fat Trees",
+CCIT Report 776, Technion 2010; OpenSM's ``ftree`` engine). Switches inside servers keep ECMP.
 """
 
 from __future__ import annotations
@@ -217,6 +222,91 @@ def _table_parts(graph: NetGraph) -> list[TablePart]:
 _PARTS: weakref.WeakKeyDictionary[NetGraph, list[TablePart]] = weakref.WeakKeyDictionary()
 
 
+class _DModK:
+    """Which next hop a network switch keeps toward a destination under D-mod-K routing.
+
+    Ports: every node attached to the network (a NIC, a directly attached GPU, a plain host) gets a
+    number, consecutive under one first switch: ``rank x width + i`` for the ``i``-th node (in link
+    order) on the ``rank``-th first switch (in order of first access link), ``width`` the most nodes on
+    one first switch. (Numbering NICs node by node would give every NIC of a rail switch the same
+    residue and send them all up one spine.) Levels: a network switch with an access link is level 1,
+    its other network neighbours level 2 and so on (edge, aggregation, core). At level ``l`` a switch
+    with ``n`` equal-cost next hops toward port ``p`` keeps hop ``(p // D_l) mod n`` (hops in link order),
+    ``D_1 = 1`` and ``D_{l+1} = D_l x`` (the most up-links of a level-``l`` switch). In a k-ary fat-tree
+    every destination then owns one core and one down path per core, and shift permutations (the
+    node-to-node steps of a ring) are free of collisions on the way up as well.
+    """
+
+    def __init__(self, router: _Router) -> None:
+        graph, adj, zone, is_host = router.graph, router.adj, router.zone, router.is_host
+        net = [zone[u] == 0 and not is_host[u] for u in range(len(adj))]
+        attached: dict[int, list[int]] = {}  # level-1 switch -> its attached nodes, in link order
+        seen: set[int] = set()
+        for link in graph.links:
+            a, b = graph.index(link.a), graph.index(link.b)
+            for end, sw in ((a, b), (b, a)):
+                if net[sw] and not net[end] and end not in seen:
+                    seen.add(end)
+                    attached.setdefault(sw, []).append(end)
+        width = max((len(ends) for ends in attached.values()), default=1)
+        port = {end: rank * width + i for rank, ends in enumerate(attached.values()) for i, end in enumerate(ends)}
+        level = dict.fromkeys(attached, 1)
+        frontier = sorted(level)
+        while frontier:
+            nxt = []
+            for u in frontier:
+                for v, _ in adj[u]:
+                    if net[v] and v not in level:
+                        level[v] = level[u] + 1
+                        nxt.append(v)
+            frontier = nxt
+        up: dict[int, int] = {}
+        for u, lu in level.items():
+            up[lu] = max(up.get(lu, 0), sum(1 for v, _ in adj[u] if level.get(v) == lu + 1))
+        self.divisor: dict[int, int] = {}
+        d = 1
+        for lu in sorted(up):
+            self.divisor[lu] = d
+            d *= max(1, up[lu])
+        self.level = level
+        self.port = port
+        self.gateways: dict[int, int] = {}
+        for g, served in enumerate(router.served):
+            if g in port:
+                for h in served:
+                    if h not in self.gateways or port[g] < port[self.gateways[h]]:
+                        self.gateways[h] = g
+
+    def port_of(self, dst: int) -> int:
+        """The network port of host ``dst`` (its own, or its gateway's); -1 if it has none."""
+        if dst in self.port:
+            return self.port[dst]
+        g = self.gateways.get(dst)
+        return -1 if g is None else self.port[g]
+
+    def prune(self, parts: list[TablePart]) -> list[TablePart]:
+        """``parts`` with one next hop kept at every network switch that has several (patches appended)."""
+        multi: dict[int, list[int]] = {}
+        out: list[TablePart] = []
+        for d, base, patch in parts:
+            p = self.port_of(d)
+            if p < 0:
+                out.append((d, base, patch))
+                continue
+            key = id(base)
+            if key not in multi:
+                multi[key] = [u for u in self.level if len(base[u]) > 1]
+            final = dict(patch)
+            nodes = set(multi[key]) | {u for u, hops in final.items() if u in self.level and len(hops) > 1}
+            extra = []
+            for u in sorted(nodes):
+                hops = final.get(u, base[u])
+                if len(hops) > 1:
+                    extra.append((u, [hops[(p // self.divisor[self.level[u]]) % len(hops)]]))
+            out.append((d, base, list(patch) + extra))
+        return out
+
+
 def shared_table_parts(graph: NetGraph) -> list[TablePart]:
     """:func:`_table_parts` of ``graph``, computed once per topology while the graph object lives.
 
@@ -228,6 +318,8 @@ def shared_table_parts(graph: NetGraph) -> list[TablePart]:
     if parts is None:
         with _gc_paused():
             parts = _table_parts(graph)
+            if graph.routing == "dmodk":
+                parts = _DModK(_Router(graph)).prune(parts)
         _PARTS[graph] = parts
     return parts
 

@@ -101,4 +101,4 @@ def plain_network(n_hosts: int, net: NetworkSpec, link_rate_bps: float = 100e9, 
         nodes, links = rail_optimized(eps, net, rails)
     else:
         raise ScenarioError(f"network.kind ({net.kind!r}) must be one of ['rail', 'leafspine', 'fattree']")
-    return make_graph(hosts + nodes, links)
+    return make_graph(hosts + nodes, links, net.routing)

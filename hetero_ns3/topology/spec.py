@@ -129,6 +129,9 @@ class NetworkSpec:
     """leafspine: NIC ports per leaf."""
     k: int = 0
     """fattree: switch radix k (k pods, k/2 edge and k/2 aggregation switches per pod)."""
+    routing: str = "ecmp"
+    """``ecmp`` (per-flow hash over equal-cost next hops) or ``dmodk`` (static destination-mod-k routing
+    of an InfiniBand subnet manager's fat-tree engine); see docs/topologies.md, "Routing"."""
 
     def tier(self, name: str) -> TierSpec:
         """The tier ``name``, default settings if the file did not give it."""

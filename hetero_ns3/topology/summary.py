@@ -30,11 +30,13 @@ class TopologySummary:
     links_by_kind_rate: dict[tuple[str, float], int]
     bisection_bps: float
     ecmp_paths: tuple[tuple[str, str, int], ...]
-    """``(src, dst, number of equal-cost paths)`` for the sample pairs."""
+    """``(src, dst, number of equal-cost paths)`` for the sample pairs (1 in the network under ``dmodk``)."""
     routing_s: float
     """Wall time of computing all routing tables."""
     oversubscription: dict[str, float] = field(default_factory=dict)
     """Per network tier with uplinks: the largest downlink/uplink bandwidth ratio of its switches."""
+    routing: str = "ecmp"
+    """The network's routing (``NetGraph.routing``)."""
 
 
 TIER_LEVEL = {"host": 0, "nic": 0, "rail": 1, "leaf": 1, "edge": 1, "agg": 2, "spine": 3, "core": 3}
@@ -112,6 +114,7 @@ def summarize(
         links_by_kind_rate=dict(sorted(links.items(), key=lambda kv: (kv[0][0], -kv[0][1]))),
         bisection_bps=bisection_bandwidth(graph),
         ecmp_paths=ecmp,
+        routing=graph.routing,
         routing_s=routing_s,
         oversubscription=tier_oversubscription(graph),
     )
@@ -133,7 +136,7 @@ def format_summary(s: TopologySummary) -> str:
         tiers = ", ".join(f"{role} {r:.2f}" for role, r in s.oversubscription.items())
         out.append(f"oversubscription (downlink/uplink, worst switch): {tiers}")
     out.append(f"bisection bandwidth: {format_rate(s.bisection_bps)} (first half of the nodes to the rest)")
-    out.append(f"ECMP paths (routing of all hosts took {s.routing_s:.3f} s):")
+    out.append(f"ECMP paths (routing {s.routing}, routing of all hosts took {s.routing_s:.3f} s):")
     out += [f"  {a} -> {b}: {n}" for a, b, n in s.ecmp_paths]
     return "\n".join(out)
 

@@ -29,7 +29,7 @@ from hetero_ns3.errors import ScenarioError, SimulationError, field_error
 from hetero_ns3.network.backend import backend_names
 from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.plan.dag import ExecutionPlan
-from hetero_ns3.topology.graph import NetGraph
+from hetero_ns3.topology.graph import ROUTING_KINDS, NetGraph
 from hetero_ns3.units import parse_size
 
 NAME = "collective"
@@ -58,6 +58,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", choices=sorted(DTYPES), default="float", help="element type for the count column")
     p.add_argument("--link-rate", help="link rate of star:/leafspine: topologies (default 100Gbps)")
     p.add_argument("--link-delay", help="link delay of star:/leafspine: topologies (default 1us)")
+    p.add_argument(
+        "--routing",
+        choices=ROUTING_KINDS,
+        help="network switches' routing: ecmp (per-flow hash) or dmodk (static D-mod-K, InfiniBand fat-tree "
+        "style); default: the topology's",
+    )
     p.add_argument("--tuning", help="tuning TOML (default collectives/tuning.toml)")
     p.add_argument("--seed", type=int, default=1, help="ECMP / simulation seed (>= 1)")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of the table")
@@ -130,7 +136,10 @@ def run(args: argparse.Namespace) -> int:
 
         attach = get_backend(args.backend).nic_attach_auto
     graph = resolve_topology(
-        args.topology, *link_args(args.topology, args.link_rate, args.link_delay), nic_attach_auto=attach
+        args.topology,
+        *link_args(args.topology, args.link_rate, args.link_delay),
+        nic_attach_auto=attach,
+        routing=args.routing,
     )
     env = CollectiveEnv.from_graph(graph, load_tuning(args.tuning) if args.tuning else None)
     group = select_group(env.gpus, args)

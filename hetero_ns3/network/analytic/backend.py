@@ -44,7 +44,7 @@ def apply_static_link_faults(graph: NetGraph, faults: FaultsSection | None) -> N
         if j is None:
             raise ScenarioError(f"faults.links[{i}]: no link between {lf.a!r} and {lf.b!r}; name two adjacent nodes")
         links[j] = dataclasses.replace(links[j], rate_bps=links[j].rate_bps * lf.rate_factor)
-    return make_graph(graph.nodes, links)
+    return make_graph(graph.nodes, links, graph.routing)
 
 
 class AnalyticBackend:
