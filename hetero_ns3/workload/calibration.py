@@ -269,7 +269,9 @@ def topology_toml(row: MegatronRow) -> str:
     40 ports: 20 down, 20 up), leaves to spine groups without oversubscription. The NVIDIA reference
     architectures since then describe the compute fabric the same way ("rail-optimized"). Traffic between
     GPUs of the same index inside one SU (NCCL's rings and trees across nodes, Megatron's pipeline and data
-    parallel peers) stays on one leaf switch; ECMP matters only across SUs.
+    parallel peers) stays on one leaf switch. Across SUs it crosses a spine, on the static routes an
+    InfiniBand subnet manager installs (one output port per destination, no per-flow hash): ``routing =
+    "dmodk"`` (docs/topologies.md, "Static D-mod-K routing").
     """
     nodes = row.gpus // 8
     return f'''name = "selene-{nodes}"
@@ -291,6 +293,7 @@ spines = {SU_NODES}
 access_delay = "1us"
 rail = {{ uplink_rate = "200Gbps", uplink_delay = "1us", buffer = "16MiB", uplinks = {SU_NODES} }}   # 20 down, 20 up: non-blocking
 spine = {{ buffer = "32MiB" }}
+routing = "dmodk"             # InfiniBand: static per-destination routes from the subnet manager, no ECMP hash
 '''
 
 
