@@ -153,6 +153,7 @@ def emit_ring(
         k_sl = budget_slices(k_sl, channels * n * ring_steps(op, n), t.max_flows_per_call)
         slices = [split(s, k_sl) for s in segs]
         ring = [gpus[r] for r in order]
+        em.set_window_for_latency(((ring[p], ring[(p + 1) % n]) for p in range(n)), max(max(x) for x in slices))
         lat = [em.step_latency_s(ring[p], ring[(p + 1) % n], "ring", opn) for p in range(n)]
         # Unequal step latencies (a multi-node ring with several ranks per node): each step's latency delays
         # its data on the edge (Emitter.delay). Equal ones fold into the receiver's reduce / step task on its
