@@ -7,6 +7,8 @@ one way) sent 2 steps per path delay: a 32-rank all-gather of 4 KiB replayed at 
 
 from __future__ import annotations
 
+import pytest
+
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
 from hetero_ns3.collectives.emit import Emitter
 from hetero_ns3.network.analytic import simulate_plan
@@ -63,3 +65,18 @@ def test_bandwidth_bound_rings_keep_their_window():
     em = Emitter(b, call, env, "ring", "Simple", 8, None, "dp", 0, 0.0)
     em.set_window_for_latency([(group[7], group[8])], env.tuning.slice_bytes)
     assert em._pair_window[(group[7], group[8])] == env.tuning.inflight_slices
+
+
+def test_forced_ll_ring_replays_under_nccls_cap():
+    """NCCL's llMaxBws (Hopper, one node: 141 GB/s bus bandwidth) holds in the replayed plan, not only in the
+    cost model: 8 x H100 forced to ring/LL at 16 MiB replayed at 164 GB/s busbw before, over the cap."""
+    graph = resolve_topology("h100-2node")
+    env = CollectiveEnv.from_graph(graph)
+    group = tuple(env.gpus[:8])
+    size = 16 << 20
+    b = PlanBuilder(group)
+    res = plan_collective(b, CollectiveCall("all_reduce", group, size, algo="ring", protocol="LL"), env)
+    t = simulate_plan(graph, b.build(), seed=1).times.makespan_s
+    busbw = 2 * 7 / 8 * size / t
+    assert busbw <= env.tuning.ll_max_busbw_Bps.one_node["Hopper"]
+    assert t == pytest.approx(res.choice.predicted_s, rel=0.05)
