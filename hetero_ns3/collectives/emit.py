@@ -106,6 +106,7 @@ class Emitter:
         self._base = base_latency_s
         self._entry: dict[str, int] = {}
         self._conn: dict[tuple[str, str, int], list[int]] = {}
+        self._pair_window: dict[tuple[str, str], int] = {}
         self._tails: dict[str, list[int]] = {}
         self._labels: dict[tuple[int, str], str] = {}
         self._last_compute: dict[tuple[str, int], int] = {}
@@ -126,6 +127,23 @@ class Emitter:
         t = self.tuning
         want = math.ceil(t.slice_bytes * t.inflight_slices / max(1, slice_bytes))
         self.window = max(t.inflight_slices, min(t.chain_inflight_slices, want))
+
+    def set_window_for_latency(self, pairs: Iterable[tuple[str, str]], slice_bytes: int) -> None:
+        """Slices in flight on each connection ``(src, dst)`` of ``pairs``: enough to cover its path latency.
+
+        A connection that may start slice ``k`` only when slice ``k - W`` has arrived sends at its rate
+        only if ``W`` slices outlast one slice plus the one-way path delay ``D``: ``W = 1 + ceil(D x B / s)``
+        (``B`` the hop's payload bandwidth, ``s`` the slice), between ``inflight_slices`` and
+        ``chain_inflight_slices`` (NCCL_STEPS: NCCL keeps 8 steps of a connection in flight, whatever their
+        size). Large slices keep ``inflight_slices``; tiny ones on a long path get up to 8, where 2 paced a
+        latency-bound ring at 2 steps per path delay (a 128-rank all-gather of 4 KiB on a 3-tier fat-tree
+        at 2.6x NCCL's model)."""
+        t = self.tuning
+        s = max(1, slice_bytes)
+        for src, dst in pairs:
+            p = self.env.path(src, dst)
+            want = 1 + math.ceil(p.delay_s * self.env.hop_bandwidth_Bps(src, dst) / s)
+            self._pair_window[(src, dst)] = max(t.inflight_slices, min(t.chain_inflight_slices, want))
 
     def label(self, ch: int, what: str) -> str:
         key = (ch, what)
@@ -173,8 +191,9 @@ class Emitter:
         conn = self._conn.get(key)
         if conn is None:
             conn = self._conn[key] = []
-        if len(conn) >= self.window:
-            deps.append(conn[-self.window])
+        window = self._pair_window.get((src, dst), self.window)
+        if len(conn) >= window:
+            deps.append(conn[-window])
         tid = self.b.add_flow(
             src,
             dst,

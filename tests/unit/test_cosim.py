@@ -64,7 +64,14 @@ def test_lowered_demo_is_acyclic_and_every_task_runs_once():
 
 
 def test_infinitely_fast_network_gives_the_compute_critical_path():
-    sc = _scenario("two-node-h100.toml", {"tp": 4, "pp": 2, "global_batch": 8, "micro_batch": 1, "zero_stage": 1})
+    # Protocols other than LL: LL's per-channel throughput cap (NCCL's llMaxBws, a GPU-side limit) rides on its
+    # flows (ring.ll_cap_scales), so an infinitely fast network does not remove it.
+    simple = {k: {"protocol": "Simple"} for k in ("tp", "pp", "dp")}
+    sc = _scenario(
+        "two-node-h100.toml",
+        {"tp": 4, "pp": 2, "global_batch": 8, "micro_batch": 1, "zero_stage": 1},
+        collectives=simple,
+    )
     cluster = load_run_cluster(sc)
     fast = _infinitely_fast(build_graph(cluster))
     wplan, low = lower_scenario(sc, fast, cluster)

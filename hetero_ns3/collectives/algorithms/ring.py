@@ -121,6 +121,39 @@ def ring_cost(
     return lat + t_proto, hop
 
 
+def ll_cap_scales(
+    em: Emitter, ring: Sequence[str], slice_bytes: int, cap_ch_Bps: float, share: Mapping[tuple[str, str], int]
+) -> list[float]:
+    """Per ring hop ``p -> p + 1``, the wire-byte scale that holds an LL slice to the channel's share of NCCL's
+    ``llMaxBws`` (``cap_ch_Bps``, bus bytes/s): at least 1, else the slice's time at the cap over its time on
+    the hop's bottleneck line rate, which ``share[(src, kind)]`` of the call's channels send over at once
+    (every channel's hop out of a GPU over NVLink shares that GPU's NVLink; over the network, its NIC). NCCL's
+    cap stands for the LL thread block's own throughput (each 8-byte word travels with a flag the receiver
+    polls), not the links': the scaled flow occupies its links longer than its bytes would, as NVLS's
+    efficiency does (``Emitter.flow``'s ``scale``)."""
+    out = []
+    n = len(ring)
+    for p in range(n):
+        src, dst = ring[p], ring[(p + 1) % n]
+        path = em.env.path(src, dst)
+        on_wire = em.wire_bytes(src, dst, slice_bytes) * share[(src, path.kind)] / (path.rate_bps / 8.0)
+        out.append(max(1.0, slice_bytes / cap_ch_Bps / on_wire))
+    return out
+
+
+def _hop_share(em: Emitter, gpus: Sequence[str], orders: list[list[int]], channels: int) -> dict[tuple[str, str], int]:
+    """Per (source GPU, path kind), how many of the ring's channels send from it over that kind at once."""
+    share: dict[tuple[str, str], int] = {}
+    n = len(gpus)
+    for c in range(channels):
+        order = orders[c % len(orders)]
+        for p in range(n):
+            src, dst = gpus[order[p]], gpus[order[(p + 1) % n]]
+            key = (src, em.env.path(src, dst).kind)
+            share[key] = share.get(key, 0) + 1
+    return share
+
+
 def emit_ring(
     em: Emitter,
     gpus: Sequence[str],
@@ -142,6 +175,11 @@ def emit_ring(
         return done
     per_ch = split(size, channels)
     opn = one_rank_per_node(em.env, gpus)
+    ll_cap_ch = 0.0
+    if em.protocol == "LL" and op not in (BROADCAST, REDUCE):
+        cap = ll_max_busbw_Bps(em.env, tuple(gpus), len(em.env.nodes_of(tuple(gpus))))
+        ll_cap_ch = cap / channels if math.isfinite(cap) else 0.0
+        share = _hop_share(em, gpus, orders, channels)
     for c in range(channels):
         order = orders[c % len(orders)]
         d = per_ch[c]
@@ -153,12 +191,14 @@ def emit_ring(
         k_sl = budget_slices(k_sl, channels * n * ring_steps(op, n), t.max_flows_per_call)
         slices = [split(s, k_sl) for s in segs]
         ring = [gpus[r] for r in order]
+        em.set_window_for_latency(((ring[p], ring[(p + 1) % n]) for p in range(n)), max(max(x) for x in slices))
         lat = [em.step_latency_s(ring[p], ring[(p + 1) % n], "ring", opn) for p in range(n)]
         # Unequal step latencies (a multi-node ring with several ranks per node): each step's latency delays
         # its data on the edge (Emitter.delay). Equal ones fold into the receiver's reduce / step task on its
         # stream: the same times while the data arrives after the receiver's previous step, as it does when
         # every hop costs the same, and one task less per step.
         on_edge = max(lat) > min(lat)
+        scale = ll_cap_scales(em, ring, max(max(x) for x in slices), ll_cap_ch, share) if ll_cap_ch else [1.0] * n
         ready = [[ready0[ring[p]]] * k_sl for p in range(n)]
         steps = ring_steps(op, n)
         red_steps = n - 1 if op in (ALL_REDUCE, REDUCE_SCATTER) else 0
@@ -174,7 +214,7 @@ def emit_ring(
                 for k in range(k_sl):
                     # a rank forwards only once it has joined the call: on channels other than 0 nothing else
                     # says so at step 1 (its reduction is the first task on that channel's stream)
-                    f = em.flow(src, dst, seg[k], (rp[k], r0) if s else (rp[k],), c)
+                    f = em.flow(src, dst, seg[k], (rp[k], r0) if s else (rp[k],), c, scale=scale[p])
                     if on_edge:
                         if k == 0 and lat[p] > 0:  # the step's latency delays its data, not dst's stream
                             f = em.delay(dst, lat[p], (f,), c)
