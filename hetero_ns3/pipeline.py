@@ -71,8 +71,7 @@ def load_run_cluster(scenario: Scenario, backend: str | None = None) -> ClusterS
     spec = load_cluster(topology_path(cluster.topology, scenario.base_dir))
     if cluster.nic_attach is not None:
         spec = with_nic_attach(spec, cluster.nic_attach, "cluster.nic_attach")
-    if cluster.routing is not None:
-        spec = dataclasses.replace(spec, network=dataclasses.replace(spec.network, routing=cluster.routing))
+    spec = spec.with_routing(cluster.routing)
     lean = backend is not None and get_backend(backend).nic_attach_auto == "direct"
     return resolve_nic_attach(spec, lean)
 

@@ -74,34 +74,23 @@ class ClusterSection:
             raise ScenarioError(
                 f"{where} needs exactly one of {where}.topology (a preset such as 'h0' or a path) or [[{where}.groups]]"
             )
-        if self.nic_attach is not None:
-            from hetero_ns3.topology.spec import NIC_ATTACH_KINDS
+        from hetero_ns3.topology.graph import ROUTING_KINDS
+        from hetero_ns3.topology.spec import NIC_ATTACH_KINDS
 
-            if self.nic_attach not in NIC_ATTACH_KINDS:
-                raise field_error(
-                    f"{where}.nic_attach",
-                    self.nic_attach,
-                    "is not a valid choice",
-                    f"use one of {list(NIC_ATTACH_KINDS)}",
-                )
-            if self.topology is None:
-                raise field_error(
-                    f"{where}.nic_attach",
-                    self.nic_attach,
-                    "needs a network topology",
-                    f"set {where}.topology or remove it",
-                )
-        if self.routing is not None:
-            from hetero_ns3.topology.graph import ROUTING_KINDS
+        _check_override(where, "nic_attach", self.nic_attach, NIC_ATTACH_KINDS, "is not a valid choice", self.topology)
+        _check_override(where, "routing", self.routing, ROUTING_KINDS, "is not a routing", self.topology)
 
-            if self.routing not in ROUTING_KINDS:
-                raise field_error(
-                    f"{where}.routing", self.routing, "is not a routing", f"use one of {list(ROUTING_KINDS)}"
-                )
-            if self.topology is None:
-                raise field_error(
-                    f"{where}.routing", self.routing, "needs a network topology", f"set {where}.topology or remove it"
-                )
+
+def _check_override(
+    where: str, name: str, value: str | None, kinds: tuple[str, ...], unknown: str, topology: str | None
+) -> None:
+    """A ``[cluster]`` override of a topology setting: one of ``kinds``, and only with a topology to override."""
+    if value is None:
+        return
+    if value not in kinds:
+        raise field_error(f"{where}.{name}", value, unknown, f"use one of {list(kinds)}")
+    if topology is None:
+        raise field_error(f"{where}.{name}", value, "needs a network topology", f"set {where}.topology or remove it")
 
 
 def inline_gpus(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 from hetero_ns3.errors import ScenarioError
@@ -40,7 +39,4 @@ def resolve_topology(
         raise ScenarioError(
             f"topology ({text!r}) is not 'star:N', 'leafspine:L,S,H', a preset name or a cluster TOML file"
         )
-    cluster = load_cluster(text)
-    if routing is not None:
-        cluster = dataclasses.replace(cluster, network=dataclasses.replace(cluster.network, routing=routing))
-    return build_graph(resolve_nic_attach(cluster, nic_attach_auto == "direct"))
+    return build_graph(resolve_nic_attach(load_cluster(text).with_routing(routing), nic_attach_auto == "direct"))

@@ -7,7 +7,7 @@ these tables; which of the equal-cost next hops a flow takes is the ECMP hash co
 docs/topologies.md ("ECMP hash contract"). Pure Python + numpy, no ns-3.
 
 With ``graph.routing == "dmodk"`` every network switch keeps one next hop per destination instead
-(:func:`_dmodk`): static destination-mod-k routing as InfiniBand subnet managers install on fat-trees
+(:class:`_DModK`): static destination-mod-k routing as InfiniBand subnet managers install on fat-trees
 (Zahavi, "D-Mod-K Routing Providing Non-Blocking Traffic for Shift Permutations on Real Life Fat Trees",
 CCIT Report 776, Technion 2010; OpenSM's ``ftree`` engine). Switches inside servers keep ECMP.
 """

@@ -7,7 +7,7 @@ with a global node index counted over the groups in file order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 NVSWITCH = "nvswitch"
 PCIE = "pcie"
@@ -175,6 +175,12 @@ class ClusterSpec:
     @property
     def node_count(self) -> int:
         return sum(g.count for g in self.groups)
+
+    def with_routing(self, routing: str | None) -> ClusterSpec:
+        """This cluster with ``network.routing = routing`` (None: unchanged)."""
+        if routing is None:
+            return self
+        return replace(self, network=replace(self.network, routing=routing))
 
     def node_groups(self) -> list[tuple[int, NodeGroup]]:
         """``(global node index, group)`` for every node, in order."""

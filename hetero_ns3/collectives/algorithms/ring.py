@@ -176,6 +176,7 @@ def emit_ring(
     per_ch = split(size, channels)
     opn = one_rank_per_node(em.env, gpus)
     ll_cap_ch = 0.0
+    share: dict[tuple[str, str], int] = {}
     if em.protocol == "LL" and op not in (BROADCAST, REDUCE):
         cap = ll_max_busbw_Bps(em.env, tuple(gpus), len(em.env.nodes_of(tuple(gpus))))
         ll_cap_ch = cap / channels if math.isfinite(cap) else 0.0
@@ -191,14 +192,15 @@ def emit_ring(
         k_sl = budget_slices(k_sl, channels * n * ring_steps(op, n), t.max_flows_per_call)
         slices = [split(s, k_sl) for s in segs]
         ring = [gpus[r] for r in order]
-        em.set_window_for_latency(((ring[p], ring[(p + 1) % n]) for p in range(n)), max(max(x) for x in slices))
+        largest = max(max(x) for x in slices)
+        em.set_window_for_latency(((ring[p], ring[(p + 1) % n]) for p in range(n)), largest)
         lat = [em.step_latency_s(ring[p], ring[(p + 1) % n], "ring", opn) for p in range(n)]
         # Unequal step latencies (a multi-node ring with several ranks per node): each step's latency delays
         # its data on the edge (Emitter.delay). Equal ones fold into the receiver's reduce / step task on its
         # stream: the same times while the data arrives after the receiver's previous step, as it does when
         # every hop costs the same, and one task less per step.
         on_edge = max(lat) > min(lat)
-        scale = ll_cap_scales(em, ring, max(max(x) for x in slices), ll_cap_ch, share) if ll_cap_ch else [1.0] * n
+        scale = ll_cap_scales(em, ring, largest, ll_cap_ch, share) if ll_cap_ch else [1.0] * n
         ready = [[ready0[ring[p]]] * k_sl for p in range(n)]
         steps = ring_steps(op, n)
         red_steps = n - 1 if op in (ALL_REDUCE, REDUCE_SCATTER) else 0
