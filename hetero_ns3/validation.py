@@ -19,7 +19,7 @@ from hetero_ns3.errors import ScenarioError, SimulationError, field_error
 from hetero_ns3.paths import PACKAGE_DATA
 
 SUITE_PATH = PACKAGE_DATA / "validation" / "suite.toml"
-KINDS = ("scenario", "collective", "incast")
+KINDS = ("scenario", "collective", "incast", "layer")
 METRICS = ("step_time_s", "busbw_GBps", "algbw_GBps", "mfu_pct", "time_s", "makespan_over_ideal", "jain_index")
 
 
@@ -29,8 +29,9 @@ class Case:
 
     Attributes:
         name: identifier (``megatron.gpt-1.7b``).
-        kind: ``scenario`` (a training iteration), ``collective`` (one collective call) or ``incast`` (N flows
-            into one host on a star, packet level).
+        kind: ``scenario`` (a training iteration), ``collective`` (one collective call), ``incast`` (N flows
+            into one host on a star, packet level) or ``layer`` (one transformer layer's forward + backward
+            kernels on one rank, roofline only, against a layer timed on a real GPU).
         metric: step_time_s, mfu_pct (scenario) or busbw_GBps, algbw_GBps, time_s (collective; time_s where
             the published bandwidth rounds to 0, e.g. 8 B); makespan_over_ideal, jain_index (incast: the last
             flow's finish over the line-rate time of all bytes; Jain's index of the flows' throughputs).
@@ -49,6 +50,8 @@ class Case:
         senders, size, rate_gbps, cc, cc_preset: incast: ``senders`` flows of ``size`` bytes into ``h0`` on
             ``star:senders+1`` at ``rate_gbps`` (1 us links, the default 32 MiB buffer), congestion control
             ``cc`` (default: the network default, DCQCN) with preset ``cc_preset`` (default: the kind's).
+        measured, layer, gpu_type: layer: the folder under ``hetero_ns3/data/measured`` (``h200``), the
+            layer's name in its ``layers.csv`` (its shape) and the catalog GPU type to time it on.
         note: free text.
     """
 
@@ -74,6 +77,9 @@ class Case:
     rate_gbps: float = 100.0
     cc: str = ""
     cc_preset: str = ""
+    measured: str = ""
+    layer: str = ""
+    gpu_type: str = ""
 
 
 def load_suite(path: str | Path | None = None) -> tuple[Path, tuple[Case, ...]]:
@@ -105,6 +111,12 @@ def load_suite(path: str | Path | None = None) -> tuple[Path, tuple[Case, ...]]:
                 if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
                     raise field_error(f"{where}.{key}", value, "must be a positive number for an incast case",
                                       f"e.g. {key} = {example}")  # fmt: skip
+        if tbl["kind"] == "layer":
+            for key, example in (("measured", "h200"), ("layer", "llama2-7b-tp1"), ("gpu_type", "H200-SXM")):
+                if not isinstance(tbl.get(key), str) or not tbl[key]:
+                    raise field_error(
+                        f"{where}.{key}", tbl.get(key), "is required for a layer case", f'e.g. {key} = "{example}"'
+                    )
         if not isinstance(tbl.get("heldout", False), bool):
             raise field_error(f"{where}.heldout", tbl["heldout"], "is not a boolean", "write heldout = true or false")
         tbl = dict(tbl)
@@ -195,6 +207,23 @@ def simulate_incast(case: Case) -> dict[str, float]:
     return {"makespan_s": makespan, "makespan_over_ideal": makespan / ideal, "jain_index": jain_index(res.flows)}
 
 
+def simulate_layer(case: Case) -> dict[str, float]:
+    """Roofline time of one rank's layer (forward, forward + backward; seconds) whose shape is the row
+    ``case.layer`` of ``measured/<case.measured>/layers.csv``, on ``case.gpu_type`` (docs/compute.md,
+    "Measured on H200")."""
+    from hetero_ns3.compute.gpus import get_gpu
+    from hetero_ns3.compute.measured import MEASURED_DIR, layer_context, layer_times, read_table
+
+    rows = read_table(MEASURED_DIR / case.measured, "layers")
+    row = next((r for r in rows if r["layer"] == case.layer), None)
+    if row is None:
+        names = [r["layer"] for r in rows]
+        raise field_error(f"case {case.name}.layer", case.layer, f"is not in measured/{case.measured}/layers.csv",
+                          f"use one of {names}")  # fmt: skip
+    fwd, both = layer_times(layer_context(row), get_gpu(case.gpu_type))
+    return {"time_s": both, "forward_s": fwd}
+
+
 @dataclass(frozen=True)
 class Outcome:
     """Result of one case."""
@@ -230,6 +259,8 @@ def run_case(case: Case, base: Path) -> Outcome:
         detail = simulate_scenario(base / case.scenario, case.overrides)
     elif case.kind == "incast":
         detail = simulate_incast(case)
+    elif case.kind == "layer":
+        detail = simulate_layer(case)
     else:
         detail = simulate_collective(case, base)
     sim = detail[case.metric]

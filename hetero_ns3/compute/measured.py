@@ -1,0 +1,226 @@
+"""The roofline against kernel times measured on a real GPU (``hetero_ns3/data/measured/<gpu>/``).
+
+``scripts/measure_gpu_kernels.py`` writes the tables on a machine with the GPU; this module reads them and
+times the same work with :class:`~hetero_ns3.compute.roofline.Roofline` and the layer programs of
+:mod:`hetero_ns3.workload.layers`, so every comparison uses the simulator's own kernels:
+
+* ``gemm``: one product (m x k) @ (k x n), BF16 or FP8 (an FP8 linear GEMM without its input cast:
+  the benchmark times ``torch._scaled_mm`` on operands already in FP8);
+* ``attention``: one fused attention forward or backward (PyTorch SDPA, cuDNN or flash back end);
+* ``memory``: one element-wise kernel, or the fused Adam step, as bytes over bandwidth;
+* ``layer``: one tensor-parallel rank's transformer layer, forward and forward + backward, without
+  communication; ``layer_steady`` the same after 10 s of back-to-back layers;
+* ``sustained``: the rate of back-to-back 8192^3 GEMMs once the power limit holds, over their rate in
+  the first 80 ms from idle, next to the roofline's fitted ``sustained`` factor.
+
+Times are seconds; an error is ``model / measured - 1``. Measurements run the GPU continuously (each
+case >= 45 ms after warm-up, the sections back to back), so they sit at the power-limited clock, the
+state the roofline's ``sustained`` factor stands for: the model is compared with ``sustained`` applied.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from hetero_ns3.compute.gpus import GpuSpec, get_gpu
+from hetero_ns3.compute.roofline import Kernel, Roofline, default_efficiency
+from hetero_ns3.paths import PACKAGE_DATA
+from hetero_ns3.workload.layers import ACT_BYTES, Compute, LayerContext, gemm, layer_backward, layer_forward
+from hetero_ns3.workload.models import ModelSpec
+
+MEASURED_DIR = PACKAGE_DATA / "measured"
+FUSED_MEMORY_KERNELS = ("copy", "add", "gelu", "layernorm", "rmsnorm", "adam_fused_fp32")
+"""Element-wise kernels PyTorch runs as one pass, as the roofline's ``memory`` kernels are modelled
+(softmax, SwiGLU and dropout + add run as several unfused PyTorch kernels and are reported apart)."""
+BURST_WINDOW_S = 0.08
+STEADY_FROM_S = 0.5
+
+
+@dataclass(frozen=True)
+class Residual:
+    """One measured case against the roofline (seconds, or a ratio for ``sustained``)."""
+
+    section: str
+    case: str
+    measured: float
+    model: float
+
+    @property
+    def error_pct(self) -> float:
+        return (self.model / self.measured - 1.0) * 100.0
+
+
+def read_table(gpu_dir: Path, name: str) -> list[dict[str, str]]:
+    """Rows of ``<gpu_dir>/<name>.csv`` (an empty list when the file is absent)."""
+    path = gpu_dir / f"{name}.csv"
+    if not path.is_file():
+        return []
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def gemm_residuals(rows: Iterable[dict[str, str]], gpu: GpuSpec) -> list[Residual]:
+    bf16, fp8 = Roofline("bf16"), Roofline("fp8")
+    out = []
+    for r in rows:
+        m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
+        if r["dtype"] == "bf16":
+            t = bf16.kernel_time(gemm("gemm", m, n, k), gpu)
+        elif r["dtype"] == "fp8":
+            # a wgrad-named linear GEMM is FP8 with no input cast: what _scaled_mm on FP8 operands times
+            t = fp8.kernel_time(gemm("fc1.wgrad", m, n, k), gpu)
+        else:
+            continue
+        label = r["kind"] if r["kind"] == "square" else f"{r['layer']}.{r['pass']} h{r['hidden']} tp{r['tp']}"
+        out.append(Residual("gemm", f"{r['dtype']} {label} {r['layout']} {m}x{n}x{k}", float(r["time_s"]), t))
+    return out
+
+
+def attention_kernels(b: int, heads: int, s: int, hd: int, causal: bool) -> tuple[Kernel, Kernel]:
+    """Forward and backward fused-attention kernels of the layer programs for [b, heads, s, hd]."""
+    flops = 4.0 * b * s * s * heads * hd
+    work = 0.5 if causal else 1.0
+    fwd = Kernel("attn.core", "attention_fwd", flops, ACT_BYTES * b * s * hd * 4 * heads, work=work)
+    bwd = Kernel("attn.core.bwd", "attention_bwd", 2 * flops, ACT_BYTES * b * s * hd * 8 * heads, work=work)
+    return fwd, bwd
+
+
+def attention_residuals(rows: Iterable[dict[str, str]], gpu: GpuSpec) -> list[Residual]:
+    rf = Roofline("bf16")
+    out = []
+    for r in rows:
+        b, heads, s, hd, causal = (int(r[c]) for c in ("batch", "heads", "seq", "head_dim", "causal"))
+        fwd, bwd = attention_kernels(b, heads, s, hd, bool(causal))
+        label = f"{r['backend']} hd{hd} {'causal' if causal else 'full'} s{s}"
+        out.append(Residual("attention", f"fwd {label}", float(r["fwd_s"]), rf.kernel_time(fwd, gpu)))
+        out.append(Residual("attention", f"bwd {label}", float(r["bwd_s"]), rf.kernel_time(bwd, gpu)))
+    return out
+
+
+def memory_residuals(rows: Iterable[dict[str, str]], gpu: GpuSpec) -> list[Residual]:
+    rf = Roofline("bf16")
+    out = []
+    for r in rows:
+        section = "memory" if r["kernel"] in FUSED_MEMORY_KERNELS else "memory_unfused"
+        t = rf.kernel_time(Kernel(r["kernel"], "memory", 0.0, float(r["bytes"])), gpu)
+        out.append(Residual(section, f"{r['kernel']} {int(r['elements']) >> 20}Mi", float(r["time_s"]), t))
+    return out
+
+
+def layer_context(r: dict[str, str]) -> LayerContext:
+    """The layer program's context for one row of ``layers.csv`` (no biases, dropout or recomputation)."""
+    md = ModelSpec(
+        name=r["layer"],
+        layers=1,
+        hidden=int(r["hidden"]),
+        heads=int(r["heads"]),
+        kv_heads=int(r["kv_heads"]),
+        ffn_hidden=int(r["ffn"]),
+        vocab=32000,
+        seq_len=int(r["seq"]),
+        gated_mlp=r["gated"] == "1",
+        norm="rmsnorm" if r["norm"] == "rmsnorm" else "layernorm",
+    )
+    return LayerContext(md, int(r["micro_batch"]), int(r["tp"]), False, 1, "none")
+
+
+def layer_times(ctx: LayerContext, gpu: GpuSpec, rf: Roofline | None = None) -> tuple[float, float]:
+    """(forward, forward + backward) seconds of the compute kernels of one layer on one rank."""
+    rf = rf or Roofline("bf16")
+
+    def total(steps: Sequence[object]) -> float:
+        return sum(rf.kernel_time(k, gpu) for s in steps if isinstance(s, Compute) for k in s.kernels)
+
+    fwd = total(layer_forward(ctx, 0))
+    return fwd, fwd + total(layer_backward(ctx, 0))
+
+
+def layer_residuals(rows: Iterable[dict[str, str]], steady: Iterable[dict[str, str]], gpu: GpuSpec) -> list[Residual]:
+    out = []
+    by_name: dict[str, tuple[float, float]] = {}
+    for r in rows:
+        fwd, both = layer_times(layer_context(r), gpu)
+        by_name[r["layer"]] = (fwd, both)
+        out.append(Residual("layer", f"{r['layer']} fwd", float(r["fwd_s"]), fwd))
+        out.append(Residual("layer", f"{r['layer']} fwd+bwd", float(r["fwd_bwd_s"]), both))
+    runs: dict[str, list[float]] = {}
+    for r in steady:
+        runs.setdefault(r["layer"], []).append(float(r["fwd_bwd_s"]))
+    for name, times in runs.items():
+        if name in by_name:
+            out.append(Residual("layer_steady", f"{name} fwd+bwd", statistics.median(times), by_name[name][1]))
+    return out
+
+
+def sustained_residuals(rows: Iterable[dict[str, str]], gpu: GpuSpec) -> list[Residual]:
+    """Measured steady / burst GEMM rate per precision against the roofline's ``sustained``."""
+    series: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        series.setdefault(r["dtype"], []).append((float(r["t_s"]), float(r["tflops"])))
+    factor = default_efficiency(gpu).sustained
+    out = []
+    for dtype, pts in series.items():
+        burst = [v for t, v in pts if t <= BURST_WINDOW_S]
+        steady = [v for t, v in pts if t >= STEADY_FROM_S]
+        if burst and steady:
+            ratio = statistics.mean(steady) / statistics.mean(burst)
+            out.append(Residual("sustained", f"{dtype} 8192^3 steady/burst", ratio, factor))
+    return out
+
+
+def residuals(gpu_type: str = "H200-SXM", gpu_dir: Path | None = None) -> list[Residual]:
+    """Every measured case of ``gpu_dir`` (default ``measured/h200``) against the roofline of ``gpu_type``."""
+    d = gpu_dir or MEASURED_DIR / "h200"
+    gpu = get_gpu(gpu_type)
+    return [
+        *gemm_residuals(read_table(d, "gemm"), gpu),
+        *attention_residuals(read_table(d, "attention"), gpu),
+        *memory_residuals(read_table(d, "memory"), gpu),
+        *layer_residuals(read_table(d, "layers"), read_table(d, "layer_sustained"), gpu),
+        *sustained_residuals(read_table(d, "burst"), gpu),
+    ]
+
+
+@dataclass(frozen=True)
+class Group:
+    """Errors of a group of cases: count, median, 10th / 90th percentile and worst, in percent."""
+
+    name: str
+    n: int
+    median: float
+    p10: float
+    p90: float
+    worst: float
+
+
+def group_of(r: Residual) -> str:
+    """Summary group of a case: GEMMs by precision, pass and size, attention by back end and direction."""
+    words = r.case.split()
+    if r.section == "gemm":
+        dtype, what = words[0], words[1]
+        m, n, k = (int(x) for x in words[-1].split("x"))
+        size = "large" if min(m, n, k) >= 2048 else "small"
+        kind = "square" if what == "square" else what.split(".")[1]
+        return f"gemm {dtype} {kind} {size}"
+    if r.section == "attention":
+        seq = int(words[-1][1:])
+        return f"attention {words[0]} {words[1]} {'s>=2048' if seq >= 2048 else 's<2048'}"
+    if r.section in ("layer", "layer_steady"):
+        return f"{r.section} {words[-1]}"
+    return r.section
+
+
+def summarise(res: Sequence[Residual]) -> list[Group]:
+    groups: dict[str, list[float]] = {}
+    for r in res:
+        groups.setdefault(group_of(r), []).append(r.error_pct)
+    out = []
+    for name, errs in groups.items():
+        errs = sorted(errs)
+        q = statistics.quantiles(errs, n=10, method="inclusive") if len(errs) > 1 else [errs[0]] * 9
+        out.append(Group(name, len(errs), statistics.median(errs), q[0], q[-1], max(errs, key=abs)))
+    return out

@@ -1,0 +1,119 @@
+"""The roofline against kernels measured on one H200 (hetero_ns3/data/measured/h200, docs/compute.md,
+"Measured on H200"): the shipped residual table is reproduced, and each model stays within the bound the
+documentation states for it."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import statistics
+from pathlib import Path
+
+import pytest
+
+from hetero_ns3.compute.measured import MEASURED_DIR, group_of, residuals, summarise
+from hetero_ns3.errors import ScenarioError
+from hetero_ns3.validation import load_suite, run_case
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def res():
+    return residuals()
+
+
+def _errors(res, group: str) -> list[float]:
+    return [r.error_pct for r in res if group_of(r) == group]
+
+
+def test_check_script_reproduces_the_shipped_table() -> None:
+    mod = runpy.run_path(str(ROOT / "scripts" / "check_measured_kernels.py"))
+    assert mod["main"](["--check"]) == 0
+
+
+def test_measurements_are_from_an_h200() -> None:
+    env = json.loads((MEASURED_DIR / "h200" / "env.json").read_text())
+    assert env["gpu"] == "NVIDIA H200" and env["sm_count"] == 132
+
+
+def test_sustained_factor_is_the_measured_power_limit(res) -> None:
+    """The A100-fitted `sustained` (0.846) against the H200's steady / first-80-ms GEMM rate: within 3%."""
+    sus = [r for r in res if r.section == "sustained"]
+    assert {r.case.split()[0] for r in sus} == {"bf16", "fp8"}
+    for r in sus:
+        assert 0.80 < r.measured < 0.90
+        assert abs(r.error_pct) <= 3.0
+
+
+def test_power_settled_layers_within_10pct(res) -> None:
+    steady = [r for r in res if r.section == "layer_steady"]
+    assert len(steady) == 2
+    assert all(abs(r.error_pct) <= 10.0 for r in steady)
+
+
+def test_layers_within_25pct_and_never_faster_than_measured_by_5pct(res) -> None:
+    errs = [r.error_pct for r in res if r.section == "layer" and r.case.endswith("fwd+bwd")]
+    assert len(errs) == 6
+    assert all(-5.0 <= e <= 25.0 for e in errs)
+    assert statistics.median(errs) <= 10.0
+
+
+def test_large_gemms_pessimistic_by_at_most_20pct(res) -> None:
+    """Large BF16 / FP8 GEMMs (every dimension >= 2048): the model is slower than the measurement (the shape
+    law discounts shapes cuBLAS runs at its peak), by a median of at most 20% in every pass."""
+    for dtype in ("bf16", "fp8"):
+        for kind in ("fwd", "dgrad", "wgrad", "square"):
+            errs = _errors(res, f"gemm {dtype} {kind} large")
+            assert errs, (dtype, kind)
+            assert 0.0 < statistics.median(errs) <= 20.0, (dtype, kind)
+
+
+def test_cudnn_attention_long_sequences_within_20pct(res) -> None:
+    for direction in ("fwd", "bwd"):
+        errs = _errors(res, f"attention {direction} cudnn s>=2048")
+        assert len(errs) == 16
+        assert abs(statistics.median(errs)) <= 20.0
+
+
+def test_streaming_kernels_at_the_memory_efficiency(res) -> None:
+    """Copies and adds stream at 0.85-0.91 of HBM bandwidth: the `memory` constant (0.85) within 10%."""
+    for r in res:
+        if r.section == "memory" and r.case.split()[0] in ("copy", "add"):
+            assert abs(r.error_pct) <= 10.0, r.case
+
+
+def test_summary_groups_cover_every_case(res) -> None:
+    groups = summarise(res)
+    assert sum(g.n for g in groups) == len(res)
+    assert all(g.p10 <= g.median <= g.p90 for g in groups)
+
+
+def test_layer_cases_run_in_the_suite() -> None:
+    base, cases = load_suite()
+    layer = [c for c in cases if c.kind == "layer"]
+    assert {c.layer for c in layer} == {"llama2-7b-tp1", "gpt3-175b-tp8"}
+    for c in layer:
+        out = run_case(c, base)
+        assert out.within and out.detail["forward_s"] < out.simulated
+
+
+def test_layer_case_errors_name_the_field(tmp_path) -> None:
+    base = """[[case]]
+name = "x"
+kind = "layer"
+metric = "time_s"
+published = 0.01
+tolerance = 0.1
+source = "s"
+measured = "h200"
+gpu_type = "H200-SXM"
+"""
+    p = tmp_path / "suite.toml"
+    p.write_text(base)
+    with pytest.raises(ScenarioError, match=r"case\[0\]\.layer"):
+        load_suite(p)
+    p.write_text(base + 'layer = "no-such-layer"\n')
+    _base, cases = load_suite(p)
+    with pytest.raises(ScenarioError, match="no-such-layer.*llama2-7b-tp1"):
+        run_case(cases[0], tmp_path)
