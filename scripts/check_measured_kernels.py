@@ -3,6 +3,7 @@
     PYTHONPATH=. python scripts/check_measured_kernels.py            # print, write the table
     PYTHONPATH=. python scripts/check_measured_kernels.py --check    # recompute the shipped table, exit 1 if it differs
     PYTHONPATH=. python scripts/check_measured_kernels.py --cases    # every case, not only the groups
+    PYTHONPATH=. python scripts/check_measured_kernels.py --plot h200.png   # also draw measured against model
 
 Measurements: ``hetero_ns3/data/measured/h200/`` (``scripts/measure_gpu_kernels.py`` on one H200,
 2026-12-04; see the README there). Comparison: :mod:`hetero_ns3.compute.measured`. Table:
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import statistics
 import sys
 from pathlib import Path
 
@@ -45,10 +47,71 @@ def table() -> str:
     return buf.getvalue()
 
 
+def plot(path: Path) -> None:
+    """Three panels: square GEMMs (TFLOP/s, measured and model), the GEMM rate from idle (with the model's
+    sustained level), cuDNN attention at head dim 128 (TFLOP/s executed, measured and model)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from hetero_ns3.compute.gpus import get_gpu
+    from hetero_ns3.compute.measured import MEASURED_DIR, attention_kernels, gemm_residuals, read_table
+    from hetero_ns3.compute.roofline import Roofline, default_efficiency
+
+    d, gpu = MEASURED_DIR / "h200", get_gpu("H200-SXM")
+    fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
+    rows = [r for r in read_table(d, "gemm") if r["kind"] == "square" and r["layout"] in ("NT", "TN")]
+    for dtype, color in (("bf16", "C0"), ("fp8", "C1")):
+        sel = [r for r in rows if r["dtype"] == dtype and (dtype == "fp8" or r["layout"] == "NT")]
+        res = gemm_residuals(sel, gpu)
+        size = [int(r["m"]) for r in sel]
+        flops = [2.0 * s**3 for s in size]
+        ax[0].plot(size, [f / x.measured / 1e12 for f, x in zip(flops, res, strict=True)], "o-", color=color,
+                   label=f"{dtype} measured")  # fmt: skip
+        ax[0].plot(size, [f / x.model / 1e12 for f, x in zip(flops, res, strict=True)], "--", color=color,
+                   label=f"{dtype} model")  # fmt: skip
+    ax[0].set(xscale="log", xlabel="M = N = K", ylabel="TFLOP/s", title="Square GEMMs, H200")
+    ax[0].legend()
+    burst = read_table(d, "burst")
+    sus = default_efficiency(gpu).sustained
+    for dtype, color in (("bf16", "C0"), ("fp8", "C1")):
+        pts = [(float(r["t_s"]), float(r["tflops"])) for r in burst if r["dtype"] == dtype]
+        first = statistics.mean(v for t, v in pts if t <= 0.08)
+        ax[1].plot([t for t, _ in pts], [v for _, v in pts], color=color, lw=0.8, label=f"{dtype} 8192^3")
+        ax[1].axhline(first * sus, color=color, ls="--", lw=1, label=f"{dtype} first 80 ms x sustained")
+    ax[1].set(xlabel="s since idle", ylabel="TFLOP/s", title="GEMM rate from idle (power limit 700 W)")
+    ax[1].legend(fontsize=8)
+    rf = Roofline("bf16")
+
+    att = [r for r in read_table(d, "attention") if r["backend"] == "cudnn" and r["head_dim"] == "128"]
+    for causal, marker in (("1", "o"), ("0", "s")):
+        sel = [r for r in att if r["causal"] == causal]
+        seq = [int(r["seq"]) for r in sel]
+        for direction, color in (("fwd", "C2"), ("bwd", "C3")):
+            meas, model = [], []
+            for r in sel:
+                k = attention_kernels(int(r["batch"]), int(r["heads"]), int(r["seq"]), 128, causal == "1")
+                kern = k[0] if direction == "fwd" else k[1]
+                work = kern.flops * kern.work
+                meas.append(work / float(r[f"{direction}_s"]) / 1e12)
+                model.append(work / rf.kernel_time(kern, gpu) / 1e12)
+            kind = "causal" if causal == "1" else "full"
+            ax[2].plot(seq, meas, marker + "-", color=color, label=f"{direction} {kind} measured")
+            ax[2].plot(seq, model, "--", color=color, lw=0.8)
+    ax[2].set(xscale="log", xlabel="sequence length", ylabel="TFLOP/s executed",
+              title="cuDNN attention, head dim 128 (dashed: model)")  # fmt: skip
+    ax[2].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="compare the shipped table with a recomputation")
     ap.add_argument("--cases", action="store_true", help="print every case")
+    ap.add_argument("--plot", type=Path, help="also draw measured against model into this PNG")
     args = ap.parse_args(argv)
     text = table()
     if args.check:
@@ -61,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r.section:14s} {r.case:48s} measured {r.measured:11.4e} model {r.model:11.4e} {r.error_pct:+7.1f}%"
             )
     print(text, end="")
+    if args.plot:
+        plot(args.plot)
+        print(f"wrote {args.plot}")
     write_text(TABLE, text)
     print(f"wrote {TABLE}")
     return 0

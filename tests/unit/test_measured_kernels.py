@@ -117,3 +117,10 @@ gpu_type = "H200-SXM"
     _base, cases = load_suite(p)
     with pytest.raises(ScenarioError, match="no-such-layer.*llama2-7b-tp1"):
         run_case(cases[0], tmp_path)
+
+
+def test_check_script_draws_the_comparison(tmp_path) -> None:
+    mod = runpy.run_path(str(ROOT / "scripts" / "check_measured_kernels.py"))
+    out = tmp_path / "h200.png"
+    mod["plot"](out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 20_000
