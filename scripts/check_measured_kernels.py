@@ -4,6 +4,7 @@
     PYTHONPATH=. python scripts/check_measured_kernels.py --check    # recompute the shipped table, exit 1 if it differs
     PYTHONPATH=. python scripts/check_measured_kernels.py --cases    # every case, not only the groups
     PYTHONPATH=. python scripts/check_measured_kernels.py --plot h200.png   # also draw measured against model
+    PYTHONPATH=. python scripts/check_measured_kernels.py --fit-attention   # refit Hopper's attention constants
 
 Measurements: ``hetero_ns3/data/measured/h200/`` (``scripts/measure_gpu_kernels.py`` on one H200,
 2026-12-04; see the README there). Comparison: :mod:`hetero_ns3.compute.measured`. Table:
@@ -20,7 +21,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from hetero_ns3.compute.measured import residuals, summarise
+from hetero_ns3.compute.measured import fit_attention, residuals, summarise
 from hetero_ns3.results.atomic import write_text
 
 TABLE = Path(__file__).resolve().parents[1] / "hetero_ns3" / "data" / "validation" / "h200_kernels_fit.csv"
@@ -93,9 +94,9 @@ def plot(path: Path) -> None:
             for r in sel:
                 k = attention_kernels(int(r["batch"]), int(r["heads"]), int(r["seq"]), 128, causal == "1")
                 kern = k[0] if direction == "fwd" else k[1]
-                work = kern.flops * kern.work
+                work = sum(x.flops * x.work for x in kern)
                 meas.append(work / float(r[f"{direction}_s"]) / 1e12)
-                model.append(work / rf.kernel_time(kern, gpu) / 1e12)
+                model.append(work / rf.time(kern, gpu)[2] / 1e12)
             kind = "causal" if causal == "1" else "full"
             ax[2].plot(seq, meas, marker + "-", color=color, label=f"{direction} {kind} measured")
             ax[2].plot(seq, model, "--", color=color, lw=0.8)
@@ -112,7 +113,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="compare the shipped table with a recomputation")
     ap.add_argument("--cases", action="store_true", help="print every case")
     ap.add_argument("--plot", type=Path, help="also draw measured against model into this PNG")
+    ap.add_argument(
+        "--fit-attention",
+        action="store_true",
+        help="fit attention_fwd / _bwd / _seq_half to the cuDNN head-dim-128 cases and print them (gpus.toml Hopper)",
+    )
     args = ap.parse_args(argv)
+    if args.fit_attention:
+        for backend, hd in (("cudnn", 128), ("cudnn", 64), ("flash", 128)):
+            f = fit_attention(backend=backend, head_dim=hd)
+            print(
+                f"{backend:5s} hd {hd:3d}: attention_fwd = {f.attention_fwd:.2f}  attention_bwd = {f.attention_bwd:.2f}"
+                f"  attention_seq_half = {f.attention_seq_half:.0f}  RMS fwd {f.rms_fwd_pct:.1f}% bwd {f.rms_bwd_pct:.1f}%"
+                f"  worst fwd {f.worst_fwd_pct:+.1f}% bwd {f.worst_bwd_pct:+.1f}%  ({f.cases} cases)"
+            )
+        print("the catalog (gpus.toml [efficiency.Hopper]) carries the first line")
+        return 0
     text = table()
     if args.check:
         ok = TABLE.read_text() == text

@@ -6,7 +6,8 @@ times the same work with :class:`~hetero_ns3.compute.roofline.Roofline` and the 
 
 * ``gemm``: one product (m x k) @ (k x n), BF16 or FP8 (an FP8 linear GEMM without its input cast:
   the benchmark times ``torch._scaled_mm`` on operands already in FP8);
-* ``attention``: one fused attention forward or backward (PyTorch SDPA, cuDNN or flash back end);
+* ``attention``: one fused attention forward or backward (PyTorch SDPA, cuDNN or flash back end; the
+  backward with its pre-pass and dQ conversion kernels, which the measurement times with it);
 * ``memory``: one element-wise kernel, or the fused Adam step, as bytes over bandwidth;
 * ``layer``: one tensor-parallel rank's transformer layer, forward and forward + backward, without
   communication; ``layer_steady`` the same after 10 s of back-to-back layers;
@@ -21,15 +22,23 @@ state the roofline's ``sustained`` factor stands for: the model is compared with
 from __future__ import annotations
 
 import csv
+import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hetero_ns3.compute.gpus import GpuSpec, get_gpu
 from hetero_ns3.compute.roofline import Kernel, Roofline, default_efficiency
 from hetero_ns3.paths import PACKAGE_DATA
-from hetero_ns3.workload.layers import ACT_BYTES, Compute, LayerContext, gemm, layer_backward, layer_forward
+from hetero_ns3.workload.layers import (
+    Compute,
+    LayerContext,
+    flash_attention_kernels,
+    gemm,
+    layer_backward,
+    layer_forward,
+)
 from hetero_ns3.workload.models import ModelSpec
 
 MEASURED_DIR = PACKAGE_DATA / "measured"
@@ -80,13 +89,14 @@ def gemm_residuals(rows: Iterable[dict[str, str]], gpu: GpuSpec) -> list[Residua
     return out
 
 
-def attention_kernels(b: int, heads: int, s: int, hd: int, causal: bool) -> tuple[Kernel, Kernel]:
+def attention_kernels(
+    b: int, heads: int, s: int, hd: int, causal: bool
+) -> tuple[tuple[Kernel, ...], tuple[Kernel, ...]]:
     """Forward and backward fused-attention kernels of the layer programs for [b, heads, s, hd]."""
-    flops = 4.0 * b * s * s * heads * hd
-    work = 0.5 if causal else 1.0
-    fwd = Kernel("attn.core", "attention_fwd", flops, ACT_BYTES * b * s * hd * 4 * heads, work=work)
-    bwd = Kernel("attn.core.bwd", "attention_bwd", 2 * flops, ACT_BYTES * b * s * hd * 8 * heads, work=work)
-    return fwd, bwd
+    return (
+        flash_attention_kernels(b, s, heads, heads, hd, causal, backward=False),
+        flash_attention_kernels(b, s, heads, heads, hd, causal, backward=True),
+    )
 
 
 def attention_residuals(rows: Iterable[dict[str, str]], gpu: GpuSpec) -> list[Residual]:
@@ -96,8 +106,8 @@ def attention_residuals(rows: Iterable[dict[str, str]], gpu: GpuSpec) -> list[Re
         b, heads, s, hd, causal = (int(r[c]) for c in ("batch", "heads", "seq", "head_dim", "causal"))
         fwd, bwd = attention_kernels(b, heads, s, hd, bool(causal))
         label = f"{r['backend']} hd{hd} {'causal' if causal else 'full'} s{s}"
-        out.append(Residual("attention", f"fwd {label}", float(r["fwd_s"]), rf.kernel_time(fwd, gpu)))
-        out.append(Residual("attention", f"bwd {label}", float(r["bwd_s"]), rf.kernel_time(bwd, gpu)))
+        out.append(Residual("attention", f"fwd {label}", float(r["fwd_s"]), rf.time(fwd, gpu)[2]))
+        out.append(Residual("attention", f"bwd {label}", float(r["bwd_s"]), rf.time(bwd, gpu)[2]))
     return out
 
 
@@ -186,6 +196,72 @@ def residuals(gpu_type: str = "H200-SXM", gpu_dir: Path | None = None) -> list[R
 
 
 @dataclass(frozen=True)
+class AttentionFit:
+    """Fused-attention constants fitted to measured kernels (fractions of peak; tokens), with the RMS and
+    worst log error (percent) of each direction over the fitted cases."""
+
+    attention_fwd: float
+    attention_bwd: float
+    attention_seq_half: float
+    rms_fwd_pct: float
+    rms_bwd_pct: float
+    worst_fwd_pct: float
+    worst_bwd_pct: float
+    cases: int
+
+
+def fit_attention(
+    gpu_type: str = "H200-SXM",
+    gpu_dir: Path | None = None,
+    backend: str = "cudnn",
+    head_dim: int = 128,
+) -> AttentionFit:
+    """Grid fit of ``attention_fwd``, ``attention_bwd`` (0.40 .. 1.00 by 0.01) and one shared
+    ``attention_seq_half`` (0 .. 600 tokens by 25) to the measured attention of one back end and head
+    dimension: least squares on log time, the catalog's other constants (``sustained``, memory, launch)
+    held, the backward's pre-pass and dQ kernels included as the layer programs run them."""
+    d = gpu_dir or MEASURED_DIR / "h200"
+    gpu = get_gpu(gpu_type)
+    base = default_efficiency(gpu)
+    rows = [r for r in read_table(d, "attention") if r["backend"] == backend and int(r["head_dim"]) == head_dim]
+    cases = []
+    for r in rows:
+        fwd, bwd = attention_kernels(int(r["batch"]), int(r["heads"]), int(r["seq"]), head_dim, r["causal"] == "1")
+        cases.append((fwd, float(r["fwd_s"]), bwd, float(r["bwd_s"])))
+    effs = [round(0.40 + 0.01 * i, 2) for i in range(61)]
+
+    def errors(half: float, e_fwd: float, e_bwd: float) -> tuple[list[float], list[float]]:
+        eff = replace(base, attention_fwd=e_fwd, attention_bwd=e_bwd, attention_seq_half=half)
+        rf = Roofline("bf16", efficiency={gpu.name: eff})
+        ef = [math.log(rf.time(f, gpu)[2] / tf) for f, tf, _b, _tb in cases]
+        eb = [math.log(rf.time(b, gpu)[2] / tb) for _f, _tf, b, tb in cases]
+        return ef, eb
+
+    best: tuple[float, float, float, float] | None = None
+    for step in range(25):
+        h = 25.0 * step
+        e_f = min(effs, key=lambda e: sum(x * x for x in errors(h, e, base.attention_bwd)[0]))
+        e_b = min(effs, key=lambda e: sum(x * x for x in errors(h, base.attention_fwd, e)[1]))
+        ef, eb = errors(h, e_f, e_b)
+        loss = sum(x * x for x in ef) + sum(x * x for x in eb)
+        if best is None or loss < best[0]:
+            best = (loss, h, e_f, e_b)
+    assert best is not None
+    _loss, half, e_f, e_b = best
+    ef, eb = errors(half, e_f, e_b)
+    return AttentionFit(
+        e_f,
+        e_b,
+        half,
+        100 * math.sqrt(statistics.fmean(x * x for x in ef)),
+        100 * math.sqrt(statistics.fmean(x * x for x in eb)),
+        100 * max(ef, key=abs),
+        100 * max(eb, key=abs),
+        len(cases),
+    )
+
+
+@dataclass(frozen=True)
 class Group:
     """Errors of a group of cases: count, median, 10th / 90th percentile and worst, in percent."""
 
@@ -208,7 +284,7 @@ def group_of(r: Residual) -> str:
         return f"gemm {dtype} {kind} {size}"
     if r.section == "attention":
         seq = int(words[-1][1:])
-        return f"attention {words[0]} {words[1]} {'s>=2048' if seq >= 2048 else 's<2048'}"
+        return f"attention {words[0]} {words[1]} {words[2]} {'s>=2048' if seq >= 2048 else 's<2048'}"
     if r.section in ("layer", "layer_steady"):
         return f"{r.section} {words[-1]}"
     return r.section

@@ -6,8 +6,9 @@
   m, n, k dimensions (small dimensions starve the tensor cores) and ``waves`` the best tile
   quantization over a few output-tile sizes (tiles / (ceil(tiles / SMs) x SMs), smaller tiles
   penalized 5% per halving).
-* Attention: flash-attention-like kernels at ``attention_fwd`` / ``attention_bwd`` of peak, executing
-  ``work`` = 1/2 of the model FLOPs under a causal mask; their HBM traffic is Q, K, V, O only.
+* Attention: flash-attention-like kernels at ``attention_fwd`` / ``attention_bwd`` of peak times
+  ``s / (s + attention_seq_half)`` (sequence length ``s``, the kernel's ``m``), executing ``work`` = 1/2 of
+  the model FLOPs under a causal mask; their HBM traffic is Q, K, V, O only.
 * Element-wise (``memory``) kernels: bytes over ``memory`` x HBM bandwidth.
 * ``precision = "fp8"`` follows Transformer Engine: only the linear layers' GEMMs (QKV, projection,
   FC1, FC2: forward, dgrad, wgrad) run at the FP8 peak, each forward / dgrad GEMM preceded by a
@@ -58,7 +59,8 @@ class Kernel:
         op: op class selecting the efficiency: gemm, attention_fwd, attention_bwd or memory.
         flops: model FLOPs (Narayanan et al. convention).
         bytes: HBM bytes read + written.
-        m, n, k: GEMM shape of one matrix product (gemm only).
+        m, n, k: GEMM shape of one matrix product (gemm); for attention kernels ``m`` is the sequence
+            length (0 = unknown: no sequence-length factor).
         batch: independent GEMMs of that shape in the kernel (grouped expert GEMMs).
         work: fraction of ``flops`` the kernel executes (0.5 for causal flash attention).
     """
@@ -92,6 +94,9 @@ class Efficiency:
     power, stream gaps). Fitted on A100 (Megatron SC'21 Table 1), carried to every generation."""
     gemm_fp8: float | None = None
     """Large-GEMM efficiency with FP8 inputs, fraction of the FP8 peak; None = same as ``gemm``."""
+    attention_seq_half: float = 0.0
+    """Sequence length (tokens) at which fused attention reaches half its ``attention_fwd`` / ``_bwd``
+    efficiency: the factor ``s / (s + attention_seq_half)``; 0 = no sequence-length dependence."""
 
     def compute_eff(self, op: str, precision: str = "bf16") -> float:
         if op == "memory":
@@ -130,6 +135,7 @@ def default_efficiency(gpu: GpuSpec) -> Efficiency:
         launch_overhead_s=float(merged["launch_overhead_us"]) * 1e-6,
         sustained=float(merged.get("sustained", 1.0)),
         gemm_fp8=gemm_fp8,
+        attention_seq_half=float(merged.get("attention_seq_half", 0.0)),
     )
 
 
@@ -229,6 +235,8 @@ class Roofline:
             the FP8 peak, plus an FP8 cast of their input; every other kernel runs in BF16.
         measured: table from :func:`load_efficiency_csv`; its entries replace the defaults.
         launch_overhead_s: replaces every GPU's per-kernel launch overhead when given.
+        efficiency: whole constant sets by GPU type name, replacing the catalog's (fits, sensitivity
+            studies); ``launch_overhead_s`` still applies to them.
     """
 
     def __init__(
@@ -236,16 +244,18 @@ class Roofline:
         precision: str = "bf16",
         measured: MeasuredEfficiency | None = None,
         launch_overhead_s: float | None = None,
+        efficiency: Mapping[str, Efficiency] | None = None,
     ) -> None:
         self.precision = precision
         self.measured = measured
         self.launch_overhead_s = launch_overhead_s
+        self._given = dict(efficiency or {})
         self._eff: dict[str, Efficiency] = {}
 
     def efficiency(self, gpu: GpuSpec) -> Efficiency:
         """Efficiency constants in force for ``gpu``."""
         if gpu.name not in self._eff:
-            e = default_efficiency(gpu)
+            e = self._given.get(gpu.name) or default_efficiency(gpu)
             if self.launch_overhead_s is not None:
                 e = replace(e, launch_overhead_s=self.launch_overhead_s)
             self._eff[gpu.name] = e
@@ -265,6 +275,8 @@ class Roofline:
         base *= e.sustained
         if k.op == "gemm":
             base *= _shape_factor(e, (k.m, k.n, k.k)) * _wave_factor(e, k.m, k.n * k.batch, gpu.sm_count)
+        elif e.attention_seq_half and k.m:
+            base *= k.m / (k.m + e.attention_seq_half)
         return base
 
     def _mem_eff(self, gpu: GpuSpec, k: Kernel, e: Efficiency) -> float:

@@ -94,19 +94,46 @@ def mem(name: str, nbytes: float) -> Kernel:
     return Kernel(name, "memory", 0.0, float(nbytes))
 
 
+FLASH_BWD_PRE_BYTES = 2 * ACT_BYTES
+"""Per element of O: the backward pre-pass reads O and dO (then writes one FP32 row sum per query row)."""
+FLASH_BWD_DQ_BYTES = 4 + 4 + 2
+"""Per element of dQ: the FP32 accumulator cleared (4 B), read back (4 B) and written as BF16 (2 B)."""
+
+
+def flash_attention_kernels(
+    b: int, s: int, hl: int, kl: int, hd: int, causal: bool, backward: bool
+) -> tuple[Kernel, ...]:
+    """Fused (flash) attention of ``b`` sequences of ``s`` tokens, ``hl`` query and ``kl`` key/value heads of
+    size ``hd`` on one rank.
+
+    Forward: one kernel, model FLOPs ``4 b s^2 hl hd`` (``work`` 1/2 under a causal mask), traffic Q, K, V,
+    O. Backward: the main kernel (twice the forward FLOPs; reads Q, K, V, O, dO, writes dQ, dK, dV) and the
+    two memory-bound kernels every flash backward runs beside it (FlashAttention-2/3's
+    ``flash_bwd_dot_do_o`` / ``convert_dq``, cuDNN's ``compute_dot_do_o`` / ``convert_dq_to_16bits``, seen
+    in ``hetero_ns3/data/measured/h200/layers_profile.txt``): the pre-pass ``rowsum(dO * O)`` and the FP32
+    dQ accumulator's clear and conversion. Kernel ``m`` carries ``s`` (the roofline's sequence-length law).
+    """
+    flops = 4.0 * b * s * s * hl * hd
+    work = 0.5 if causal else 1.0
+    if not backward:
+        fwd = Kernel("attn.core", "attention_fwd", flops, ACT_BYTES * b * s * hd * (2 * hl + 2 * kl), m=s, work=work)
+        return (fwd,)
+    q = float(b * s * hl * hd)
+    return (
+        mem("attn.core.bwd.pre", FLASH_BWD_PRE_BYTES * q + 4.0 * b * hl * s),
+        Kernel("attn.core.bwd", "attention_bwd", 2 * flops, ACT_BYTES * b * s * hd * (4 * hl + 4 * kl), m=s, work=work),
+        mem("attn.core.bwd.dq", FLASH_BWD_DQ_BYTES * q),
+    )
+
+
 def _attn_core(c: LayerContext, backward: bool) -> tuple[Kernel, ...]:
-    """Attention core (scores, softmax, weighted sum) of one rank: fused flash kernel or Megatron's unfused path."""
+    """Attention core (scores, softmax, weighted sum) of one rank: fused flash kernels or Megatron's unfused path."""
     if not c.flash_attention:
         return _attn_unfused(c, backward)
-    md, b, s, t = c.model, c.micro_batch, c.model.seq_len, c.tp
-    hl, kl, hd = md.heads // t, md.n_kv_heads // t, md.head_dim
-    flops = 4.0 * b * s * s * hl * hd
-    work = 0.5 if md.causal else 1.0
-    if backward:
-        return (
-            Kernel("attn.core.bwd", "attention_bwd", 2 * flops, ACT_BYTES * b * s * hd * (4 * hl + 4 * kl), work=work),
-        )
-    return (Kernel("attn.core", "attention_fwd", flops, ACT_BYTES * b * s * hd * (2 * hl + 2 * kl), work=work),)
+    md, t = c.model, c.tp
+    return flash_attention_kernels(
+        c.micro_batch, md.seq_len, md.heads // t, md.n_kv_heads // t, md.head_dim, md.causal, backward
+    )
 
 
 def _attn_unfused(c: LayerContext, backward: bool) -> tuple[Kernel, ...]:
