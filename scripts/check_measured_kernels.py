@@ -5,6 +5,8 @@
     PYTHONPATH=. python scripts/check_measured_kernels.py --cases    # every case, not only the groups
     PYTHONPATH=. python scripts/check_measured_kernels.py --plot h200.png   # also draw measured against model
     PYTHONPATH=. python scripts/check_measured_kernels.py --fit-attention   # refit Hopper's attention constants
+    PYTHONPATH=. python scripts/check_measured_kernels.py --measured DIR --gpu-type H100-SXM [--out FILE]
+        # your own GPU's tables (scripts/measure_gpu_kernels.py --out DIR) against that catalog GPU type
 
 Measurements: ``hetero_ns3/data/measured/h200/`` (``scripts/measure_gpu_kernels.py`` on one H200,
 2026-12-04; see the README there). Comparison: :mod:`hetero_ns3.compute.measured`. Table:
@@ -21,20 +23,27 @@ import statistics
 import sys
 from pathlib import Path
 
-from hetero_ns3.compute.measured import fit_attention, residuals, summarise
+from hetero_ns3.compute.measured import MEASURED_DIR, fit_attention, residuals, summarise
+from hetero_ns3.errors import ScenarioError
 from hetero_ns3.results.atomic import write_text
 
 TABLE = Path(__file__).resolve().parents[1] / "hetero_ns3" / "data" / "validation" / "h200_kernels_fit.csv"
 FIELDS = ["group", "cases", "median_pct", "p10_pct", "p90_pct", "worst_pct"]
 
 
-def table() -> str:
+DEFAULT_DIR = MEASURED_DIR / "h200"
+DEFAULT_GPU = "H200-SXM"
+
+
+def table(gpu_dir: Path = DEFAULT_DIR, gpu_type: str = DEFAULT_GPU) -> str:
     buf = io.StringIO()
-    buf.write("# Roofline (H200-SXM catalog constants, sustained applied) against kernels measured on one H200.\n")
+    buf.write(
+        f"# Roofline ({gpu_type} catalog constants, sustained applied) against kernels measured in {gpu_dir.name}/.\n"
+    )
     buf.write("# error = model / measured - 1; written by scripts/check_measured_kernels.py\n")
     w = csv.DictWriter(buf, fieldnames=FIELDS, lineterminator="\n")
     w.writeheader()
-    for g in summarise(residuals()):
+    for g in summarise(residuals(gpu_type, gpu_dir)):
         w.writerow(
             {
                 "group": g.name,
@@ -48,7 +57,7 @@ def table() -> str:
     return buf.getvalue()
 
 
-def plot(path: Path) -> None:
+def plot(path: Path, gpu_dir: Path = DEFAULT_DIR, gpu_type: str = DEFAULT_GPU) -> None:
     """Three panels: square GEMMs (TFLOP/s, measured and model), the GEMM rate from idle (with the model's
     sustained level), cuDNN attention at head dim 128 (TFLOP/s executed, measured and model)."""
     import matplotlib
@@ -57,10 +66,10 @@ def plot(path: Path) -> None:
     import matplotlib.pyplot as plt
 
     from hetero_ns3.compute.gpus import get_gpu
-    from hetero_ns3.compute.measured import MEASURED_DIR, attention_kernels, gemm_residuals, read_table
+    from hetero_ns3.compute.measured import attention_kernels, gemm_residuals, read_table
     from hetero_ns3.compute.roofline import Roofline, default_efficiency
 
-    d, gpu = MEASURED_DIR / "h200", get_gpu("H200-SXM")
+    d, gpu = gpu_dir, get_gpu(gpu_type)
     fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
     rows = [r for r in read_table(d, "gemm") if r["kind"] == "square" and r["layout"] in ("NT", "TN")]
     for dtype, color in (("bf16", "C0"), ("fp8", "C1")):
@@ -72,7 +81,7 @@ def plot(path: Path) -> None:
                    label=f"{dtype} measured")  # fmt: skip
         ax[0].plot(size, [f / x.model / 1e12 for f, x in zip(flops, res, strict=True)], "--", color=color,
                    label=f"{dtype} model")  # fmt: skip
-    ax[0].set(xscale="log", xlabel="M = N = K", ylabel="TFLOP/s", title="Square GEMMs, H200")
+    ax[0].set(xscale="log", xlabel="M = N = K", ylabel="TFLOP/s", title=f"Square GEMMs, {gpu_type}")
     ax[0].legend()
     burst = read_table(d, "burst")
     sus = default_efficiency(gpu).sustained
@@ -118,33 +127,56 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="fit attention_fwd / _bwd / _seq_half to the cuDNN head-dim-128 cases and print them (gpus.toml Hopper)",
     )
+    ap.add_argument(
+        "--measured", type=Path, help="folder of measure_gpu_kernels.py tables (default: the shipped H200's)"
+    )
+    ap.add_argument("--gpu-type", default=DEFAULT_GPU, help="catalog GPU type to time the same work on")
+    ap.add_argument("--out", type=Path, help="write the residual table here (default: the shipped table, H200 only)")
     args = ap.parse_args(argv)
+    gpu_dir = args.measured or DEFAULT_DIR
+    try:
+        if not (gpu_dir / "gemm.csv").is_file() and not (gpu_dir / "layers.csv").is_file():
+            raise ScenarioError(
+                f"--measured {str(gpu_dir)!r} holds no gemm.csv or layers.csv: "
+                "give the --out folder of scripts/measure_gpu_kernels.py"
+            )
+        return _run(args, gpu_dir)
+    except ScenarioError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace, gpu_dir: Path) -> int:
     if args.fit_attention:
         for backend, hd in (("cudnn", 128), ("cudnn", 64), ("flash", 128)):
-            f = fit_attention(backend=backend, head_dim=hd)
+            f = fit_attention(args.gpu_type, gpu_dir, backend=backend, head_dim=hd)
             print(
                 f"{backend:5s} hd {hd:3d}: attention_fwd = {f.attention_fwd:.2f}  attention_bwd = {f.attention_bwd:.2f}"
                 f"  attention_seq_half = {f.attention_seq_half:.0f}  RMS fwd {f.rms_fwd_pct:.1f}% bwd {f.rms_bwd_pct:.1f}%"
                 f"  worst fwd {f.worst_fwd_pct:+.1f}% bwd {f.worst_bwd_pct:+.1f}%  ({f.cases} cases)"
             )
-        print("the catalog (gpus.toml [efficiency.Hopper]) carries the first line")
+        if gpu_dir == DEFAULT_DIR:
+            print("the catalog (gpus.toml [efficiency.Hopper]) carries the first line")
         return 0
-    text = table()
+    text = table(gpu_dir, args.gpu_type)
+    shipped = gpu_dir == DEFAULT_DIR and args.gpu_type == DEFAULT_GPU
     if args.check:
-        ok = TABLE.read_text() == text
+        ok = shipped and TABLE.read_text() == text
         print("residual table reproduced" if ok else "residual table differs")
         return 0 if ok else 1
     if args.cases:
-        for r in residuals():
+        for r in residuals(args.gpu_type, gpu_dir):
             print(
                 f"{r.section:14s} {r.case:48s} measured {r.measured:11.4e} model {r.model:11.4e} {r.error_pct:+7.1f}%"
             )
     print(text, end="")
     if args.plot:
-        plot(args.plot)
+        plot(args.plot, gpu_dir, args.gpu_type)
         print(f"wrote {args.plot}")
-    write_text(TABLE, text)
-    print(f"wrote {TABLE}")
+    out = args.out or (TABLE if shipped else None)
+    if out is not None:
+        write_text(out, text)
+        print(f"wrote {out}")
     return 0
 
 

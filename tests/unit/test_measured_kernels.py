@@ -143,3 +143,17 @@ def test_check_script_draws_the_comparison(tmp_path) -> None:
     out = tmp_path / "h200.png"
     mod["plot"](out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 20_000
+
+
+def test_check_script_on_other_tables_and_gpu_types(tmp_path, capsys) -> None:
+    """`--measured DIR --gpu-type T --out FILE` compares any measure_gpu_kernels.py output with any catalog
+    GPU; a folder without tables or an unknown GPU type exits 2 naming the flag or the value."""
+    mod = runpy.run_path(str(ROOT / "scripts" / "check_measured_kernels.py"))
+    out = tmp_path / "h100.csv"
+    argv = ["--measured", str(MEASURED_DIR / "h200"), "--gpu-type", "H100-SXM", "--out", str(out)]
+    assert mod["main"](argv) == 0
+    assert "H100-SXM catalog constants" in out.read_text()
+    assert mod["main"](["--measured", str(tmp_path)]) == 2
+    assert "--measured" in capsys.readouterr().err
+    assert mod["main"](["--gpu-type", "NOPE"]) == 2
+    assert "NOPE" in capsys.readouterr().err
