@@ -52,6 +52,7 @@ def config_for(args: argparse.Namespace, payload: int) -> NetworkConfig:
     """The network configuration of one row: CC, frame size, buffer and headroom from the command line."""
     nic = NicConfig()
     nic = replace(nic, segment_bytes={**nic.segment_bytes, "network": payload}, default_segment_bytes=payload)
+    nic = replace(nic, pacing_on_rate_change=args.pacing)
     if args.cc == "hpcc":
         hpcc = HpccConfig(max_stage=args.max_stage, rate_ai_bps=args.rate_ai, min_rate_bps=args.min_rate)
         cc = CcConfig(kind="hpcc", preset=args.preset or "paper", hpcc=hpcc)
@@ -113,6 +114,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--buffer", type=int, default=32 * 1024 * 1024, help="switch buffer, bytes")
     ap.add_argument("--headroom", type=int, default=0, help="PFC headroom per port, bytes (0: ours, automatic)")
     ap.add_argument("--jitter-ns", type=int, default=0, help="flows start at a seed-drawn offset in [0, J) ns")
+    ap.add_argument(
+        "--pacing",
+        choices=("rescale", "frame_gap"),
+        default="rescale",
+        help="nic.pacing_on_rate_change (frame_gap: the HPCC artifact's rule)",
+    )
     args = ap.parse_args(argv)
     for payload in args.payloads:
         ratios = []

@@ -347,6 +347,10 @@ coalesce acknowledgements, one cumulative ACK covering several request packets."
 DEFAULT_SEGMENTS: Mapping[str, int] = MappingProxyType({"network": 4096, "nvlink": 65536, "pcie": 4096})
 
 
+PACING_ON_RATE_CHANGE = ("rescale", "frame_gap")
+"""Values of ``nic.pacing_on_rate_change``."""
+
+
 @dataclass(frozen=True)
 class NicConfig:
     """RDMA NIC: segmentation, headers, ACKs, CNPs, retransmission."""
@@ -384,6 +388,11 @@ class NicConfig:
     reorder_tolerant: bool = False
     """Keep out-of-order DATA instead of go-back-N discard (for packet spraying); losses then wait for the
     retransmission timeout."""
+    pacing_on_rate_change: Literal["rescale", "frame_gap"] = "rescale"
+    """What a pacing-rate change does to the gap before a queue pair's next frame: ``rescale`` (a token
+    bucket: the part still owed scales by old / new rate) or ``frame_gap`` (one whole gap of the new rate
+    after the last frame, whatever of the old gap has passed: the HPCC artifact's ``RdmaHw::ChangeRate``;
+    docs/roce.md, "Reference implementation: HPCC and PFC")."""
 
     def __post_init__(self) -> None:
         for kind, size in self.segment_bytes.items():
@@ -398,6 +407,13 @@ class NicConfig:
             _non_negative("nic.cnp_interval_s", self.cnp_interval_s)
         _non_negative("nic.nack_interval_s", self.nack_interval_s)
         _positive("nic.retransmit_timeout_s", self.retransmit_timeout_s)
+        if self.pacing_on_rate_change not in PACING_ON_RATE_CHANGE:
+            raise field_error(
+                "nic.pacing_on_rate_change",
+                self.pacing_on_rate_change,
+                f"must be one of {list(PACING_ON_RATE_CHANGE)}",
+                '"rescale" (default, a token bucket) or "frame_gap" (the HPCC artifact)',
+            )
         _int_range("nic.ack_priority", self.ack_priority, 0, 7)
 
     def ack_interval_for(self, cc_kind: str) -> int:

@@ -279,3 +279,13 @@ def test_hpcc_artifact_preset_is_the_reference_runs_setting() -> None:
     runpy = CcConfig(kind="hpcc", hpcc=HpccConfig(max_stage=0, rate_ai_bps=40e6, min_rate_bps=1e9)).hpcc_params()
     assert artifact == runpy
     assert artifact["eta"] == 0.95 and artifact["base_rtt"] == "global"
+
+
+def test_pacing_on_rate_change_is_checked_and_bound() -> None:
+    from hetero_ns3.network.ns3.attributes import attribute_settings
+
+    with pytest.raises(ScenarioError, match=r"nic\.pacing_on_rate_change.*frame_gap"):
+        NicConfig(pacing_on_rate_change="token")  # type: ignore[arg-type]
+    for rule, flag in (("rescale", "false"), ("frame_gap", "true")):
+        settings = dict(attribute_settings(NetworkConfig(nic=NicConfig(pacing_on_rate_change=rule))))
+        assert settings["ns3::RdmaNic::FrameGapPacing"] == flag

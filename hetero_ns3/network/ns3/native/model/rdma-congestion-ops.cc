@@ -82,6 +82,22 @@ RdmaCongestionOps::SetPacedRate(double rate, bool wake)
     double old = m_qp->rateBps;
     m_qp->rateBps = rate;
     Time now = Simulator::Now();
+    if (m_qp->frameGapPacing && m_qp->lastFrameBytes > 0 && rate != old)
+    {
+        // the HPCC artifact's RdmaHw::ChangeRate: the next frame leaves one whole gap of the new
+        // rate after the last one, whatever part of the old gap has passed
+        Time before = m_qp->nextAvail;
+        m_qp->nextAvail =
+            rate < m_qp->lineRateBps * (1 - 1e-9)
+                ? m_qp->lastSent +
+                      NanoSeconds(static_cast<int64_t>(m_qp->lastFrameBytes * 8.0 * 1e9 / rate))
+                : m_qp->lastSent;
+        if (m_qp->nextAvail < before && wake && !m_qp->wakePort.IsNull())
+        {
+            m_qp->wakePort();
+        }
+        return;
+    }
     if (old > 0 && rate != old && m_qp->nextAvail > now)
     {
         double remaining = static_cast<double>((m_qp->nextAvail - now).GetTimeStep());

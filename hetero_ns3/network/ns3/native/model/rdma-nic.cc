@@ -94,6 +94,14 @@ RdmaNic::GetTypeId()
                 BooleanValue(false),
                 MakeBooleanAccessor(&RdmaNic::m_reorderTolerant),
                 MakeBooleanChecker())
+            .AddAttribute(
+                "FrameGapPacing",
+                "On a pacing-rate change, send the next frame one whole gap of the new rate "
+                "after the last (the HPCC artifact's RdmaHw::ChangeRate); false: the gap still "
+                "owed scales by old / new rate (a token bucket)",
+                BooleanValue(false),
+                MakeBooleanAccessor(&RdmaNic::m_frameGapPacing),
+                MakeBooleanChecker())
             .AddAttribute("UseWindow",
                           "Limit inflight bytes to one BDP (line rate x base RTT) for strategies "
                           "without a window",
@@ -217,6 +225,7 @@ RdmaNic::StartQueuePair(Ptr<RdmaQueuePair> qp)
     qp->lineRateBps = dev->GetRateBps();
     qp->ctrlLead = dev->GetDelay() + Seconds(m_ackBytes * 8.0 / qp->lineRateBps);
     qp->nextAvail = Simulator::Now();
+    qp->frameGapPacing = m_frameGapPacing;
     qp->wakePort = MakeCallback(&RoceNetDevice::TryTransmit, PeekPointer(dev));
     qp->cc = m_ccFactory.Create<RdmaCongestionOps>();
     m_ccCreatedTrace(qp->flowId, qp->cc);
@@ -285,6 +294,8 @@ RdmaNic::PullData(uint32_t port, uint8_t pausedMask, Time* wake)
         p->payload = static_cast<uint32_t>(std::min<uint64_t>(qp->segment, qp->size - qp->sndNxt));
         p->size = DataFrameBytes(p->payload);
         qp->sndNxt += p->payload;
+        qp->lastSent = now;
+        qp->lastFrameBytes = p->size;
         RoceProfile::CountDataFrame();
         p->ackReq = NeedsAckRequest(*qp, p->seq);
         if (qp->rateBps < qp->lineRateBps * (1 - 1e-9))

@@ -24,29 +24,32 @@ class RdmaCongestionOps;
 class RdmaQueuePair : public SimpleRefCount<RdmaQueuePair>
 {
 public:
-    uint32_t flowId{0};        //!< flow id (network-wide)
-    uint32_t src{0};           //!< source host node index
-    uint32_t dst{0};           //!< destination host node index
-    uint16_t sport{0};         //!< UDP source port (ECMP entropy)
-    uint8_t priority{3};       //!< traffic class
-    uint64_t size{0};          //!< bytes to deliver
-    uint64_t sndNxt{0};        //!< next byte to send
-    uint64_t sndUna{0};        //!< first unacknowledged byte
-    uint32_t port{0};          //!< local egress port at the source host
-    uint32_t segment{4096};    //!< payload bytes per frame (port's SegmentBytes)
-    double lineRateBps{0};     //!< egress port line rate, bit/s
-    double rateBps{0};         //!< current pacing rate, bit/s (set by congestion control)
-    uint64_t windowBytes{0};   //!< send window, bytes (0 = unlimited)
-    Time baseRtt;              //!< base round-trip time of the path (data out, ACK back)
-    Time ctrlLead;             //!< port delay + ACK serialization: a CNP's arrival is scheduled
-                               //!< this long before it (when its last hop begins)
-    Time nextAvail;            //!< pacing: earliest time of the next frame
-    Callback<void> wakePort;   //!< asks the egress port to look again (nextAvail moved earlier)
-    Time lastProgress;         //!< last time sndUna advanced or the RTO was re-armed
-    EventId rtoEvent;          //!< retransmission timer
-    uint32_t retransmits{0};   //!< go-back-N rewinds (NACK or timeout)
-    bool finished{false};      //!< all bytes acknowledged
-    Ptr<RdmaCongestionOps> cc; //!< congestion-control strategy of this QP
+    uint32_t flowId{0};         //!< flow id (network-wide)
+    uint32_t src{0};            //!< source host node index
+    uint32_t dst{0};            //!< destination host node index
+    uint16_t sport{0};          //!< UDP source port (ECMP entropy)
+    uint8_t priority{3};        //!< traffic class
+    uint64_t size{0};           //!< bytes to deliver
+    uint64_t sndNxt{0};         //!< next byte to send
+    uint64_t sndUna{0};         //!< first unacknowledged byte
+    uint32_t port{0};           //!< local egress port at the source host
+    uint32_t segment{4096};     //!< payload bytes per frame (port's SegmentBytes)
+    double lineRateBps{0};      //!< egress port line rate, bit/s
+    double rateBps{0};          //!< current pacing rate, bit/s (set by congestion control)
+    uint64_t windowBytes{0};    //!< send window, bytes (0 = unlimited)
+    Time baseRtt;               //!< base round-trip time of the path (data out, ACK back)
+    Time ctrlLead;              //!< port delay + ACK serialization: a CNP's arrival is scheduled
+                                //!< this long before it (when its last hop begins)
+    Time nextAvail;             //!< pacing: earliest time of the next frame
+    Time lastSent;              //!< pacing: when the last DATA frame left
+    uint32_t lastFrameBytes{0}; //!< pacing: wire bytes of that frame
+    bool frameGapPacing{false}; //!< on a rate change: one full gap at the new rate after lastSent
+    Callback<void> wakePort;    //!< asks the egress port to look again (nextAvail moved earlier)
+    Time lastProgress;          //!< last time sndUna advanced or the RTO was re-armed
+    EventId rtoEvent;           //!< retransmission timer
+    uint32_t retransmits{0};    //!< go-back-N rewinds (NACK or timeout)
+    bool finished{false};       //!< all bytes acknowledged
+    Ptr<RdmaCongestionOps> cc;  //!< congestion-control strategy of this QP
 
     /** \return bytes sent and not yet acknowledged. */
     uint64_t
