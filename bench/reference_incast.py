@@ -116,9 +116,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--jitter-ns", type=int, default=0, help="flows start at a seed-drawn offset in [0, J) ns")
     ap.add_argument(
         "--pacing",
-        choices=("rescale", "frame_gap"),
+        choices=("rescale", "frame_gap", "keep"),
         default="rescale",
-        help="nic.pacing_on_rate_change (frame_gap: the HPCC artifact's rule)",
+        help="nic.pacing_on_rate_change (frame_gap: the HPCC artifact's rule; keep: its DCQCN's)",
     )
     args = ap.parse_args(argv)
     for payload in args.payloads:

@@ -347,7 +347,7 @@ coalesce acknowledgements, one cumulative ACK covering several request packets."
 DEFAULT_SEGMENTS: Mapping[str, int] = MappingProxyType({"network": 4096, "nvlink": 65536, "pcie": 4096})
 
 
-PACING_ON_RATE_CHANGE = ("rescale", "frame_gap")
+PACING_ON_RATE_CHANGE = ("rescale", "frame_gap", "keep")
 """Values of ``nic.pacing_on_rate_change``."""
 
 
@@ -388,11 +388,12 @@ class NicConfig:
     reorder_tolerant: bool = False
     """Keep out-of-order DATA instead of go-back-N discard (for packet spraying); losses then wait for the
     retransmission timeout."""
-    pacing_on_rate_change: Literal["rescale", "frame_gap"] = "rescale"
+    pacing_on_rate_change: Literal["rescale", "frame_gap", "keep"] = "rescale"
     """What a pacing-rate change does to the gap before a queue pair's next frame: ``rescale`` (a token
-    bucket: the part still owed scales by old / new rate) or ``frame_gap`` (one whole gap of the new rate
-    after the last frame, whatever of the old gap has passed: the HPCC artifact's ``RdmaHw::ChangeRate``;
-    docs/roce.md, "Reference implementation: HPCC and PFC")."""
+    bucket: the part still owed scales by old / new rate), ``frame_gap`` (one whole gap of the new rate
+    after the last frame, whatever of the old gap has passed: the HPCC artifact's ``RdmaHw::ChangeRate``)
+    or ``keep`` (the gap computed when the last frame left stands: the artifact's DCQCN); docs/roce.md,
+    "Reference implementation"."""
 
     def __post_init__(self) -> None:
         for kind, size in self.segment_bytes.items():
@@ -412,7 +413,7 @@ class NicConfig:
                 "nic.pacing_on_rate_change",
                 self.pacing_on_rate_change,
                 f"must be one of {list(PACING_ON_RATE_CHANGE)}",
-                '"rescale" (default, a token bucket) or "frame_gap" (the HPCC artifact)',
+                '"rescale" (default, a token bucket), "frame_gap" (the HPCC artifact) or "keep" (its DCQCN)',
             )
         _int_range("nic.ack_priority", self.ack_priority, 0, 7)
 

@@ -286,6 +286,6 @@ def test_pacing_on_rate_change_is_checked_and_bound() -> None:
 
     with pytest.raises(ScenarioError, match=r"nic\.pacing_on_rate_change.*frame_gap"):
         NicConfig(pacing_on_rate_change="token")  # type: ignore[arg-type]
-    for rule, flag in (("rescale", "false"), ("frame_gap", "true")):
+    for rule, index in (("rescale", "0"), ("frame_gap", "1"), ("keep", "2")):
         settings = dict(attribute_settings(NetworkConfig(nic=NicConfig(pacing_on_rate_change=rule))))
-        assert settings["ns3::RdmaNic::FrameGapPacing"] == flag
+        assert settings["ns3::RdmaNic::PacingRule"] == index

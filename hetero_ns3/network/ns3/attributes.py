@@ -12,7 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hetero_ns3.network.config import CC_KINDS, HPCC_BASE_RTT_MODES, SCHEDULERS, NetworkConfig
+from hetero_ns3.network.config import (
+    CC_KINDS,
+    HPCC_BASE_RTT_MODES,
+    PACING_ON_RATE_CHANGE,
+    SCHEDULERS,
+    NetworkConfig,
+)
 
 
 @dataclass(frozen=True)
@@ -89,7 +95,7 @@ ATTRIBUTE_MAP: tuple[AttributeBinding, ...] = (
     AttributeBinding("nic.ack_priority", "ns3::RdmaNic", "AckPriority", "int"),
     AttributeBinding("nic.use_window", "ns3::RdmaNic", "UseWindow", "bool"),
     AttributeBinding("nic.reorder_tolerant", "ns3::RdmaNic", "ReorderTolerant", "bool"),
-    AttributeBinding("nic.pacing_on_rate_change", "ns3::RdmaNic", "FrameGapPacing", "bool"),
+    AttributeBinding("nic.pacing_on_rate_change", "ns3::RdmaNic", "PacingRule", "int"),
     AttributeBinding("routing.ecmp_seed", "ns3::RoceNode", "EcmpSeed", "int"),
     AttributeBinding("routing.packet_spray", "ns3::RoceNode", "PacketSpray", "bool"),
     AttributeBinding("routing.scheduler", "ns3::RoceNetDevice", "Scheduler", "enum"),
@@ -99,8 +105,8 @@ ATTRIBUTE_MAP: tuple[AttributeBinding, ...] = (
 
 
 def _lookup(config: NetworkConfig, path: str) -> Any:
-    if path == "nic.pacing_on_rate_change":  # derived: the attribute is the frame_gap flag
-        return config.nic.pacing_on_rate_change == "frame_gap"
+    if path == "nic.pacing_on_rate_change":  # derived: the attribute is the rule's index
+        return PACING_ON_RATE_CHANGE.index(config.nic.pacing_on_rate_change)
     if path == "nic.ack_interval":  # derived: the default depends on the congestion control
         return config.nic.ack_interval_for(config.cc.kind)
     if path.startswith("cc.dcqcn."):  # preset values, overridden by explicit fields

@@ -82,7 +82,11 @@ RdmaCongestionOps::SetPacedRate(double rate, bool wake)
     double old = m_qp->rateBps;
     m_qp->rateBps = rate;
     Time now = Simulator::Now();
-    if (m_qp->frameGapPacing && m_qp->lastFrameBytes > 0 && rate != old)
+    if (m_qp->pacingRule == 2)
+    {
+        return; // the artifact's DCQCN: the gap set when the last frame left stands
+    }
+    if (m_qp->pacingRule == 1 && m_qp->lastFrameBytes > 0 && rate != old)
     {
         // the HPCC artifact's RdmaHw::ChangeRate: the next frame leaves one whole gap of the new
         // rate after the last one, whatever part of the old gap has passed

@@ -95,13 +95,15 @@ RdmaNic::GetTypeId()
                 MakeBooleanAccessor(&RdmaNic::m_reorderTolerant),
                 MakeBooleanChecker())
             .AddAttribute(
-                "FrameGapPacing",
-                "On a pacing-rate change, send the next frame one whole gap of the new rate "
-                "after the last (the HPCC artifact's RdmaHw::ChangeRate); false: the gap still "
-                "owed scales by old / new rate (a token bucket)",
-                BooleanValue(false),
-                MakeBooleanAccessor(&RdmaNic::m_frameGapPacing),
-                MakeBooleanChecker())
+                "PacingRule",
+                "What a pacing-rate change does to the gap before a queue pair's next frame: 0 the "
+                "part still owed scales by old / new rate (a token bucket); 1 one whole gap of the "
+                "new rate after the last frame (the HPCC artifact's RdmaHw::ChangeRate); 2 "
+                "nothing, "
+                "the gap computed when the frame was sent stands (the artifact's DCQCN)",
+                UintegerValue(0),
+                MakeUintegerAccessor(&RdmaNic::m_pacingRule),
+                MakeUintegerChecker<uint8_t>(0, 2))
             .AddAttribute("UseWindow",
                           "Limit inflight bytes to one BDP (line rate x base RTT) for strategies "
                           "without a window",
@@ -225,7 +227,7 @@ RdmaNic::StartQueuePair(Ptr<RdmaQueuePair> qp)
     qp->lineRateBps = dev->GetRateBps();
     qp->ctrlLead = dev->GetDelay() + Seconds(m_ackBytes * 8.0 / qp->lineRateBps);
     qp->nextAvail = Simulator::Now();
-    qp->frameGapPacing = m_frameGapPacing;
+    qp->pacingRule = m_pacingRule;
     qp->wakePort = MakeCallback(&RoceNetDevice::TryTransmit, PeekPointer(dev));
     qp->cc = m_ccFactory.Create<RdmaCongestionOps>();
     m_ccCreatedTrace(qp->flowId, qp->cc);

@@ -118,7 +118,7 @@ private:
     uint32_t m_ackBytes;
     uint32_t m_intBytes;
     bool m_useWindow;
-    bool m_frameGapPacing; //!< see the FrameGapPacing attribute
+    uint8_t m_pacingRule; //!< see the PacingRule attribute
     bool m_reorderTolerant;
 
     std::vector<std::vector<Ptr<RdmaQueuePair>>> m_active; //!< per port

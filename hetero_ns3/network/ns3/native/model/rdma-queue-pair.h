@@ -43,7 +43,7 @@ public:
     Time nextAvail;             //!< pacing: earliest time of the next frame
     Time lastSent;              //!< pacing: when the last DATA frame left
     uint32_t lastFrameBytes{0}; //!< pacing: wire bytes of that frame
-    bool frameGapPacing{false}; //!< on a rate change: one full gap at the new rate after lastSent
+    uint8_t pacingRule{0};      //!< on a rate change: 0 rescale the gap owed, 1 frame gap, 2 keep
     Callback<void> wakePort;    //!< asks the egress port to look again (nextAvail moved earlier)
     Time lastProgress;          //!< last time sndUna advanced or the RTO was re-armed
     EventId rtoEvent;           //!< retransmission timer
