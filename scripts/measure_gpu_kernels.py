@@ -403,22 +403,41 @@ def run_layers(out: Path, quick: bool, min_ms: float) -> None:
 
 
 # ---------------------------------------------------------------------------------------- sustained
-def run_sustained(out: Path, seconds: float) -> None:
-    tab = Table(out / "sustained.csv", ["second", "tflops", "sm_mhz", "power_w", "temp_c"])
+def _nvml() -> object | None:
+    """NVML handle of GPU 0 (clocks, power), or None where NVML is missing."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
-        hnd = pynvml.nvmlDeviceGetHandleByIndex(0)
+        return pynvml.nvmlDeviceGetHandleByIndex(0)
     except Exception as exc:  # noqa: BLE001
         log(f"no NVML: {exc!r}")
-        hnd = None
+        return None
+
+
+def _clocks(hnd: object | None, temperature: bool = False) -> dict[str, object]:
+    """SM clock (MHz), board power (W) and optionally temperature (C) now; empty without NVML."""
+    if hnd is None:
+        return {}
+    import pynvml
+
+    row: dict[str, object] = {
+        "sm_mhz": pynvml.nvmlDeviceGetClockInfo(hnd, pynvml.NVML_CLOCK_SM),
+        "power_w": pynvml.nvmlDeviceGetPowerUsage(hnd) / 1000,
+    }
+    if temperature:
+        row["temp_c"] = pynvml.nvmlDeviceGetTemperature(hnd, pynvml.NVML_TEMPERATURE_GPU)
+    return row
+
+
+def run_sustained(out: Path, seconds: float) -> None:
+    tab = Table(out / "sustained.csv", ["second", "tflops", "sm_mhz", "power_w", "temp_c"])
+    hnd = _nvml()
     d = 8192
     a, b = randn(d, d), randn(d, d).t()
     c = torch.empty(d, d, device=DEV, dtype=BF16)
     per = 100
     t0 = time.time()
-    sec = 0
     while time.time() - t0 < seconds:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
@@ -427,13 +446,7 @@ def run_sustained(out: Path, seconds: float) -> None:
         end.record()
         torch.cuda.synchronize()
         dt = start.elapsed_time(end) * 1e-3
-        row: dict[str, object] = {"second": round(time.time() - t0, 2), "tflops": per * 2 * d**3 / dt / 1e12}
-        if hnd is not None:
-            row["sm_mhz"] = pynvml.nvmlDeviceGetClockInfo(hnd, pynvml.NVML_CLOCK_SM)
-            row["power_w"] = pynvml.nvmlDeviceGetPowerUsage(hnd) / 1000
-            row["temp_c"] = pynvml.nvmlDeviceGetTemperature(hnd, pynvml.NVML_TEMPERATURE_GPU)
-        tab.add(**row)
-        sec += 1
+        tab.add(second=round(time.time() - t0, 2), tflops=per * 2 * d**3 / dt / 1e12, **_clocks(hnd, True))
     log(f"sustained {seconds} s done")
 
 
@@ -441,14 +454,7 @@ def run_burst(out: Path, seconds: float) -> None:
     """Rate of back-to-back 8192^3 GEMMs (BF16, then FP8) from an idle GPU, per group of 5, with clocks:
     how fast a short benchmark's rate decays to the power-limited steady state."""
     tab = Table(out / "burst.csv", ["dtype", "t_s", "tflops", "sm_mhz", "power_w"])
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        hnd = pynvml.nvmlDeviceGetHandleByIndex(0)
-    except Exception as exc:  # noqa: BLE001
-        log(f"no NVML: {exc!r}")
-        hnd = None
+    hnd = _nvml()
     d = 8192
     one = torch.ones((), device=DEV, dtype=torch.float32)
     a, b = randn(d, d), randn(d, d).t()
@@ -471,15 +477,8 @@ def run_burst(out: Path, seconds: float) -> None:
             end.record()
             torch.cuda.synchronize()
             flops = 2 * d**3 * 5
-            row: dict[str, object] = {
-                "dtype": dtype,
-                "t_s": round(time.time() - t0, 4),
-                "tflops": flops / (start.elapsed_time(end) * 1e-3) / 1e12,
-            }
-            if hnd is not None:
-                row["sm_mhz"] = pynvml.nvmlDeviceGetClockInfo(hnd, pynvml.NVML_CLOCK_SM)
-                row["power_w"] = pynvml.nvmlDeviceGetPowerUsage(hnd) / 1000
-            tab.add(**row)
+            rate = flops / (start.elapsed_time(end) * 1e-3) / 1e12
+            tab.add(dtype=dtype, t_s=round(time.time() - t0, 4), tflops=rate, **_clocks(hnd))
         log(f"burst {dtype} done")
 
 
