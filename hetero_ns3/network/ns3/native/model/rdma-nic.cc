@@ -96,11 +96,11 @@ RdmaNic::GetTypeId()
                 MakeBooleanChecker())
             .AddAttribute(
                 "PacingRule",
-                "What a pacing-rate change does to the gap before a queue pair's next frame: 0 the "
-                "part still owed scales by old / new rate (a token bucket); 1 one whole gap of the "
-                "new rate after the last frame (the HPCC artifact's RdmaHw::ChangeRate); 2 "
-                "nothing, "
-                "the gap computed when the frame was sent stands (the artifact's DCQCN)",
+                "What a pacing-rate change does to the gap before a queue pair's next frame: "
+                "0 the part still owed scales by old / new rate (a token bucket); "
+                "1 one whole gap of the new rate after the last frame (the HPCC artifact's "
+                "RdmaHw::ChangeRate); 2 nothing: the gap set when the frame left stands (the "
+                "artifact's DCQCN)",
                 UintegerValue(0),
                 MakeUintegerAccessor(&RdmaNic::m_pacingRule),
                 MakeUintegerChecker<uint8_t>(0, 2))
