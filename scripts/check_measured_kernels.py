@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--fit-attention",
         action="store_true",
-        help="fit attention_fwd / _bwd / _seq_half to the cuDNN head-dim-128 cases and print them (gpus.toml Hopper)",
+        help="fit attention_fwd / _bwd / _seq_half / _causal_tile to the cuDNN head-dim-128 cases (gpus.toml Hopper)",
     )
     ap.add_argument(
         "--measured", type=Path, help="folder of measure_gpu_kernels.py tables (default: the shipped H200's)"
@@ -152,7 +152,8 @@ def _run(args: argparse.Namespace, gpu_dir: Path) -> int:
             f = fit_attention(args.gpu_type, gpu_dir, backend=backend, head_dim=hd)
             print(
                 f"{backend:5s} hd {hd:3d}: attention_fwd = {f.attention_fwd:.2f}  attention_bwd = {f.attention_bwd:.2f}"
-                f"  attention_seq_half = {f.attention_seq_half:.0f}  RMS fwd {f.rms_fwd_pct:.1f}% bwd {f.rms_bwd_pct:.1f}%"
+                f"  attention_seq_half = {f.attention_seq_half:.0f}  attention_causal_tile = {f.attention_causal_tile:.0f}"
+                f"  RMS fwd {f.rms_fwd_pct:.1f}% bwd {f.rms_bwd_pct:.1f}%"
                 f"  worst fwd {f.worst_fwd_pct:+.1f}% bwd {f.worst_bwd_pct:+.1f}%  ({f.cases} cases)"
             )
         if gpu_dir == DEFAULT_DIR:

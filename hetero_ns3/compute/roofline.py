@@ -8,7 +8,8 @@
   penalized 5% per halving).
 * Attention: flash-attention-like kernels at ``attention_fwd`` / ``attention_bwd`` of peak times
   ``s / (s + attention_seq_half)`` (sequence length ``s``, the kernel's ``m``), executing ``work`` = 1/2 of
-  the model FLOPs under a causal mask; their HBM traffic is Q, K, V, O only.
+  the model FLOPs under a causal mask (``(n + 1) / (2 n)`` with ``n = ceil(s / attention_causal_tile)`` where
+  that tile is set: diagonal tiles run whole); their HBM traffic is Q, K, V, O only.
 * Element-wise (``memory``) kernels: bytes over ``memory`` x HBM bandwidth.
 * ``precision = "fp8"`` follows Transformer Engine: only the linear layers' GEMMs (QKV, projection,
   FC1, FC2: forward, dgrad, wgrad) run at the FP8 peak, each forward / dgrad GEMM preceded by a
@@ -63,6 +64,8 @@ class Kernel:
             length (0 = unknown: no sequence-length factor).
         batch: independent GEMMs of that shape in the kernel (grouped expert GEMMs).
         work: fraction of ``flops`` the kernel executes (0.5 for causal flash attention).
+        causal: attention under a causal mask (the roofline may replace ``work`` by the tile law of
+            ``attention_causal_tile``).
     """
 
     name: str
@@ -74,6 +77,7 @@ class Kernel:
     k: int = 0
     batch: int = 1
     work: float = 1.0
+    causal: bool = False
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,10 @@ class Efficiency:
     attention_seq_half: float = 0.0
     """Sequence length (tokens) at which fused attention reaches half its ``attention_fwd`` / ``_bwd``
     efficiency: the factor ``s / (s + attention_seq_half)``; 0 = no sequence-length dependence."""
+    attention_causal_tile: float = 0.0
+    """Side (tokens) of the tiles a causal mask skips by: a causal kernel computes the ``n (n + 1) / 2`` tiles
+    on and below the diagonal of ``n = ceil(s / tile)``, i.e. ``(n + 1) / (2 n)`` of the full square's work
+    (diagonal tiles run whole); 0 = exactly half."""
 
     def compute_eff(self, op: str, precision: str = "bf16") -> float:
         if op == "memory":
@@ -136,6 +144,7 @@ def default_efficiency(gpu: GpuSpec) -> Efficiency:
         sustained=float(merged.get("sustained", 1.0)),
         gemm_fp8=gemm_fp8,
         attention_seq_half=float(merged.get("attention_seq_half", 0.0)),
+        attention_causal_tile=float(merged.get("attention_causal_tile", 0.0)),
     )
 
 
@@ -294,7 +303,11 @@ class Roofline:
         t_mem = nbytes / bw if nbytes else 0.0
         t_comp = 0.0
         if k.flops and k.op != "memory":
-            t_comp = k.flops * k.work / (gpu.peak_flops(prec) * self._comp_eff(gpu, k, e, prec))
+            work = k.work
+            if k.causal and e.attention_causal_tile and k.m:
+                n = math.ceil(k.m / e.attention_causal_tile)
+                work = (n + 1) / (2 * n)
+            t_comp = k.flops * work / (gpu.peak_flops(prec) * self._comp_eff(gpu, k, e, prec))
         t = max(t_comp, t_mem) + e.launch_overhead_s
         cast = fp8_cast_bytes(k) if fp8 else 0.0
         if cast:

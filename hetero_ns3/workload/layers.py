@@ -116,12 +116,28 @@ def flash_attention_kernels(
     flops = 4.0 * b * s * s * hl * hd
     work = 0.5 if causal else 1.0
     if not backward:
-        fwd = Kernel("attn.core", "attention_fwd", flops, ACT_BYTES * b * s * hd * (2 * hl + 2 * kl), m=s, work=work)
+        fwd = Kernel(
+            "attn.core",
+            "attention_fwd",
+            flops,
+            ACT_BYTES * b * s * hd * (2 * hl + 2 * kl),
+            m=s,
+            work=work,
+            causal=causal,
+        )
         return (fwd,)
     q = float(b * s * hl * hd)
     return (
         mem("attn.core.bwd.pre", FLASH_BWD_PRE_BYTES * q + 4.0 * b * hl * s),
-        Kernel("attn.core.bwd", "attention_bwd", 2 * flops, ACT_BYTES * b * s * hd * (4 * hl + 4 * kl), m=s, work=work),
+        Kernel(
+            "attn.core.bwd",
+            "attention_bwd",
+            2 * flops,
+            ACT_BYTES * b * s * hd * (4 * hl + 4 * kl),
+            m=s,
+            work=work,
+            causal=causal,
+        ),
         mem("attn.core.bwd.dq", FLASH_BWD_DQ_BYTES * q),
     )
 
