@@ -160,13 +160,15 @@ def run_gemms(out: Path, quick: bool, min_ms: float) -> None:
         one = torch.ones((), device=DEV, dtype=torch.float32)
         return bench_graph(lambda: torch._scaled_mm(a, b, one, one, out_dtype=BF16, use_fast_accum=fast), min_ms)
 
+    def row(dtype: str, layout: str, m: int, n: int, k: int, t: float, **linear: object) -> None:
+        tab.add(dtype=dtype, layout=layout, m=m, n=n, k=k, time_s=t, tflops=2 * m * n * k / t / 1e12, **linear)
+
     sq = [256, 512, 1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384]
     if quick:
         sq = [1024, 8192]
     for d in sq:
         for layout in ("NT", "NN", "TN"):
-            t = one_bf16(d, d, d, layout)
-            tab.add(dtype="bf16", kind="square", layout=layout, m=d, n=d, k=d, time_s=t, tflops=2 * d**3 / t / 1e12)
+            row("bf16", layout, d, d, d, one_bf16(d, d, d, layout), kind="square")
         if fp8:
             for fast in (False, True):
                 try:
@@ -175,55 +177,20 @@ def run_gemms(out: Path, quick: bool, min_ms: float) -> None:
                     log(f"fp8 {d}: {exc!r}")
                     fp8 = False
                     break
-                tab.add(
-                    dtype="fp8_fastacc" if fast else "fp8",
-                    kind="square",
-                    layout="TN",
-                    m=d,
-                    n=d,
-                    k=d,
-                    time_s=t,
-                    tflops=2 * d**3 / t / 1e12,
-                )
+                row("fp8_fastacc" if fast else "fp8", "TN", d, d, d, t, kind="square")
         log(f"square {d}")
     for layer, h, tp, tok, n_out, k_in in linear_shapes(quick):
         passes = [("fwd", "NT", tok, n_out, k_in), ("dgrad", "NN", tok, k_in, n_out), ("wgrad", "TN", n_out, k_in, tok)]
         for pname, layout, m, n, k in passes:
-            t = one_bf16(m, n, k, layout)
-            tab.add(
-                dtype="bf16",
-                kind="linear",
-                layer=layer,
-                hidden=h,
-                tp=tp,
-                **{"pass": pname},
-                layout=layout,
-                m=m,
-                n=n,
-                k=k,
-                time_s=t,
-                tflops=2 * m * n * k / t / 1e12,
-            )
+            linear = {"kind": "linear", "layer": layer, "hidden": h, "tp": tp, "pass": pname}
+            row("bf16", layout, m, n, k, one_bf16(m, n, k, layout), **linear)
             if fp8:
                 try:
                     t = one_fp8(m, n, k, pname == "fwd")
                 except Exception as exc:  # noqa: BLE001
                     log(f"fp8 {m}x{n}x{k}: {exc!r}")
                     continue
-                tab.add(
-                    dtype="fp8",
-                    kind="linear",
-                    layer=layer,
-                    hidden=h,
-                    tp=tp,
-                    **{"pass": pname},
-                    layout="TN",
-                    m=m,
-                    n=n,
-                    k=k,
-                    time_s=t,
-                    tflops=2 * m * n * k / t / 1e12,
-                )
+                row("fp8", "TN", m, n, k, t, **linear)
         torch.cuda.empty_cache()
     log("linear GEMMs done")
 
@@ -494,14 +461,21 @@ def run_layer_sustained(out: Path, seconds: float) -> None:
         log(f"layer sustained {cfg[0]} done")
 
 
+SECTIONS = ("burst", "attention", "memory", "layers", "gemm", "sustained", "layer_sustained")
+"""Sections of ``--only``, in the default order (burst first: it needs a GPU at rest)."""
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--quick", action="store_true", help="a few shapes per section (a smoke run)")
     ap.add_argument("--min-ms", type=float, default=15.0, help="length of one timed loop, ms")
     ap.add_argument("--sustain", type=float, default=20.0, help="seconds of back-to-back GEMMs (0 = skip)")
-    ap.add_argument("--only", default="burst,attention,memory,layers,gemm,sustained,layer_sustained")
+    ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections, in order: {SECTIONS}")
     args = ap.parse_args()
+    unknown = [key for key in args.only.split(",") if key not in SECTIONS]
+    if unknown:
+        ap.error(f"--only: {unknown} not a section; use some of {','.join(SECTIONS)}")  # exits 2
     args.out.mkdir(parents=True, exist_ok=True)
     props = torch.cuda.get_device_properties(0)
     env = {
