@@ -211,8 +211,7 @@ def simulate_layer(case: Case) -> dict[str, float]:
     """Roofline time of one rank's layer (forward, forward + backward; seconds) whose shape is the row
     ``case.layer`` of ``measured/<case.measured>/layers.csv``, on ``case.gpu_type`` (docs/compute.md,
     "Measured on H200")."""
-    from hetero_ns3.compute.gpus import get_gpu
-    from hetero_ns3.compute.measured import MEASURED_DIR, layer_context, layer_times, read_table
+    from hetero_ns3.compute.measured import MEASURED_DIR, layer_times, read_table
 
     rows = read_table(MEASURED_DIR / case.measured, "layers")
     row = next((r for r in rows if r["layer"] == case.layer), None)
@@ -220,7 +219,7 @@ def simulate_layer(case: Case) -> dict[str, float]:
         names = [r["layer"] for r in rows]
         raise field_error(f"case {case.name}.layer", case.layer, f"is not in measured/{case.measured}/layers.csv",
                           f"use one of {names}")  # fmt: skip
-    fwd, both = layer_times(layer_context(row), get_gpu(case.gpu_type))
+    fwd, both = layer_times(row, case.gpu_type)
     return {"time_s": both, "forward_s": fwd}
 
 

@@ -31,15 +31,11 @@ from pathlib import Path
 from hetero_ns3.compute.gpus import GpuSpec, get_gpu
 from hetero_ns3.compute.roofline import Kernel, Roofline, default_efficiency
 from hetero_ns3.paths import PACKAGE_DATA
-from hetero_ns3.workload.layers import (
-    Compute,
-    LayerContext,
-    flash_attention_kernels,
-    gemm,
-    layer_backward,
-    layer_forward,
-)
+from hetero_ns3.workload.compiler import CompileSpec, StepPrograms
+from hetero_ns3.workload.layers import flash_attention_kernels, gemm
 from hetero_ns3.workload.models import ModelSpec
+from hetero_ns3.workload.parallel import ParallelismSpec
+from hetero_ns3.workload.planner import program_time
 
 MEASURED_DIR = PACKAGE_DATA / "measured"
 FUSED_MEMORY_KERNELS = ("copy", "add", "gelu", "layernorm", "rmsnorm", "adam_fused_fp32")
@@ -122,9 +118,9 @@ def memory_residuals(rows: Iterable[dict[str, str]], gpu: GpuSpec) -> list[Resid
     return out
 
 
-def layer_context(r: dict[str, str]) -> LayerContext:
-    """The layer program's context for one row of ``layers.csv`` (no biases, dropout or recomputation)."""
-    md = ModelSpec(
+def layer_model(r: dict[str, str]) -> ModelSpec:
+    """One layer of the shape in a row of ``layers.csv`` (no biases or dropout)."""
+    return ModelSpec(
         name=r["layer"],
         layers=1,
         hidden=int(r["hidden"]),
@@ -136,25 +132,23 @@ def layer_context(r: dict[str, str]) -> LayerContext:
         gated_mlp=r["gated"] == "1",
         norm="rmsnorm" if r["norm"] == "rmsnorm" else "layernorm",
     )
-    return LayerContext(md, int(r["micro_batch"]), int(r["tp"]), False, 1, "none")
 
 
-def layer_times(ctx: LayerContext, gpu: GpuSpec, rf: Roofline | None = None) -> tuple[float, float]:
-    """(forward, forward + backward) seconds of the compute kernels of one layer on one rank."""
-    rf = rf or Roofline("bf16")
-
-    def total(steps: Sequence[object]) -> float:
-        return sum(rf.kernel_time(k, gpu) for s in steps if isinstance(s, Compute) for k in s.kernels)
-
-    fwd = total(layer_forward(ctx, 0))
-    return fwd, fwd + total(layer_backward(ctx, 0))
+def layer_times(r: dict[str, str], gpu_type: str, rf: Roofline | None = None) -> tuple[float, float]:
+    """(forward, forward + backward) seconds of one rank's layer for a row of ``layers.csv``, timed as the
+    planner times a layer: the compiler's step programs (TP from the row, no sequence parallelism or
+    recomputation) through :func:`~hetero_ns3.workload.planner.program_time`."""
+    b = int(r["micro_batch"])
+    plan = ParallelismSpec(tp=int(r["tp"]), pp=1, global_batch=b, micro_batch=b, recompute="none")
+    progs = StepPrograms(CompileSpec(layer_model(r), plan, (1,), (1,), rf or Roofline("bf16"), get_gpu))
+    return program_time(progs, gpu_type, ("layer_f",)), program_time(progs, gpu_type, ("layer_f", "layer_b"))
 
 
 def layer_residuals(rows: Iterable[dict[str, str]], steady: Iterable[dict[str, str]], gpu: GpuSpec) -> list[Residual]:
     out = []
     by_name: dict[str, tuple[float, float]] = {}
     for r in rows:
-        fwd, both = layer_times(layer_context(r), gpu)
+        fwd, both = layer_times(r, gpu.name)
         by_name[r["layer"]] = (fwd, both)
         out.append(Residual("layer", f"{r['layer']} fwd", float(r["fwd_s"]), fwd))
         out.append(Residual("layer", f"{r['layer']} fwd+bwd", float(r["fwd_bwd_s"]), both))
