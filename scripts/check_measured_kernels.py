@@ -5,6 +5,7 @@
     PYTHONPATH=. python scripts/check_measured_kernels.py --cases    # every case, not only the groups
     PYTHONPATH=. python scripts/check_measured_kernels.py --plot h200.png   # also draw measured against model
     PYTHONPATH=. python scripts/check_measured_kernels.py --fit-attention   # refit Hopper's attention constants
+    PYTHONPATH=. python scripts/check_measured_kernels.py --fit-head-dims   # refit its head-dimension factors
     PYTHONPATH=. python scripts/check_measured_kernels.py --measured DIR --gpu-type H100-SXM [--out FILE]
         # your own GPU's tables (scripts/measure_gpu_kernels.py --out DIR) against that catalog GPU type
 
@@ -23,7 +24,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from hetero_ns3.compute.measured import MEASURED_DIR, fit_attention, residuals, summarise
+from hetero_ns3.compute.measured import MEASURED_DIR, fit_attention, fit_head_dims, residuals, summarise
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.results.atomic import write_text
 
@@ -128,6 +129,11 @@ def main(argv: list[str] | None = None) -> int:
         help="fit attention_fwd / _bwd / _seq_half / _causal_tile to the cuDNN head-dim-128 cases (gpus.toml Hopper)",
     )
     ap.add_argument(
+        "--fit-head-dims",
+        action="store_true",
+        help="fit the attention factor per padded head dimension to attention_head_dim.csv (gpus.toml Hopper)",
+    )
+    ap.add_argument(
         "--measured", type=Path, help="folder of measure_gpu_kernels.py tables (default: the shipped H200's)"
     )
     ap.add_argument("--gpu-type", default=DEFAULT_GPU, help="catalog GPU type to time the same work on")
@@ -158,6 +164,23 @@ def _run(args: argparse.Namespace, gpu_dir: Path) -> int:
             )
         if gpu_dir == DEFAULT_DIR:
             print("the catalog (gpus.toml [efficiency.Hopper]) carries the first line")
+        return 0
+    if args.fit_head_dims:
+        f = fit_head_dims(args.gpu_type, gpu_dir)
+        if not f.rows:
+            raise ScenarioError(
+                f"--measured {str(gpu_dir)!r} holds no attention_head_dim.csv: run the measurement "
+                "with --only attention --attention-backends cudnn --head-dims 64,80,96,128,160,192,256"
+            )
+        print(f"attention_head_tile = {f.tile}")
+        for hd, fwd, bwd, n in f.rows:
+            print(f"head dim {hd:3d}: forward x {fwd:.2f}  backward x {bwd:.2f}  ({n} cases)")
+        print(f"RMS log error over the fitted cases: {f.rms_fit:.1f}%")
+        for tile, rms in f.rms_padded.items():
+            rule = f"padded to a multiple of {tile}" if tile else "not padded"
+            print(f"other head dims ({f.padded_cases} cases, not fitted), {rule}: RMS {rms:.1f}%")
+        if gpu_dir == DEFAULT_DIR:
+            print("the catalog (gpus.toml [efficiency.Hopper]) carries these rows, head dim 128 set to 1")
         return 0
     text = table(gpu_dir, args.gpu_type)
     shipped = gpu_dir == DEFAULT_DIR and args.gpu_type == DEFAULT_GPU

@@ -1,23 +1,26 @@
 """Measure a GPU's kernel efficiency curves for the roofline (GEMM, attention, element-wise, Adam, layers).
 
 Runs on a machine with one NVIDIA GPU and PyTorch (no hetero_ns3 import: the GPU machine need not have
-the project installed). Writes CSV tables into ``--out`` that ``scripts/fit_measured_kernels.py``
+the project installed). Writes CSV tables into ``--out`` that ``scripts/check_measured_kernels.py``
 compares with the roofline (``docs/compute.md``, "Measured on H200"):
 
 * ``gemm.csv``: BF16 and FP8 (``torch._scaled_mm``) GEMMs: square shapes, and the forward / dgrad /
   wgrad products of transformer linear layers (QKV, projection, FC1, FC2) over hidden sizes, tensor
   parallel degrees and token counts, in the operand layouts a training framework uses;
-* ``attention.csv``: fused attention (PyTorch SDPA, flash and cuDNN back ends) forward and backward
-  over sequence length, head dimension and causal masking;
+* ``attention.csv``: fused attention (PyTorch SDPA, flash and cuDNN back ends; ``--attention-backends``)
+  forward and backward over sequence length, head dimension (``--head-dims``, default 64 and 128) and causal
+  masking;
 * ``memory.csv``: element-wise kernels (copy, add, GELU, SwiGLU, LayerNorm, RMSNorm, softmax) and the
   fused Adam step, bytes moved over time;
 * ``layers.csv``: whole transformer layers (one tensor-parallel rank's kernels, no communication),
-  forward and forward + backward through autograd, to check that a layer is the sum of its kernels;
+  forward and forward + backward through autograd, to check that a layer is the sum of its kernels
+  (``--layers`` picks some of :data:`LAYERS`);
 * ``sustained.csv``: back-to-back 8192^3 BF16 GEMMs for ``--sustain`` seconds, TFLOP/s, SM clock and
   power per second (does the rate of a short benchmark hold under continuous load?);
 * ``burst.csv``: the same GEMMs (BF16, then FP8) from an idle GPU, per group of five, for 3 s: how fast a
   benchmark's rate decays to the power-limited steady state;
-* ``layer_sustained.csv``: two layers' forward + backward repeated for 10 s each (steady state of a layer);
+* ``layer_sustained.csv``: layers' forward + backward repeated for 10 s each (steady state of a layer;
+  Llama 2 7B and the GPT-3 175B shard unless ``--layers`` names others);
 * ``env.json``: GPU, driver, PyTorch and CUDA versions.
 
 Timing: CUDA events around a back-to-back loop of at least ``--min-ms`` milliseconds after warm-up,
@@ -25,7 +28,8 @@ median of three such loops (GEMMs: replays of a CUDA graph of 20 calls, so that 
 timed at the host's per-call launch cost); operands are allocated once (no allocator time), no L2 flush (operands of
 the timed sizes exceed or fill the 50-60 MB L2 except the smallest GEMMs). Times are per kernel call.
 
-Usage: ``python3 scripts/measure_gpu_kernels.py --out DIR [--quick] [--sustain 20]``.
+Usage: ``python3 scripts/measure_gpu_kernels.py --out DIR [--quick] [--sustain 20] [--only SECTIONS]
+[--head-dims 64,128] [--attention-backends flash,cudnn] [--layers NAMES]``.
 """
 
 from __future__ import annotations
@@ -215,17 +219,24 @@ def _attention_case(
     return fwd, tot - fwd
 
 
-def run_attention(out: Path, quick: bool, min_ms: float) -> None:
+ATTENTION_BACKENDS = ("flash", "cudnn")
+"""SDPA back ends of ``--attention-backends``: PyTorch's FlashAttention-2 and cuDNN's fused attention."""
+
+
+def run_attention(
+    out: Path, quick: bool, min_ms: float, head_dims: tuple[int, ...], backend_names: tuple[str, ...]
+) -> None:
     from torch.nn.attention import SDPBackend
 
     fields = ["backend", "batch", "heads", "seq", "head_dim", "causal", "fwd_s", "bwd_s", "fwd_flops", "bwd_flops"]
     tab = Table(out / "attention.csv", fields)
-    backends = [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)]
+    known = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+    backends = [(name, known[name]) for name in backend_names]
     seqs = [512, 1024, 2048, 4096, 8192, 16384] if not quick else [2048]
     tokens = 32768
     for name, backend in backends:
-        for hd in (64, 128):
-            heads = 2048 // hd  # 2048 channels of heads per rank (e.g. h 8192 at TP 4)
+        for hd in head_dims:
+            heads = max(1, 2048 // hd)  # about 2048 channels of heads per rank (e.g. h 8192 at TP 4)
             for s in seqs:
                 b = max(1, tokens // s)
                 for causal in (True, False):
@@ -305,7 +316,13 @@ LAYERS = [
     ("llama3-8b-tp1", 4096, 32, 8, 14336, 1, 8192, 1, True, "rmsnorm"),
     ("gpt3-175b-tp8", 12288, 96, 96, 49152, 8, 2048, 1, False, "layernorm"),
     ("llama2-70b-tp4", 8192, 64, 8, 28672, 4, 4096, 1, True, "rmsnorm"),
+    # head dims other than 128: 64 (GPT-3 350M) and 80 (GPT-3 2.7B)
+    ("gpt3-350m-tp1", 1024, 16, 16, 4096, 1, 2048, 8, False, "layernorm"),
+    ("gpt3-2.7b-tp1", 2560, 32, 32, 10240, 1, 2048, 4, False, "layernorm"),
 ]
+LAYER_NAMES = tuple(cfg[0] for cfg in LAYERS)
+STEADY_LAYERS = ("llama2-7b-tp1", "gpt3-175b-tp8")
+"""Layers of the ``layer_sustained`` section unless ``--layers`` names others."""
 
 
 def _layer_case(cfg: tuple, min_ms: float, profile: bool = True) -> tuple[float, float, str]:
@@ -349,11 +366,12 @@ def _layer_case(cfg: tuple, min_ms: float, profile: bool = True) -> tuple[float,
     return fwd, tot, f"=== {name}: fwd {fwd * 1e3:.3f} ms, fwd+bwd {tot * 1e3:.3f} ms (3 iterations below)\n{text}"
 
 
-def run_layers(out: Path, quick: bool, min_ms: float) -> None:
+def run_layers(out: Path, quick: bool, min_ms: float, names: tuple[str, ...] = LAYER_NAMES) -> None:
     fields = ["layer", "hidden", "heads", "kv_heads", "ffn", "tp", "seq", "micro_batch", "gated", "norm"]
     tab = Table(out / "layers.csv", [*fields, "fwd_s", "fwd_bwd_s"])
     prof_lines: list[str] = []
-    for cfg in LAYERS if not quick else LAYERS[:1]:
+    chosen = [cfg for cfg in LAYERS if cfg[0] in names]
+    for cfg in chosen if not quick else chosen[:1]:
         try:
             fwd, tot, text = _layer_case(cfg, min_ms)
         except Exception as exc:  # noqa: BLE001
@@ -449,11 +467,11 @@ def run_burst(out: Path, seconds: float) -> None:
         log(f"burst {dtype} done")
 
 
-def run_layer_sustained(out: Path, seconds: float) -> None:
-    """One layer (Llama 2 7B, TP 1) forward + backward back to back for ``seconds``: the short-loop
-    layer time of ``layers.csv`` against its steady state under continuous load."""
+def run_layer_sustained(out: Path, seconds: float, names: tuple[str, ...] = STEADY_LAYERS) -> None:
+    """Each named layer forward + backward back to back for ``seconds``: the short-loop layer time of
+    ``layers.csv`` against its steady state under continuous load."""
     tab = Table(out / "layer_sustained.csv", ["layer", "t_s", "fwd_bwd_s"])
-    for cfg in (LAYERS[2], LAYERS[4]):
+    for cfg in (cfg for cfg in LAYERS if cfg[0] in names):
         t0 = time.time()
         while time.time() - t0 < seconds:
             _, tot, _ = _layer_case(cfg, 200.0, profile=False)
@@ -472,10 +490,28 @@ def main() -> int:
     ap.add_argument("--min-ms", type=float, default=15.0, help="length of one timed loop, ms")
     ap.add_argument("--sustain", type=float, default=20.0, help="seconds of back-to-back GEMMs (0 = skip)")
     ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections, in order: {SECTIONS}")
+    ap.add_argument("--head-dims", default="64,128", help="attention head dimensions, comma-separated")
+    ap.add_argument(
+        "--attention-backends", default=",".join(ATTENTION_BACKENDS), help=f"some of {','.join(ATTENTION_BACKENDS)}"
+    )
+    ap.add_argument("--layers", help=f"layers of the layers and layer_sustained sections, some of {LAYER_NAMES}")
     args = ap.parse_args()
     unknown = [key for key in args.only.split(",") if key not in SECTIONS]
     if unknown:
         ap.error(f"--only: {unknown} not a section; use some of {','.join(SECTIONS)}")  # exits 2
+    try:
+        head_dims = tuple(int(x) for x in args.head_dims.split(","))
+    except ValueError:
+        ap.error(f"--head-dims: {args.head_dims!r} is not a list of integers; e.g. 64,128")
+    if any(hd < 8 or hd % 8 for hd in head_dims):
+        ap.error(f"--head-dims: {args.head_dims!r}: each must be a multiple of 8 (SDPA's fused kernels); e.g. 64,128")
+    layer_names = tuple(args.layers.split(",")) if args.layers else None
+    if layer_names and (bad := [n for n in layer_names if n not in LAYER_NAMES]):
+        ap.error(f"--layers: {bad} unknown; use some of {','.join(LAYER_NAMES)}")
+    backend_names = tuple(args.attention_backends.split(","))
+    bad = [b for b in backend_names if b not in ATTENTION_BACKENDS]
+    if bad:
+        ap.error(f"--attention-backends: {bad} unknown; use some of {','.join(ATTENTION_BACKENDS)}")
     args.out.mkdir(parents=True, exist_ok=True)
     props = torch.cuda.get_device_properties(0)
     env = {
@@ -508,12 +544,12 @@ def main() -> int:
     rc = 0
     steps = {
         "gemm": lambda: run_gemms(args.out, args.quick, args.min_ms),
-        "attention": lambda: run_attention(args.out, args.quick, args.min_ms),
+        "attention": lambda: run_attention(args.out, args.quick, args.min_ms, head_dims, backend_names),
         "memory": lambda: run_memory(args.out, args.quick, args.min_ms),
-        "layers": lambda: run_layers(args.out, args.quick, args.min_ms),
+        "layers": lambda: run_layers(args.out, args.quick, args.min_ms, layer_names or LAYER_NAMES),
         "sustained": lambda: run_sustained(args.out, args.sustain),
         "burst": lambda: run_burst(args.out, 3.0),
-        "layer_sustained": lambda: run_layer_sustained(args.out, 10.0),
+        "layer_sustained": lambda: run_layer_sustained(args.out, 10.0, layer_names or STEADY_LAYERS),
     }
     for key in args.only.split(","):
         if key == "sustained" and args.sustain <= 0:

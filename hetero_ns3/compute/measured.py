@@ -96,15 +96,17 @@ def attention_kernels(
     )
 
 
-def attention_residuals(rows: Iterable[dict[str, str]], gpu: GpuSpec) -> list[Residual]:
-    rf = Roofline("bf16")
+def attention_residuals(
+    rows: Iterable[dict[str, str]], gpu: GpuSpec, section: str = "attention", rf: Roofline | None = None
+) -> list[Residual]:
+    rf = rf or Roofline("bf16")
     out = []
     for r in rows:
         b, heads, s, hd, causal = (int(r[c]) for c in ("batch", "heads", "seq", "head_dim", "causal"))
         fwd, bwd = attention_kernels(b, heads, s, hd, bool(causal))
         label = f"{r['backend']} hd{hd} {'causal' if causal else 'full'} s{s}"
-        out.append(Residual("attention", f"fwd {label}", float(r["fwd_s"]), rf.time(fwd, gpu)[2]))
-        out.append(Residual("attention", f"bwd {label}", float(r["bwd_s"]), rf.time(bwd, gpu)[2]))
+        out.append(Residual(section, f"fwd {label}", float(r["fwd_s"]), rf.time(fwd, gpu)[2]))
+        out.append(Residual(section, f"bwd {label}", float(r["bwd_s"]), rf.time(bwd, gpu)[2]))
     return out
 
 
@@ -184,6 +186,7 @@ def residuals(gpu_type: str = "H200-SXM", gpu_dir: Path | None = None) -> list[R
     return [
         *gemm_residuals(read_table(d, "gemm"), gpu),
         *attention_residuals(read_table(d, "attention"), gpu),
+        *attention_residuals(read_table(d, "attention_head_dim"), gpu, section="attention_hd"),
         *memory_residuals(read_table(d, "memory"), gpu),
         *layer_residuals(read_table(d, "layers"), read_table(d, "layer_sustained"), gpu),
         *sustained_residuals(read_table(d, "burst"), gpu),
@@ -266,6 +269,77 @@ def fit_attention(
     )
 
 
+HEAD_TILES = (0, 32, 64)
+"""Head-dimension padding granularities :func:`fit_head_dims` compares (elements; 0 = no padding)."""
+
+
+@dataclass(frozen=True)
+class HeadDimFit:
+    """Attention factors per padded head dimension fitted to measured kernels, and how well a padding rule
+    predicts the head dimensions that are not a multiple of the padding (never fitted to).
+
+    Attributes:
+        tile: head-dimension padding granularity the factors were fitted with (elements).
+        rows: ``(head dimension, forward factor, backward factor, cases)`` per fitted head dimension (the
+            multiples of ``tile`` measured); the factors multiply the catalog's ``attention_fwd`` / ``_bwd``.
+        rms_fit: RMS log error (percent) over the fitted cases, forward and backward together.
+        rms_padded: ``{tile: RMS log error (percent)}`` over the other head dimensions with the fitted rows,
+            for each padding rule of :data:`HEAD_TILES`.
+        padded_cases: number of cases behind ``rms_padded``.
+    """
+
+    tile: int
+    rows: tuple[tuple[int, float, float, int], ...]
+    rms_fit: float
+    rms_padded: dict[int, float]
+    padded_cases: int
+
+
+def _rms(errs: Sequence[float]) -> float:
+    return 100 * math.sqrt(statistics.fmean(x * x for x in errs)) if errs else 0.0
+
+
+def fit_head_dims(gpu_type: str = "H200-SXM", gpu_dir: Path | None = None, tile: int = 64) -> HeadDimFit:
+    """Fit the forward and backward factor of each measured head dimension that is a multiple of ``tile``
+    (grid 0.30 .. 1.50 by 0.01, least squares on log time over its cases; the catalog's other attention
+    constants held), from ``attention_head_dim.csv`` (cuDNN, head dimensions 64-256); then time the other
+    head dimensions with those rows under each padding rule of :data:`HEAD_TILES` (their out-of-fit error)."""
+    d = gpu_dir or MEASURED_DIR / "h200"
+    gpu = get_gpu(gpu_type)
+    base = default_efficiency(gpu)
+    by_hd: dict[int, list[dict[str, str]]] = {}
+    for r in read_table(d, "attention_head_dim"):
+        by_hd.setdefault(int(r["head_dim"]), []).append(r)
+    grid = [round(0.30 + 0.01 * i, 2) for i in range(121)]
+
+    def errs(
+        rows: list[dict[str, str]], t: int, table: tuple[tuple[int, float, float], ...], direction: str = ""
+    ) -> list[float]:
+        """Log errors of ``rows`` (forward and backward, or only ``direction``) with padding ``t`` and ``table``."""
+        eff = replace(base, attention_head_tile=t, attention_head_factors=table)
+        res = attention_residuals(rows, gpu, rf=Roofline("bf16", efficiency={gpu.name: eff}))
+        return [math.log(x.model / x.measured) for x in res if x.case.startswith(direction)]
+
+    fitted: list[tuple[int, float, float, int]] = []
+    fit_errs: list[float] = []
+    for hd in sorted(h for h in by_hd if h % tile == 0):
+        cases = by_hd[hd]
+        # forward and backward are separate kernels: each factor moves only its own direction's times
+        f = min(grid, key=lambda v: sum(x * x for x in errs(cases, tile, ((hd, v, 1.0),), "fwd")))
+        b = min(grid, key=lambda v: sum(x * x for x in errs(cases, tile, ((hd, f, v),), "bwd")))
+        fitted.append((hd, f, b, len(cases)))
+        fit_errs += errs(cases, tile, ((hd, f, b),))
+    table = tuple((hd, f, b) for hd, f, b, _n in fitted)
+    other = [r for hd, rows in by_hd.items() if hd % tile for r in rows]
+    return HeadDimFit(
+        tile,
+        tuple(fitted),
+        _rms(fit_errs),
+        {t: _rms(errs(other, t, table)) for t in HEAD_TILES},
+        len(other),
+    )
+
+
 @dataclass(frozen=True)
 class Group:
     """Errors of a group of cases: count, median, 10th / 90th percentile and worst, in percent."""
@@ -279,7 +353,8 @@ class Group:
 
 
 def group_of(r: Residual) -> str:
-    """Summary group of a case: GEMMs by precision, pass and size, attention by back end and direction."""
+    """Summary group of a case: GEMMs by precision, pass and size, attention by back end and direction, the
+    head-dimension sweep by direction and head dimension."""
     words = r.case.split()
     if r.section == "gemm":
         dtype, what = words[0], words[1]
@@ -290,6 +365,8 @@ def group_of(r: Residual) -> str:
     if r.section == "attention":
         seq = int(words[-1][1:])
         return f"attention {words[0]} {words[1]} {words[2]} {'s>=2048' if seq >= 2048 else 's<2048'}"
+    if r.section == "attention_hd":
+        return f"attention_hd {words[0]} {words[2]}"
     if r.section in ("layer", "layer_steady"):
         return f"{r.section} {words[-1]}"
     return r.section

@@ -9,7 +9,10 @@
 * Attention: flash-attention-like kernels at ``attention_fwd`` / ``attention_bwd`` of peak times
   ``s / (s + attention_seq_half)`` (sequence length ``s``, the kernel's ``m``), executing ``work`` = 1/2 of
   the model FLOPs under a causal mask (``(n + 1) / (2 n)`` with ``n = ceil(s / attention_causal_tile)`` where
-  that tile is set: diagonal tiles run whole); their HBM traffic is Q, K, V, O only.
+  that tile is set: diagonal tiles run whole); their HBM traffic is Q, K, V, O only. Where
+  ``attention_head_tile`` is set the kernel runs the head dimension (the kernel's ``k``) padded to a
+  multiple of it (extra work ``padded / hd``) at a measured factor per padded head dimension
+  (``attention_head_factors``, 1 at 128).
 * Element-wise (``memory``) kernels: bytes over ``memory`` x HBM bandwidth.
 * ``precision = "fp8"`` follows Transformer Engine: only the linear layers' GEMMs (QKV, projection,
   FC1, FC2: forward, dgrad, wgrad) run at the FP8 peak, each forward / dgrad GEMM preceded by a
@@ -31,7 +34,7 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 from hetero_ns3.compute.gpus import CATALOG_PATH, GpuSpec
 from hetero_ns3.errors import ScenarioError
@@ -61,7 +64,7 @@ class Kernel:
         flops: model FLOPs (Narayanan et al. convention).
         bytes: HBM bytes read + written.
         m, n, k: GEMM shape of one matrix product (gemm); for attention kernels ``m`` is the sequence
-            length (0 = unknown: no sequence-length factor).
+            length and ``k`` the head dimension (0 = unknown: no sequence-length or head-dimension factor).
         batch: independent GEMMs of that shape in the kernel (grouped expert GEMMs).
         work: fraction of ``flops`` the kernel executes (0.5 for causal flash attention).
         causal: attention under a causal mask (the roofline may replace ``work`` by the tile law of
@@ -105,6 +108,32 @@ class Efficiency:
     """Side (tokens) of the tiles a causal mask skips by: a causal kernel computes the ``n (n + 1) / 2`` tiles
     on and below the diagonal of ``n = ceil(s / tile)``, i.e. ``(n + 1) / (2 n)`` of the full square's work
     (diagonal tiles run whole); 0 = exactly half."""
+    attention_head_tile: int = 0
+    """Granularity (elements) the fused attention kernels pad the head dimension to: a head dimension ``hd``
+    runs as ``ceil(hd / tile) x tile`` (executed work ``x padded / hd``); 0 = no padding."""
+    attention_head_factors: tuple[tuple[int, float, float], ...] = ()
+    """``(padded head dimension, forward factor, backward factor)`` rows, ascending, multiplying
+    ``attention_fwd`` / ``attention_bwd`` (which hold at head dimension 128, factor 1); linear between rows,
+    the end rows beyond them; empty = no head-dimension dependence."""
+
+    def head_factor(self, op: str, head_dim: int) -> float:
+        """Factor on the attention efficiency of ``op`` at ``head_dim`` (padded per ``attention_head_tile``)."""
+        rows = self.attention_head_factors
+        if not rows or not head_dim:
+            return 1.0
+        hd = self.padded_head_dim(head_dim)
+        col = 1 if op == "attention_fwd" else 2
+        if hd <= rows[0][0]:
+            return rows[0][col]
+        for lo, hi in zip(rows, rows[1:], strict=False):
+            if hd <= hi[0]:
+                return lo[col] + (hi[col] - lo[col]) * (hd - lo[0]) / (hi[0] - lo[0])
+        return rows[-1][col]
+
+    def padded_head_dim(self, head_dim: int) -> int:
+        """``head_dim`` rounded up to a multiple of ``attention_head_tile`` (unchanged where it is 0)."""
+        t = self.attention_head_tile
+        return -(-head_dim // t) * t if t else head_dim
 
     def compute_eff(self, op: str, precision: str = "bf16") -> float:
         if op == "memory":
@@ -145,6 +174,11 @@ def default_efficiency(gpu: GpuSpec) -> Efficiency:
         gemm_fp8=gemm_fp8,
         attention_seq_half=float(merged.get("attention_seq_half", 0.0)),
         attention_causal_tile=float(merged.get("attention_causal_tile", 0.0)),
+        attention_head_tile=int(merged.get("attention_head_tile", 0)),
+        attention_head_factors=tuple(
+            (int(hd), float(f), float(b))
+            for hd, f, b in cast("list[list[float]]", merged.get("attention_head_factors", []))
+        ),
     )
 
 
@@ -284,8 +318,10 @@ class Roofline:
         base *= e.sustained
         if k.op == "gemm":
             base *= _shape_factor(e, (k.m, k.n, k.k)) * _wave_factor(e, k.m, k.n * k.batch, gpu.sm_count)
-        elif e.attention_seq_half and k.m:
-            base *= k.m / (k.m + e.attention_seq_half)
+        else:
+            if e.attention_seq_half and k.m:
+                base *= k.m / (k.m + e.attention_seq_half)
+            base *= e.head_factor(k.op, k.k)
         return base
 
     def _mem_eff(self, gpu: GpuSpec, k: Kernel, e: Efficiency) -> float:
@@ -307,6 +343,8 @@ class Roofline:
             if k.causal and e.attention_causal_tile and k.m:
                 n = math.ceil(k.m / e.attention_causal_tile)
                 work = (n + 1) / (2 * n)
+            if k.op != "gemm" and k.k and e.attention_head_tile:
+                work *= e.padded_head_dim(k.k) / k.k
             t_comp = k.flops * work / (gpu.peak_flops(prec) * self._comp_eff(gpu, k, e, prec))
         t = max(t_comp, t_mem) + e.launch_overhead_s
         cast = fp8_cast_bytes(k) if fp8 else 0.0

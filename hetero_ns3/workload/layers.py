@@ -111,7 +111,8 @@ def flash_attention_kernels(
     two memory-bound kernels every flash backward runs beside it (FlashAttention-2/3's
     ``flash_bwd_dot_do_o`` / ``convert_dq``, cuDNN's ``compute_dot_do_o`` / ``convert_dq_to_16bits``, seen
     in ``hetero_ns3/data/measured/h200/layers_profile.txt``): the pre-pass ``rowsum(dO * O)`` and the FP32
-    dQ accumulator's clear and conversion. Kernel ``m`` carries ``s`` (the roofline's sequence-length law).
+    dQ accumulator's clear and conversion. Kernel ``m`` carries ``s`` and ``k`` carries ``hd`` (the roofline's
+    sequence-length and head-dimension laws).
     """
     flops = 4.0 * b * s * s * hl * hd
     work = 0.5 if causal else 1.0
@@ -122,6 +123,7 @@ def flash_attention_kernels(
             flops,
             ACT_BYTES * b * s * hd * (2 * hl + 2 * kl),
             m=s,
+            k=hd,
             work=work,
             causal=causal,
         )
@@ -135,6 +137,7 @@ def flash_attention_kernels(
             2 * flops,
             ACT_BYTES * b * s * hd * (4 * hl + 4 * kl),
             m=s,
+            k=hd,
             work=work,
             causal=causal,
         ),
