@@ -19,6 +19,8 @@ compares with the roofline (``docs/compute.md``, "Measured on H200"):
   power per second (does the rate of a short benchmark hold under continuous load?);
 * ``burst.csv``: the same GEMMs (BF16, then FP8) from an idle GPU, per group of five, for 3 s: how fast a
   benchmark's rate decays to the power-limited steady state;
+* ``gemm_settled.csv``: the 8192^3 product and five linear-layer GEMMs, each back to back for 4 s, rate, SM clock
+  and power every ~50 ms (the power-limited rate per shape);
 * ``layer_sustained.csv``: layers' forward + backward repeated for 10 s each (steady state of a layer;
   Llama 2 7B and the GPT-3 175B shard unless ``--layers`` names others);
 * ``env.json``: GPU, driver, PyTorch and CUDA versions.
@@ -435,6 +437,40 @@ def run_sustained(out: Path, seconds: float) -> None:
     log(f"sustained {seconds} s done")
 
 
+SETTLED_SHAPES = (
+    # (label, m, n, k): the 8192^3 product behind `sustained`, then forward linear-layer GEMMs of gemm.csv
+    ("square 8192", 8192, 8192, 8192),
+    ("fc1 h4096 tp1", 16384, 16384, 4096),
+    ("qkv h4096 tp1", 16384, 12288, 4096),
+    ("fc2 h8192 tp8", 16384, 8192, 3584),
+    ("proj h12288 tp8", 4096, 12288, 1536),
+    ("qkv h2048 tp4", 4096, 1536, 2048),
+)
+
+
+def run_gemm_settled(out: Path, seconds: float) -> None:
+    """Each of :data:`SETTLED_SHAPES` back to back for ``seconds`` (BF16), rate with SM clock and power every
+    ~50 ms: does a linear-layer GEMM settle at the clock and fraction of its burst rate that 8192^3 does?"""
+    tab = Table(out / "gemm_settled.csv", ["label", "m", "n", "k", "t_s", "tflops", "sm_mhz", "power_w"])
+    hnd = _nvml()
+    for label, m, n, k in SETTLED_SHAPES:
+        a, b = randn(m, k), randn(n, k).t()
+        c = torch.empty(m, n, device=DEV, dtype=BF16)
+        per = max(1, int(0.05 / (2.0 * m * n * k / 700e12)))
+        t0 = time.time()
+        while time.time() - t0 < seconds:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(per):
+                torch.mm(a, b, out=c)
+            end.record()
+            torch.cuda.synchronize()
+            rate = per * 2.0 * m * n * k / (start.elapsed_time(end) * 1e-3) / 1e12
+            tab.add(label=label, m=m, n=n, k=k, t_s=round(time.time() - t0, 3), tflops=rate, **_clocks(hnd))
+        del a, b, c
+        log(f"gemm settled {label}")
+
+
 def run_burst(out: Path, seconds: float) -> None:
     """Rate of back-to-back 8192^3 GEMMs (BF16, then FP8) from an idle GPU, per group of 5, with clocks:
     how fast a short benchmark's rate decays to the power-limited steady state."""
@@ -479,7 +515,7 @@ def run_layer_sustained(out: Path, seconds: float, names: tuple[str, ...] = STEA
         log(f"layer sustained {cfg[0]} done")
 
 
-SECTIONS = ("burst", "attention", "memory", "layers", "gemm", "sustained", "layer_sustained")
+SECTIONS = ("burst", "attention", "memory", "layers", "gemm", "sustained", "layer_sustained", "gemm_settled")
 """Sections of ``--only``, in the default order (burst first: it needs a GPU at rest)."""
 
 
@@ -549,6 +585,7 @@ def main() -> int:
         "layers": lambda: run_layers(args.out, args.quick, args.min_ms, layer_names or LAYER_NAMES),
         "sustained": lambda: run_sustained(args.out, args.sustain),
         "burst": lambda: run_burst(args.out, 3.0),
+        "gemm_settled": lambda: run_gemm_settled(args.out, 4.0),
         "layer_sustained": lambda: run_layer_sustained(args.out, 10.0, layer_names or STEADY_LAYERS),
     }
     for key in args.only.split(","):

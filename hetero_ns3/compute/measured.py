@@ -12,7 +12,9 @@ times the same work with :class:`~hetero_ns3.compute.roofline.Roofline` and the 
 * ``layer``: one tensor-parallel rank's transformer layer, forward and forward + backward, without
   communication; ``layer_steady`` the same after 10 s of back-to-back layers;
 * ``sustained``: the rate of back-to-back 8192^3 GEMMs once the power limit holds, over their rate in
-  the first 80 ms from idle, next to the roofline's fitted ``sustained`` factor.
+  the first 80 ms from idle, next to the roofline's fitted ``sustained`` factor;
+* ``gemm_settled``: six BF16 GEMMs (8192^3 and five linear-layer shapes), each run back to back for 4 s, their
+  time per call from 1 s on.
 
 Times are seconds; an error is ``model / measured - 1``. Measurements run the GPU continuously (each
 case >= 45 ms after warm-up, the sections back to back), so they sit at the power-limited clock, the
@@ -163,6 +165,24 @@ def layer_residuals(rows: Iterable[dict[str, str]], steady: Iterable[dict[str, s
     return out
 
 
+def gemm_settled_residuals(rows: Iterable[dict[str, str]], gpu: GpuSpec) -> list[Residual]:
+    """Each shape's median time per call from ``STEADY_FROM_S`` on (back-to-back BF16 GEMMs at the power limit)
+    against the roofline's time for that GEMM."""
+    rf = Roofline("bf16")
+    rates: dict[tuple[str, int, int, int], list[float]] = {}
+    for r in rows:
+        if float(r["t_s"]) >= 2 * STEADY_FROM_S:
+            key = (r["label"], int(r["m"]), int(r["n"]), int(r["k"]))
+            rates.setdefault(key, []).append(float(r["tflops"]))
+    out = []
+    for (label, m, n, k), tf in rates.items():
+        measured = 2.0 * m * n * k / (statistics.median(tf) * 1e12)
+        out.append(
+            Residual("gemm_settled", f"bf16 {label} {m}x{n}x{k}", measured, rf.kernel_time(gemm("gemm", m, n, k), gpu))
+        )
+    return out
+
+
 def sustained_residuals(rows: Iterable[dict[str, str]], gpu: GpuSpec) -> list[Residual]:
     """Measured steady / burst GEMM rate per precision against the roofline's ``sustained``."""
     series: dict[str, list[tuple[float, float]]] = {}
@@ -190,6 +210,7 @@ def residuals(gpu_type: str = "H200-SXM", gpu_dir: Path | None = None) -> list[R
         *memory_residuals(read_table(d, "memory"), gpu),
         *layer_residuals(read_table(d, "layers"), read_table(d, "layer_sustained"), gpu),
         *sustained_residuals(read_table(d, "burst"), gpu),
+        *gemm_settled_residuals(read_table(d, "gemm_settled"), gpu),
     ]
 
 
@@ -365,6 +386,9 @@ def group_of(r: Residual) -> str:
     if r.section == "attention":
         seq = int(words[-1][1:])
         return f"attention {words[0]} {words[1]} {words[2]} {'s>=2048' if seq >= 2048 else 's<2048'}"
+    if r.section == "gemm_settled":
+        m, n, k = (int(x) for x in words[-1].split("x"))
+        return f"gemm_settled bf16 {'large' if min(m, n, k) >= 2048 else 'small'}"
     if r.section == "attention_hd":
         return f"attention_hd {words[0]} {words[2]}"
     if r.section in ("layer", "layer_steady"):
