@@ -59,8 +59,9 @@ def table(gpu_dir: Path = DEFAULT_DIR, gpu_type: str = DEFAULT_GPU) -> str:
 
 
 def plot(path: Path, gpu_dir: Path = DEFAULT_DIR, gpu_type: str = DEFAULT_GPU) -> None:
-    """Three panels: square GEMMs (TFLOP/s, measured and model), the GEMM rate from idle (with the model's
-    sustained level), cuDNN attention at head dim 128 (TFLOP/s executed, measured and model)."""
+    """Four panels: square GEMMs (TFLOP/s, measured and model), the GEMM rate from idle (with the model's
+    sustained level), cuDNN attention at head dim 128 over sequence length (TFLOP/s executed, measured and
+    model) and over head dimension at 16k tokens (model FLOPs per second: padding shows as lost rate)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -71,7 +72,7 @@ def plot(path: Path, gpu_dir: Path = DEFAULT_DIR, gpu_type: str = DEFAULT_GPU) -
     from hetero_ns3.compute.roofline import Roofline, default_efficiency
 
     d, gpu = gpu_dir, get_gpu(gpu_type)
-    fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, ax = plt.subplots(1, 4, figsize=(20, 4.2))
     rows = [r for r in read_table(d, "gemm") if r["kind"] == "square" and r["layout"] in ("NT", "TN")]
     for dtype, color in (("bf16", "C0"), ("fp8", "C1")):
         sel = [r for r in rows if r["dtype"] == dtype and (dtype == "fp8" or r["layout"] == "NT")]
@@ -113,6 +114,25 @@ def plot(path: Path, gpu_dir: Path = DEFAULT_DIR, gpu_type: str = DEFAULT_GPU) -
     ax[2].set(xscale="log", xlabel="sequence length", ylabel="TFLOP/s executed",
               title="cuDNN attention, head dim 128 (dashed: model)")  # fmt: skip
     ax[2].legend(fontsize=8)
+    sweep = [r for r in read_table(d, "attention_head_dim") if r["seq"] == "16384"]
+    for causal, marker in (("1", "o"), ("0", "s")):
+        sel = sorted((r for r in sweep if r["causal"] == causal), key=lambda r: int(r["head_dim"]))
+        hds = [int(r["head_dim"]) for r in sel]
+        for direction, color in (("fwd", "C2"), ("bwd", "C3")):
+            meas, model = [], []
+            for r in sel:
+                k = attention_kernels(int(r["batch"]), int(r["heads"]), 16384, int(r["head_dim"]), causal == "1")
+                kern = k[0] if direction == "fwd" else k[1]
+                useful = sum(x.flops for x in kern if x.op != "memory") * (0.5 if causal == "1" else 1.0)
+                meas.append(useful / float(r[f"{direction}_s"]) / 1e12)
+                model.append(useful / rf.time(kern, gpu)[2] / 1e12)
+            kind = "causal" if causal == "1" else "full"
+            ax[3].plot(hds, meas, marker + "-", color=color, label=f"{direction} {kind} measured")
+            ax[3].plot(hds, model, "--", color=color, lw=0.8)
+    if sweep:
+        ax[3].set(xlabel="head dimension", ylabel="model TFLOP/s (causal: half the square)", xticks=[64, 96, 128, 160, 192, 256],
+                  title="cuDNN attention at 16k tokens (dashed: model)")  # fmt: skip
+        ax[3].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
