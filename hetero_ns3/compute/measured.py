@@ -8,6 +8,7 @@ times the same work with :class:`~hetero_ns3.compute.roofline.Roofline` and the 
   the benchmark times ``torch._scaled_mm`` on operands already in FP8);
 * ``attention``: one fused attention forward or backward (PyTorch SDPA, cuDNN or flash back end; the
   backward with its pre-pass and dQ conversion kernels, which the measurement times with it);
+  ``attention_hd`` the same over head dimensions 64-256 (cuDNN, a later run);
 * ``memory``: one element-wise kernel, or the fused Adam step, as bytes over bandwidth;
 * ``layer``: one tensor-parallel rank's transformer layer, forward and forward + backward, without
   communication; ``layer_steady`` the same after 10 s of back-to-back layers;
@@ -46,6 +47,8 @@ Reported apart (``memory_unfused``): SwiGLU and dropout + add, two PyTorch kerne
 that reaches only ~0.27 of HBM bandwidth on rows of 4096."""
 BURST_WINDOW_S = 0.08
 STEADY_FROM_S = 0.5
+SETTLED_FROM_S = 1.0
+"""Start (s) of the part of each ``gemm_settled`` shape's 4-s run taken as power-limited."""
 
 
 @dataclass(frozen=True)
@@ -166,12 +169,12 @@ def layer_residuals(rows: Iterable[dict[str, str]], steady: Iterable[dict[str, s
 
 
 def gemm_settled_residuals(rows: Iterable[dict[str, str]], gpu: GpuSpec) -> list[Residual]:
-    """Each shape's median time per call from ``STEADY_FROM_S`` on (back-to-back BF16 GEMMs at the power limit)
-    against the roofline's time for that GEMM."""
+    """Each shape's median time per call from ``SETTLED_FROM_S`` on (back-to-back BF16 GEMMs at the power
+    limit) against the roofline's time for that GEMM."""
     rf = Roofline("bf16")
     rates: dict[tuple[str, int, int, int], list[float]] = {}
     for r in rows:
-        if float(r["t_s"]) >= 2 * STEADY_FROM_S:
+        if float(r["t_s"]) >= SETTLED_FROM_S:
             key = (r["label"], int(r["m"]), int(r["n"]), int(r["k"]))
             rates.setdefault(key, []).append(float(r["tflops"]))
     out = []
@@ -325,6 +328,8 @@ def fit_head_dims(gpu_type: str = "H200-SXM", gpu_dir: Path | None = None, tile:
     (grid 0.30 .. 1.50 by 0.01, least squares on log time over its cases; the catalog's other attention
     constants held), from ``attention_head_dim.csv`` (cuDNN, head dimensions 64-256); then time the other
     head dimensions with those rows under each padding rule of :data:`HEAD_TILES` (their out-of-fit error)."""
+    if tile <= 0:
+        raise ValueError(f"tile = {tile}: the head-dimension padding must be a positive number of elements")
     d = gpu_dir or MEASURED_DIR / "h200"
     gpu = get_gpu(gpu_type)
     base = default_efficiency(gpu)

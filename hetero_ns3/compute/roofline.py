@@ -117,7 +117,8 @@ class Efficiency:
     the end rows beyond them; empty = no head-dimension dependence."""
 
     def head_factor(self, op: str, head_dim: int) -> float:
-        """Factor on the attention efficiency of ``op`` at ``head_dim`` (padded per ``attention_head_tile``)."""
+        """Factor on the efficiency of attention kernel ``op`` (``attention_fwd`` or ``attention_bwd``) at
+        ``head_dim`` elements, padded per ``attention_head_tile``; 1 without rows or for an unknown head dim (0)."""
         rows = self.attention_head_factors
         if not rows or not head_dim:
             return 1.0
