@@ -417,23 +417,27 @@ def _clocks(hnd: object | None, temperature: bool = False) -> dict[str, object]:
     return row
 
 
+def _mm_rate(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, calls: int) -> float:
+    """TFLOP/s of ``calls`` back-to-back ``a @ b`` into ``c`` (CUDA events around the loop)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        torch.mm(a, b, out=c)
+    end.record()
+    torch.cuda.synchronize()
+    return calls * 2.0 * a.shape[0] * b.shape[1] * a.shape[1] / (start.elapsed_time(end) * 1e-3) / 1e12
+
+
 def run_sustained(out: Path, seconds: float) -> None:
     tab = Table(out / "sustained.csv", ["second", "tflops", "sm_mhz", "power_w", "temp_c"])
     hnd = _nvml()
     d = 8192
     a, b = randn(d, d), randn(d, d).t()
     c = torch.empty(d, d, device=DEV, dtype=BF16)
-    per = 100
     t0 = time.time()
     while time.time() - t0 < seconds:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(per):
-            torch.mm(a, b, out=c)
-        end.record()
-        torch.cuda.synchronize()
-        dt = start.elapsed_time(end) * 1e-3
-        tab.add(second=round(time.time() - t0, 2), tflops=per * 2 * d**3 / dt / 1e12, **_clocks(hnd, True))
+        rate = _mm_rate(a, b, c, 100)
+        tab.add(second=round(time.time() - t0, 2), tflops=rate, **_clocks(hnd, True))
     log(f"sustained {seconds} s done")
 
 
@@ -459,13 +463,7 @@ def run_gemm_settled(out: Path, seconds: float) -> None:
         per = max(1, int(0.05 / (2.0 * m * n * k / 700e12)))
         t0 = time.time()
         while time.time() - t0 < seconds:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(per):
-                torch.mm(a, b, out=c)
-            end.record()
-            torch.cuda.synchronize()
-            rate = per * 2.0 * m * n * k / (start.elapsed_time(end) * 1e-3) / 1e12
+            rate = _mm_rate(a, b, c, per)
             tab.add(label=label, m=m, n=n, k=k, t_s=round(time.time() - t0, 3), tflops=rate, **_clocks(hnd))
         del a, b, c
         log(f"gemm settled {label}")
