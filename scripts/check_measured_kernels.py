@@ -6,6 +6,7 @@
     PYTHONPATH=. python scripts/check_measured_kernels.py --plot h200.png   # also draw measured against model
     PYTHONPATH=. python scripts/check_measured_kernels.py --fit-attention   # refit Hopper's attention constants
     PYTHONPATH=. python scripts/check_measured_kernels.py --fit-head-dims   # refit its head-dimension factors
+    PYTHONPATH=. python scripts/check_measured_kernels.py --fit-occupancy   # compare attention block sizes
     PYTHONPATH=. python scripts/check_measured_kernels.py --measured DIR --gpu-type H100-SXM [--out FILE]
         # your own GPU's tables (scripts/measure_gpu_kernels.py --out DIR) against that catalog GPU type
 
@@ -24,7 +25,14 @@ import statistics
 import sys
 from pathlib import Path
 
-from hetero_ns3.compute.measured import MEASURED_DIR, fit_attention, fit_head_dims, residuals, summarise
+from hetero_ns3.compute.measured import (
+    MEASURED_DIR,
+    fit_attention,
+    fit_block_rows,
+    fit_head_dims,
+    residuals,
+    summarise,
+)
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.results.atomic import write_text
 
@@ -154,6 +162,11 @@ def main(argv: list[str] | None = None) -> int:
         help="fit the attention factor per padded head dimension to attention_head_dim.csv (gpus.toml Hopper)",
     )
     ap.add_argument(
+        "--fit-occupancy",
+        action="store_true",
+        help="compare the attention occupancy law's block sizes on attention_occupancy.csv (gpus.toml Hopper)",
+    )
+    ap.add_argument(
         "--measured", type=Path, help="folder of measure_gpu_kernels.py tables (default: the shipped H200's)"
     )
     ap.add_argument("--gpu-type", default=DEFAULT_GPU, help="catalog GPU type to time the same work on")
@@ -184,6 +197,19 @@ def _run(args: argparse.Namespace, gpu_dir: Path) -> int:
             )
         if gpu_dir == DEFAULT_DIR:
             print("the catalog (gpus.toml [efficiency.Hopper]) carries the first line")
+        return 0
+    if args.fit_occupancy:
+        if not (gpu_dir / "attention_occupancy.csv").is_file():
+            raise ScenarioError(
+                f"--measured {str(gpu_dir)!r} holds no attention_occupancy.csv: run the measurement "
+                "with --only attention_occupancy"
+            )
+        fits = fit_block_rows(args.gpu_type, gpu_dir)
+        for rows, (fwd, bwd) in fits.items():
+            law = f"{rows} query rows per block" if rows else "no occupancy law"
+            print(f"{law:26s}: RMS log error about the mean, forward {fwd:.1f}%  backward {bwd:.1f}%")
+        if gpu_dir == DEFAULT_DIR:
+            print("the catalog (gpus.toml [efficiency.Hopper]) carries attention_block_rows = 128")
         return 0
     if args.fit_head_dims:
         f = fit_head_dims(args.gpu_type, gpu_dir)

@@ -19,6 +19,8 @@ compares with the roofline (``docs/compute.md``, "Measured on H200"):
   power per second (does the rate of a short benchmark hold under continuous load?);
 * ``burst.csv``: the same GEMMs (BF16, then FP8) from an idle GPU, per group of five, for 3 s: how fast a
   benchmark's rate decays to the power-limited steady state;
+* ``attention_occupancy.csv``: cuDNN attention, batch 1, 1-256 heads, seq 1024-8192, head dim 128: grids that
+  fill the SMs only partly (tensor-parallel shards);
 * ``gemm_settled.csv``: the 8192^3 product and five linear-layer GEMMs, each back to back for 4 s, rate, SM clock
   and power every ~50 ms (the power-limited rate per shape);
 * ``layer_sustained.csv``: layers' forward + backward repeated for 10 s each (steady state of a layer;
@@ -261,6 +263,32 @@ def run_attention(
                         bwd_flops=2.5 * flops,
                     )
             log(f"attention {name} hd {hd}")
+        torch.cuda.empty_cache()
+
+
+OCCUPANCY_HEADS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+"""Heads of the ``attention_occupancy`` section (batch 1): from far fewer thread blocks than SMs to many waves."""
+
+
+def run_attention_occupancy(out: Path, min_ms: float, head_dim: int = 128) -> None:
+    """cuDNN attention with batch 1 and 1-256 heads at seq 1024-8192 (causal and full): how the rate falls when
+    the kernel's grid (batch x heads x query tiles) fills the SMs only partly, as in tensor-parallel shards."""
+    from torch.nn.attention import SDPBackend
+
+    fields = ["backend", "batch", "heads", "seq", "head_dim", "causal", "fwd_s", "bwd_s", "fwd_flops", "bwd_flops"]
+    tab = Table(out / "attention_occupancy.csv", fields)
+    for s in (1024, 2048, 4096, 8192):
+        for heads in OCCUPANCY_HEADS:
+            for causal in (True, False):
+                try:
+                    fwd, bwd = _attention_case(SDPBackend.CUDNN_ATTENTION, 1, heads, s, head_dim, causal, min_ms)
+                except Exception as exc:  # noqa: BLE001
+                    log(f"attention occupancy heads {heads} s {s}: {exc!r}")
+                    continue
+                flops = 4.0 * heads * s * s * head_dim
+                tab.add(backend="cudnn", batch=1, heads=heads, seq=s, head_dim=head_dim, causal=int(causal),
+                        fwd_s=fwd, bwd_s=bwd, fwd_flops=flops, bwd_flops=2.5 * flops)  # fmt: skip
+        log(f"attention occupancy s {s}")
         torch.cuda.empty_cache()
 
 
@@ -513,7 +541,17 @@ def run_layer_sustained(out: Path, seconds: float, names: tuple[str, ...] = STEA
         log(f"layer sustained {cfg[0]} done")
 
 
-SECTIONS = ("burst", "attention", "memory", "layers", "gemm", "sustained", "layer_sustained", "gemm_settled")
+SECTIONS = (
+    "burst",
+    "attention",
+    "memory",
+    "layers",
+    "gemm",
+    "sustained",
+    "layer_sustained",
+    "gemm_settled",
+    "attention_occupancy",
+)
 """Sections of ``--only``, in the default order (burst first: it needs a GPU at rest)."""
 
 
@@ -584,6 +622,7 @@ def main() -> int:
         "sustained": lambda: run_sustained(args.out, args.sustain),
         "burst": lambda: run_burst(args.out, 3.0),
         "gemm_settled": lambda: run_gemm_settled(args.out, 4.0),
+        "attention_occupancy": lambda: run_attention_occupancy(args.out, args.min_ms),
         "layer_sustained": lambda: run_layer_sustained(args.out, 10.0, layer_names or STEADY_LAYERS),
     }
     for key in args.only.split(","):

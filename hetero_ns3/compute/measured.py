@@ -109,7 +109,8 @@ def attention_residuals(
     for r in rows:
         b, heads, s, hd, causal = (int(r[c]) for c in ("batch", "heads", "seq", "head_dim", "causal"))
         fwd, bwd = attention_kernels(b, heads, s, hd, bool(causal))
-        label = f"{r['backend']} hd{hd} {'causal' if causal else 'full'} s{s}"
+        grid = f" h{heads}" if section == "attention_occ" else ""
+        label = f"{r['backend']} hd{hd} {'causal' if causal else 'full'}{grid} s{s}"
         out.append(Residual(section, f"fwd {label}", float(r["fwd_s"]), rf.time(fwd, gpu)[2]))
         out.append(Residual(section, f"bwd {label}", float(r["bwd_s"]), rf.time(bwd, gpu)[2]))
     return out
@@ -210,6 +211,7 @@ def residuals(gpu_type: str = "H200-SXM", gpu_dir: Path | None = None) -> list[R
         *gemm_residuals(read_table(d, "gemm"), gpu),
         *attention_residuals(read_table(d, "attention"), gpu),
         *attention_residuals(read_table(d, "attention_head_dim"), gpu, section="attention_hd"),
+        *attention_residuals(read_table(d, "attention_occupancy"), gpu, section="attention_occ"),
         *memory_residuals(read_table(d, "memory"), gpu),
         *layer_residuals(read_table(d, "layers"), read_table(d, "layer_sustained"), gpu),
         *sustained_residuals(read_table(d, "burst"), gpu),
@@ -366,6 +368,31 @@ def fit_head_dims(gpu_type: str = "H200-SXM", gpu_dir: Path | None = None, tile:
     )
 
 
+BLOCK_ROWS = (0, 64, 128, 256)
+"""Query rows per thread block :func:`fit_block_rows` compares (0 = no occupancy law)."""
+
+
+def fit_block_rows(gpu_type: str = "H200-SXM", gpu_dir: Path | None = None) -> dict[int, tuple[float, float]]:
+    """For each candidate of :data:`BLOCK_ROWS`, the RMS log error (percent; forward, backward) over the
+    ``attention_occupancy.csv`` cases with at least ``OCCUPANCY_BANDS[0]`` query rows, after removing each
+    direction's mean log error (the rate constants are fitted elsewhere; this compares the shape of the law)."""
+    d = gpu_dir or MEASURED_DIR / "h200"
+    gpu = get_gpu(gpu_type)
+    base = default_efficiency(gpu)
+    rows = [r for r in read_table(d, "attention_occupancy") if int(r["heads"]) * int(r["seq"]) >= OCCUPANCY_BANDS[0]]
+    out = {}
+    for cand in BLOCK_ROWS:
+        rf = Roofline("bf16", efficiency={gpu.name: replace(base, attention_block_rows=cand)})
+        res = attention_residuals(rows, gpu, section="attention_occ", rf=rf)
+        rms = []
+        for direction in ("fwd", "bwd"):
+            logs = [math.log(x.model / x.measured) for x in res if x.case.startswith(direction)]
+            mean = statistics.fmean(logs)
+            rms.append(_rms([x - mean for x in logs]))
+        out[cand] = (rms[0], rms[1])
+    return out
+
+
 @dataclass(frozen=True)
 class Group:
     """Errors of a group of cases: count, median, 10th / 90th percentile and worst, in percent."""
@@ -376,6 +403,19 @@ class Group:
     p10: float
     p90: float
     worst: float
+
+
+OCCUPANCY_BANDS = (16384, 49152)
+"""Query rows (batch x heads x seq) separating the ``attention_occ`` groups: below the first a grid covers at
+most ~one wave of 128-row blocks on 132 SMs (other effects than the block schedule dominate there)."""
+
+
+def occupancy_band(r: Residual) -> str:
+    """``rows<16k``, ``rows<48k`` or ``rows>=48k`` for an ``attention_occ`` case (batch 1)."""
+    words = r.case.split()
+    heads, seq = int(words[-2].removeprefix("h")), int(words[-1][1:])
+    rows = heads * seq
+    return "rows<16k" if rows < OCCUPANCY_BANDS[0] else "rows<48k" if rows < OCCUPANCY_BANDS[1] else "rows>=48k"
 
 
 def group_of(r: Residual) -> str:
@@ -396,6 +436,8 @@ def group_of(r: Residual) -> str:
         return f"gemm_settled bf16 {'large' if min(m, n, k) >= 2048 else 'small'}"
     if r.section == "attention_hd":
         return f"attention_hd {words[0]} {words[2]}"
+    if r.section == "attention_occ":
+        return f"attention_occ {words[0]} {words[3]} {occupancy_band(r)}"
     if r.section in ("layer", "layer_steady"):
         return f"{r.section} {words[-1]}"
     return r.section

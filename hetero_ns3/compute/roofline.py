@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import heapq
 import math
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -65,7 +66,8 @@ class Kernel:
         bytes: HBM bytes read + written.
         m, n, k: GEMM shape of one matrix product (gemm); for attention kernels ``m`` is the sequence
             length and ``k`` the head dimension (0 = unknown: no sequence-length or head-dimension factor).
-        batch: independent GEMMs of that shape in the kernel (grouped expert GEMMs).
+        batch: independent GEMMs of that shape in the kernel (grouped expert GEMMs); for attention kernels the
+            sequences x heads the kernel runs (its grid's outer dimension).
         work: fraction of ``flops`` the kernel executes (0.5 for causal flash attention).
         causal: attention under a causal mask (the roofline may replace ``work`` by the tile law of
             ``attention_causal_tile``).
@@ -108,6 +110,11 @@ class Efficiency:
     """Side (tokens) of the tiles a causal mask skips by: a causal kernel computes the ``n (n + 1) / 2`` tiles
     on and below the diagonal of ``n = ceil(s / tile)``, i.e. ``(n + 1) / (2 n)`` of the full square's work
     (diagonal tiles run whole); 0 = exactly half."""
+    attention_block_rows: int = 0
+    """Query rows per thread block of the fused attention kernels (the backward: key rows); with it set, a kernel's
+    ``batch x heads x ceil(s / rows)`` blocks are scheduled onto the SMs one block per SM in grid order, each
+    taking time in proportion to its key (query) blocks (all ``n`` under a full mask, ``i + 1`` for row block
+    ``i`` under a causal one), and the rate is scaled by the busy fraction of the SMs; 0 = full occupancy."""
     attention_head_tile: int = 0
     """Granularity (elements) the fused attention kernels pad the head dimension to: a head dimension ``hd``
     runs as ``ceil(hd / tile) x tile`` (executed work ``x padded / hd``); 0 = no padding."""
@@ -175,6 +182,7 @@ def default_efficiency(gpu: GpuSpec) -> Efficiency:
         gemm_fp8=gemm_fp8,
         attention_seq_half=float(merged.get("attention_seq_half", 0.0)),
         attention_causal_tile=float(merged.get("attention_causal_tile", 0.0)),
+        attention_block_rows=int(merged.get("attention_block_rows", 0)),
         attention_head_tile=int(merged.get("attention_head_tile", 0)),
         attention_head_factors=tuple(
             (int(hd), float(f), float(b))
@@ -231,6 +239,25 @@ def _shape_factor(eff: Efficiency, dims: Iterable[int]) -> float:
     for d in dims:
         f *= d / (d + eff.gemm_dim_half)
     return f
+
+
+@functools.lru_cache(maxsize=4096)
+def attention_occupancy(heads: int, blocks: int, causal: bool, sms: int) -> float:
+    """Busy fraction of ``sms`` SMs running ``heads`` (batch x heads) x ``blocks`` row blocks of a fused attention
+    kernel, one block per SM, handed out in grid order (head-major, row blocks ascending) to the SM that frees
+    first: block ``i`` costs ``i + 1`` units under a causal mask, ``blocks`` units under a full one."""
+    if heads <= 0 or blocks <= 0 or sms <= 0:
+        return 1.0
+    if not causal:
+        n = heads * blocks
+        return n / (math.ceil(n / sms) * sms)
+    free = [0] * min(sms, heads * blocks)
+    heapq.heapify(free)
+    for _ in range(heads):
+        for i in range(blocks):
+            heapq.heappush(free, heapq.heappop(free) + i + 1)
+    total = heads * blocks * (blocks + 1) // 2
+    return total / (sms * max(free))
 
 
 def _wave_factor(eff: Efficiency, m: int, n: int, sms: int) -> float:
@@ -323,6 +350,8 @@ class Roofline:
             if e.attention_seq_half and k.m:
                 base *= k.m / (k.m + e.attention_seq_half)
             base *= e.head_factor(k.op, k.k)
+            if e.attention_block_rows and k.m:
+                base *= attention_occupancy(k.batch, -(-k.m // e.attention_block_rows), k.causal, gpu.sm_count)
         return base
 
     def _mem_eff(self, gpu: GpuSpec, k: Kernel, e: Efficiency) -> float:

@@ -111,8 +111,8 @@ def flash_attention_kernels(
     two memory-bound kernels every flash backward runs beside it (FlashAttention-2/3's
     ``flash_bwd_dot_do_o`` / ``convert_dq``, cuDNN's ``compute_dot_do_o`` / ``convert_dq_to_16bits``, seen
     in ``hetero_ns3/data/measured/h200/layers_profile.txt``): the pre-pass ``rowsum(dO * O)`` and the FP32
-    dQ accumulator's clear and conversion. Kernel ``m`` carries ``s`` and ``k`` carries ``hd`` (the roofline's
-    sequence-length and head-dimension laws).
+    dQ accumulator's clear and conversion. Kernel ``m`` carries ``s``, ``k`` ``hd`` and ``batch`` ``b x hl`` (the
+    roofline's sequence-length, head-dimension and occupancy laws).
     """
     flops = 4.0 * b * s * s * hl * hd
     work = 0.5 if causal else 1.0
@@ -124,6 +124,7 @@ def flash_attention_kernels(
             ACT_BYTES * b * s * hd * (2 * hl + 2 * kl),
             m=s,
             k=hd,
+            batch=b * hl,
             work=work,
             causal=causal,
         )
@@ -138,6 +139,7 @@ def flash_attention_kernels(
             ACT_BYTES * b * s * hd * (4 * hl + 4 * kl),
             m=s,
             k=hd,
+            batch=b * hl,
             work=work,
             causal=causal,
         ),
