@@ -18,6 +18,7 @@ from hetero_ns3.compute.roofline import (
     Kernel,
     Roofline,
     _wave_factor,
+    attention_occupancy,
     default_efficiency,
     fp8_cast_bytes,
     is_fp8_linear,
@@ -68,7 +69,8 @@ def test_attention_and_elementwise_stay_bf16_under_fp8() -> None:
     seq = attn.m / (attn.m + e.attention_seq_half)
     tiles = math.ceil(attn.m / e.attention_causal_tile)  # causal: diagonal tiles run whole
     work = (tiles + 1) / (2 * tiles) if attn.causal else attn.work
-    t = attn.flops * work / (989.4e12 * e.attention_fwd * e.sustained * seq) + e.launch_overhead_s
+    occ = attention_occupancy(attn.batch, math.ceil(attn.m / e.attention_block_rows), attn.causal, H100.sm_count)
+    t = attn.flops * work / (989.4e12 * e.attention_fwd * e.sustained * seq * occ) + e.launch_overhead_s
     assert FP8.kernel_time(attn, H100) == pytest.approx(t, rel=1e-9)
 
 
