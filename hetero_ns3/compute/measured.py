@@ -368,6 +368,11 @@ def fit_head_dims(gpu_type: str = "H200-SXM", gpu_dir: Path | None = None, tile:
     )
 
 
+OCCUPANCY_BANDS = (16384, 49152)
+"""Query rows (batch x heads x seq) separating the ``attention_occ`` groups: below the first a grid covers at
+most ~one wave of 128-row blocks on 132 SMs (other effects than the block schedule dominate there)."""
+
+
 BLOCK_ROWS = (0, 64, 128, 256)
 """Query rows per thread block :func:`fit_block_rows` compares (0 = no occupancy law)."""
 
@@ -403,11 +408,6 @@ class Group:
     p10: float
     p90: float
     worst: float
-
-
-OCCUPANCY_BANDS = (16384, 49152)
-"""Query rows (batch x heads x seq) separating the ``attention_occ`` groups: below the first a grid covers at
-most ~one wave of 128-row blocks on 132 SMs (other effects than the block schedule dominate there)."""
 
 
 def occupancy_band(r: Residual) -> str:

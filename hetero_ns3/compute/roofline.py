@@ -12,7 +12,9 @@
   that tile is set: diagonal tiles run whole); their HBM traffic is Q, K, V, O only. Where
   ``attention_head_tile`` is set the kernel runs the head dimension (the kernel's ``k``) padded to a
   multiple of it (extra work ``padded / hd``) at a measured factor per padded head dimension
-  (``attention_head_factors``, 1 at 128).
+  (``attention_head_factors``, 1 at 128). With ``attention_block_rows`` set, the rate is also scaled by the
+  kernel's occupancy of the SMs (:func:`attention_occupancy`: its ``batch x heads x ceil(s / rows)`` thread
+  blocks scheduled one per SM in grid order).
 * Element-wise (``memory``) kernels: bytes over ``memory`` x HBM bandwidth.
 * ``precision = "fp8"`` follows Transformer Engine: only the linear layers' GEMMs (QKV, projection,
   FC1, FC2: forward, dgrad, wgrad) run at the FP8 peak, each forward / dgrad GEMM preceded by a
