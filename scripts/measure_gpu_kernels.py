@@ -227,13 +227,40 @@ ATTENTION_BACKENDS = ("flash", "cudnn")
 """SDPA back ends of ``--attention-backends``: PyTorch's FlashAttention-2 and cuDNN's fused attention."""
 
 
+ATTENTION_FIELDS = [
+    "backend",
+    "batch",
+    "heads",
+    "seq",
+    "head_dim",
+    "causal",
+    "fwd_s",
+    "bwd_s",
+    "fwd_flops",
+    "bwd_flops",
+]
+
+
+def _attention_row(tab: Table, name: str, backend: object, b: int, heads: int, s: int, hd: int, causal: bool,
+                   min_ms: float) -> None:  # fmt: skip
+    """Time one SDPA case and write its row (model FLOPs of the full square); a case the back end refuses is
+    logged and skipped."""
+    try:
+        fwd, bwd = _attention_case(backend, b, heads, s, hd, causal, min_ms)
+    except Exception as exc:  # noqa: BLE001
+        log(f"attention {name} b {b} heads {heads} hd {hd} s {s}: {exc!r}")
+        return
+    flops = 4.0 * b * heads * s * s * hd  # forward; the backward is 2.5x (its recomputed forward included)
+    tab.add(backend=name, batch=b, heads=heads, seq=s, head_dim=hd, causal=int(causal),
+            fwd_s=fwd, bwd_s=bwd, fwd_flops=flops, bwd_flops=2.5 * flops)  # fmt: skip
+
+
 def run_attention(
     out: Path, quick: bool, min_ms: float, head_dims: tuple[int, ...], backend_names: tuple[str, ...]
 ) -> None:
     from torch.nn.attention import SDPBackend
 
-    fields = ["backend", "batch", "heads", "seq", "head_dim", "causal", "fwd_s", "bwd_s", "fwd_flops", "bwd_flops"]
-    tab = Table(out / "attention.csv", fields)
+    tab = Table(out / "attention.csv", ATTENTION_FIELDS)
     known = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
     backends = [(name, known[name]) for name in backend_names]
     seqs = [512, 1024, 2048, 4096, 8192, 16384] if not quick else [2048]
@@ -242,26 +269,8 @@ def run_attention(
         for hd in head_dims:
             heads = max(1, 2048 // hd)  # about 2048 channels of heads per rank (e.g. h 8192 at TP 4)
             for s in seqs:
-                b = max(1, tokens // s)
                 for causal in (True, False):
-                    try:
-                        fwd, bwd = _attention_case(backend, b, heads, s, hd, causal, min_ms)
-                    except Exception as exc:  # noqa: BLE001
-                        log(f"attention {name} hd {hd} s {s}: {exc!r}")
-                        continue
-                    flops = 4.0 * b * heads * s * s * hd  # model FLOPs (full square), forward
-                    tab.add(
-                        backend=name,
-                        batch=b,
-                        heads=heads,
-                        seq=s,
-                        head_dim=hd,
-                        causal=int(causal),
-                        fwd_s=fwd,
-                        bwd_s=bwd,
-                        fwd_flops=flops,
-                        bwd_flops=2.5 * flops,
-                    )
+                    _attention_row(tab, name, backend, max(1, tokens // s), heads, s, hd, causal, min_ms)
             log(f"attention {name} hd {hd}")
         torch.cuda.empty_cache()
 
@@ -275,19 +284,11 @@ def run_attention_occupancy(out: Path, min_ms: float, head_dim: int = 128) -> No
     the kernel's grid (batch x heads x query tiles) fills the SMs only partly, as in tensor-parallel shards."""
     from torch.nn.attention import SDPBackend
 
-    fields = ["backend", "batch", "heads", "seq", "head_dim", "causal", "fwd_s", "bwd_s", "fwd_flops", "bwd_flops"]
-    tab = Table(out / "attention_occupancy.csv", fields)
+    tab = Table(out / "attention_occupancy.csv", ATTENTION_FIELDS)
     for s in (1024, 2048, 4096, 8192):
         for heads in OCCUPANCY_HEADS:
             for causal in (True, False):
-                try:
-                    fwd, bwd = _attention_case(SDPBackend.CUDNN_ATTENTION, 1, heads, s, head_dim, causal, min_ms)
-                except Exception as exc:  # noqa: BLE001
-                    log(f"attention occupancy heads {heads} s {s}: {exc!r}")
-                    continue
-                flops = 4.0 * heads * s * s * head_dim
-                tab.add(backend="cudnn", batch=1, heads=heads, seq=s, head_dim=head_dim, causal=int(causal),
-                        fwd_s=fwd, bwd_s=bwd, fwd_flops=flops, bwd_flops=2.5 * flops)  # fmt: skip
+                _attention_row(tab, "cudnn", SDPBackend.CUDNN_ATTENTION, 1, heads, s, head_dim, causal, min_ms)
         log(f"attention occupancy s {s}")
         torch.cuda.empty_cache()
 

@@ -109,8 +109,7 @@ def attention_residuals(
     for r in rows:
         b, heads, s, hd, causal = (int(r[c]) for c in ("batch", "heads", "seq", "head_dim", "causal"))
         fwd, bwd = attention_kernels(b, heads, s, hd, bool(causal))
-        grid = f" h{heads}" if section == "attention_occ" else ""
-        label = f"{r['backend']} hd{hd} {'causal' if causal else 'full'}{grid} s{s}"
+        label = f"{r['backend']} hd{hd} {'causal' if causal else 'full'} b{b} h{heads} s{s}"
         out.append(Residual(section, f"fwd {label}", float(r["fwd_s"]), rf.time(fwd, gpu)[2]))
         out.append(Residual(section, f"bwd {label}", float(r["bwd_s"]), rf.time(bwd, gpu)[2]))
     return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from hetero_ns3.compute.roofline import Kernel
+from hetero_ns3.compute.roofline import Kernel, OpClass
 from hetero_ns3.workload.models import ModelSpec
 
 ACT_BYTES = 2  # bf16/fp16 activations
@@ -115,34 +115,17 @@ def flash_attention_kernels(
     roofline's sequence-length, head-dimension and occupancy laws).
     """
     flops = 4.0 * b * s * s * hl * hd
-    work = 0.5 if causal else 1.0
+
+    def core(name: str, op: OpClass, f: float, nbytes: float) -> Kernel:
+        """The main kernel, with the grid the roofline's sequence, head-dimension and occupancy laws read."""
+        return Kernel(name, op, f, nbytes, m=s, k=hd, batch=b * hl, work=0.5 if causal else 1.0, causal=causal)
+
     if not backward:
-        fwd = Kernel(
-            "attn.core",
-            "attention_fwd",
-            flops,
-            ACT_BYTES * b * s * hd * (2 * hl + 2 * kl),
-            m=s,
-            k=hd,
-            batch=b * hl,
-            work=work,
-            causal=causal,
-        )
-        return (fwd,)
+        return (core("attn.core", "attention_fwd", flops, ACT_BYTES * b * s * hd * (2 * hl + 2 * kl)),)
     q = float(b * s * hl * hd)
     return (
         mem("attn.core.bwd.pre", FLASH_BWD_PRE_BYTES * q + 4.0 * b * hl * s),
-        Kernel(
-            "attn.core.bwd",
-            "attention_bwd",
-            2 * flops,
-            ACT_BYTES * b * s * hd * (4 * hl + 4 * kl),
-            m=s,
-            k=hd,
-            batch=b * hl,
-            work=work,
-            causal=causal,
-        ),
+        core("attn.core.bwd", "attention_bwd", 2 * flops, ACT_BYTES * b * s * hd * (4 * hl + 4 * kl)),
         mem("attn.core.bwd.dq", FLASH_BWD_DQ_BYTES * q),
     )
 

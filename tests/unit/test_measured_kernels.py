@@ -314,3 +314,5 @@ def test_check_script_on_other_tables_and_gpu_types(tmp_path, capsys) -> None:
     (only_gemm / "gemm.csv").write_text((MEASURED_DIR / "h200" / "gemm.csv").read_text())
     assert mod["main"](["--measured", str(only_gemm), "--fit-head-dims"]) == 2
     assert "attention_head_dim.csv" in capsys.readouterr().err
+    assert mod["main"](["--measured", str(only_gemm), "--fit-occupancy"]) == 2
+    assert "attention_occupancy.csv" in capsys.readouterr().err
