@@ -3,7 +3,12 @@
 * Model states (bytes per parameter, Megatron-LM distributed-optimizer documentation): bf16 weights 2,
   fp32 main gradients 4, fp32 master weights + Adam moments 12 -> 18; with the distributed optimizer
   (zero_stage 1) 6 + 12/d; zero_stage 2 also shards gradients: 2 + 16/d. d is the data-parallel
-  group of the parameter (dp for dense, dp/ep for expert weights).
+  group of the parameter (dp for dense, dp/ep for expert weights). The gradient buffer holds the
+  reduce dtype: 4 bytes with fp32 reduction (Megatron's ``accumulate_allreduce_grads_in_fp32``, the
+  default); with bf16 / fp16 reduction (Megatron-Core DDP's ``grad_reduce_in_fp32 = False``, NeMo's
+  ``grad_sync_dtype: bf16``) it holds 2 and the optimizer keeps an fp32 copy of its gradient shard
+  (4 more per parameter in the optimizer states): 20 bytes, 4 + 16/d distributed (the same table's
+  "fp16 param, fp16 grads" row).
 * Activations per layer and microbatch (Korthikanti et al., "Reducing Activation Recomputation in
   Large Transformer Models", 2022, Sec. 4): s b h (10 + 24/t + 5 a s / (h t)) bytes without sequence
   parallelism, s b h (34 + 5 a s / h) / t with it; generalized here to GQA and gated MLPs, the
@@ -58,16 +63,23 @@ def head_params_per_rank(model: ModelSpec, tp: int, pp: int) -> float:
     return model.norm_params() + out
 
 
-def state_bytes(params: RankParams, zero_stage: int, dp: int, ep: int) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer) bytes of ``params`` under ZeRO stage ``zero_stage``."""
+def state_bytes(
+    params: RankParams, zero_stage: int, dp: int, ep: int, grad_bytes: float = 4.0
+) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes of ``params`` under ZeRO stage ``zero_stage``.
+
+    ``grad_bytes``: bytes per gradient element in the reduce buffer (4 for fp32 reduction, 2 for bf16 / fp16;
+    below 4 the optimizer also keeps an fp32 copy of its gradient shard).
+    """
     d_dense, d_exp = dp, max(1, dp // ep)
 
     def shard(x_dense: float, x_exp: float, on: bool) -> float:
         return (params.dense * x_dense / d_dense + params.expert * x_exp / d_exp) if on else params.total * x_dense
 
     weights = 2.0 * params.total
-    grads = shard(4.0, 4.0, zero_stage >= 2)
-    optim = shard(12.0, 12.0, zero_stage >= 1)
+    grads = shard(grad_bytes, grad_bytes, zero_stage >= 2)
+    per_opt = 12.0 if grad_bytes >= 4.0 else 16.0
+    optim = shard(per_opt, per_opt, zero_stage >= 1)
     return weights, grads, optim
 
 

@@ -21,7 +21,7 @@ from hetero_ns3.compute.gpus import GpuSpec, get_gpu
 from hetero_ns3.errors import PlanningError, ScenarioError
 from hetero_ns3.workload import layers as L
 from hetero_ns3.workload.artefact import Workload
-from hetero_ns3.workload.compiler import CompileSpec, StepPrograms, compile_workload, params_in_grad_order
+from hetero_ns3.workload.compiler import GRAD_BYTES, CompileSpec, StepPrograms, compile_workload, params_in_grad_order
 from hetero_ns3.workload.gcpause import gc_paused
 from hetero_ns3.workload.memory import GIB, MemoryEstimate, RankParams, layer_activation_bytes, state_bytes
 from hetero_ns3.workload.models import ModelSpec
@@ -233,7 +233,7 @@ def estimate_memory(
                 act += 4.0 * plan.micro_batch * model.seq_len * model.padded_vocab(tp) / tp
             cache[key] = (RankParams(dense, expert), act)
         params, act = cache[key]
-        w, g, o = state_bytes(params, plan.zero_stage, dp, plan.ep)
+        w, g, o = state_bytes(params, plan.zero_stage, dp, plan.ep, GRAD_BYTES[plan.grad_reduce_dtype])
         cap = spec.gpu_of(slot.gpu_type).hbm_bytes
         out.append(
             MemoryEstimate(

@@ -77,6 +77,18 @@ def test_megatron_bytes_per_parameter() -> None:
         assert (m.weights + m.gradients + m.optimizer) / m.params == pytest.approx(per_param)
 
 
+def test_bf16_gradient_reduction_bytes_per_parameter() -> None:
+    """Same table, "fp16 param, fp16 grads" row: 20 bytes/param, 4 + 16/d distributed (2-byte gradient buffer,
+    fp32 copy of the gradient shard in the optimizer); zero_stage 2 shards both: 2 + 18/d."""
+    gpus = _cluster("H100-SXM", 2)
+    model = get_model("gpt3-1.3b")
+    for zero, per_param in ((0, 20.0), (1, 4 + 16 / 4), (2, 2 + 18 / 4)):
+        plan = ParallelismSpec(tp=2, pp=2, global_batch=16, zero_stage=zero, grad_reduce_dtype="bf16")
+        m = resolve(model, plan, gpus).memory[0]
+        assert (m.weights + m.gradients + m.optimizer) / m.params == pytest.approx(per_param)
+        assert m.gradients / m.params == pytest.approx(2.0 / (4 if zero == 2 else 1))
+
+
 def test_overflow_fails_naming_gpu() -> None:
     with pytest.raises(PlanningError, match=r"GPU n0\.g0 \(A100-SXM-40GB, stage 0.*HBM.*zero_stage"):
         build_plan(GPT3, ParallelismSpec(tp=8, pp=2, global_batch=16), _cluster("A100-SXM-40GB", 2))
