@@ -93,7 +93,7 @@ class Lowered:
 
 
 #: Traffic class per parallel dimension (all lossless by default; see docs/cosim.md).
-DEFAULT_PRIORITY = {"tp": 3, "ep": 3, "pp": 3, "dp": 3}
+DEFAULT_PRIORITY = {"tp": 3, "ep": 3, "cp": 3, "pp": 3, "dp": 3}
 
 
 def _group(p: ProgramOp, t: int) -> tuple[str, ...]:

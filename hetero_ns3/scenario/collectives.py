@@ -53,6 +53,7 @@ class CollectivesSection:
     pp: DimCollectives = DimCollectives()
     dp: DimCollectives = DimCollectives()
     ep: DimCollectives = DimCollectives()
+    cp: DimCollectives = DimCollectives()
     tuning: str | None = None
     """Path of a tuning TOML (same format as collectives/tuning.toml)."""
     max_channels: int | None = None
@@ -68,7 +69,7 @@ class CollectivesSection:
     for one NIC per GPU. Unset: the ``max_channels`` rule for every call (``Tuning.inter_node_ring_channels``)."""
 
     def validate(self, where: str = "collectives") -> None:
-        for dim in ("tp", "pp", "dp", "ep"):
+        for dim in ("tp", "pp", "dp", "ep", "cp"):
             getattr(self, dim).validate(f"{where}.{dim}")
         for name in ("max_channels", "max_slices", "slice_bytes", "max_flows_per_call", "inter_node_ring_channels"):
             value = getattr(self, name)
@@ -81,11 +82,11 @@ class CollectivesSection:
 
     def overrides(self) -> dict[str, CollectiveOverride]:
         out = {}
-        for dim in ("tp", "pp", "dp", "ep"):
+        for dim in ("tp", "pp", "dp", "ep", "cp"):
             ov = getattr(self, dim).override()
             if ov is not None:
                 out[dim] = ov
         return out
 
     def priorities(self) -> dict[str, int]:
-        return {d: p for d in ("tp", "pp", "dp", "ep") if (p := getattr(self, d).priority) is not None}
+        return {d: p for d in ("tp", "pp", "dp", "ep", "cp") if (p := getattr(self, d).priority) is not None}

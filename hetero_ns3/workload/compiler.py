@@ -226,6 +226,7 @@ class StepPrograms:
             p.recompute,
             spec.flash_attention,
             p.tp_comm_overlap,
+            p.cp,
         )
         self._prog: dict[tuple[str, int], list[L.Step]] = {}
         self._cost: dict[tuple[str, tuple[Kernel, ...]], tuple[float, float, float]] = {}

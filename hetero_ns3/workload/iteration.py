@@ -55,7 +55,7 @@ class IterationCompiler:
         self.gbytes = GRAD_BYTES[plan.grad_reduce_dtype]
         self.zero = plan.zero_stage
         sp_div = self.tp if plan.sequence_parallel and self.tp > 1 else 1
-        self.act_p2p = L.ACT_BYTES * plan.micro_batch * model.seq_len * model.hidden / sp_div
+        self.act_p2p = L.ACT_BYTES * plan.micro_batch * (model.seq_len // plan.cp) * model.hidden / sp_div
         self.dp_kind = "reduce_scatter" if self.zero >= 1 else "all_reduce"
         self.tied_sync = model.tie_embeddings and self.pp > 1
         self.emb_grad_bytes = 4.0 * model.padded_vocab(self.tp) * model.hidden / self.tp
@@ -67,6 +67,7 @@ class IterationCompiler:
             "dp": lambda t, s, _r: placement.dp_group(t, s),
             "edp": placement.edp_group,
             "ep": placement.ep_group,
+            "cp": placement.cp_group,
         }
 
     # -- lookups -------------------------------------------------------------------------------
@@ -80,7 +81,7 @@ class IterationCompiler:
         return name
 
     def member_groups(self, kind: str, stage: int, rep: int) -> Groups:
-        """Per tp index, the GPU names of the ``dp``, ``edp`` or ``ep`` group of (stage, replica) (memoized)."""
+        """Per tp index, the GPU names of the ``dp``, ``edp``, ``ep`` or ``cp`` group of (stage, replica) (memoized)."""
         key = (kind, stage, rep)
         groups = self._group_memo.get(key)
         if groups is None:
@@ -112,10 +113,11 @@ class IterationCompiler:
                     mb,
                     chunk,
                 )
-            else:  # ep: the same tp index in the replicas of this EP block
-                groups = self.member_groups("ep", w.stage, w.replica)
-                inst = ids.instance(("ep", w.stage, w.replica // self.plan.ep, phase, mb, chunk, tag, st.name))
-                w.comm(f"{tag}.{st.name}", st.collective, st.bytes, groups, "ep", inst, st.mode, phase, mb, chunk)
+            else:  # ep / cp: the same tp index in the replicas of this EP block / CP group
+                size = self.plan.ep if st.dim == "ep" else self.plan.cp
+                groups = self.member_groups(st.dim, w.stage, w.replica)
+                inst = ids.instance((st.dim, w.stage, w.replica // size, phase, mb, chunk, tag, st.name))
+                w.comm(f"{tag}.{st.name}", st.collective, st.bytes, groups, st.dim, inst, st.mode, phase, mb, chunk)
 
     def pipeline_p2p(
         self, w: _ProgramBuilder, peer_stage: int, send: bool, phase: str, mb: int, chunk: int, v_from: int
@@ -312,6 +314,7 @@ class IterationCompiler:
             "pp": self.pp,
             "dp": self.dp,
             "ep": plan.ep,
+            "cp": plan.cp,
             "vpp": self.chunks,
             "schedule": plan.schedule,
             "recompute": plan.recompute,

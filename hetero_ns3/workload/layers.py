@@ -16,7 +16,7 @@ et al. 2019; Korthikanti et al. 2022 for sequence parallelism).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from hetero_ns3.compute.roofline import Kernel, OpClass
@@ -36,7 +36,7 @@ class Comm:
     name: str
     collective: Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
     bytes: float
-    dim: Literal["tp", "ep"]
+    dim: Literal["tp", "ep", "cp"]
     mode: Literal["blocking", "async"] = "blocking"
 
 
@@ -60,11 +60,17 @@ class LayerContext:
     recompute: str
     flash_attention: bool = True
     tp_comm_overlap: bool = False
+    cp: int = 1
+
+    @property
+    def seq_local(self) -> int:
+        """Tokens of one sequence on this rank: s / cp (context parallelism splits every sequence)."""
+        return self.model.seq_len // self.cp
 
     @property
     def tokens(self) -> int:
-        """Tokens of a microbatch, T = b x s."""
-        return self.micro_batch * self.model.seq_len
+        """Tokens of a microbatch on this rank, T = b x s / cp."""
+        return self.micro_batch * self.seq_local
 
     @property
     def tokens_elementwise(self) -> int:
@@ -101,33 +107,79 @@ FLASH_BWD_DQ_BYTES = 4 + 4 + 2
 
 
 def flash_attention_kernels(
-    b: int, s: int, hl: int, kl: int, hd: int, causal: bool, backward: bool
+    b: int, s: int, hl: int, kl: int, hd: int, causal: bool, backward: bool, kv: int = 0
 ) -> tuple[Kernel, ...]:
-    """Fused (flash) attention of ``b`` sequences of ``s`` tokens, ``hl`` query and ``kl`` key/value heads of
-    size ``hd`` on one rank.
+    """Fused (flash) attention of ``b`` sequences of ``s`` query tokens against ``kv`` key / value tokens
+    (``kv`` 0: ``s``, self-attention), ``hl`` query and ``kl`` key/value heads of size ``hd`` on one rank.
 
-    Forward: one kernel, model FLOPs ``4 b s^2 hl hd`` (``work`` 1/2 under a causal mask), traffic Q, K, V,
+    Forward: one kernel, model FLOPs ``4 b s kv hl hd`` (``work`` 1/2 under a causal mask), traffic Q, K, V,
     O. Backward: the main kernel (twice the forward FLOPs; reads Q, K, V, O, dO, writes dQ, dK, dV) and the
     two memory-bound kernels every flash backward runs beside it (FlashAttention-2/3's
     ``flash_bwd_dot_do_o`` / ``convert_dq``, cuDNN's ``compute_dot_do_o`` / ``convert_dq_to_16bits``, seen
     in ``hetero_ns3/data/measured/h200/layers_profile.txt``): the pre-pass ``rowsum(dO * O)`` and the FP32
-    dQ accumulator's clear and conversion. Kernel ``m`` carries ``s``, ``k`` ``hd`` and ``batch`` ``b x hl`` (the
-    roofline's sequence-length, head-dimension and occupancy laws).
+    dQ accumulator's clear and conversion. Kernel ``m`` carries ``s`` (query rows), ``k`` ``hd`` and ``batch``
+    ``b x hl`` (the roofline's sequence-length, head-dimension and occupancy laws).
     """
-    flops = 4.0 * b * s * s * hl * hd
+    kv = kv or s
+    flops = 4.0 * b * s * kv * hl * hd
+    q = float(b * s * hl * hd)
+    kvb = float(b * kv * kl * hd)
 
     def core(name: str, op: OpClass, f: float, nbytes: float) -> Kernel:
         """The main kernel, with the grid the roofline's sequence, head-dimension and occupancy laws read."""
         return Kernel(name, op, f, nbytes, m=s, k=hd, batch=b * hl, work=0.5 if causal else 1.0, causal=causal)
 
     if not backward:
-        return (core("attn.core", "attention_fwd", flops, ACT_BYTES * b * s * hd * (2 * hl + 2 * kl)),)
-    q = float(b * s * hl * hd)
+        return (core("attn.core", "attention_fwd", flops, ACT_BYTES * (2 * q + 2 * kvb)),)
     return (
         mem("attn.core.bwd.pre", FLASH_BWD_PRE_BYTES * q + 4.0 * b * hl * s),
-        core("attn.core.bwd", "attention_bwd", 2 * flops, ACT_BYTES * b * s * hd * (4 * hl + 4 * kl)),
+        core("attn.core.bwd", "attention_bwd", 2 * flops, ACT_BYTES * (4 * q + 4 * kvb)),
         mem("attn.core.bwd.dq", FLASH_BWD_DQ_BYTES * q),
     )
+
+
+def cp_attention_steps(c: LayerContext, backward: bool, name: str = "attn.cp") -> list[Step]:
+    """Attention core of one rank under context parallelism (``cp`` > 1): Megatron-Core / Transformer Engine's
+    ring of key / value blocks (``AttnFuncWithCPAndKVP2P``).
+
+    Each sequence is cut into ``2 cp`` chunks of ``s / (2 cp)`` tokens and rank ``r`` holds chunks ``r`` and
+    ``2 cp - 1 - r`` (load balancing under a causal mask). Step 0 attends the local queries to the local keys: a
+    causal kernel over ``s / cp`` tokens. Each of the ``cp - 1`` further steps attends to the key / value
+    block received from the ring neighbour: under a causal mask either all local queries to half the block or
+    half the queries to all of it, i.e. an unmasked ``s / cp x s / (2 cp)`` kernel (without a mask: ``s / cp``
+    square). Every rank executes ``1 / cp`` of the attention FLOPs; model FLOPs count each step as the full
+    ``s / cp`` square (``work`` 1/2 for the half-block steps), so that they sum to the unsplit kernel's.
+
+    Communication: the forward passes each rank's K and V (``2 b (s / cp) kv_heads / tp hd`` elements, 2 bytes)
+    ``cp - 1`` hops around the ring, the backward K, V and their gradient: an all-gather over the CP group of
+    ``cp`` blocks (``cp - 1`` blocks sent per rank; twice that in the backward). Each hop overlaps the
+    previous step's kernel, so the exchange runs asynchronously beside all steps but the last, and the last
+    step waits for it: ``max((cp - 1) hops, steps 0 .. cp - 2) + last step``, the critical path of the ring in
+    both regimes (hop shorter or longer than a step). The partial results are merged by memory-bound passes:
+    forward, each step's output rescaled by its log-sum-exp and added into the result (``cp`` passes reading
+    two 2-byte tensors and writing one); backward, each further step's dQ and dK / dV added into the rank's
+    gradients (``cp - 1`` passes each).
+    """
+    md, t, cp = c.model, c.tp, c.cp
+    b, sl, hl, kl, hd = c.micro_batch, c.seq_local, md.heads // t, md.n_kv_heads // t, md.head_dim
+    local = flash_attention_kernels(b, sl, hl, kl, hd, md.causal, backward)
+    block = flash_attention_kernels(b, sl, hl, kl, hd, False, backward, kv=sl // 2 if md.causal else sl)
+    if md.causal:  # model FLOPs count the full square (as everywhere): the block executes half of it
+        block = tuple(replace(k, flops=2 * k.flops, work=0.5) if k.op != "memory" else k for k in block)
+    kv_block = float(ACT_BYTES * 2 * b * sl * kl * hd)
+    hops = cp * kv_block * (2 if backward else 1)
+    kind = "bwd" if backward else "fwd"
+    q_elems = float(b * sl * hl * hd)
+    if backward:  # dQ and dK / dV of each step added into the rank's gradients (read both, write one)
+        merge = mem(f"{name}.accumulate", 3 * ACT_BYTES * (cp - 1) * (q_elems + kv_block / ACT_BYTES))
+    else:  # each step's partial output rescaled by its softmax statistics and added into the result
+        merge = mem(f"{name}.correct", 3 * ACT_BYTES * cp * q_elems)
+    return [
+        Comm(f"{name}.kv_{kind}", "all_gather", hops, "cp", "async"),
+        Compute(f"{name}.{kind}", local + block * (cp - 2)),
+        Join(),
+        Compute(f"{name}.{kind}.last", (*block, merge)),
+    ]
 
 
 def _attn_core(c: LayerContext, backward: bool) -> tuple[Kernel, ...]:
@@ -136,7 +188,7 @@ def _attn_core(c: LayerContext, backward: bool) -> tuple[Kernel, ...]:
         return _attn_unfused(c, backward)
     md, t = c.model, c.tp
     return flash_attention_kernels(
-        c.micro_batch, md.seq_len, md.heads // t, md.n_kv_heads // t, md.head_dim, md.causal, backward
+        c.micro_batch, c.seq_local, md.heads // t, md.n_kv_heads // t, md.head_dim, md.causal, backward
     )
 
 
@@ -219,9 +271,7 @@ def _bda_bytes(c: LayerContext) -> float:
     return (3.0 * ACT_BYTES + (1 if c.model.dropout else 0)) * c.tokens_elementwise * c.model.hidden
 
 
-def _overlapped(
-    c: LayerContext, name: str, first: tuple[Kernel, ...], mid: tuple[Kernel, ...], last: Kernel
-) -> list[Step]:
+def _overlapped(c: LayerContext, name: str, first: tuple[Kernel, ...], mid: list[Step], last: Kernel) -> list[Step]:
     """Forward TP region with Megatron-Core's ``tp_comm_overlap`` (Transformer Engine userbuffers):
     the entry all-gather runs alongside the first GEMM and the exit reduction alongside the last GEMM,
     each region costing max(collective, GEMM) instead of their sum."""
@@ -232,8 +282,7 @@ def _overlapped(
         steps += [Comm(e.name, e.collective, e.bytes, "tp", "async"), Compute(f"{name}.in", first), Join()]
     else:
         steps.append(Compute(f"{name}.in", first))
-    if mid:
-        steps.append(Compute(f"{name}.mid", mid))
+    steps += mid
     out = _tp_exit(c, name)
     if out:
         x = out[0]
@@ -243,18 +292,33 @@ def _overlapped(
     return steps
 
 
+def _core_steps(c: LayerContext, name: str) -> list[Step]:
+    """The forward attention core as steps: one compute step, or the context-parallel ring."""
+    return cp_attention_steps(c, False) if c.cp > 1 else [Compute(name, _attn_core(c, False))]
+
+
 def attention_forward(c: LayerContext) -> list[Step]:
     T, h, qkv_n, _ = _dims(c)
     if c.tp_comm_overlap and c.tp > 1:
         return [
             Compute("attn.ln", (mem("ln1", _norm_bytes(c)),)),
-            *_overlapped(c, "attn", (gemm("qkv", T, qkv_n, h),), _attn_core(c, False), gemm("proj", T, h, h // c.tp)),
+            *_overlapped(
+                c, "attn", (gemm("qkv", T, qkv_n, h),), _core_steps(c, "attn.mid"), gemm("proj", T, h, h // c.tp)
+            ),
             Compute("attn.bda", (mem("bda1", _bda_bytes(c)),)),
         ]
+    if c.cp > 1:
+        core: list[Step] = [
+            Compute("attn", (gemm("qkv", T, qkv_n, h),)),
+            *_core_steps(c, "attn"),
+            Compute("attn.proj", (gemm("proj", T, h, h // c.tp),)),
+        ]
+    else:
+        core = [Compute("attn", (gemm("qkv", T, qkv_n, h), *_attn_core(c, False), gemm("proj", T, h, h // c.tp)))]
     return [
         Compute("attn.ln", (mem("ln1", _norm_bytes(c)),)),
         *_tp_enter(c, "attn"),
-        Compute("attn", (gemm("qkv", T, qkv_n, h), *_attn_core(c, False), gemm("proj", T, h, h // c.tp))),
+        *core,
         *_tp_exit(c, "attn"),
         Compute("attn.bda", (mem("bda1", _bda_bytes(c)),)),
     ]
@@ -265,11 +329,17 @@ def attention_backward(c: LayerContext) -> list[Step]:
     steps: list[Step] = [Compute("attn.bda.bwd", (mem("bda1.bwd", _bda_bytes(c)),))]
     if _sp(c):
         steps.append(Comm("attn.ag_grad", "all_gather", c.act_bytes, "tp"))
-    kern = [*gemm_bwd("proj", T, h, h // c.tp)]
-    if c.recompute == "selective":
-        kern += _attn_core(c, False)
-    kern += _attn_core(c, True)
-    steps.append(Compute("attn.bwd", tuple(kern)))
+    if c.cp > 1:
+        steps.append(Compute("attn.bwd", gemm_bwd("proj", T, h, h // c.tp)))
+        if c.recompute == "selective":
+            steps += cp_attention_steps(c, False, "recompute.attn.cp")
+        steps += cp_attention_steps(c, True)
+    else:
+        kern = [*gemm_bwd("proj", T, h, h // c.tp)]
+        if c.recompute == "selective":
+            kern += _attn_core(c, False)
+        kern += _attn_core(c, True)
+        steps.append(Compute("attn.bwd", tuple(kern)))
     steps += _col_parallel_bwd(c, "qkv", *gemm_bwd("qkv", T, qkv_n, h))
     steps.append(Compute("attn.ln.bwd", (mem("ln1.bwd", 1.5 * _norm_bytes(c)),)))
     return steps
@@ -285,7 +355,13 @@ def mlp_forward(c: LayerContext) -> list[Step]:
     if c.tp_comm_overlap and c.tp > 1:
         return [
             Compute("mlp.ln", (mem("ln2", _norm_bytes(c)),)),
-            *_overlapped(c, "mlp", (gemm("fc1", T, up, h),), (mem("act", _act_bytes(c, f, T)),), gemm("fc2", T, h, f)),
+            *_overlapped(
+                c,
+                "mlp",
+                (gemm("fc1", T, up, h),),
+                [Compute("mlp.mid", (mem("act", _act_bytes(c, f, T)),))],
+                gemm("fc2", T, h, f),
+            ),
             Compute("mlp.bda", (mem("bda2", _bda_bytes(c)),)),
         ]
     return [

@@ -84,10 +84,11 @@ def state_bytes(
 
 
 def layer_activation_bytes(
-    model: ModelSpec, layer: int, micro_batch: int, tp: int, sp: bool, recompute: str, flash: bool
+    model: ModelSpec, layer: int, micro_batch: int, tp: int, sp: bool, recompute: str, flash: bool, cp: int = 1
 ) -> float:
-    """Activation bytes one layer keeps for backward, per microbatch, on one rank."""
-    s, b, h = model.seq_len, micro_batch, model.hidden
+    """Activation bytes one layer keeps for backward, per microbatch, on one rank (``s / cp`` tokens per sequence
+    under context parallelism)."""
+    s, b, h = model.seq_len // cp, micro_batch, model.hidden
     sbh = float(s * b)
     sp_div = tp if (sp and tp > 1) else 1
     if recompute == "full":

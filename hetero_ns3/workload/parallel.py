@@ -27,6 +27,12 @@ class ParallelismSpec:
         pp: pipeline-parallel stages.
         dp: data-parallel replicas; 0 = derived from the GPU count (gpus / (tp x pp)).
         ep: expert-parallel size for MoE layers, carved out of dp (must divide dp).
+        cp: context-parallel size, carved out of dp like ep (must divide dp): each group of ``cp``
+            consecutive data-parallel ranks splits every sequence of the same microbatches into ``cp``
+            load-balanced parts and exchanges keys / values around a ring in attention (Megatron-Core
+            ``--context-parallel-size`` with Transformer Engine's P2P ring); ``dp / cp`` replicas then
+            share the global batch (Megatron's data-parallel size) and gradients are reduced over all
+            ``dp`` ranks. Needs fused attention (``compute.flash_attention``).
         vpp: virtual pipeline chunks per stage (interleaved schedule); 1 = none.
         sequence_parallel: Megatron sequence parallelism (TP all-reduce -> all-gather + reduce-scatter).
         micro_batch: sequences per microbatch.
@@ -57,6 +63,7 @@ class ParallelismSpec:
     pp: int = 1
     dp: int = 0
     ep: int = 1
+    cp: int = 1
     vpp: int = 1
     sequence_parallel: bool = False
     micro_batch: int = 1
@@ -76,7 +83,7 @@ class ParallelismSpec:
 
     def validate(self, where: str = "parallelism") -> None:
         """Checks that need no model or cluster."""
-        for key in ("tp", "pp", "ep", "vpp", "micro_batch", "bucket_params"):
+        for key in ("tp", "pp", "ep", "cp", "vpp", "micro_batch", "bucket_params"):
             if getattr(self, key) < 1:
                 raise field_error(f"{where}.{key}", getattr(self, key), "must be >= 1")
         if self.dp < 0:
@@ -167,30 +174,37 @@ def check_plan(
         what = f"{where}.pp" if plan.chunks == 1 else f"{where}.pp x {where}.vpp"
         val = pp if plan.chunks == 1 else f"{pp} x {plan.vpp} = {vstages}"
         raise field_error(what, val, f"is larger than {mwhere}.layers ({model.layers})", "every stage needs a layer")
+    cp = plan.cp
+    if cp > 1:
+        _check_context_parallel(plan, model, dp, where, mwhere)
     m_total = plan.microbatches
-    if m_total % dp and plan.replica_microbatches is None and plan.partition == "uniform":
+    reps = dp // cp  # replicas sharing the global batch (the CP ranks of one replica run the same microbatches)
+    dps = "dp / cp" if cp > 1 else "dp"
+    uniform = plan.partition == "uniform" or cp > 1
+    if m_total % reps and plan.replica_microbatches is None and uniform:
         raise field_error(
             f"{where}.global_batch",
             plan.global_batch,
-            f"is not a multiple of micro_batch x dp ({plan.micro_batch} x {dp})",
-            "change global_batch, or use partition = 'auto' to split microbatches unevenly",
+            f"is not a multiple of micro_batch x {'replicas' if cp > 1 else 'dp'} ({plan.micro_batch} x {reps}"
+            + (f"; replicas = dp / cp = {dp} / {cp})" if cp > 1 else ")"),
+            "change global_batch" + ("" if cp > 1 else ", or use partition = 'auto' to split microbatches unevenly"),
         )
-    per_replica_min = m_total // dp
+    per_replica_min = m_total // reps
     if plan.schedule in ("1f1b", "interleaved") and pp > 1 and per_replica_min < pp:
         raise field_error(
             f"{where}.global_batch",
             plan.global_batch,
-            f"gives {per_replica_min} microbatches per replica (global_batch / (micro_batch x dp) = "
-            f"{plan.global_batch} / ({plan.micro_batch} x {dp})), fewer than {where}.pp ({pp}) for the "
+            f"gives {per_replica_min} microbatches per replica (global_batch / (micro_batch x {dps}) = "
+            f"{plan.global_batch} / ({plan.micro_batch} x {reps})), fewer than {where}.pp ({pp}) for the "
             f"{plan.schedule} schedule",
-            f"use global_batch >= {pp * plan.micro_batch * dp}",
+            f"use global_batch >= {pp * plan.micro_batch * reps}",
         )
-    if plan.schedule == "interleaved" and plan.replica_microbatches is None and m_total % (dp * pp):
+    if plan.schedule == "interleaved" and plan.replica_microbatches is None and m_total % (reps * pp):
         raise field_error(
             f"{where}.global_batch",
             plan.global_batch,
             f"must give a multiple of pp ({pp}) microbatches per replica for the interleaved schedule",
-            f"use a multiple of {pp * plan.micro_batch * dp}",
+            f"use a multiple of {pp * plan.micro_batch * reps}",
         )
     if plan.ep > 1:
         if not model.is_moe:
@@ -244,6 +258,36 @@ def check_plan(
             raise field_error(
                 f"{where}.replica_microbatches", list(rm), "must be equal when ep > 1 (all-to-all pairs replicas)"
             )
+        if cp > 1 and any(len(set(rm[g : g + cp])) > 1 for g in range(0, dp, cp)):
+            raise field_error(
+                f"{where}.replica_microbatches",
+                list(rm),
+                f"must be equal within each group of cp ({cp}) consecutive ranks (they split the same sequences)",
+            )
+
+
+def _check_context_parallel(plan: ParallelismSpec, model: ModelSpec, dp: int, where: str, mwhere: str) -> None:
+    """Context parallelism against the model and dp (Megatron-Core's own requirements)."""
+    cp = plan.cp
+    if dp % cp:
+        raise field_error(f"{where}.cp", cp, f"must divide dp ({dp})", f"choose cp among {_divisors(dp)}")
+    if plan.ep > 1:
+        raise field_error(
+            f"{where}.cp", cp, f"with {where}.ep = {plan.ep} is not modelled", "use cp = 1 with expert parallelism"
+        )
+    if model.seq_len % (2 * cp):
+        raise field_error(
+            f"{mwhere}.seq_len",
+            model.seq_len,
+            f"must be a multiple of 2 x {where}.cp ({2 * cp}): each rank takes two of 2 x cp equal chunks",
+            f"choose cp among {[d for d in _divisors(model.seq_len // 2) if dp % d == 0]}",
+        )
+    if plan.sequence_parallel and plan.tp > 1 and (model.seq_len // cp) % plan.tp:
+        raise field_error(
+            f"{where}.tp",
+            plan.tp,
+            f"must divide seq_len / cp ({model.seq_len} / {cp}) under sequence parallelism",
+        )
 
 
 def validate_order(order: str) -> tuple[str, ...]:

@@ -3,7 +3,9 @@
 Ranks are numbered with the dims of ``order`` fastest-varying first; the default ``tp-pp-dp`` puts a
 TP group on consecutive GPUs of one node, then pipeline stages, then replicas. GPUs are taken in
 (node, local_index) order. Expert parallelism is carved out of dp: replica ``d`` has ep index
-``d mod ep`` and expert-data-parallel index ``d // ep``.
+``d mod ep`` and expert-data-parallel index ``d // ep``. Context parallelism likewise: data-parallel rank
+``d`` has cp index ``d mod cp`` in the context-parallel group of ranks ``cp x (d // cp) ...`` (Megatron-Core's
+``tp-cp-ep-dp-pp`` order puts CP ranks next to the TP ranks; here with ``order = "tp-dp-pp"``).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class Placement:
     ep: int
     order: tuple[str, ...]
     slots: tuple[RankSlot, ...]
+    cp: int = 1
 
     def rank(self, tp: int, pp: int, dp: int) -> int:
         """Global rank of coordinate (tp, pp, dp)."""
@@ -92,13 +95,20 @@ class Placement:
         base = (dp // self.ep) * self.ep
         return tuple(self.slot(tp, pp, base + e) for e in range(self.ep))
 
+    def cp_group(self, tp: int, pp: int, dp: int) -> tuple[RankSlot, ...]:
+        """Ranks splitting the sequences of (tp, pp, dp)'s microbatches: its context-parallel ring, in ring order."""
+        base = (dp // self.cp) * self.cp
+        return tuple(self.slot(tp, pp, base + c) for c in range(self.cp))
+
     def edp_group(self, tp: int, pp: int, dp: int) -> tuple[RankSlot, ...]:
         """Ranks holding the same experts as (tp, pp, dp): the expert-data-parallel group."""
         e = dp % self.ep
         return tuple(self.slot(tp, pp, d) for d in range(e, self.dp, self.ep))
 
 
-def place(gpus: Sequence[GpuLike], tp: int, pp: int, dp: int, ep: int = 1, order: str = "tp-pp-dp") -> Placement:
+def place(
+    gpus: Sequence[GpuLike], tp: int, pp: int, dp: int, ep: int = 1, order: str = "tp-pp-dp", cp: int = 1
+) -> Placement:
     """Map tp x pp x dp ranks onto ``gpus`` (sorted by node, local_index).
 
     Raises ScenarioError if the counts do not match, PlanningError if a TP group mixes GPU types.
@@ -115,7 +125,7 @@ def place(gpus: Sequence[GpuLike], tp: int, pp: int, dp: int, ep: int = 1, order
             coord[dim] = rest % size[dim]
             rest //= size[dim]
         slots.append(RankSlot(r, coord["tp"], coord["pp"], coord["dp"], g.name, g.gpu_type, g.node, g.group))
-    pl = Placement(tp, pp, dp, ep, dims, tuple(slots))
+    pl = Placement(tp, pp, dp, ep, dims, tuple(slots), cp)
     for s in range(pp):
         for d in range(dp):
             grp = pl.tp_group(s, d)

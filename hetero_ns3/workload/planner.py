@@ -18,7 +18,7 @@ from typing import Any
 
 from hetero_ns3.compute.config import ComputeConfig
 from hetero_ns3.compute.gpus import GpuSpec, get_gpu
-from hetero_ns3.errors import PlanningError, ScenarioError
+from hetero_ns3.errors import PlanningError, ScenarioError, field_error
 from hetero_ns3.workload import layers as L
 from hetero_ns3.workload.artefact import Workload
 from hetero_ns3.workload.compiler import GRAD_BYTES, CompileSpec, StepPrograms, compile_workload, params_in_grad_order
@@ -88,6 +88,7 @@ class CompiledIteration:
                 "pp": p.pp,
                 "dp": self.placement.dp,
                 "ep": p.ep,
+                "cp": p.cp,
                 "vpp": p.chunks,
                 "schedule": p.schedule,
                 "sequence_parallel": p.sequence_parallel,
@@ -163,13 +164,14 @@ def partition(
     m_total = plan.microbatches
     if plan.replica_microbatches is not None:
         reps = tuple(plan.replica_microbatches)
-    elif plan.partition == "uniform" or plan.ep > 1 or dp == 1:
-        if m_total % dp:
+    elif plan.partition == "uniform" or plan.ep > 1 or plan.cp > 1 or dp == 1:
+        groups = dp // plan.cp  # the CP ranks of a replica run the same microbatches
+        if m_total % groups:
             raise ScenarioError(
                 f"parallelism.global_batch ({plan.global_batch}) is not a multiple of micro_batch x dp "
-                f"({plan.micro_batch} x {dp}); uniform microbatches need it"
+                f"({plan.micro_batch} x {groups}); uniform microbatches need it"
             )
-        reps = (m_total // dp,) * dp
+        reps = (m_total // groups,) * dp
     else:
         stage_layers = [sum(vlayers[c * pp + s] for c in range(chunks)) for s in range(pp)]
         rep_t = []
@@ -220,17 +222,19 @@ def estimate_memory(
                     dense += dn
                     expert += ex
                 weights[c] = sum(
-                    layer_activation_bytes(model, i, plan.micro_batch, tp, sp, plan.recompute, compute.flash_attention)
+                    layer_activation_bytes(
+                        model, i, plan.micro_batch, tp, sp, plan.recompute, compute.flash_attention, plan.cp
+                    )
                     for i in range(firsts[v], firsts[v] + spec.stage_layers[v])
                 )
             steps = pipeline_schedule(plan.schedule, pp, s, m_rep, chunks)
             act = peak_in_flight(steps, weights)
             if plan.recompute == "full":  # one layer's activations live while it is recomputed
                 act += layer_activation_bytes(
-                    model, firsts[s], plan.micro_batch, tp, sp, "selective", compute.flash_attention
+                    model, firsts[s], plan.micro_batch, tp, sp, "selective", compute.flash_attention, plan.cp
                 )
             if s == pp - 1:  # fp32 logits of the microbatch in flight at the last stage
-                act += 4.0 * plan.micro_batch * model.seq_len * model.padded_vocab(tp) / tp
+                act += 4.0 * plan.micro_batch * (model.seq_len // plan.cp) * model.padded_vocab(tp) / tp
             cache[key] = (RankParams(dense, expert), act)
         params, act = cache[key]
         w, g, o = state_bytes(params, plan.zero_stage, dp, plan.ep, GRAD_BYTES[plan.grad_reduce_dtype])
@@ -302,7 +306,14 @@ def resolve(
     dp = resolve_dp(plan, len(gpus))
     check_plan(plan, model, dp)
     plan = replace(plan, dp=dp)
-    placement = place(gpus, plan.tp, plan.pp, dp, plan.ep, plan.order)
+    placement = place(gpus, plan.tp, plan.pp, dp, plan.ep, plan.order, plan.cp)
+    if plan.cp > 1 and not compute.flash_attention:
+        raise field_error(
+            "parallelism.cp",
+            plan.cp,
+            "needs fused attention (compute.flash_attention = false)",
+            "set compute.flash_attention = true or cp = 1",
+        )
     roofline = compute.roofline(base_dir)
     flash = compute.flash_attention
     host = compute.host_overhead

@@ -44,8 +44,10 @@ def format_summary(s: dict) -> str:
     par = s["parallelism"]
     lines = [
         f"model      {s['model']}  on {s['gpus']} GPUs {s['gpu_types']}",
-        "plan       tp={tp} pp={pp} dp={dp} ep={ep} vpp={vpp} schedule={schedule} sp={sequence_parallel} "
-        "recompute={recompute} zero={zero_stage} micro_batch={micro_batch} global_batch={global_batch}".format(**par),
+        "plan       tp={tp} pp={pp} dp={dp} ep={ep} cp={cp} vpp={vpp} schedule={schedule} sp={sequence_parallel} "
+        "recompute={recompute} zero={zero_stage} micro_batch={micro_batch} global_batch={global_batch}".format(
+            **{"cp": 1, **par}
+        ),
         f"stages     layers per (virtual) stage {s['stage_layers']}",
         f"replicas   microbatches per replica {s['replica_microbatches']}",
         "layer time "
