@@ -227,6 +227,7 @@ class StepPrograms:
             spec.flash_attention,
             p.tp_comm_overlap,
             p.cp,
+            p.cp_comm_type,
         )
         self._prog: dict[tuple[str, int], list[L.Step]] = {}
         self._cost: dict[tuple[str, tuple[Kernel, ...]], tuple[float, float, float]] = {}

@@ -61,6 +61,7 @@ class LayerContext:
     flash_attention: bool = True
     tp_comm_overlap: bool = False
     cp: int = 1
+    cp_comm_type: Literal["p2p", "all_gather", "a2a"] = "p2p"
 
     @property
     def seq_local(self) -> int:
@@ -139,8 +140,70 @@ def flash_attention_kernels(
 
 
 def cp_attention_steps(c: LayerContext, backward: bool, name: str = "attn.cp") -> list[Step]:
-    """Attention core of one rank under context parallelism (``cp`` > 1): Megatron-Core / Transformer Engine's
-    ring of key / value blocks (``AttnFuncWithCPAndKVP2P``).
+    """Attention core of one rank under context parallelism (``cp`` > 1), by ``c.cp_comm_type`` (Megatron-Core's
+    ``--cp-comm-type``): ``p2p`` the key / value ring (:func:`cp_ring_steps`, the default), ``all_gather``
+    (:func:`cp_all_gather_steps`) or ``a2a`` (:func:`cp_a2a_steps`)."""
+    if c.cp_comm_type == "all_gather":
+        return cp_all_gather_steps(c, backward, name)
+    if c.cp_comm_type == "a2a":
+        return cp_a2a_steps(c, backward, name)
+    return cp_ring_steps(c, backward, name)
+
+
+def _half_work(kernels: tuple[Kernel, ...]) -> tuple[Kernel, ...]:
+    """Kernels of a causal rectangle: model FLOPs count the full rectangle, the kernel executes half of it."""
+    return tuple(replace(k, work=0.5) if k.op != "memory" else k for k in kernels)
+
+
+def cp_all_gather_steps(c: LayerContext, backward: bool, name: str = "attn.cp") -> list[Step]:
+    """Context parallelism by an all-gather of keys and values (Megatron-Core ``cp_comm_type = "all_gather"``,
+    Transformer Engine's ``AttnFuncWithCPAndKVAllGather``; the scheme of the Llama 3 paper, arXiv 2407.21783,
+    Sec. 3.3.2): the rank gathers every rank's K and V before attention (blocking: exposed, small under GQA),
+    attends its two load-balanced query chunks to the gathered keys (``s / cp x s`` under the causal mask, half
+    of it executed, the same on every rank) and, in the backward, gathers K and V again and reduce-scatters
+    their gradient. Traffic per rank and layer: ``cp - 1`` K / V blocks forward, ``2 (cp - 1)`` backward."""
+    md, t, cp = c.model, c.tp, c.cp
+    b, sl, hl, kl, hd = c.micro_batch, c.seq_local, md.heads // t, md.n_kv_heads // t, md.head_dim
+    core = flash_attention_kernels(b, sl, hl, kl, hd, False, backward, kv=md.seq_len)
+    if md.causal:
+        core = _half_work(core)
+    kv = cp * float(ACT_BYTES * 2 * b * sl * kl * hd)
+    if not backward:
+        return [Comm(f"{name}.kv_ag", "all_gather", kv, "cp"), Compute(f"{name}.fwd", core)]
+    return [
+        Comm(f"{name}.kv_ag_bwd", "all_gather", kv, "cp"),
+        Compute(f"{name}.bwd", core),
+        Comm(f"{name}.dkv_rs", "reduce_scatter", kv, "cp"),
+    ]
+
+
+def cp_a2a_steps(c: LayerContext, backward: bool, name: str = "attn.cp") -> list[Step]:
+    """Context parallelism by all-to-alls (Megatron-Core ``cp_comm_type = "a2a"``; DeepSpeed-Ulysses, Jacobs et
+    al., arXiv 2309.14509): an all-to-all turns the rank's sequence shard of Q, K and V into all ``s`` tokens of
+    ``1 / cp`` of its heads, attention runs over the whole sequence on those heads, and a second all-to-all
+    returns the output to sequence shards; the backward mirrors it (dO in, dQ / dK / dV out). Needs the rank's
+    query and key / value heads divisible by cp. Blocking (on the compute stream)."""
+    md, t, cp = c.model, c.tp, c.cp
+    b, sl, hl, kl, hd = c.micro_batch, c.seq_local, md.heads // t, md.n_kv_heads // t, md.head_dim
+    core = flash_attention_kernels(b, md.seq_len, hl // cp, kl // cp, hd, md.causal, backward)
+    q = float(ACT_BYTES * b * sl * hl * hd)
+    qkv = q + float(ACT_BYTES * 2 * b * sl * kl * hd)
+    if not backward:
+        return [
+            Comm(f"{name}.qkv_a2a", "all_to_all", qkv, "cp"),
+            Compute(f"{name}.fwd", core),
+            Comm(f"{name}.o_a2a", "all_to_all", q, "cp"),
+        ]
+    return [
+        Comm(f"{name}.do_a2a", "all_to_all", q, "cp"),
+        Compute(f"{name}.bwd", core),
+        Comm(f"{name}.dqkv_a2a", "all_to_all", qkv, "cp"),
+    ]
+
+
+def cp_ring_steps(c: LayerContext, backward: bool, name: str = "attn.cp") -> list[Step]:
+    """Context parallelism by a ring of key / value blocks (Megatron-Core's default ``cp_comm_type = "p2p"``,
+    Transformer Engine's ``AttnFuncWithCPAndKVP2P``).
 
     Each sequence is cut into ``2 cp`` chunks of ``s / (2 cp)`` tokens and rank ``r`` holds chunks ``r`` and
     ``2 cp - 1 - r`` (load balancing under a causal mask). Step 0 attends the local queries to the local keys: a
@@ -165,7 +228,7 @@ def cp_attention_steps(c: LayerContext, backward: bool, name: str = "attn.cp") -
     local = flash_attention_kernels(b, sl, hl, kl, hd, md.causal, backward)
     block = flash_attention_kernels(b, sl, hl, kl, hd, False, backward, kv=sl // 2 if md.causal else sl)
     if md.causal:  # model FLOPs count the full square (as everywhere): the block executes half of it
-        block = tuple(replace(k, flops=2 * k.flops, work=0.5) if k.op != "memory" else k for k in block)
+        block = _half_work(tuple(replace(k, flops=2 * k.flops) if k.op != "memory" else k for k in block))
     kv_block = float(ACT_BYTES * 2 * b * sl * kl * hd)
     hops = cp * kv_block * (2 if backward else 1)
     kind = "bwd" if backward else "fwd"

@@ -33,6 +33,10 @@ class ParallelismSpec:
             ``--context-parallel-size`` with Transformer Engine's P2P ring); ``dp / cp`` replicas then
             share the global batch (Megatron's data-parallel size) and gradients are reduced over all
             ``dp`` ranks. Needs fused attention (``compute.flash_attention``).
+        cp_comm_type: how the CP ranks exchange attention inputs (Megatron-Core ``--cp-comm-type``): ``p2p``
+            (ring of key / value blocks overlapping the attention steps, the default), ``all_gather`` (keys
+            and values gathered before attention, the Llama 3 paper's scheme) or ``a2a`` (all-to-alls to head
+            shards and back, DeepSpeed-Ulysses; the rank's heads and key / value heads divisible by cp).
         vpp: virtual pipeline chunks per stage (interleaved schedule); 1 = none.
         sequence_parallel: Megatron sequence parallelism (TP all-reduce -> all-gather + reduce-scatter).
         micro_batch: sequences per microbatch.
@@ -64,6 +68,7 @@ class ParallelismSpec:
     dp: int = 0
     ep: int = 1
     cp: int = 1
+    cp_comm_type: Literal["p2p", "all_gather", "a2a"] = "p2p"
     vpp: int = 1
     sequence_parallel: bool = False
     micro_batch: int = 1
@@ -282,6 +287,15 @@ def _check_context_parallel(plan: ParallelismSpec, model: ModelSpec, dp: int, wh
             f"must be a multiple of 2 x {where}.cp ({2 * cp}): each rank takes two of 2 x cp equal chunks",
             f"choose cp among {[d for d in _divisors(model.seq_len // 2) if dp % d == 0]}",
         )
+    if plan.cp_comm_type == "a2a":
+        for key, heads in (("heads", model.heads), ("kv_heads", model.n_kv_heads)):
+            if (heads // plan.tp) % cp:
+                raise field_error(
+                    f"{where}.cp",
+                    cp,
+                    f"must divide {mwhere}.{key} / tp ({heads} / {plan.tp}) for cp_comm_type = 'a2a' (head shards)",
+                    "use cp_comm_type = 'p2p' or 'all_gather', or a smaller cp",
+                )
     if plan.sequence_parallel and plan.tp > 1 and (model.seq_len // cp) % plan.tp:
         raise field_error(
             f"{where}.tp",

@@ -89,6 +89,7 @@ class CompiledIteration:
                 "dp": self.placement.dp,
                 "ep": p.ep,
                 "cp": p.cp,
+                "cp_comm_type": p.cp_comm_type,
                 "vpp": p.chunks,
                 "schedule": p.schedule,
                 "sequence_parallel": p.sequence_parallel,

@@ -23,8 +23,8 @@ from tests.cli_harness import assert_clean, run_cli
 LLAMA3 = get_model("llama3-8b")  # 32 heads, 8 KV heads, head dim 128, seq 8192
 
 
-def _ctx(cp: int, tp: int = 1, b: int = 1) -> L.LayerContext:
-    return L.LayerContext(LLAMA3, b, tp, tp > 1, 1, "none", True, False, cp)
+def _ctx(cp: int, tp: int = 1, b: int = 1, kind: str = "p2p") -> L.LayerContext:
+    return L.LayerContext(LLAMA3, b, tp, tp > 1, 1, "none", True, False, cp, kind)  # type: ignore[arg-type]
 
 
 def _core_kernels(steps: list[L.Step]) -> list:
@@ -47,6 +47,36 @@ def test_ring_attention_splits_the_flops_by_cp(cp: int, backward: bool) -> None:
     assert all(k.m == 8192 // cp for k in ring)  # query rows of a rank
 
 
+@pytest.mark.parametrize("kind", ["all_gather", "a2a"])
+@pytest.mark.parametrize("cp", [2, 4, 8])
+@pytest.mark.parametrize("backward", [False, True])
+def test_other_cp_schemes_split_the_flops_by_cp(kind: str, cp: int, backward: bool) -> None:
+    """all_gather: s / cp queries against all s keys, half executed; a2a: all s tokens on heads / cp. Both
+    1 / cp of the unsplit kernel's model and executed FLOPs."""
+    whole = [k for k in L.flash_attention_kernels(1, 8192, 32, 8, 128, True, backward) if k.op != "memory"]
+    mine = _core_kernels(L.cp_attention_steps(_ctx(cp, kind=kind), backward))
+    assert len(mine) == 1
+    assert mine[0].flops == pytest.approx(whole[0].flops / cp, rel=1e-12)
+    assert mine[0].flops * mine[0].work == pytest.approx(whole[0].flops * whole[0].work / cp, rel=1e-12)
+
+
+@pytest.mark.parametrize("cp", [2, 8])
+def test_other_cp_schemes_move_their_closed_form_bytes(cp: int) -> None:
+    """all_gather: K / V of all cp ranks gathered (forward, again backward) and their gradient reduce-scattered;
+    a2a: Q + K + V of the rank's s / cp tokens in, O out (dO in, dQ + dK + dV out backward); blocking."""
+    s, kvh, h, hd = 8192 // cp, 8, 32, 128
+    kv, q = 2 * 2 * s * kvh * hd, 2 * s * h * hd
+
+    def comms(kind: str, backward: bool) -> list[tuple[str, float, str]]:
+        steps = L.cp_attention_steps(_ctx(cp, kind=kind), backward)
+        return [(x.collective, x.bytes, x.mode) for x in steps if isinstance(x, L.Comm)]
+
+    assert comms("all_gather", False) == [("all_gather", cp * kv, "blocking")]
+    assert comms("all_gather", True) == [("all_gather", cp * kv, "blocking"), ("reduce_scatter", cp * kv, "blocking")]
+    assert comms("a2a", False) == [("all_to_all", q + kv, "blocking"), ("all_to_all", q, "blocking")]
+    assert comms("a2a", True) == [("all_to_all", q, "blocking"), ("all_to_all", q + kv, "blocking")]
+
+
 @pytest.mark.parametrize("cp", [2, 4])
 @pytest.mark.parametrize("tp", [1, 2])
 def test_ring_moves_cp_minus_one_kv_blocks_per_rank(cp: int, tp: int) -> None:
@@ -67,6 +97,11 @@ def _plan(cp: int, **kw):
     base.update(kw)
     plan = ParallelismSpec(**base, order="tp-dp-pp")
     return build_plan(model, plan, gpus, ComputeConfig(check_memory=False))
+
+
+@pytest.mark.parametrize("kind", ["all_gather", "a2a"])
+def test_every_scheme_conserves_the_plan_flops(kind: str) -> None:
+    assert _plan(2, cp_comm_type=kind).executed_flops == pytest.approx(_plan(1).executed_flops, rel=1e-9)
 
 
 def test_plan_conserves_flops_and_shares_microbatches() -> None:
@@ -119,6 +154,11 @@ def test_ring_critical_path(hop_s: float) -> None:
         (["parallelism.cp=3"], "parallelism.cp (3) must divide dp (8)"),
         (["parallelism.cp=2", "model.seq_len=2050"], "model.seq_len (2050) must be a multiple of 2 x parallelism.cp"),
         (["parallelism.cp=2", "compute.flash_attention=false"], "parallelism.cp (2) needs fused attention"),
+        (
+            ["parallelism.cp=8", "parallelism.cp_comm_type=a2a", "model.kv_heads=4"],
+            "parallelism.cp (8) must divide model.kv_heads / tp (4 / 1) for cp_comm_type = 'a2a'",
+        ),
+        (["parallelism.cp=2", "parallelism.cp_comm_type=ring"], "parallelism.cp_comm_type ('ring') is not a valid"),
     ],
 )
 def test_bad_cp_inputs_exit_2_naming_the_field(tmp_path, sets: list[str], needle: str) -> None:
