@@ -129,9 +129,9 @@ def _roundtrip(name: str, tmp_path: Path):
     return low, lower_chakra(imported, graph, cluster), paths
 
 
-@pytest.mark.parametrize("name", ["coarse_pp4", "tree_pp_sends", "overrides_priorities", "moe_ep"])
+@pytest.mark.parametrize("name", ["coarse_pp4", "tree_pp_sends", "overrides_priorities", "moe_ep", "cp_ring", "cp_a2a"])
 def test_export_then_import_gives_the_same_plan(name, tmp_path):
-    """Export -> import rebuilds lower_workload's plan exactly (PP sends/receives, TP / DP / EP collectives,
+    """Export -> import rebuilds lower_workload's plan exactly (PP sends/receives, TP / DP / EP / CP collectives,
     per-dimension overrides and priorities)."""
     low, imp, paths = _roundtrip(name, tmp_path)
     assert_same_plan(low.plan, imp.plan)

@@ -85,6 +85,23 @@ SCENARIOS = {
         {"tp": 1, "pp": 4, "global_batch": 8, "micro_batch": 1, "schedule": "1f1b"},
         collectives={"max_channels": 2, "max_slices": 1},
     ),
+    # Context parallelism: the KV ring (async all-gathers over CP pairs) and the Ulysses all-to-alls.
+    "cp_ring": lambda: _toy(
+        str(DATA / "two-node-h100.toml"),
+        {
+            "tp": 2,
+            "pp": 2,
+            "cp": 2,
+            "global_batch": 8,
+            "micro_batch": 1,
+            "sequence_parallel": True,
+            "order": "tp-dp-pp",
+        },
+    ),
+    "cp_a2a": lambda: _toy(
+        str(DATA / "two-node-h100.toml"),
+        {"tp": 2, "pp": 1, "cp": 4, "cp_comm_type": "a2a", "global_batch": 4, "micro_batch": 1, "order": "tp-dp-pp"},
+    ),
     # Mixture of experts: expert-parallel all-to-all and expert-data-parallel reductions.
     "moe_ep": lambda: _toy(
         "mixed-2node",
@@ -170,3 +187,10 @@ def test_templates_serve_one_builder(env):
     plan_collective(PlanBuilder(env.gpus), call, env, templates=t)
     with pytest.raises(PlanningError, match="one PlanBuilder"):
         plan_collective(PlanBuilder(env.gpus), call, env, templates=t)
+
+
+def test_cp_scenarios_have_their_collectives():
+    """The CP cases above really lower CP calls: the ring's all-gathers and the Ulysses all-to-alls."""
+    for name, op in (("cp_ring", "all_gather"), ("cp_a2a", "all_to_all")):
+        _, low = _lower_both(SCENARIOS[name]())
+        assert any(k.startswith(f"cp:{op}") for k in low.choices), (name, dict(low.choices))

@@ -34,6 +34,7 @@ CASES = {
         {"tp": 4, "pp": 1, "global_batch": 8, "micro_batch": 1, "sequence_parallel": True, "zero_stage": 0},
     ),
     "moe_ep": (MOE, {"tp": 2, "pp": 1, "ep": 4, "global_batch": 8, "micro_batch": 1, "sequence_parallel": True}),
+    "cp_ring": (DENSE, {"tp": 2, "pp": 2, "cp": 2, "global_batch": 8, "micro_batch": 1, "order": "tp-dp-pp"}),
 }
 
 
