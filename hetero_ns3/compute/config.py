@@ -25,6 +25,11 @@ class ComputeConfig:
             logging, Python between iterations), seconds; default 0: the Megatron SC'21 fit puts it at
             0 within its bound (docs/compute.md).
         flash_attention: attention runs as fused flash kernels (no s^2 score tensors kept).
+        attention_kernel: which fused kernel family: ``auto`` (the architecture's constants: on Hopper
+            cuDNN's fused attention as measured, what Transformer Engine prefers there since mid-2024) or
+            ``flash2`` (FlashAttention-2 without Hopper-specific paths: Transformer Engine's choice on Hopper
+            before that, and any stack running the ``flash-attn`` 2 package); only Hopper has separate
+            ``flash2`` constants (gpus.toml), elsewhere both are the architecture's.
         memory_reserve: bytes set aside per GPU (CUDA context, NCCL buffers, fragmentation).
         check_memory: fail planning when a GPU's estimate exceeds its HBM.
         gpus: extra GPU types, ``{NAME = {fp16_tflops = ..., hbm_gib = ..., ...}}`` as in gpus.toml.
@@ -35,6 +40,7 @@ class ComputeConfig:
     launch_overhead: float | None = field(default=None, metadata={"unit": "time"})
     host_overhead: float = field(default=0.0, metadata={"unit": "time"})
     flash_attention: bool = True
+    attention_kernel: Literal["auto", "flash2"] = "auto"
     memory_reserve: int = field(default=2 * 2**30, metadata={"unit": "size"})
     check_memory: bool = True
     gpus: Mapping[str, Any] = field(default_factory=dict)
@@ -59,4 +65,4 @@ class ComputeConfig:
             if not p.is_absolute() and base_dir is not None:
                 p = base_dir / p
             measured = load_efficiency_csv(p)
-        return Roofline(self.precision, measured, self.launch_overhead)
+        return Roofline(self.precision, measured, self.launch_overhead, attention_kernel=self.attention_kernel)

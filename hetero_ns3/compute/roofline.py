@@ -193,6 +193,29 @@ def default_efficiency(gpu: GpuSpec) -> Efficiency:
     )
 
 
+ATTENTION_KERNELS = ("auto", "flash2")
+"""Fused-attention kernel families: ``auto`` (the architecture's constants: cuDNN / FlashAttention-3-class on
+Hopper, measured; FlashAttention-2 on Ampere) and ``flash2`` (FlashAttention-2, Tri Dao's kernel without the
+Hopper-specific paths, where the architecture has ``flash2_attention_fwd`` / ``_bwd``)."""
+
+
+def flash2_efficiency(gpu: GpuSpec, e: Efficiency) -> Efficiency:
+    """``e`` with FlashAttention-2's attention constants where ``gpu``'s architecture has them (Hopper), else ``e``.
+
+    The cuDNN-measured head-dimension factors are dropped with them (FlashAttention-2 pads to its own tiles); the
+    sequence-length, causal-tile and occupancy laws stay (how any flash kernel's grid runs)."""
+    merged = {**_eff_tables().get("default", {}), **_eff_tables().get(gpu.architecture, {})}
+    if "flash2_attention_fwd" not in merged:
+        return e
+    return replace(
+        e,
+        attention_fwd=float(merged["flash2_attention_fwd"]),
+        attention_bwd=float(merged["flash2_attention_bwd"]),
+        attention_head_tile=0,
+        attention_head_factors=(),
+    )
+
+
 @dataclass(frozen=True)
 class MeasuredEfficiency:
     """Measured efficiencies keyed by (gpu_type, op); None entries keep the default."""
@@ -310,6 +333,8 @@ class Roofline:
         launch_overhead_s: replaces every GPU's per-kernel launch overhead when given.
         efficiency: whole constant sets by GPU type name, replacing the catalog's (fits, sensitivity
             studies); ``launch_overhead_s`` still applies to them.
+        attention_kernel: fused-attention kernel family (:data:`ATTENTION_KERNELS`); ``flash2`` applies
+            :func:`flash2_efficiency` to the catalog constants.
     """
 
     def __init__(
@@ -318,10 +343,12 @@ class Roofline:
         measured: MeasuredEfficiency | None = None,
         launch_overhead_s: float | None = None,
         efficiency: Mapping[str, Efficiency] | None = None,
+        attention_kernel: str = "auto",
     ) -> None:
         self.precision = precision
         self.measured = measured
         self.launch_overhead_s = launch_overhead_s
+        self.attention_kernel = attention_kernel
         self._given = dict(efficiency or {})
         self._eff: dict[str, Efficiency] = {}
 
@@ -329,6 +356,8 @@ class Roofline:
         """Efficiency constants in force for ``gpu``."""
         if gpu.name not in self._eff:
             e = self._given.get(gpu.name) or default_efficiency(gpu)
+            if self.attention_kernel == "flash2" and gpu.name not in self._given:
+                e = flash2_efficiency(gpu, e)
             if self.launch_overhead_s is not None:
                 e = replace(e, launch_overhead_s=self.launch_overhead_s)
             self._eff[gpu.name] = e
