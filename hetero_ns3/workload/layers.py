@@ -356,7 +356,7 @@ def _overlapped(c: LayerContext, name: str, first: tuple[Kernel, ...], mid: list
 
 
 def _core_steps(c: LayerContext, name: str) -> list[Step]:
-    """The forward attention core as steps: one compute step, or the context-parallel ring."""
+    """The forward attention core as steps: one compute step, or the context-parallel scheme (cp > 1)."""
     return cp_attention_steps(c, False) if c.cp > 1 else [Compute(name, _attn_core(c, False))]
 
 

@@ -84,20 +84,34 @@ def state_bytes(
 
 
 def layer_activation_bytes(
-    model: ModelSpec, layer: int, micro_batch: int, tp: int, sp: bool, recompute: str, flash: bool, cp: int = 1
+    model: ModelSpec,
+    layer: int,
+    micro_batch: int,
+    tp: int,
+    sp: bool,
+    recompute: str,
+    flash: bool,
+    cp: int = 1,
+    fp8: bool = False,
 ) -> float:
     """Activation bytes one layer keeps for backward, per microbatch, on one rank (``s / cp`` tokens per sequence
-    under context parallelism)."""
+    under context parallelism).
+
+    ``fp8`` (Transformer Engine FP8 training): the linear layers keep their inputs as the FP8 copies their
+    GEMMs used (1 byte: the QKV and fc1 inputs, the fc2 input after the activation, and the projection's
+    input, which attention keeps in BF16 besides); TE's ``Linear`` / ``LayerNormLinear`` / ``LayerNormMLP``
+    save the quantized input for the weight gradient."""
     s, b, h = model.seq_len // cp, micro_batch, model.hidden
     sbh = float(s * b)
     sp_div = tp if (sp and tp > 1) else 1
     if recompute == "full":
         return 2.0 * sbh * h / sp_div
     drop = 1.0 if model.dropout else 0.0
-    non_par = (8.0 + 2 * drop) * sbh * h
-    attn = (4.0 * h + 4.0 * model.kv_dim) * sbh
+    lin_in = 1.0 if fp8 else 2.0  # bytes per element of a saved linear-layer input
+    non_par = (4.0 + 2 * lin_in + 2 * drop) * sbh * h  # two norm inputs, the QKV and fc1 inputs, dropout masks
+    attn = (4.0 * h + 4.0 * model.kv_dim + (h if fp8 else 0.0)) * sbh  # Q, K, V, O (+ O's FP8 copy)
     k = model.top_k if model.is_moe_layer(layer) else 1
-    mlp = (2.0 * model.ffn_hidden * (2 if model.gated_mlp else 1) + 2.0 * model.ffn_hidden) * sbh * k
+    mlp = (2.0 * model.ffn_hidden * (2 if model.gated_mlp else 1) + lin_in * model.ffn_hidden) * sbh * k
     scores = 0.0
     if recompute == "none" and not flash:
         scores = (2.0 + 3.0 * drop) * model.heads * s * s * b

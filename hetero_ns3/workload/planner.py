@@ -209,6 +209,7 @@ def estimate_memory(
     sp = plan.sequence_parallel
     out = []
     firsts = [sum(spec.stage_layers[:v]) for v in range(n_v)]
+    fp8 = compute.precision == "fp8"
     cache: dict[tuple[int, int], tuple[RankParams, float]] = {}
     for slot in placement.slots:
         s, d = slot.pp, slot.dp
@@ -224,7 +225,7 @@ def estimate_memory(
                     expert += ex
                 weights[c] = sum(
                     layer_activation_bytes(
-                        model, i, plan.micro_batch, tp, sp, plan.recompute, compute.flash_attention, plan.cp
+                        model, i, plan.micro_batch, tp, sp, plan.recompute, compute.flash_attention, plan.cp, fp8
                     )
                     for i in range(firsts[v], firsts[v] + spec.stage_layers[v])
                 )
@@ -232,7 +233,7 @@ def estimate_memory(
             act = peak_in_flight(steps, weights)
             if plan.recompute == "full":  # one layer's activations live while it is recomputed
                 act += layer_activation_bytes(
-                    model, firsts[s], plan.micro_batch, tp, sp, "selective", compute.flash_attention, plan.cp
+                    model, firsts[s], plan.micro_batch, tp, sp, "selective", compute.flash_attention, plan.cp, fp8
                 )
             if s == pp - 1:  # fp32 logits of the microbatch in flight at the last stage
                 act += 4.0 * plan.micro_batch * (model.seq_len // plan.cp) * model.padded_vocab(tp) / tp

@@ -99,3 +99,16 @@ def test_heterogeneous_memory_uses_each_gpu_capacity() -> None:
     r = resolve(get_model("llama2-13b"), ParallelismSpec(tp=8, pp=2, global_batch=16), gpus)
     caps = {m.gpu_type: m.capacity for m in r.memory}
     assert caps["L40S"] == 48 * 2**30 and caps["H100-SXM"] == 80 * 2**30
+
+
+def test_fp8_activations_keep_linear_inputs_in_one_byte() -> None:
+    """Transformer Engine's FP8 linears save their quantized inputs (1 byte) for the weight gradient: per layer and
+    token, the QKV and fc1 inputs lose 1 byte x h each, the fc2 input 1 byte x f, and the projection's input gains
+    an FP8 copy beside attention's BF16 output (+1 byte x h / t); Llama 3 405B, TP 4 with SP, one token."""
+    model = get_model("llama3-405b")
+    h, f, t = model.hidden, model.ffn_hidden, 4
+    bf16 = layer_activation_bytes(model, 0, 1, t, True, "none", True)
+    fp8 = layer_activation_bytes(model, 0, 1, t, True, "none", True, fp8=True)
+    s = model.seq_len
+    assert (bf16 - fp8) / s == pytest.approx(2 * h / t + f / t - h / t)
+    assert layer_activation_bytes(model, 0, 1, t, True, "full", True, fp8=True) == pytest.approx(2 * s * h / t)
