@@ -148,7 +148,8 @@ def resolve_dp(plan: ParallelismSpec, n_gpus: int, where: str = "parallelism") -
             f"{where}.tp x {where}.pp x {where}.dp",
             f"{plan.tp} x {plan.pp} x {plan.dp} = {mp * plan.dp}",
             f"does not match the cluster's {n_gpus} GPUs",
-            f"set dp = {n_gpus // mp} or dp = 0 to derive it" if n_gpus % mp == 0 else "change tp, pp or dp",
+            (f"set dp = {n_gpus // mp} or dp = 0 to derive it" if n_gpus % mp == 0 else "change tp, pp or dp")
+            + (f" (dp counts the CP ranks: Megatron's data-parallel size x cp {plan.cp})" if plan.cp > 1 else ""),
         )
     return plan.dp
 

@@ -159,6 +159,7 @@ def test_ring_critical_path(hop_s: float) -> None:
             "parallelism.cp (8) must divide model.kv_heads / tp (4 / 1) for cp_comm_type = 'a2a'",
         ),
         (["parallelism.cp=2", "parallelism.cp_comm_type=ring"], "parallelism.cp_comm_type ('ring') is not a valid"),
+        (["parallelism.cp=2", "parallelism.dp=4"], "set dp = 8 or dp = 0 to derive it (dp counts the CP ranks"),
     ],
 )
 def test_bad_cp_inputs_exit_2_naming_the_field(tmp_path, sets: list[str], needle: str) -> None:
