@@ -193,12 +193,6 @@ def default_efficiency(gpu: GpuSpec) -> Efficiency:
     )
 
 
-ATTENTION_KERNELS = ("auto", "flash2")
-"""Fused-attention kernel families: ``auto`` (the architecture's constants: cuDNN / FlashAttention-3-class on
-Hopper, measured; FlashAttention-2 on Ampere) and ``flash2`` (FlashAttention-2, Tri Dao's kernel without the
-Hopper-specific paths, where the architecture has ``flash2_attention_fwd`` / ``_bwd``)."""
-
-
 def flash2_efficiency(gpu: GpuSpec, e: Efficiency) -> Efficiency:
     """``e`` with FlashAttention-2's attention constants where ``gpu``'s architecture has them (Hopper), else ``e``.
 
@@ -333,8 +327,9 @@ class Roofline:
         launch_overhead_s: replaces every GPU's per-kernel launch overhead when given.
         efficiency: whole constant sets by GPU type name, replacing the catalog's (fits, sensitivity
             studies); ``launch_overhead_s`` still applies to them.
-        attention_kernel: fused-attention kernel family (:data:`ATTENTION_KERNELS`); ``flash2`` applies
-            :func:`flash2_efficiency` to the catalog constants.
+        attention_kernel: fused-attention kernel family: ``auto`` (the architecture's constants: cuDNN's on
+            Hopper, measured; FlashAttention-2's on Ampere) or ``flash2`` (:func:`flash2_efficiency` applied to
+            the catalog constants).
     """
 
     def __init__(

@@ -1,0 +1,99 @@
+"""The step vocabulary of per-rank programs: compute kernels, collectives, joins, and the shapes one rank sees.
+
+A program is a list of steps executed in order on one rank:
+
+* :class:`Compute` — kernels run back to back on the compute stream;
+* :class:`Comm` — a collective of the layer's TP, EP or CP group; ``blocking`` collectives sit on the
+  compute stream (Megatron issues them synchronously), ``async`` ones run on the comm stream
+  overlapping the following compute until a :class:`Join`;
+* :class:`Join` — the next compute waits for every outstanding async collective.
+
+Collective sizes follow NCCL's ``size`` (nccl-tests): all-reduce = buffer bytes; all-gather = output
+bytes; reduce-scatter = input bytes; all-to-all = send-buffer bytes of one rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from hetero_ns3.compute.roofline import Kernel
+from hetero_ns3.workload.models import ModelSpec
+
+ACT_BYTES = 2  # bf16/fp16 activations
+
+
+@dataclass(frozen=True, slots=True)
+class Compute:
+    name: str
+    kernels: tuple[Kernel, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Comm:
+    name: str
+    collective: Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
+    bytes: float
+    dim: Literal["tp", "ep", "cp"]
+    mode: Literal["blocking", "async"] = "blocking"
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    pass
+
+
+Step = Compute | Comm | Join
+
+
+@dataclass(frozen=True)
+class LayerContext:
+    """Shapes seen by one rank: model, micro_batch b, tp, sequence parallelism, ep, recompute."""
+
+    model: ModelSpec
+    micro_batch: int
+    tp: int
+    sequence_parallel: bool
+    ep: int
+    recompute: str
+    flash_attention: bool = True
+    tp_comm_overlap: bool = False
+    cp: int = 1
+    cp_comm_type: Literal["p2p", "all_gather", "a2a"] = "p2p"
+
+    @property
+    def seq_local(self) -> int:
+        """Tokens of one sequence on this rank: s / cp (context parallelism splits every sequence)."""
+        return self.model.seq_len // self.cp
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of a microbatch on this rank, T = b x s / cp."""
+        return self.micro_batch * self.seq_local
+
+    @property
+    def tokens_elementwise(self) -> int:
+        """Tokens an element-wise op touches on one rank (T / tp under sequence parallelism)."""
+        return self.tokens // self.tp if self.sequence_parallel and self.tp > 1 else self.tokens
+
+    @property
+    def act_bytes(self) -> float:
+        """Bytes of one activation tensor [T, h] (the size of every TP collective of a layer)."""
+        return float(ACT_BYTES * self.tokens * self.model.hidden)
+
+
+def gemm(name: str, m: int, n: int, k: int, batch: int = 1) -> Kernel:
+    """Kernel of ``batch`` products (m x k) @ (k x n) in 2-byte precision."""
+    return Kernel(
+        name, "gemm", 2.0 * m * n * k * batch, float(ACT_BYTES * (m * k + k * n + m * n) * batch), m, n, k, batch
+    )
+
+
+def gemm_bwd(name: str, m: int, n: int, k: int, batch: int = 1) -> tuple[Kernel, Kernel]:
+    """Data-gradient (m x n @ n x k) and weight-gradient (k x m @ m x n) kernels of a forward GEMM."""
+    return gemm(f"{name}.dgrad", m, k, n, batch), gemm(f"{name}.wgrad", k, n, m, batch)
+
+
+def mem(name: str, nbytes: float) -> Kernel:
+    """Element-wise kernel moving ``nbytes`` bytes."""
+    return Kernel(name, "memory", 0.0, float(nbytes))
