@@ -30,6 +30,15 @@ class ComputeConfig:
             ``flash2`` (FlashAttention-2 without Hopper-specific paths: Transformer Engine's choice on Hopper
             before that, and any stack running the ``flash-attn`` 2 package); only Hopper has separate
             ``flash2`` constants (gpus.toml), elsewhere both are the architecture's.
+        cross_entropy: the loss kernels over the vocabulary-parallel logits: ``unfused`` (Megatron-LM's
+            default: PyTorch ops on an FP32 copy, 52 bytes of HBM traffic per local logit, forward and
+            backward), ``fused`` (Megatron-Core's ``cross_entropy_loss_fusion`` with its native fused
+            helpers, NeMo 2.0's default: 40 bytes) or ``te`` (``cross_entropy_fusion_impl = "te"``:
+            Transformer Engine's online-softmax kernels on the BF16 logits, Megatron-Bridge's performance
+            recipes: 6 bytes); docs/workload.md "Loss and embedding kernels".
+        fp8_recipe: FP8 scaling with ``precision = "fp8"``: ``delayed`` (Transformer Engine's
+            ``DelayedScaling``, NeMo 2.0's ``bf16_with_fp8_mixed``) or ``current`` (``Float8CurrentScaling``, the
+            "FP8-CS" of Megatron-Bridge's tables: one more read of every cast input for its amax).
         memory_reserve: bytes set aside per GPU (CUDA context, NCCL buffers, fragmentation).
         check_memory: fail planning when a GPU's estimate exceeds its HBM.
         gpus: extra GPU types, ``{NAME = {fp16_tflops = ..., hbm_gib = ..., ...}}`` as in gpus.toml.
@@ -41,6 +50,8 @@ class ComputeConfig:
     host_overhead: float = field(default=0.0, metadata={"unit": "time"})
     flash_attention: bool = True
     attention_kernel: Literal["auto", "flash2"] = "auto"
+    cross_entropy: Literal["unfused", "fused", "te"] = "unfused"
+    fp8_recipe: Literal["delayed", "current"] = "delayed"
     memory_reserve: int = field(default=2 * 2**30, metadata={"unit": "size"})
     check_memory: bool = True
     gpus: Mapping[str, Any] = field(default_factory=dict)
@@ -65,4 +76,10 @@ class ComputeConfig:
             if not p.is_absolute() and base_dir is not None:
                 p = base_dir / p
             measured = load_efficiency_csv(p)
-        return Roofline(self.precision, measured, self.launch_overhead, attention_kernel=self.attention_kernel)
+        return Roofline(
+            self.precision,
+            measured,
+            self.launch_overhead,
+            attention_kernel=self.attention_kernel,
+            fp8_recipe=self.fp8_recipe,
+        )

@@ -126,7 +126,8 @@ def memory_residuals(rows: Iterable[dict[str, str]], gpu: GpuSpec) -> list[Resid
 
 
 def layer_model(r: dict[str, str]) -> ModelSpec:
-    """One layer of the shape in a row of ``layers.csv`` (no biases or dropout)."""
+    """One layer of the shape in a row of ``layers.csv`` (no biases, dropout or rotary embedding: the measured
+    layer applies no position embedding, which ``learned_pos_emb`` expresses, since that table is outside it)."""
     return ModelSpec(
         name=r["layer"],
         layers=1,
@@ -138,6 +139,7 @@ def layer_model(r: dict[str, str]) -> ModelSpec:
         seq_len=int(r["seq"]),
         gated_mlp=r["gated"] == "1",
         norm="rmsnorm" if r["norm"] == "rmsnorm" else "layernorm",
+        learned_pos_emb=True,
     )
 
 

@@ -312,6 +312,13 @@ def fp8_cast_bytes(k: Kernel) -> float:
     return FP8_CAST_BYTES_PER_ELEMENT * k.m * k.k * k.batch
 
 
+FP8_RECIPES = ("delayed", "current")
+FP8_AMAX_BYTES_PER_ELEMENT = 2.0
+"""Current scaling's extra pass per FP8 cast: Transformer Engine computes the tensor's amax in a kernel of its
+own (``nvte_compute_amax``, one read of the 2-byte input) before the scale and the cast; delayed scaling takes
+the scale from the amax history instead and reduces the new amax inside the cast."""
+
+
 def _fp8_gemm_bytes(k: Kernel) -> float:
     """HBM traffic of an FP8 GEMM: 1-byte operands, 2-byte (BF16) output."""
     return float((k.m * k.k + k.k * k.n + 2 * k.m * k.n) * k.batch)
@@ -330,6 +337,9 @@ class Roofline:
         attention_kernel: fused-attention kernel family: ``auto`` (the architecture's constants: cuDNN's on
             Hopper, measured; FlashAttention-2's on Ampere) or ``flash2`` (:func:`flash2_efficiency` applied to
             the catalog constants).
+        fp8_recipe: FP8 scaling under ``precision = "fp8"``: ``delayed`` (scales from the amax history, the
+            amax taken inside the cast) or ``current`` (each cast first reads its input for the amax,
+            :data:`FP8_AMAX_BYTES_PER_ELEMENT` and one launch more).
     """
 
     def __init__(
@@ -339,8 +349,12 @@ class Roofline:
         launch_overhead_s: float | None = None,
         efficiency: Mapping[str, Efficiency] | None = None,
         attention_kernel: str = "auto",
+        fp8_recipe: str = "delayed",
     ) -> None:
+        if fp8_recipe not in FP8_RECIPES:
+            raise ValueError(f"fp8_recipe {fp8_recipe!r}: use one of {FP8_RECIPES}")
         self.precision = precision
+        self.fp8_recipe = fp8_recipe
         self.measured = measured
         self.launch_overhead_s = launch_overhead_s
         self.attention_kernel = attention_kernel
@@ -406,6 +420,9 @@ class Roofline:
         cast = fp8_cast_bytes(k) if fp8 else 0.0
         if cast:
             t += cast / (gpu.hbm_bw_Bps * e.memory) + e.launch_overhead_s
+            if self.fp8_recipe == "current":
+                amax = cast * FP8_AMAX_BYTES_PER_ELEMENT / FP8_CAST_BYTES_PER_ELEMENT
+                t += amax / (gpu.hbm_bw_Bps * e.memory) + e.launch_overhead_s
         return t
 
     def time(self, kernels: Iterable[Kernel], gpu: GpuSpec) -> tuple[float, float, float]:

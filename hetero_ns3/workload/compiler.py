@@ -199,6 +199,7 @@ class CompileSpec:
         flash_attention: fused attention kernels (``[compute] flash_attention``); False = Megatron's
             unfused path (s x s scores in HBM).
         host_overhead_s: per-iteration host time after the optimizer (``[compute] host_overhead``).
+        cross_entropy: the loss kernels (``[compute] cross_entropy``; :func:`hetero_ns3.workload.layers.head_forward`).
     """
 
     model: ModelSpec
@@ -209,6 +210,7 @@ class CompileSpec:
     gpu_of: Callable[[str], GpuSpec]
     flash_attention: bool = True
     host_overhead_s: float = 0.0
+    cross_entropy: Literal["unfused", "fused", "te"] = "unfused"
 
 
 class StepPrograms:
@@ -228,6 +230,8 @@ class StepPrograms:
             p.tp_comm_overlap,
             p.cp,
             p.cp_comm_type,
+            spec.cross_entropy,
+            GRAD_BYTES[p.grad_reduce_dtype],
         )
         self._prog: dict[tuple[str, int], list[L.Step]] = {}
         self._cost: dict[tuple[str, tuple[Kernel, ...]], tuple[float, float, float]] = {}

@@ -99,6 +99,20 @@ def _tp_exit(c: LayerContext, name: str) -> list[Comm]:
     return [Comm(f"{name}.ar", "all_reduce", c.act_bytes, "tp")]
 
 
+ROPE_BYTES = 4.0
+"""Rotary position embedding per query / key element, forward and again backward: Megatron-LM applies it
+fused (``apply_rope_fusion``, on unless ``--no-rope-fusion``; Transformer Engine's fused RoPE kernel), one
+read and one write of each 2-byte element."""
+
+
+def _rope(c: LayerContext, name: str) -> tuple[Kernel, ...]:
+    """The rotary embedding of this rank's queries and keys (none for learned absolute positions)."""
+    md = c.model
+    if md.learned_pos_emb:
+        return ()
+    return (mem(name, ROPE_BYTES * c.tokens * (md.hidden + md.kv_dim) // c.tp),)
+
+
 def _norm_bytes(c: LayerContext) -> float:
     return 2.0 * ACT_BYTES * c.tokens_elementwise * c.model.hidden
 
@@ -140,18 +154,23 @@ def attention_forward(c: LayerContext) -> list[Step]:
         return [
             Compute("attn.ln", (mem("ln1", _norm_bytes(c)),)),
             *_overlapped(
-                c, "attn", (gemm("qkv", T, qkv_n, h),), _core_steps(c, "attn.mid"), gemm("proj", T, h, h // c.tp)
+                c,
+                "attn",
+                (gemm("qkv", T, qkv_n, h), *_rope(c, "rope")),
+                _core_steps(c, "attn.mid"),
+                gemm("proj", T, h, h // c.tp),
             ),
             Compute("attn.bda", (mem("bda1", _bda_bytes(c)),)),
         ]
     if c.cp > 1:
         core: list[Step] = [
-            Compute("attn", (gemm("qkv", T, qkv_n, h),)),
+            Compute("attn", (gemm("qkv", T, qkv_n, h), *_rope(c, "rope"))),
             *_core_steps(c, "attn"),
             Compute("attn.proj", (gemm("proj", T, h, h // c.tp),)),
         ]
     else:
-        core = [Compute("attn", (gemm("qkv", T, qkv_n, h), *attention_core(c, False), gemm("proj", T, h, h // c.tp)))]
+        qkv = (gemm("qkv", T, qkv_n, h), *_rope(c, "rope"))
+        core = [Compute("attn", (*qkv, *attention_core(c, False), gemm("proj", T, h, h // c.tp)))]
     return [
         Compute("attn.ln", (mem("ln1", _norm_bytes(c)),)),
         *_tp_enter(c, "attn"),
@@ -171,11 +190,14 @@ def attention_backward(c: LayerContext) -> list[Step]:
         if c.recompute == "selective":
             steps += cp_attention_steps(c, False, "recompute.attn.cp")
         steps += cp_attention_steps(c, True)
+        rope = _rope(c, "rope.bwd")
+        if rope:
+            steps.append(Compute("attn.rope.bwd", rope))
     else:
         kern = [*gemm_bwd("proj", T, h, h // c.tp)]
         if c.recompute == "selective":
             kern += attention_core(c, False)
-        kern += attention_core(c, True)
+        kern += [*attention_core(c, True), *_rope(c, "rope.bwd")]
         steps.append(Compute("attn.bwd", tuple(kern)))
     steps += _col_parallel_bwd(c, "qkv", *gemm_bwd("qkv", T, qkv_n, h))
     steps.append(Compute("attn.ln.bwd", (mem("ln1.bwd", 1.5 * _norm_bytes(c)),)))
@@ -329,38 +351,78 @@ def embedding_forward(c: LayerContext) -> list[Step]:
     return steps
 
 
+def emb_table_grad_bytes(main_grad_bytes: float) -> float:
+    """HBM bytes per element of the rank's ``V/tp x h`` embedding table, every micro-batch: PyTorch's (dense)
+    embedding backward writes a zeroed BF16 gradient of the whole table (2 bytes) and Megatron-Core's DDP
+    backward hook adds it into the main gradient (``main_grad.add_(grad)``: read g + 2, write g, g = 4 for FP32,
+    2 for BF16 / FP16 gradient reduction): 12 bytes with FP32 main gradients. The table's weight gradient does
+    not go through the fused-accumulation GEMMs the linear layers use."""
+    return 2.0 + 2.0 + 2.0 * main_grad_bytes
+
+
 def embedding_backward(c: LayerContext) -> list[Step]:
+    """Gradient of the embedding lookup: scatter of the token gradients, then the dense table pass."""
     T, h = c.tokens, c.model.hidden
     steps: list[Step] = []
     if _sp(c):
         steps.append(Comm("emb.ag_grad", "all_gather", c.act_bytes, "tp"))
-    steps.append(Compute("emb.bwd", (mem("emb.grad", 3.0 * ACT_BYTES * T * h),)))
+    table = emb_table_grad_bytes(c.main_grad_bytes) * (c.model.padded_vocab(c.tp) // c.tp) * h
+    steps.append(Compute("emb.bwd", (mem("emb.grad", 3.0 * ACT_BYTES * T * h), mem("emb.table_grad", table))))
     return steps
 
 
+CE_BYTES: dict[str, tuple[float, float, float, float]] = {
+    "unfused": (10.0, 20.0, 8.0, 14.0),
+    "fused": (6.0, 12.0, 8.0, 14.0),
+    "te": (2.0, 0.0, 0.0, 4.0),
+}
+"""HBM bytes per local logit of the cross-entropy loss, by ``[compute] cross_entropy``: (forward before
+the max all-reduce, between it and the sum all-reduce, after it; backward). Counted from the sources'
+tensor passes over the ``T x V/tp`` logits (BF16 out of the logits GEMM):
+
+* ``unfused``, Megatron-Core ``tensor_parallel/cross_entropy.py`` (Megatron-LM's default): FP32 copy
+  (read 2, write 4) and row max (read 4); in-place subtraction of the max (4 + 4), in-place exp (4 + 4)
+  and row sum (4); in-place division by the sum, the softmax kept for backward (4 + 4). Backward: in-place
+  product with the incoming gradient (4 + 4) and autograd's cast back to BF16 for the logits GEMM (4 + 2).
+* ``fused``, Megatron-Core ``fusions/fused_cross_entropy.py`` (``cross_entropy_loss_fusion``): the copy and
+  the max in one kernel (2 + 4), subtraction and exp in one in-place kernel (4 + 4) and the sum (4), the
+  division (4 + 4); backward as unfused (its gradient leaves in the logits' dtype).
+* ``te``, Transformer Engine ``pytorch/triton/cross_entropy.py`` (``cross_entropy_fusion_impl = "te"``): one
+  online-softmax read of the BF16 logits (2); the loss from per-row scalars; backward one pass writing the
+  gradient over the logits in place (2 + 2).
+"""
+
+
 def head_forward(c: LayerContext) -> list[Step]:
-    """Final norm, vocab-parallel logits and cross-entropy (3 scalar all-reduces per token when tp > 1)."""
+    """Final norm, vocab-parallel logits and cross-entropy (3 scalar all-reduces per token when tp > 1).
+
+    The loss kernels' traffic is :data:`CE_BYTES` per local logit (the ``cross_entropy`` of the context).
+    """
     T, h = c.tokens, c.model.hidden
     v = c.model.padded_vocab(c.tp) // c.tp
-    logits = 4.0 * T * v  # fp32 logits
+    n = float(T * v)  # local logits
+    pre, mid, post, _ = CE_BYTES[c.cross_entropy]
     steps: list[Step] = [Compute("head.ln", (mem("ln_f", _norm_bytes(c)),)), *_tp_enter(c, "head")]
-    steps.append(Compute("head.logits", (gemm("logits", T, v, h), mem("ce.max", logits))))
+    steps.append(Compute("head.logits", (gemm("logits", T, v, h), mem("ce.max", pre * n))))
     if c.tp > 1:
         steps += [
             Comm("ce.ar_max", "all_reduce", 4.0 * T, "tp"),
             Compute("ce.pred", (mem("ce.pred", 4.0 * T),)),
             Comm("ce.ar_pred", "all_reduce", 4.0 * T, "tp"),
-            Compute("ce.exp", (mem("ce.exp", 2 * logits),)),
+            Compute("ce.exp", (mem("ce.exp", mid * n),)),
             Comm("ce.ar_sum", "all_reduce", 4.0 * T, "tp"),
         ]
-    steps.append(Compute("ce.loss", (mem("ce.loss", 3 * 4.0 * T),)))
+        loss = (mem("ce.loss", 3 * 4.0 * T),)
+    else:
+        loss = (mem("ce.exp", mid * n), mem("ce.loss", 3 * 4.0 * T)) if mid else (mem("ce.loss", 3 * 4.0 * T),)
+    steps.append(Compute("ce.loss", (*loss, mem("ce.softmax", post * n)) if post else loss))
     return steps
 
 
 def head_backward(c: LayerContext) -> list[Step]:
     T, h = c.tokens, c.model.hidden
     v = c.model.padded_vocab(c.tp) // c.tp
-    steps: list[Step] = [Compute("ce.bwd", (mem("ce.grad", 2 * 4.0 * T * v),))]
+    steps: list[Step] = [Compute("ce.bwd", (mem("ce.grad", CE_BYTES[c.cross_entropy][3] * T * v),))]
     steps += _col_parallel_bwd(c, "logits", *gemm_bwd("logits", T, v, h))
     steps.append(Compute("head.ln.bwd", (mem("ln_f.bwd", 1.5 * _norm_bytes(c)),)))
     return steps

@@ -319,9 +319,10 @@ def resolve(
     roofline = compute.roofline(base_dir)
     flash = compute.flash_attention
     host = compute.host_overhead
-    probe = CompileSpec(model, plan, (1,) * plan.pp * plan.chunks, (1,) * dp, roofline, lookup, flash, host)
+    ce = compute.cross_entropy
+    probe = CompileSpec(model, plan, (1,) * plan.pp * plan.chunks, (1,) * dp, roofline, lookup, flash, host, ce)
     vlayers, reps, layer_t = partition(model, plan, placement, StepPrograms(probe))
-    spec = CompileSpec(model, plan, vlayers, reps, roofline, lookup, flash, host)
+    spec = CompileSpec(model, plan, vlayers, reps, roofline, lookup, flash, host, ce)
     memory = estimate_memory(model, plan, placement, spec, compute)
     return Resolved(plan, placement, spec, layer_t, memory)
 

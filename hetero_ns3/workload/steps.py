@@ -48,7 +48,9 @@ Step = Compute | Comm | Join
 
 @dataclass(frozen=True)
 class LayerContext:
-    """Shapes seen by one rank: model, micro_batch b, tp, sequence parallelism, ep, recompute."""
+    """Shapes seen by one rank: model, micro_batch b, tp, sequence parallelism, ep, recompute, and the software
+    choices that change kernels: flash attention, TP overlap, the CP scheme, the loss kernels, and the bytes of
+    an element of the main (accumulated) gradient (4 FP32, 2 when gradients are reduced in BF16 / FP16)."""
 
     model: ModelSpec
     micro_batch: int
@@ -60,6 +62,8 @@ class LayerContext:
     tp_comm_overlap: bool = False
     cp: int = 1
     cp_comm_type: Literal["p2p", "all_gather", "a2a"] = "p2p"
+    cross_entropy: Literal["unfused", "fused", "te"] = "unfused"
+    main_grad_bytes: float = 4.0
 
     @property
     def seq_local(self) -> int:
