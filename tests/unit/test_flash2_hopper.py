@@ -44,3 +44,25 @@ def test_flash2_is_slower_than_the_hopper_default_in_a_layer() -> None:
     t_auto = Roofline("bf16").kernel_time(k, H100)
     t_fa2 = Roofline("bf16", attention_kernel="flash2").kernel_time(k, H100)
     assert 2.0 < t_fa2 / t_auto < 3.5
+
+
+@pytest.mark.parametrize(("causal", "fwd_published"), [(True, 335.0), (False, 370.0)])
+def test_flash2_forward_plus_backward_against_the_flashattention3_paper(causal: bool, fwd_published: float) -> None:
+    """A second, independent source: the FlashAttention-3 paper (Shah et al. 2024, arXiv 2407.08608, Fig. 5 / 6;
+    H100 80GB SXM5, head dim 128, 16 heads, 16k tokens) measures FlashAttention-2 at 335 (causal) / 370 (no mask)
+    TFLOP/s forward and 322 TFLOP/s backward, the backward counted as 2.5 forwards (258 in this model's count of
+    2). The model's constants come from other benchmarks (forward 0.30: PyTorch SDPA, 287-304 TFLOP/s; backward
+    0.28: the FA2 paper) and give, isolated (``sustained`` taken out), 270 / 286 forward and 252 / 267 backward:
+    the forward 19-23% under this paper's figures, the backward within 4%. A training step runs both: the
+    forward + backward time is within 10% of the paper's (8% slow causal, 5% slow without a mask)."""
+    rf = Roofline("bf16", attention_kernel="flash2")
+    e = rf.efficiency(H100)
+    s, heads, hd = 16384, 16, 128
+    fwd_flops = 4.0 * s * s * heads * hd * (0.5 if causal else 1.0)
+    published = fwd_flops / (fwd_published * 1e12) + 2 * fwd_flops / (322.0 * 2 / 2.5 * 1e12)
+    model = 0.0
+    for backward in (False, True):
+        for k in flash_attention_kernels(1, s, heads, heads, hd, causal, backward):
+            if k.op != "memory":  # the benchmark times the main kernels (its FLOPs are theirs alone)
+                model += rf.kernel_time(k, H100) * e.sustained  # isolated: the training-step factor taken out
+    assert 1.0 < model / published < 1.10
