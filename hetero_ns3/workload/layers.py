@@ -412,10 +412,9 @@ def head_forward(c: LayerContext) -> list[Step]:
             Compute("ce.exp", (mem("ce.exp", mid * n),)),
             Comm("ce.ar_sum", "all_reduce", 4.0 * T, "tp"),
         ]
-        loss = (mem("ce.loss", 3 * 4.0 * T),)
-    else:
-        loss = (mem("ce.exp", mid * n), mem("ce.loss", 3 * 4.0 * T)) if mid else (mem("ce.loss", 3 * 4.0 * T),)
-    steps.append(Compute("ce.loss", (*loss, mem("ce.softmax", post * n)) if post else loss))
+    exp: tuple[Kernel, ...] = (mem("ce.exp", mid * n),) if c.tp == 1 and mid else ()
+    soft: tuple[Kernel, ...] = (mem("ce.softmax", post * n),) if post else ()
+    steps.append(Compute("ce.loss", (*exp, mem("ce.loss", 3 * 4.0 * T), *soft)))
     return steps
 
 
