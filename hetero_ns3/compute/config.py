@@ -35,7 +35,7 @@ class ComputeConfig:
             backward), ``fused`` (Megatron-Core's ``cross_entropy_loss_fusion`` with its native fused
             helpers, NeMo 2.0's default: 40 bytes) or ``te`` (``cross_entropy_fusion_impl = "te"``:
             Transformer Engine's online-softmax kernels on the BF16 logits, Megatron-Bridge's performance
-            recipes: 6 bytes); docs/workload.md "Loss and embedding kernels".
+            recipes: 6 bytes); docs/workload.md "Loss, rotary and embedding kernels".
         fp8_recipe: FP8 scaling with ``precision = "fp8"``: ``delayed`` (Transformer Engine's
             ``DelayedScaling``, NeMo 2.0's ``bf16_with_fp8_mixed``) or ``current`` (``Float8CurrentScaling``, the
             "FP8-CS" of Megatron-Bridge's tables: one more read of every cast input for its amax).

@@ -22,6 +22,7 @@ from hetero_ns3.workload.memory import embedding_params_per_rank, head_params_pe
 from hetero_ns3.workload.models import ModelSpec
 from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.placement import Placement
+from hetero_ns3.workload.steps import CrossEntropyImpl
 
 _T = TypeVar("_T")
 
@@ -210,7 +211,7 @@ class CompileSpec:
     gpu_of: Callable[[str], GpuSpec]
     flash_attention: bool = True
     host_overhead_s: float = 0.0
-    cross_entropy: Literal["unfused", "fused", "te"] = "unfused"
+    cross_entropy: CrossEntropyImpl = "unfused"
 
 
 class StepPrograms:

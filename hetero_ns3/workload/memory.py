@@ -38,6 +38,12 @@ class RankParams:
         return self.dense + self.expert
 
 
+LOSS_LOGIT_BYTES = {"unfused": 4.0, "fused": 4.0, "te": 2.0}
+"""Bytes per local logit the loss keeps from forward to backward on the last stage, by ``[compute]
+cross_entropy``: Megatron-Core's cross-entropy (unfused or fused) keeps its FP32 softmax; Transformer Engine's
+kernels keep the BF16 logits, which their backward overwrites with the gradient."""
+
+
 def layer_params_per_rank(model: ModelSpec, layer: int, tp: int, ep: int) -> RankParams:
     """Parameters of layer ``layer`` on one rank: TP-sharded matrices / tp, replicated norms and row biases."""
     h, f, kvd = model.hidden, model.ffn_hidden, model.kv_dim

@@ -23,7 +23,14 @@ from hetero_ns3.workload import layers as L
 from hetero_ns3.workload.artefact import Workload
 from hetero_ns3.workload.compiler import GRAD_BYTES, CompileSpec, StepPrograms, compile_workload, params_in_grad_order
 from hetero_ns3.workload.gcpause import gc_paused
-from hetero_ns3.workload.memory import GIB, MemoryEstimate, RankParams, layer_activation_bytes, state_bytes
+from hetero_ns3.workload.memory import (
+    GIB,
+    LOSS_LOGIT_BYTES,
+    MemoryEstimate,
+    RankParams,
+    layer_activation_bytes,
+    state_bytes,
+)
 from hetero_ns3.workload.models import ModelSpec
 from hetero_ns3.workload.parallel import ParallelismSpec, check_plan, resolve_dp
 from hetero_ns3.workload.partition import chunk_layers, minmax_split, uniform_split
@@ -235,8 +242,9 @@ def estimate_memory(
                 act += layer_activation_bytes(
                     model, firsts[s], plan.micro_batch, tp, sp, "selective", compute.flash_attention, plan.cp, fp8
                 )
-            if s == pp - 1:  # fp32 logits of the microbatch in flight at the last stage
-                act += 4.0 * plan.micro_batch * (model.seq_len // plan.cp) * model.padded_vocab(tp) / tp
+            if s == pp - 1:  # the loss's logits of the microbatch in flight at the last stage
+                per_logit = LOSS_LOGIT_BYTES[compute.cross_entropy]
+                act += per_logit * plan.micro_batch * (model.seq_len // plan.cp) * model.padded_vocab(tp) / tp
             cache[key] = (RankParams(dense, expert), act)
         params, act = cache[key]
         w, g, o = state_bytes(params, plan.zero_stage, dp, plan.ep, GRAD_BYTES[plan.grad_reduce_dtype])

@@ -45,6 +45,9 @@ class Join:
 
 Step = Compute | Comm | Join
 
+CrossEntropyImpl = Literal["unfused", "fused", "te"]
+"""Loss-kernel implementations (``[compute] cross_entropy``; their bytes: ``layers.CE_BYTES``)."""
+
 
 @dataclass(frozen=True)
 class LayerContext:
@@ -62,7 +65,7 @@ class LayerContext:
     tp_comm_overlap: bool = False
     cp: int = 1
     cp_comm_type: Literal["p2p", "all_gather", "a2a"] = "p2p"
-    cross_entropy: Literal["unfused", "fused", "te"] = "unfused"
+    cross_entropy: CrossEntropyImpl = "unfused"
     main_grad_bytes: float = 4.0
 
     @property

@@ -135,3 +135,23 @@ def test_bad_choices_exit_2_naming_the_field(key: str, value: str, capsys) -> No
     assert main(["plan", "scenarios/demo.toml", "--set", f"{key}={value}"]) == 2
     err = capsys.readouterr().err
     assert key in err and value in err and "Traceback" not in err
+
+
+def test_te_loss_keeps_bf16_logits_in_memory() -> None:
+    """The last stage's in-flight logits: Megatron-Core's loss keeps the FP32 softmax (4 B per local logit),
+    Transformer Engine's the BF16 logits it later overwrites with the gradient (2 B); other stages unchanged."""
+    from hetero_ns3.compute.config import ComputeConfig
+    from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gpus
+    from hetero_ns3.workload.parallel import ParallelismSpec
+    from hetero_ns3.workload.planner import resolve
+
+    gpus = inline_gpus(ClusterSection(groups=(NodeGroupSpec("H100-SXM", 1, 8),)))
+    plan = ParallelismSpec(tp=2, pp=2, global_batch=8, micro_batch=2)
+    mem = {
+        impl: {m.stage: m.activations for m in resolve(LLAMA, plan, gpus, ComputeConfig(cross_entropy=impl)).memory}
+        for impl in ("unfused", "fused", "te")
+    }
+    logits = 2 * LLAMA.seq_len * LLAMA.padded_vocab(2) / 2
+    assert mem["unfused"] == mem["fused"]
+    assert mem["unfused"][1] - mem["te"][1] == pytest.approx(2.0 * logits)
+    assert mem["unfused"][0] == mem["te"][0]
