@@ -21,6 +21,16 @@ in slices) into ``DIR/whole``, so both are measured in the same process on the s
 
     .venv/bin/python bench/bench_phase_memory.py hetero_ns3/data/validation/megatron/gpt-7.5b.toml \\
         --set parallelism.global_batch=64 --write /tmp/w --whole-tables
+
+``--previous-writer`` first writes the tables, in the same slices, with the writer ``write_table_files`` had
+before session 13 (pandas' ``DataFrame.to_csv`` per slice; text columns converted value by value, non-strings
+through ``json.dumps``, for the Parquet row groups) and the timeline with every kernel its own bar into
+``DIR/previous``: the baselines of docs/benchmarks.md,
+"Writing the tables with Arrow"::
+
+    .venv/bin/python bench/bench_phase_memory.py \\
+        hetero_ns3/data/validation/heldout/gpt3-5b-h100x64.toml --write /tmp/w --previous-writer \\
+        --steps tasks,flows
 """
 
 from __future__ import annotations
@@ -111,7 +121,36 @@ def _lower_steps() -> None:
     wrap(PlanBuilder, "build", "builder.build")
 
 
-def _write_phase(out: str, plan, times, meta, flows_df, whole: bool) -> None:
+def _previous_writer(chunks, csv_path, parquet_path) -> None:
+    """The tables' writer before session 13 (the baseline): pandas' CSV per slice, and per slice an Arrow
+    table whose text columns are converted value by value (non-strings through ``json.dumps``)."""
+    import json
+
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    writer = None
+    with open(csv_path, "w", newline="", encoding="utf-8") as fh:
+        for i, df in enumerate(chunks):
+            df.to_csv(fh, header=i == 0, index=False)
+            out = df.copy(deep=False)
+            for col in out.columns:
+                if out[col].dtype == object or isinstance(out[col].dtype, pd.CategoricalDtype):
+                    vals = out[col].tolist()
+                    if not all(v is None or isinstance(v, str) for v in vals):
+                        vals = [v if v is None or isinstance(v, str) else json.dumps(v, default=str) for v in vals]
+                    out[col] = pd.Series(vals, index=out.index, dtype="string")
+            table = pa.Table.from_pandas(out, preserve_index=False)
+            if writer is None:
+                fields = [f.with_type(pa.string()) if f.type == pa.large_string() else f for f in table.schema]
+                writer = pq.ParquetWriter(parquet_path, pa.schema(fields))
+            writer.write_table(table.cast(writer.schema))
+    if writer is not None:
+        writer.close()
+
+
+def _write_phase(out: str, plan, times, meta, flows_df, whole: bool, previous: bool = False) -> None:
     """The pieces of ``write_run`` one by one (same functions, same order)."""
     from pathlib import Path
 
@@ -135,6 +174,17 @@ def _write_phase(out: str, plan, times, meta, flows_df, whole: bool) -> None:
                 tables.flow_chunks(plan, times, meta, flows_df, n), w.flows, w.flows_parquet
             ),
         )
+    if previous:
+        w = rundir.RunPaths.at(Path(out) / "previous")
+        w.root.mkdir(parents=True, exist_ok=True)
+        _step(
+            "tasks (previous writer)",
+            lambda: _previous_writer(tables.task_chunks(plan, times, meta), w.tasks, w.tasks_parquet),
+        )
+        _step(
+            "flows (previous writer)",
+            lambda: _previous_writer(tables.flow_chunks(plan, times, meta, flows_df), w.flows, w.flows_parquet),
+        )
     _step(
         f"tasks ({tables.CHUNK_ROWS} rows/slice)",
         lambda: tables.write_table_files(tables.task_chunks(plan, times, meta), paths.tasks, paths.tasks_parquet),
@@ -149,6 +199,20 @@ def _write_phase(out: str, plan, times, meta, flows_df, whole: bool) -> None:
         "trace.json",
         lambda: atomic.write_json(paths.trace, chrome_trace(plan, times, meta, 1_000_000), compact=True),
     )
+    if previous:
+        from hetero_ns3.results import plots
+
+        merge = plots.merge_spans
+        plots.merge_spans = lambda s, f, gap: (s, f)  # every kernel its own bar, as before session 13
+        try:
+            _step(
+                "plots/timeline.png (previous: every kernel)",
+                lambda: atomic.write_with(
+                    Path(out) / "previous" / "timeline.png", lambda t: plot_timeline(plan, times, meta, t, 32)
+                ),
+            )
+        finally:
+            plots.merge_spans = merge
     _step(
         "plots/timeline.png",
         lambda: atomic.write_with(paths.timeline_png, lambda t: plot_timeline(plan, times, meta, t, 32)),
@@ -255,6 +319,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--write", metavar="DIR", help="write the run directory's pieces into DIR (phase 'write')")
     ap.add_argument("--whole-tables", action="store_true", help="also write the tables as one slice (baseline)")
     ap.add_argument(
+        "--previous-writer",
+        action="store_true",
+        help="also write the tables with the writer before session 13 (pandas CSV; baseline) into DIR/previous",
+    )
+    ap.add_argument(
         "--classes",
         action="store_true",
         help="print tasks per class after lowering (a diagnostic whose temporaries raise the peak; off by default)",
@@ -352,7 +421,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     from hetero_ns3.results.meta import resolve_gpu_meta
 
-    _write_phase(args.write, plan, times, resolve_gpu_meta(plan.gpus, gmeta), flows_df, args.whole_tables)
+    _write_phase(
+        args.write, plan, times, resolve_gpu_meta(plan.gpus, gmeta), flows_df, args.whole_tables, args.previous_writer
+    )
     _report("write", t0)
 
 

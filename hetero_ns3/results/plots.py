@@ -111,6 +111,26 @@ def plot_breakdown(summary: Summary, path: str | os.PathLike[str]) -> None:
     _save(fig, path)
 
 
+TIMELINE_RESOLUTION = 4000
+"""The timeline draws kernels of one color on one row that are closer than 1/this of the run's span as one
+bar: the figure is 900 pixels wide (about 600 for the time axis), so such a gap is under a sixth of a pixel."""
+
+
+def merge_spans(start: np.ndarray, finish: np.ndarray, gap: float) -> tuple[np.ndarray, np.ndarray]:
+    """Union of the intervals ``[start, finish]`` (seconds), joining those that overlap or are at most ``gap``
+    apart: (starts, finishes) of the merged spans, in time order. A timeline of millions of kernels draws
+    each visible span once instead of every kernel with its own edge lines."""
+    if start.size == 0:
+        return start.copy(), finish.copy()
+    order = np.argsort(start, kind="stable")
+    s, f = start[order], finish[order]
+    reach = np.maximum.accumulate(f)
+    new = np.ones(s.size, dtype=bool)
+    new[1:] = s[1:] > reach[:-1] + gap
+    first = np.nonzero(new)[0]
+    return s[first], np.maximum.reduceat(f, first)
+
+
 def plot_timeline(
     plan: ExecutionPlan,
     times: TaskTimes,
@@ -127,7 +147,8 @@ def plot_timeline(
     Compute-category kernels whose label starts with a pass name (``fwd``, ``bwd``, ``opt``,
     ``recompute``, ...) get that name as their color key, so forward and backward passes differ. The
     compute stream fills the row; kernels on other streams (e.g. reductions) are a thin band under
-    it. Unfinished tasks are left out.
+    it. Unfinished tasks are left out. Kernels of one color on one row closer than the span /
+    :data:`TIMELINE_RESOLUTION` are drawn as one bar (:func:`merge_spans`).
     """
     start, finish = np.asarray(times.start_s, dtype=float), np.asarray(times.finish_s, dtype=float)
     n_gpus = min(len(plan.gpus), max_gpus)
@@ -142,11 +163,13 @@ def plot_timeline(
     idx, key, gpu, side = idx[order], key[order], gpu[order], side[order]
     cut = np.nonzero((np.diff(key) != 0) | (np.diff(gpu) != 0) | (np.diff(side) != 0))[0] + 1
     used: set[int] = set()
+    span = float(finish[idx].max() - start[idx].min()) if idx.size else 0.0
     for part in np.split(np.arange(idx.size), cut) if idx.size else []:
         k, g, thin = int(key[part[0]]), int(gpu[part[0]]), bool(side[part[0]])
         used.add(k)
         t = idx[part]
-        bars = list(zip((start[t] * scale).tolist(), ((finish[t] - start[t]) * scale).tolist(), strict=True))
+        lo, hi = merge_spans(start[t], finish[t], span / TIMELINE_RESOLUTION)
+        bars = list(zip((lo * scale).tolist(), ((hi - lo) * scale).tolist(), strict=True))
         y, h = (g + 0.22, 0.18) if thin else (g - 0.4, 0.6)
         ax.broken_barh(bars, (y, h), facecolors=_key_color(keys[k], k), edgecolors="white", linewidth=0.4)
     ends = [] if iteration_ends is None else [float(e) for e in iteration_ends]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -242,24 +243,89 @@ def flow_chunks(
         yield rows.frame(lo, min(n, lo + step))
 
 
+def _text_values(col: pd.Series) -> pd.Series:
+    """An object / categorical column as pandas ``string``: strings kept, None and NaN missing, other values
+    (a backend's per-flow lists, integer node ids) as their JSON text. Each distinct value is converted once
+    (the columns repeat a few GPU, node and label names over millions of rows); a column of unhashable
+    values (lists) is converted value by value."""
+    import json
+
+    import pyarrow as pa
+
+    def text(v: Any) -> str:
+        return v if isinstance(v, str) else json.dumps(v, default=str)
+
+    try:
+        codes, uniques = pd.factorize(col, use_na_sentinel=True)
+    except TypeError:  # unhashable values
+        vals = [None if v is None else text(v) for v in col.tolist()]
+        return pd.Series(vals, index=col.index, dtype="string")
+    names = pa.array([text(v) for v in uniques], type=pa.string())
+    arr = names.take(pa.array(codes, mask=codes < 0))
+    return pd.Series(pd.arrays.ArrowStringArray(arr), index=col.index, dtype="string")
+
+
 def _arrow_table(df: pd.DataFrame, schema=None):
     """``df`` as an Arrow table: numbers keep their dtypes, text columns are Arrow ``string`` (object columns
     holding non-strings, a backend's per-flow lists say, as JSON text); cast to ``schema`` when given."""
-    import json
-
     import pyarrow as pa
 
     out = df.copy(deep=False)
     for col in out.columns:
         if out[col].dtype == object or isinstance(out[col].dtype, pd.CategoricalDtype):
-            vals = out[col].tolist()
-            if not all(v is None or isinstance(v, str) for v in vals):
-                vals = [v if v is None or isinstance(v, str) else json.dumps(v, default=str) for v in vals]
-            out[col] = pd.Series(vals, index=out.index, dtype="string")
+            out[col] = _text_values(out[col])
     table = pa.Table.from_pandas(out, preserve_index=False)
     if schema is None:
         schema = pa.schema([f.with_type(pa.string()) if f.type == pa.large_string() else f for f in table.schema])
     return table.cast(schema)
+
+
+_NEEDS_QUOTES = r'[",\r\n]'
+"""A CSV field with one of these characters is quoted (RFC 4180)."""
+
+
+def _csv_table(table):
+    """The Arrow table of one slice as the CSV shows it: floats as their shortest round-trip decimal text
+    with a decimal point or an exponent (``0.0``, ``2.5e-06``: read back as floats, also where a column holds
+    integral values only), booleans as ``True`` / ``False``, missing values empty; integers and strings as they
+    are. Returns the table and whether a string needs quoting (then the slice is written with every string
+    quoted)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cols, quote = [], False
+    for col in table.columns:
+        t = col.type
+        if pa.types.is_floating(t):
+            txt = pc.cast(col, pa.string())
+            whole = pc.and_(pc.is_finite(col), pc.equal(pc.floor(col), col))  # written without a point ...
+            if pc.any(whole).as_py():
+                whole = pc.and_(whole, pc.invert(pc.match_substring(txt, "e")))  # ... unless with an exponent
+                txt = pc.if_else(whole, pc.binary_join_element_wise(txt, ".0", ""), txt)
+            col = txt
+        elif pa.types.is_boolean(t):
+            col = pc.if_else(col, "True", "False")
+        elif pa.types.is_string(t) or pa.types.is_large_string(t):
+            # distinct values only: the columns repeat a few names and labels over many rows
+            quote = quote or bool(pc.any(pc.match_substring_regex(pc.unique(col), _NEEDS_QUOTES)).as_py())
+        cols.append(col)
+    return pa.table(cols, names=table.column_names), quote
+
+
+def _csv_field(text: str) -> str:
+    """``text`` as one CSV field: quoted (inner quotes doubled) where it needs it."""
+    return '"' + text.replace('"', '""') + '"' if re.search(_NEEDS_QUOTES, text) else text
+
+
+def _write_csv_slice(fh, table, header: bool) -> None:
+    """Append one slice to an open binary CSV file (Arrow's CSV writer, the header line our own; fields are
+    quoted only in a slice that has a string needing it)."""
+    import pyarrow.csv as pcsv
+
+    text, quote = _csv_table(table)
+    if header:
+        fh.write((",".join(_csv_field(n) for n in text.column_names) + "\n").encode("utf-8"))
+    pcsv.write_csv(text, fh, pcsv.WriteOptions(include_header=False, quoting_style="needed" if quote else "none"))
 
 
 def write_parquet(path, df: pd.DataFrame) -> None:
@@ -287,19 +353,24 @@ class _ParquetSink:
         self._writer: Any = None
         self.error: BaseException | None = None
 
-    def write(self, df: pd.DataFrame) -> None:
+    def write(self, table: Any, err: BaseException | None = None) -> None:
+        """Append one slice (its Arrow table, cast to the first slice's schema); ``err``: the slice could not
+        be converted (the file is then dropped)."""
         if self.error is not None:
+            return
+        if err is not None:
+            self.abort(err)
             return
         try:
             import pyarrow.parquet as pq
 
-            schema = None if self._writer is None else self._writer.schema
-            table = _arrow_table(df, schema)
             if self._writer is None:
                 self._writer = pq.ParquetWriter(self._tmp, table.schema)
+            else:
+                table = table.cast(self._writer.schema)
             self._writer.write_table(table)
-        except Exception as err:  # noqa: BLE001 - recorded; the caller reports it
-            self.abort(err)
+        except Exception as e:  # noqa: BLE001 - recorded; the caller reports it
+            self.abort(e)
 
     def abort(self, err: BaseException) -> None:
         if self.error is None:
@@ -324,8 +395,10 @@ class _ParquetSink:
 def write_table_files(
     chunks: Iterable[pd.DataFrame], csv_path: os.PathLike[str] | str, parquet_path: os.PathLike[str] | str | None
 ) -> BaseException | None:
-    """Write a table given in slices as CSV (one header, the bytes ``DataFrame.to_csv`` writes for the whole
-    table) and as Parquet (one row group per slice), both atomically, in one pass over the slices.
+    """Write a table given in slices as CSV (one header; the text of :func:`_csv_table`) and as Parquet (one
+    row group per slice), both atomically, in one pass over the slices. Each slice is converted to Arrow once
+    and both files are written from it; a slice Arrow cannot convert goes to the CSV as ``DataFrame.to_csv``
+    writes it, and the Parquet file is dropped.
 
     A CSV failure raises (nothing is left at ``csv_path``); a Parquet failure is returned (None: written),
     the CSV is still completed. Peak memory is one slice, not the table.
@@ -334,11 +407,19 @@ def write_table_files(
 
     sink = _ParquetSink(parquet_path) if parquet_path is not None else None
     try:
-        with atomic.atomic_path(csv_path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as fh:
+        with atomic.atomic_path(csv_path) as tmp, open(tmp, "wb") as fh:
             for i, df in enumerate(chunks):
-                df.to_csv(fh, header=i == 0, index=False)
+                table, err = None, None
+                try:
+                    table = _arrow_table(df)
+                except Exception as e:  # noqa: BLE001 - the Parquet file records it; the CSV goes on
+                    err = e
+                if table is None:
+                    fh.write(df.to_csv(index=False, header=i == 0, lineterminator="\n").encode("utf-8"))
+                else:
+                    _write_csv_slice(fh, table, i == 0)
                 if sink is not None:
-                    sink.write(df)
+                    sink.write(table, err)
     except BaseException as err:
         if sink is not None:
             sink.abort(err)

@@ -1,4 +1,5 @@
-"""Tables written in slices: the same CSV bytes and Parquet content as the whole table, atomic files."""
+"""Tables written in slices: the same CSV bytes and Parquet content as the whole table, CSV text that reads back
+as pandas' own CSV of the table does, atomic files."""
 
 from __future__ import annotations
 
@@ -23,6 +24,22 @@ def _csv(df: pd.DataFrame) -> bytes:
     return buf.getvalue().encode()
 
 
+def _one_slice_csv(tmp_path, df: pd.DataFrame) -> bytes:
+    """The CSV bytes of ``df`` written as one slice."""
+    assert write_table_files(iter([df]), tmp_path / "one.csv", None) is None
+    data = (tmp_path / "one.csv").read_bytes()
+    (tmp_path / "one.csv").unlink()
+    return data
+
+
+def _reads_back_as_pandas_csv(data: bytes, df: pd.DataFrame) -> None:
+    """``data`` parses (pandas' reader, its defaults) to the frame that pandas' own CSV of ``df`` parses to:
+    same columns, dtypes and values (floats exactly)."""
+    ours = pd.read_csv(io.BytesIO(data))
+    theirs = pd.read_csv(io.BytesIO(_csv(df)))
+    pd.testing.assert_frame_equal(ours, theirs, check_exact=True)
+
+
 def _partial_times(plan):
     t = critical_path_s(plan, 0.3)
     start, finish = t.start_s.copy(), t.finish_s.copy()
@@ -43,7 +60,8 @@ def test_task_slices_write_the_bytes_of_the_whole_table(tmp_path, rows, partial)
     assert len(chunks) == -(-len(plan) // rows)
     err = write_table_files(iter(chunks), tmp_path / "t.csv", tmp_path / "t.parquet")
     assert err is None
-    assert (tmp_path / "t.csv").read_bytes() == _csv(whole)
+    assert (tmp_path / "t.csv").read_bytes() == _one_slice_csv(tmp_path, whole)
+    _reads_back_as_pandas_csv((tmp_path / "t.csv").read_bytes(), whole)
     back = pd.read_parquet(tmp_path / "t.parquet")
     pd.testing.assert_frame_equal(back, pd.read_parquet(_whole_parquet(tmp_path, whole)))
     assert pq.ParquetFile(tmp_path / "t.parquet").num_row_groups == len(chunks)
@@ -72,7 +90,8 @@ def test_flow_slices_match_flows_frame_with_backend_columns(tmp_path, shape):
     chunks = list(flow_chunks(plan, times, meta, extra, chunk_rows=5))
     assert len(chunks) == -(-ids.size // 5)
     assert write_table_files(iter(chunks), tmp_path / "f.csv", tmp_path / "f.parquet") is None
-    assert (tmp_path / "f.csv").read_bytes() == _csv(whole)
+    assert (tmp_path / "f.csv").read_bytes() == _one_slice_csv(tmp_path, whole)
+    _reads_back_as_pandas_csv((tmp_path / "f.csv").read_bytes(), whole)
     pd.testing.assert_frame_equal(
         pd.read_parquet(tmp_path / "f.parquet"), pd.read_parquet(_whole_parquet(tmp_path, whole))
     )
@@ -107,8 +126,37 @@ def test_parquet_failure_keeps_the_csv_and_leaves_no_temporary_file(tmp_path, mo
     chunks = task_chunks(plan, None, meta, chunk_rows=4)
     err = write_table_files(chunks, tmp_path / "t.csv", tmp_path / "t.parquet")
     assert isinstance(err, OSError) and "disk full" in str(err)
-    assert (tmp_path / "t.csv").read_bytes() == _csv(tasks_frame(plan, None, meta))
+    _reads_back_as_pandas_csv((tmp_path / "t.csv").read_bytes(), tasks_frame(plan, None, meta))
     assert [p.name for p in tmp_path.iterdir()] == ["t.csv"]
+
+
+def test_csv_text_quotes_only_where_needed_and_keeps_floats_floats(tmp_path):
+    df = pd.DataFrame(
+        {
+            "id": np.arange(4),
+            "label": ["a b", "c", "", None],
+            "t_s": [0.0, 1.0, 2.0, np.nan],  # integral values: still read back as float64
+            "x_s": [2.5e-06, 1e20, -3.0, 0.30000000000000004],
+            "intra_node": [True, False, True, False],
+            "node": np.array([0, 1, 1, 0], dtype=object),  # non-text objects: their JSON text
+        }
+    )
+    data = _one_slice_csv(tmp_path, df)
+    assert data.decode().splitlines()[:3] == [
+        "id,label,t_s,x_s,intra_node,node",
+        "0,a b,0.0,0.0000025,True,0",
+        "1,c,1.0,1e+20,False,1",
+    ]
+    _reads_back_as_pandas_csv(data, df)
+    odd = df.assign(label=['say "hi", then', "two\nlines", "c", None])  # a slice with a field needing quotes
+    data = _one_slice_csv(tmp_path, odd)
+    assert data.decode().splitlines()[1].startswith('0,"say ""hi"", then","0.0"')
+    _reads_back_as_pandas_csv(data, odd)
+    slices = [odd.iloc[:1], odd.iloc[1:]]  # quoted and unquoted slices in one file
+    assert write_table_files(iter([df.iloc[:2], odd.iloc[2:]]), tmp_path / "m.csv", None) is None
+    _reads_back_as_pandas_csv((tmp_path / "m.csv").read_bytes(), pd.concat([df.iloc[:2], odd.iloc[2:]]))
+    assert write_table_files(iter(slices), tmp_path / "q.csv", None) is None
+    _reads_back_as_pandas_csv((tmp_path / "q.csv").read_bytes(), odd)
 
 
 def test_csv_failure_mid_table_leaves_neither_file(tmp_path):

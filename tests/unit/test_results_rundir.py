@@ -394,3 +394,27 @@ def test_timeline_colors_the_compilers_forward_backward_and_recompute_kernels_by
     assert {"fwd", "bwd", "recompute"} <= set(got.values()), sorted(set(got.values()))
     assert all(v == "fwd" for lab, v in got.items() if lab.startswith("F"))
     assert all(v == ("recompute" if ".recompute." in lab else "bwd") for lab, v in got.items() if lab.startswith("B"))
+
+
+def test_timeline_merges_kernels_closer_than_its_resolution_and_keeps_the_covered_time():
+    """``merge_spans``: intervals that overlap or are at most ``gap`` apart become one span; the union of the
+    spans is the union of the kernels (nothing drawn where no kernel ran, beyond the gaps it bridged)."""
+    from hetero_ns3.results.plots import merge_spans
+
+    start = np.array([5.0, 0.0, 1.0, 2.05, 9.0, 2.5])
+    finish = np.array([6.0, 1.0, 2.0, 3.0, 9.5, 2.6])  # 2.5-2.6 lies inside 2.05-3.0
+    lo, hi = merge_spans(start, finish, gap=0.1)
+    assert lo.tolist() == [0.0, 5.0, 9.0] and hi.tolist() == [3.0, 6.0, 9.5]
+    lo, hi = merge_spans(start, finish, gap=0.0)  # touching kernels still join; 2.0 -> 2.05 stays a gap
+    assert lo.tolist() == [0.0, 2.05, 5.0, 9.0] and hi.tolist() == [2.0, 3.0, 6.0, 9.5]
+    rng = np.random.default_rng(3)
+    s = rng.uniform(0, 100, 500)
+    f = s + rng.uniform(0, 0.3, 500)
+    lo, hi = merge_spans(s, f, gap=0.0)
+    grid = np.linspace(0, 101, 20_001)
+    covered = ((grid[:, None] >= s) & (grid[:, None] <= f)).any(axis=1)
+    merged = ((grid[:, None] >= lo) & (grid[:, None] <= hi)).any(axis=1)
+    assert np.array_equal(covered, merged)
+    assert np.all(lo[1:] > hi[:-1])  # disjoint, in time order
+    empty = merge_spans(np.zeros(0), np.zeros(0), 1.0)
+    assert empty[0].size == 0 and empty[1].size == 0
