@@ -57,7 +57,7 @@ __all__ = [
 
 def _dims(c: LayerContext) -> tuple[int, int, int, int]:
     md, t = c.model, c.tp
-    return c.tokens, md.hidden, (md.hidden + 2 * md.kv_dim) // t, md.ffn_hidden // t
+    return c.tokens, md.hidden, (md.q_dim + 2 * md.kv_dim) // t, md.ffn_hidden // t
 
 
 def _sp(c: LayerContext) -> bool:
@@ -110,7 +110,20 @@ def _rope(c: LayerContext, name: str) -> tuple[Kernel, ...]:
     md = c.model
     if md.learned_pos_emb:
         return ()
-    return (mem(name, ROPE_BYTES * c.tokens * (md.hidden + md.kv_dim) // c.tp),)
+    return (mem(name, ROPE_BYTES * c.tokens * (md.q_dim + md.kv_dim) // c.tp),)
+
+
+QK_NORM_BYTES = 4.0
+"""Query / key head normalization per element (``qk_norm``): one read and one write of each 2-byte element
+forward; backward 1.5x, as the layer norms (:func:`attention_backward`)."""
+
+
+def _qk_norm(c: LayerContext, name: str, scale: float = 1.0) -> tuple[Kernel, ...]:
+    """The head norms of this rank's queries and keys (none without ``model.qk_norm``)."""
+    md = c.model
+    if not md.qk_norm:
+        return ()
+    return (mem(name, scale * QK_NORM_BYTES * c.tokens * (md.q_dim + md.kv_dim) // c.tp),)
 
 
 def _norm_bytes(c: LayerContext) -> float:
@@ -156,21 +169,21 @@ def attention_forward(c: LayerContext) -> list[Step]:
             *_overlapped(
                 c,
                 "attn",
-                (gemm("qkv", T, qkv_n, h), *_rope(c, "rope")),
+                (gemm("qkv", T, qkv_n, h), *_qk_norm(c, "qk_norm"), *_rope(c, "rope")),
                 _core_steps(c, "attn.mid"),
-                gemm("proj", T, h, h // c.tp),
+                gemm("proj", T, h, c.model.q_dim // c.tp),
             ),
             Compute("attn.bda", (mem("bda1", _bda_bytes(c)),)),
         ]
     if c.cp > 1:
         core: list[Step] = [
-            Compute("attn", (gemm("qkv", T, qkv_n, h), *_rope(c, "rope"))),
+            Compute("attn", (gemm("qkv", T, qkv_n, h), *_qk_norm(c, "qk_norm"), *_rope(c, "rope"))),
             *_core_steps(c, "attn"),
-            Compute("attn.proj", (gemm("proj", T, h, h // c.tp),)),
+            Compute("attn.proj", (gemm("proj", T, h, c.model.q_dim // c.tp),)),
         ]
     else:
-        qkv = (gemm("qkv", T, qkv_n, h), *_rope(c, "rope"))
-        core = [Compute("attn", (*qkv, *attention_core(c, False), gemm("proj", T, h, h // c.tp)))]
+        qkv = (gemm("qkv", T, qkv_n, h), *_qk_norm(c, "qk_norm"), *_rope(c, "rope"))
+        core = [Compute("attn", (*qkv, *attention_core(c, False), gemm("proj", T, h, c.model.q_dim // c.tp)))]
     return [
         Compute("attn.ln", (mem("ln1", _norm_bytes(c)),)),
         *_tp_enter(c, "attn"),
@@ -186,18 +199,18 @@ def attention_backward(c: LayerContext) -> list[Step]:
     if _sp(c):
         steps.append(Comm("attn.ag_grad", "all_gather", c.act_bytes, "tp"))
     if c.cp > 1:
-        steps.append(Compute("attn.bwd", gemm_bwd("proj", T, h, h // c.tp)))
+        steps.append(Compute("attn.bwd", gemm_bwd("proj", T, h, c.model.q_dim // c.tp)))
         if c.recompute == "selective":
             steps += cp_attention_steps(c, False, "recompute.attn.cp")
         steps += cp_attention_steps(c, True)
-        rope = _rope(c, "rope.bwd")
+        rope = (*_rope(c, "rope.bwd"), *_qk_norm(c, "qk_norm.bwd", 1.5))
         if rope:
             steps.append(Compute("attn.rope.bwd", rope))
     else:
-        kern = [*gemm_bwd("proj", T, h, h // c.tp)]
+        kern = [*gemm_bwd("proj", T, h, c.model.q_dim // c.tp)]
         if c.recompute == "selective":
             kern += attention_core(c, False)
-        kern += [*attention_core(c, True), *_rope(c, "rope.bwd")]
+        kern += [*attention_core(c, True), *_rope(c, "rope.bwd"), *_qk_norm(c, "qk_norm.bwd", 1.5)]
         steps.append(Compute("attn.bwd", tuple(kern)))
     steps += _col_parallel_bwd(c, "qkv", *gemm_bwd("qkv", T, qkv_n, h))
     steps.append(Compute("attn.ln.bwd", (mem("ln1.bwd", 1.5 * _norm_bytes(c)),)))

@@ -46,10 +46,10 @@ kernels keep the BF16 logits, which their backward overwrites with the gradient.
 
 def layer_params_per_rank(model: ModelSpec, layer: int, tp: int, ep: int) -> RankParams:
     """Parameters of layer ``layer`` on one rank: TP-sharded matrices / tp, replicated norms and row biases."""
-    h, f, kvd = model.hidden, model.ffn_hidden, model.kv_dim
+    h, f, kvd, q = model.hidden, model.ffn_hidden, model.kv_dim, model.q_dim
     bias = model.bias
-    attn_sharded = h * (h + 2 * kvd) + (h + 2 * kvd if bias else 0) + h * h
-    repl = 2 * model.norm_params() + (h if bias else 0)
+    attn_sharded = h * (q + 2 * kvd) + (q + 2 * kvd if bias else 0) + q * h
+    repl = 2 * model.norm_params() + (h if bias else 0) + model.qk_norm_params()
     mats = 3 if model.gated_mlp else 2
     mlp_sharded = mats * h * f + ((f * (2 if model.gated_mlp else 1)) if bias else 0)
     if model.is_moe_layer(layer):
@@ -115,7 +115,10 @@ def layer_activation_bytes(
     drop = 1.0 if model.dropout else 0.0
     lin_in = 1.0 if fp8 else 2.0  # bytes per element of a saved linear-layer input
     non_par = (4.0 + 2 * lin_in + 2 * drop) * sbh * h  # two norm inputs, the QKV and fc1 inputs, dropout masks
-    attn = (4.0 * h + 4.0 * model.kv_dim + (h if fp8 else 0.0)) * sbh  # Q, K, V, O (+ O's FP8 copy)
+    q, kv = model.q_dim, model.kv_dim
+    attn = (4.0 * q + 4.0 * kv + (q if fp8 else 0.0)) * sbh  # Q, K, V, O (+ O's FP8 copy)
+    if model.qk_norm:
+        attn += 2.0 * (q + kv) * sbh  # the query and key head norms' inputs
     k = model.top_k if model.is_moe_layer(layer) else 1
     mlp = (2.0 * model.ffn_hidden * (2 if model.gated_mlp else 1) + lin_in * model.ffn_hidden) * sbh * k
     scores = 0.0

@@ -34,6 +34,12 @@ class ModelSpec:
         hidden: hidden size h.
         heads: attention (query) heads.
         kv_heads: key/value heads (GQA groups); 0 means equal to ``heads``.
+        kv_channels: size of one attention head (Megatron's ``--kv-channels``, Hugging Face's ``head_dim``);
+            0 means hidden / heads. Set where the heads are wider than hidden / heads (Qwen3: 32 heads of 128
+            on a hidden size of 2048): the query and output projections are then hidden x heads x
+            kv_channels.
+        qk_norm: a normalization of every query and key head before the rotary embedding (Megatron's
+            ``--qk-layernorm``, Qwen3, OLMo 2).
         ffn_hidden: MLP inner size (each of gate/up for gated MLPs).
         vocab: vocabulary size before padding.
         seq_len: training sequence length s, tokens.
@@ -58,6 +64,8 @@ class ModelSpec:
     vocab: int = field(metadata={"doc": "vocabulary size"})
     seq_len: int = field(metadata={"doc": "sequence length, tokens"})
     kv_heads: int = 0
+    kv_channels: int = 0
+    qk_norm: bool = False
     experts: int = 1
     top_k: int = 1
     moe_every: int = 1
@@ -77,8 +85,15 @@ class ModelSpec:
                 raise field_error(f"{where}.{key}", getattr(self, key), "must be >= 1")
         if self.kv_heads < 0:
             raise field_error(f"{where}.kv_heads", self.kv_heads, "must be >= 0 (0 = same as heads)")
-        if self.hidden % self.heads:
-            raise field_error(f"{where}.heads", self.heads, f"must divide {where}.hidden ({self.hidden})")
+        if self.kv_channels < 0:
+            raise field_error(f"{where}.kv_channels", self.kv_channels, "must be >= 0 (0 = hidden / heads)")
+        if not self.kv_channels and self.hidden % self.heads:
+            raise field_error(
+                f"{where}.heads",
+                self.heads,
+                f"must divide {where}.hidden ({self.hidden})",
+                f"or give {where}.kv_channels, the size of one head",
+            )
         if self.heads % self.n_kv_heads:
             raise field_error(f"{where}.kv_heads", self.kv_heads, f"must divide {where}.heads ({self.heads})")
         if self.top_k > self.experts:
@@ -92,8 +107,13 @@ class ModelSpec:
 
     @property
     def head_dim(self) -> int:
-        """Per-head size, hidden / heads."""
-        return self.hidden // self.heads
+        """Per-head size: ``kv_channels``, else hidden / heads."""
+        return self.kv_channels or self.hidden // self.heads
+
+    @property
+    def q_dim(self) -> int:
+        """Width of Q (and of the attention output): heads x head_dim (= hidden unless ``kv_channels`` is set)."""
+        return self.heads * self.head_dim
 
     @property
     def kv_dim(self) -> int:
@@ -116,10 +136,14 @@ class ModelSpec:
     # -- parameters -------------------------------------------------------------------------------
     def attention_params(self) -> int:
         """Parameters of one attention block (QKV, output projection, biases)."""
-        h = self.hidden
-        qkv = h * (h + 2 * self.kv_dim) + (h + 2 * self.kv_dim if self.bias else 0)
-        out = h * h + (h if self.bias else 0)
-        return qkv + out
+        h, q = self.hidden, self.q_dim
+        qkv = h * (q + 2 * self.kv_dim) + (q + 2 * self.kv_dim if self.bias else 0)
+        out = q * h + (h if self.bias else 0)
+        return qkv + out + self.qk_norm_params()
+
+    def qk_norm_params(self) -> int:
+        """Parameters of the query and key head norms (one weight of head_dim each; 0 without ``qk_norm``)."""
+        return 2 * self.head_dim if self.qk_norm else 0
 
     def mlp_params(self) -> int:
         """Parameters of one dense MLP (one expert)."""
@@ -153,10 +177,10 @@ class ModelSpec:
     # -- FLOPs (Narayanan et al. conventions) ---------------------------------------------------------
     def layer_forward_flops(self, batch: int, layer: int = 0) -> float:
         """Forward FLOPs of one layer for ``batch`` sequences: GEMMs + attention scores."""
-        b, s, h = batch, self.seq_len, self.hidden
-        qkv = 2 * b * s * h * (h + 2 * self.kv_dim)
-        scores = 4 * b * s * s * h
-        out = 2 * b * s * h * h
+        b, s, h, q = batch, self.seq_len, self.hidden, self.q_dim
+        qkv = 2 * b * s * h * (q + 2 * self.kv_dim)
+        scores = 4 * b * s * s * q
+        out = 2 * b * s * q * h
         mlp = 2 * b * s * h * self.ffn_hidden * (3 if self.gated_mlp else 2)
         if self.is_moe_layer(layer):
             mlp = mlp * self.top_k + 2 * b * s * h * self.experts
@@ -164,7 +188,7 @@ class ModelSpec:
 
     def attention_score_flops(self, batch: int) -> float:
         """Forward FLOPs of QK^T and scores x V for ``batch`` sequences (recomputed by selective)."""
-        return float(4 * batch * self.seq_len**2 * self.hidden)
+        return float(4 * batch * self.seq_len**2 * self.q_dim)
 
     def logit_forward_flops(self, batch: int, tp: int = 1) -> float:
         """Forward FLOPs of the output (logit) GEMM."""
