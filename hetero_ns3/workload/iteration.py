@@ -9,6 +9,9 @@ steps that follow Megatron-LM's iteration:
   neighbouring (virtual) stages;
 * :meth:`~IterationCompiler.gradient_sync`: one gradient bucket's DP reduction (or, after the
   optimizer under the distributed optimizer, its parameter all-gather), dense and expert parts;
+* :meth:`~IterationCompiler.fsdp_gather` / :meth:`~IterationCompiler.fsdp_reduce`: under zero_stage 3 (FSDP) one
+  unit's parameter all-gather before its forward or backward, and its gradient reduce-scatter after its backward,
+  in every micro-batch;
 * :meth:`~IterationCompiler.tied_embeddings`: the embedding-gradient all-reduce between first and last stage;
 * :meth:`~IterationCompiler.optimizer_step`: the Adam step over the local shard, the parameter
   all-gathers and the host overhead.
@@ -54,6 +57,7 @@ class IterationCompiler:
         self.progs = StepPrograms(spec)
         self.gbytes = GRAD_BYTES[plan.grad_reduce_dtype]
         self.zero = plan.zero_stage
+        self.fsdp = self.zero >= 3
         sp_div = self.tp if plan.sequence_parallel and self.tp > 1 else 1
         self.act_p2p = L.ACT_BYTES * plan.micro_batch * (model.seq_len // plan.cp) * model.hidden / sp_div
         self.dp_kind = "reduce_scatter" if self.zero >= 1 else "all_reduce"
@@ -61,6 +65,7 @@ class IterationCompiler:
         self.emb_grad_bytes = 4.0 * model.padded_vocab(self.tp) * model.hidden / self.tp
         self.orders = {v: params_in_grad_order(spec, v, self.tp, self.pp) for v in range(self.n_v)}
         self.buckets = {v: bucketize(self.orders[v], plan.bucket_params) for v in range(self.n_v)}
+        self.units = {v: {u: (d, e) for u, d, e in self.orders[v]} for v in range(self.n_v)}
         self._gpu_memo: dict[tuple[int, int, int], str] = {}
         self._group_memo: dict[tuple[str, int, int], Groups] = {}
         self._group_of = {
@@ -181,6 +186,48 @@ class IterationCompiler:
             )
             w.sync_ops.append(oid)
 
+    def _fsdp_comm(
+        self, w: _ProgramBuilder, chunk: int, v: int, unit: str, kind: str, phase: str, mb: int
+    ) -> list[int]:
+        """Under zero_stage 3 one unit's parameter all-gather (``kind`` ag, BF16) or gradient reduce-scatter (rs,
+        the reduce dtype), dense over dp and expert over edp, on the communication stream; its op ids."""
+        dense, expert = self.units[v][unit]
+        nbytes, coll = (L.ACT_BYTES, "all_gather") if kind == "ag" else (self.gbytes, "reduce_scatter")
+        out = []
+        for part, n in (("dense", dense), ("expert", expert)):
+            if part == "dense":
+                groups = self.member_groups("dp", w.stage, w.replica)
+                key: tuple = ("fsdp", kind, part, w.stage, chunk, unit, phase, mb)
+            else:
+                groups = self.member_groups("edp", w.stage, w.replica)
+                key = ("fsdp", kind, part, w.stage, w.replica % self.plan.ep, chunk, unit, phase, mb)
+            if n <= 0 or len(groups[0]) < 2:
+                continue
+            name = f"dp.fsdp_{kind}.{part}.c{chunk}.{unit}.{phase}{mb}"
+            out.append(
+                w.comm(name, coll, n * nbytes, groups, "dp", self.ids.instance(key), "async", phase, mb, chunk,
+                       join=False)
+            )  # fmt: skip
+        return out
+
+    def fsdp_units(self, w: _ProgramBuilder, v: int, chunk: int, phase: str, mb: int, units: list[str], run) -> None:
+        """Run ``units`` (in execution order) of virtual stage ``v`` under FSDP: each unit's compute waits for its
+        parameter all-gather, issued when the unit before it started (one unit of prefetch, PyTorch FSDP's and
+        Megatron-FSDP's default); in backward (``phase`` B) each unit's gradients are reduce-scattered as soon as
+        its backward is done, and the optimizer waits for them. ``run(unit)`` emits the unit's own steps."""
+        gates: dict[str, list[int]] = {}
+        if units:
+            gates[units[0]] = self._fsdp_comm(w, chunk, v, units[0], "ag", phase, mb)
+        for i, unit in enumerate(units):
+            if i + 1 < len(units):
+                gates[units[i + 1]] = self._fsdp_comm(w, chunk, v, units[i + 1], "ag", phase, mb)
+            w.flush()
+            w.pending_join += gates.pop(unit)
+            run(unit)
+            if phase == "B":
+                w.flush()
+                w.sync_ops += self._fsdp_comm(w, chunk, v, unit, "rs", phase, mb)
+
     def tied_embeddings(self, w: _ProgramBuilder) -> None:
         """All-reduce of the tied embedding gradient between the first and the last stage."""
         pp, tp = self.pp, self.tp
@@ -201,7 +248,7 @@ class IterationCompiler:
         w.pending_join += w.sync_ops
         w.compute("optimizer", f, b, t, "opt", -1, -1)
         opt = w.flush()
-        if self.zero >= 1 and not plan.overlap_param_gather:
+        if self.zero >= 1 and not plan.overlap_param_gather and not self.fsdp:
             for c in range(chunks):
                 for bk in self.buckets[c * pp + w.stage]:
                     self.gradient_sync(w, c, bk, "param_ag", L.ACT_BYTES, "all_gather", opt)
@@ -237,16 +284,21 @@ class IterationCompiler:
         tag, mb, ch = f"{s.phase}{s.microbatch}.c{s.chunk}", s.microbatch, s.chunk
         if v > 0:
             self.pipeline_p2p(w, (v - 1) % pp, False, "F", mb, ch, v - 1)
-        if v == 0:
-            self._param_gate(w, ch, "emb")
-            self.run_steps(w, progs.program("emb_f"), f"{tag}.emb", "F", mb, ch)
-        for layer in range(first, first + n_layers):
-            self._param_gate(w, ch, f"L{layer}")
-            self.run_steps(w, progs.program("layer_f", layer), f"{tag}.L{layer}", "F", mb, ch)
-        if v == n_v - 1:
-            self._param_gate(w, ch, "head")
-            self.run_steps(w, progs.program("head_f"), f"{tag}.head", "F", mb, ch)
+        units = (["emb"] if v == 0 else []) + [f"L{i}" for i in range(first, first + n_layers)]
+        units += ["head"] if v == n_v - 1 else []
+
+        def run(unit: str) -> None:
+            what = {"emb": "emb_f", "head": "head_f"}.get(unit, "layer_f")
+            layer = int(unit[1:]) if what == "layer_f" else 0
+            self.run_steps(w, progs.program(what, layer), f"{tag}.{unit}", "F", mb, ch)
+
+        if self.fsdp:
+            self.fsdp_units(w, v, ch, "F", mb, units, run)
         else:
+            for unit in units:
+                self._param_gate(w, ch, unit)
+                run(unit)
+        if v < n_v - 1:
             self.pipeline_p2p(w, (v + 1) % pp, True, "F", mb, ch, v)
 
     def backward_step(self, w: _ProgramBuilder, s: PipelineStep, final: bool) -> None:
@@ -257,26 +309,28 @@ class IterationCompiler:
         v = s.chunk * pp + w.stage
         first, n_layers = self.firsts[v], self.spec.stage_layers[v]
         tag, mb, ch = f"{s.phase}{s.microbatch}.c{s.chunk}", s.microbatch, s.chunk
-        ready = {bk.last_unit: bk for bk in self.buckets[v]} if final and plan.overlap_grad_reduce else {}
+        fsdp = self.fsdp
+        ready = {bk.last_unit: bk for bk in self.buckets[v]} if final and plan.overlap_grad_reduce and not fsdp else {}
         if v < n_v - 1:
             self.pipeline_p2p(w, (v + 1) % pp, False, "B", mb, ch, v + 1)
-        else:
-            self.run_steps(w, progs.program("head_b"), f"{tag}.head", "B", mb, ch)
-            if "head" in ready:
-                self.gradient_sync(w, ch, ready["head"], "grad", gbytes, dp_kind)
-            if final and self.tied_sync:
+        units = (["head"] if v == n_v - 1 else []) + [f"L{i}" for i in reversed(range(first, first + n_layers))]
+        units += ["emb"] if v == 0 else []
+
+        def run(unit: str) -> None:
+            what = {"emb": "emb_b", "head": "head_b"}.get(unit, "layer_b")
+            layer = int(unit[1:]) if what == "layer_b" else 0
+            self.run_steps(w, progs.program(what, layer), f"{tag}.{unit}", "B", mb, ch)
+            if unit in ready:
+                self.gradient_sync(w, ch, ready[unit], "grad", gbytes, dp_kind)
+            if unit in ("head", "emb") and final and self.tied_sync:
                 self.tied_embeddings(w)
-        for layer in reversed(range(first, first + n_layers)):
-            self.run_steps(w, progs.program("layer_b", layer), f"{tag}.L{layer}", "B", mb, ch)
-            if f"L{layer}" in ready:
-                self.gradient_sync(w, ch, ready[f"L{layer}"], "grad", gbytes, dp_kind)
-        if v == 0:
-            self.run_steps(w, progs.program("emb_b"), f"{tag}.emb", "B", mb, ch)
-            if "emb" in ready:
-                self.gradient_sync(w, ch, ready["emb"], "grad", gbytes, dp_kind)
-            if final and self.tied_sync:
-                self.tied_embeddings(w)
+
+        if fsdp:
+            self.fsdp_units(w, v, ch, "B", mb, units, run)
         else:
+            for unit in units:
+                run(unit)
+        if v > 0:
             self.pipeline_p2p(w, (v - 1) % pp, True, "B", mb, ch, v)
 
     def worker_program(self, stage: int, rep: int) -> Program:
@@ -288,7 +342,7 @@ class IterationCompiler:
         )
         steps = pipeline_schedule(plan.schedule, pp, stage, self.spec.replica_microbatches[rep], self.chunks)
         self._gates = {}
-        if self.zero >= 1 and plan.overlap_param_gather:
+        if self.zero >= 1 and plan.overlap_param_gather and not self.fsdp:
             self.prefetch_params(w)
         last_b = {s.chunk: i for i, s in enumerate(steps) if s.phase == "B"}
         for i, s in enumerate(steps):
@@ -296,7 +350,7 @@ class IterationCompiler:
                 self.forward_step(w, s)
             else:
                 self.backward_step(w, s, i == last_b[s.chunk])
-        if not plan.overlap_grad_reduce:
+        if not plan.overlap_grad_reduce and not self.fsdp:
             for c in range(self.chunks):
                 for bk in self.buckets[c * pp + stage]:
                     self.gradient_sync(w, c, bk, "grad", self.gbytes, self.dp_kind)

@@ -2,7 +2,9 @@
 
 * Model states (bytes per parameter, Megatron-LM distributed-optimizer documentation): bf16 weights 2,
   fp32 main gradients 4, fp32 master weights + Adam moments 12 -> 18; with the distributed optimizer
-  (zero_stage 1) 6 + 12/d; zero_stage 2 also shards gradients: 2 + 16/d. d is the data-parallel
+  (zero_stage 1) 6 + 12/d; zero_stage 2 also shards gradients: 2 + 16/d; zero_stage 3 (FSDP) the weights
+  too: 18/d, plus the gathered BF16 weights of the layers in flight (:data:`FSDP_GATHERED_UNITS`). d is the
+  data-parallel
   group of the parameter (dp for dense, dp/ep for expert weights). The gradient buffer holds the
   reduce dtype: 4 bytes with fp32 reduction (Megatron's ``accumulate_allreduce_grads_in_fp32``, the
   default); with bf16 / fp16 reduction (Megatron-Core DDP's ``grad_reduce_in_fp32 = False``, NeMo's
@@ -37,6 +39,10 @@ class RankParams:
     def total(self) -> float:
         return self.dense + self.expert
 
+
+FSDP_GATHERED_UNITS = 2
+"""Units (layers, the embedding, the head) whose full BF16 weights a rank holds at once under zero_stage 3: the
+one running and the one whose all-gather is prefetched."""
 
 LOSS_LOGIT_BYTES = {"unfused": 4.0, "fused": 4.0, "te": 2.0}
 """Bytes per local logit the loss keeps from forward to backward on the last stage, by ``[compute]
@@ -82,7 +88,7 @@ def state_bytes(
     def shard(x_dense: float, x_exp: float, on: bool) -> float:
         return (params.dense * x_dense / d_dense + params.expert * x_exp / d_exp) if on else params.total * x_dense
 
-    weights = 2.0 * params.total
+    weights = shard(2.0, 2.0, zero_stage >= 3)
     grads = shard(grad_bytes, grad_bytes, zero_stage >= 2)
     per_opt = 12.0 if grad_bytes >= 4.0 else 16.0
     optim = shard(per_opt, per_opt, zero_stage >= 1)

@@ -45,7 +45,11 @@ class ParallelismSpec:
             ``interleaved`` (1F1B with ``vpp`` virtual stages).
         recompute: activation recomputation: ``none``, ``selective`` (attention core) or ``full`` (layer).
         zero_stage: 0 plain DP all-reduce; 1 distributed optimizer (gradient reduce-scatter,
-            parameter all-gather, optimizer states sharded); 2 also shards gradients.
+            parameter all-gather, optimizer states sharded); 2 also shards gradients; 3 fully sharded data
+            parallelism (ZeRO-3 / FSDP, Megatron-FSDP's ``optim_grads_params``): weights sharded too, each
+            layer's parameters all-gathered before its forward and again before its backward in every
+            micro-batch (the next layer's gather issued as the current one starts), its gradients
+            reduce-scattered after its backward in every micro-batch.
         bucket_params: gradient bucket size, parameters (Megatron ``ddp_bucket_size``; 40M default).
         overlap_grad_reduce: launch each bucket's reduction as soon as its gradients are final
             (Megatron ``--overlap-grad-reduce``).
@@ -97,8 +101,8 @@ class ParallelismSpec:
             raise field_error(
                 f"{where}.global_batch", self.global_batch, "must be >= 1", "set the sequences per iteration"
             )
-        if self.zero_stage not in (0, 1, 2):
-            raise field_error(f"{where}.zero_stage", self.zero_stage, "must be 0, 1 or 2")
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise field_error(f"{where}.zero_stage", self.zero_stage, "must be 0, 1, 2 or 3")
         if self.global_batch % self.micro_batch:
             raise field_error(
                 f"{where}.global_batch",

@@ -24,6 +24,7 @@ from hetero_ns3.workload.artefact import Workload
 from hetero_ns3.workload.compiler import GRAD_BYTES, CompileSpec, StepPrograms, compile_workload, params_in_grad_order
 from hetero_ns3.workload.gcpause import gc_paused
 from hetero_ns3.workload.memory import (
+    FSDP_GATHERED_UNITS,
     GIB,
     LOSS_LOGIT_BYTES,
     MemoryEstimate,
@@ -218,6 +219,7 @@ def estimate_memory(
     firsts = [sum(spec.stage_layers[:v]) for v in range(n_v)]
     fp8 = compute.precision == "fp8"
     cache: dict[tuple[int, int], tuple[RankParams, float]] = {}
+    gathered: dict[int, float] = {}  # FSDP: the largest unit of each stage, parameters gathered
     for slot in placement.slots:
         s, d = slot.pp, slot.dp
         m_rep = spec.replica_microbatches[d]
@@ -230,6 +232,7 @@ def estimate_memory(
                 for _u, dn, ex in params_in_grad_order(spec, v, tp, pp):
                     dense += dn
                     expert += ex
+                    gathered[s] = max(gathered.get(s, 0.0), dn + ex)
                 weights[c] = sum(
                     layer_activation_bytes(
                         model, i, plan.micro_batch, tp, sp, plan.recompute, compute.flash_attention, plan.cp, fp8
@@ -248,6 +251,8 @@ def estimate_memory(
             cache[key] = (RankParams(dense, expert), act)
         params, act = cache[key]
         w, g, o = state_bytes(params, plan.zero_stage, dp, plan.ep, GRAD_BYTES[plan.grad_reduce_dtype])
+        if plan.zero_stage >= 3:  # the gathered BF16 weights of the units in flight (the current and the prefetched)
+            w += FSDP_GATHERED_UNITS * 2.0 * gathered[s]
         cap = spec.gpu_of(slot.gpu_type).hbm_bytes
         out.append(
             MemoryEstimate(

@@ -78,7 +78,7 @@ def test_bad_plans_name_fields(model: str, kw: dict, nodes: int | tuple[int, int
             r"global_batch \(10\) is not a multiple of parallelism\.micro_batch \(4\).*use a multiple of 4, e\.g\. 8",
         ),
         ({"global_batch": 8, "vpp": 2}, r"parallelism\.vpp \(2\) needs parallelism\.schedule = 'interleaved'"),
-        ({"global_batch": 8, "zero_stage": 3}, r"zero_stage \(3\) must be 0, 1 or 2"),
+        ({"global_batch": 8, "zero_stage": 4}, r"zero_stage \(4\) must be 0, 1, 2 or 3"),
     ],
 )
 def test_field_checks(kw: dict, pattern: str) -> None:
