@@ -177,6 +177,14 @@ def _write_phase(out: str, plan, times, meta, flows_df, whole: bool, previous: b
     if previous:
         w = rundir.RunPaths.at(Path(out) / "previous")
         w.root.mkdir(parents=True, exist_ok=True)
+
+        def npz_before() -> None:  # numpy's own writer at its default deflate level (before session 13)
+            arrays = {n: getattr(plan, n) for n in ("kind", "gpu", "dst", "size_bytes", "duration_s", "stream")}
+            arrays |= {n: getattr(plan, n) for n in ("priority", "dep_ptr", "dep_idx", "label", "category", "channel")}
+            names = {n: np.asarray(getattr(plan, n), dtype=str) for n in ("gpus", "labels", "categories")}
+            np.savez_compressed(w.plan, **names, **arrays)
+
+        _step("plan.npz (previous: numpy.savez_compressed)", npz_before)
         _step(
             "tasks (previous writer)",
             lambda: _previous_writer(tables.task_chunks(plan, times, meta), w.tasks, w.tasks_parquet),
