@@ -9,9 +9,9 @@ steps that follow Megatron-LM's iteration:
   neighbouring (virtual) stages;
 * :meth:`~IterationCompiler.gradient_sync`: one gradient bucket's DP reduction (or, after the
   optimizer under the distributed optimizer, its parameter all-gather), dense and expert parts;
-* :meth:`~IterationCompiler.fsdp_gather` / :meth:`~IterationCompiler.fsdp_reduce`: under zero_stage 3 (FSDP) one
-  unit's parameter all-gather before its forward or backward, and its gradient reduce-scatter after its backward,
-  in every micro-batch;
+* :meth:`~IterationCompiler.fsdp_units`: under zero_stage 3 (FSDP) the units of one step, each after its
+  parameter all-gather (the next one's prefetched) and, in backward, followed by its gradient reduce-scatter, in
+  every micro-batch;
 * :meth:`~IterationCompiler.tied_embeddings`: the embedding-gradient all-reduce between first and last stage;
 * :meth:`~IterationCompiler.optimizer_step`: the Adam step over the local shard, the parameter
   all-gathers and the host overhead.
@@ -21,6 +21,8 @@ for a scenario). docs/workload.md describes what each step contains.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from hetero_ns3.compute.roofline import Kernel
 from hetero_ns3.workload import layers as L
@@ -210,7 +212,9 @@ class IterationCompiler:
             )  # fmt: skip
         return out
 
-    def fsdp_units(self, w: _ProgramBuilder, v: int, chunk: int, phase: str, mb: int, units: list[str], run) -> None:
+    def fsdp_units(
+        self, w: _ProgramBuilder, v: int, chunk: int, phase: str, mb: int, units: list[str], run: Callable[[str], None]
+    ) -> None:
         """Run ``units`` (in execution order) of virtual stage ``v`` under FSDP: each unit's compute waits for its
         parameter all-gather, issued when the unit before it started (one unit of prefetch, PyTorch FSDP's and
         Megatron-FSDP's default); in backward (``phase`` B) each unit's gradients are reduce-scattered as soon as
