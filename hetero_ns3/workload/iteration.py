@@ -153,6 +153,45 @@ class IterationCompiler:
         if not send:
             w.join()
 
+    def _dp_parts(
+        self,
+        w: _ProgramBuilder,
+        stem: str,
+        suffix: str,
+        key: tuple[tuple, tuple],
+        dense: float,
+        expert: float,
+        nbytes: float,
+        collective: str,
+        phase: str,
+        mb: int = -1,
+        chunk: int = -1,
+        dep: int | None = None,
+    ) -> list[int]:
+        """One data-parallel collective of ``dense`` parameters over dp and of ``expert`` parameters over edp (each
+        skipped when empty or on a group of one), async on the communication stream, named
+        ``{stem}.{part}.{suffix}``; ``key`` (head, tail) frames the instance key around the part and the stage
+        (and, for the expert part, the expert block). Returns their op ids."""
+        head, tail = key
+        extra = (dep,) if dep is not None else ()
+        out = []
+        for part, n in (("dense", dense), ("expert", expert)):
+            if part == "dense":
+                groups = self.member_groups("dp", w.stage, w.replica)
+                k: tuple = (*head, part, w.stage, *tail)
+            else:
+                groups = self.member_groups("edp", w.stage, w.replica)
+                k = (*head, part, w.stage, w.replica % self.plan.ep, *tail)
+            if n <= 0 or len(groups[0]) < 2:
+                continue
+            inst = self.ids.instance(k)
+            name = f"{stem}.{part}.{suffix}"
+            out.append(
+                w.comm(name, collective, n * nbytes, groups, "dp", inst, "async", phase, mb, chunk, join=False,
+                       extra_deps=extra)
+            )  # fmt: skip
+        return out
+
     def gradient_sync(
         self,
         w: _ProgramBuilder,
@@ -164,29 +203,11 @@ class IterationCompiler:
         dep: int | None = None,
     ) -> None:
         """One bucket's DP collective (``kind`` grad or param_ag), dense over dp and expert over edp."""
-        for part, n in (("dense", bk.dense), ("expert", bk.expert)):
-            if part == "dense":
-                groups = self.member_groups("dp", w.stage, w.replica)
-                key: tuple = ("dp", kind, part, w.stage, chunk, bk.index)
-            else:
-                groups = self.member_groups("edp", w.stage, w.replica)
-                key = ("dp", kind, part, w.stage, w.replica % self.plan.ep, chunk, bk.index)
-            if n <= 0 or len(groups[0]) < 2:
-                continue
-            extra = (dep,) if dep is not None else ()
-            oid = w.comm(
-                f"dp.{kind}.{part}.c{chunk}.b{bk.index}",
-                collective,
-                n * nbytes,
-                groups,
-                "dp",
-                self.ids.instance(key),
-                "async",
-                "opt",
-                join=False,
-                extra_deps=extra,
-            )
-            w.sync_ops.append(oid)
+        key = (("dp", kind), (chunk, bk.index))
+        suffix = f"c{chunk}.b{bk.index}"
+        w.sync_ops += self._dp_parts(
+            w, f"dp.{kind}", suffix, key, bk.dense, bk.expert, nbytes, collective, "opt", dep=dep
+        )
 
     def _fsdp_comm(
         self, w: _ProgramBuilder, chunk: int, v: int, unit: str, kind: str, phase: str, mb: int
@@ -195,22 +216,9 @@ class IterationCompiler:
         the reduce dtype), dense over dp and expert over edp, on the communication stream; its op ids."""
         dense, expert = self.units[v][unit]
         nbytes, coll = (L.ACT_BYTES, "all_gather") if kind == "ag" else (self.gbytes, "reduce_scatter")
-        out = []
-        for part, n in (("dense", dense), ("expert", expert)):
-            if part == "dense":
-                groups = self.member_groups("dp", w.stage, w.replica)
-                key: tuple = ("fsdp", kind, part, w.stage, chunk, unit, phase, mb)
-            else:
-                groups = self.member_groups("edp", w.stage, w.replica)
-                key = ("fsdp", kind, part, w.stage, w.replica % self.plan.ep, chunk, unit, phase, mb)
-            if n <= 0 or len(groups[0]) < 2:
-                continue
-            name = f"dp.fsdp_{kind}.{part}.c{chunk}.{unit}.{phase}{mb}"
-            out.append(
-                w.comm(name, coll, n * nbytes, groups, "dp", self.ids.instance(key), "async", phase, mb, chunk,
-                       join=False)
-            )  # fmt: skip
-        return out
+        key = (("fsdp", kind), (chunk, unit, phase, mb))
+        suffix = f"c{chunk}.{unit}.{phase}{mb}"
+        return self._dp_parts(w, f"dp.fsdp_{kind}", suffix, key, dense, expert, nbytes, coll, phase, mb, chunk)
 
     def fsdp_units(
         self, w: _ProgramBuilder, v: int, chunk: int, phase: str, mb: int, units: list[str], run: Callable[[str], None]
