@@ -15,6 +15,10 @@
   (``attention_head_factors``, 1 at 128). With ``attention_block_rows`` set, the rate is also scaled by the
   kernel's occupancy of the SMs (:func:`attention_occupancy`: its ``batch x heads x ceil(s / rows)`` thread
   blocks scheduled one per SM in grid order).
+  Under a causal sliding window of ``w`` keys (``Kernel.window``) the FLOPs count the ``s x w`` band and the
+  kernel executes the key tiles of the band (:func:`window_tiles`, or exactly the band's masked fraction
+  without a tile law); the sequence-length law reads the length of the causal kernel with as much work per
+  query row, the occupancy law row blocks that cost at most the band's key blocks.
 * Element-wise (``memory``) kernels: bytes over ``memory`` x HBM bandwidth.
 * ``precision = "fp8"`` follows Transformer Engine: only the linear layers' GEMMs (QKV, projection,
   FC1, FC2: forward, dgrad, wgrad) run at the FP8 peak, each forward / dgrad GEMM preceded by a
@@ -73,6 +77,9 @@ class Kernel:
         work: fraction of ``flops`` the kernel executes (0.5 for causal flash attention).
         causal: attention under a causal mask (the roofline may replace ``work`` by the tile law of
             ``attention_causal_tile``).
+        window: attention under a causal sliding window of this many keys per query (0 = none); ``flops`` then
+            count the ``s x window`` band, ``work`` the fraction of it inside the mask (the roofline may replace
+            it by the tile law, :func:`window_tiles`).
     """
 
     name: str
@@ -85,6 +92,7 @@ class Kernel:
     batch: int = 1
     work: float = 1.0
     causal: bool = False
+    window: int = 0
 
 
 @dataclass(frozen=True)
@@ -253,6 +261,18 @@ def load_efficiency_csv(path: str | Path) -> MeasuredEfficiency:
     return MeasuredEfficiency(comp, mem)
 
 
+def _window_length(k: Kernel, e: Efficiency) -> float:
+    """Sequence length the sequence-length law reads for windowed kernel ``k``: that of the causal kernel doing
+    as much work per query row, ``s x`` (the window's executed tiles / the causal square's), or the same ratio
+    of masked pairs without a tile law; ``s`` again as the window grows to ``s``."""
+    s, w = k.m, k.window
+    tile = int(e.attention_causal_tile)
+    if tile:
+        n = math.ceil(s / tile)
+        return s * window_tiles(s, w, tile) / (n * (n + 1) / 2)
+    return s * (w * s - w * (w - 1) / 2) / (s * (s + 1) / 2)
+
+
 def _shape_factor(eff: Efficiency, dims: Iterable[int]) -> float:
     f = 1.0
     for d in dims:
@@ -260,23 +280,39 @@ def _shape_factor(eff: Efficiency, dims: Iterable[int]) -> float:
     return f
 
 
+def window_fraction(s: int, w: int) -> float:
+    """Fraction of the ``s x w`` band a causal window of ``w`` keys (``w <= s``) keeps: query ``i`` (0-based)
+    sees ``min(i + 1, w)`` keys, ``w s - w (w - 1) / 2`` pairs in all."""
+    return (w * s - w * (w - 1) / 2) / (s * w)
+
+
+@functools.lru_cache(maxsize=1024)
+def window_tiles(s: int, w: int, tile: int) -> int:
+    """Tiles (``tile x tile``, ``n = ceil(s / tile)`` per side) a causal sliding-window kernel computes: row block
+    ``j`` runs every key block from the one holding its first row's oldest key, ``j tile - w + 1``, to the
+    diagonal, ``j``, each whole (the tile rule of ``attention_causal_tile`` applied to the band)."""
+    n = math.ceil(s / tile)
+    return sum(j - max(0, j * tile - w + 1) // tile + 1 for j in range(n))
+
+
 @functools.lru_cache(maxsize=4096)
-def attention_occupancy(heads: int, blocks: int, causal: bool, sms: int) -> float:
+def attention_occupancy(heads: int, blocks: int, causal: bool, sms: int, band: int = 0) -> float:
     """Busy fraction of ``sms`` SMs running ``heads`` (batch x heads) x ``blocks`` row blocks of a fused attention
     kernel, one block per SM, handed out in grid order (head-major, row blocks ascending) to the SM that frees
-    first: block ``i`` costs ``i + 1`` units under a causal mask, ``blocks`` units under a full one."""
+    first: block ``i`` costs ``i + 1`` units under a causal mask (``min(i + 1, band)`` under a sliding window
+    spanning ``band`` key blocks), ``blocks`` units under a full one."""
     if heads <= 0 or blocks <= 0 or sms <= 0:
         return 1.0
     if not causal:
         n = heads * blocks
         return n / (math.ceil(n / sms) * sms)
+    cost = [min(i + 1, band) if band else i + 1 for i in range(blocks)]
     free = [0] * min(sms, heads * blocks)
     heapq.heapify(free)
     for _ in range(heads):
-        for i in range(blocks):
-            heapq.heappush(free, heapq.heappop(free) + i + 1)
-    total = heads * blocks * (blocks + 1) // 2
-    return total / (sms * max(free))
+        for c in cost:
+            heapq.heappush(free, heapq.heappop(free) + c)
+    return heads * sum(cost) / (sms * max(free))
 
 
 def _wave_factor(eff: Efficiency, m: int, n: int, sms: int) -> float:
@@ -388,10 +424,13 @@ class Roofline:
             base *= _shape_factor(e, (k.m, k.n, k.k)) * _wave_factor(e, k.m, k.n * k.batch, gpu.sm_count)
         else:
             if e.attention_seq_half and k.m:
-                base *= k.m / (k.m + e.attention_seq_half)
+                length = _window_length(k, e) if k.window else k.m
+                base *= length / (length + e.attention_seq_half)
             base *= e.head_factor(k.op, k.k)
             if e.attention_block_rows and k.m:
-                base *= attention_occupancy(k.batch, -(-k.m // e.attention_block_rows), k.causal, gpu.sm_count)
+                rows = e.attention_block_rows
+                band = -(-k.window // rows) + 1 if k.window else 0
+                base *= attention_occupancy(k.batch, -(-k.m // rows), k.causal, gpu.sm_count, band)
         return base
 
     def _mem_eff(self, gpu: GpuSpec, k: Kernel, e: Efficiency) -> float:
@@ -410,7 +449,10 @@ class Roofline:
         t_comp = 0.0
         if k.flops and k.op != "memory":
             work = k.work
-            if k.causal and e.attention_causal_tile and k.m:
+            if k.window and e.attention_causal_tile and k.m:
+                n = math.ceil(k.m / e.attention_causal_tile)
+                work = window_tiles(k.m, k.window, int(e.attention_causal_tile)) / (n * n) * k.m / k.window
+            elif k.causal and e.attention_causal_tile and k.m:
                 n = math.ceil(k.m / e.attention_causal_tile)
                 work = (n + 1) / (2 * n)
             if k.op != "gemm" and k.k and e.attention_head_tile:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hetero_ns3.compute.roofline import Kernel, OpClass
+from hetero_ns3.compute.roofline import Kernel, OpClass, window_fraction
 from hetero_ns3.workload.steps import ACT_BYTES, Comm, Compute, Join, LayerContext, Step, gemm, mem
 
 FLASH_BWD_PRE_BYTES = 2 * ACT_BYTES
@@ -17,7 +17,7 @@ FLASH_BWD_DQ_BYTES = 4 + 4 + 2
 
 
 def flash_attention_kernels(
-    b: int, s: int, hl: int, kl: int, hd: int, causal: bool, backward: bool, kv: int = 0
+    b: int, s: int, hl: int, kl: int, hd: int, causal: bool, backward: bool, kv: int = 0, window: int = 0
 ) -> tuple[Kernel, ...]:
     """Fused (flash) attention of ``b`` sequences of ``s`` query tokens against ``kv`` key / value tokens
     (``kv`` 0: ``s``, self-attention), ``hl`` query and ``kl`` key/value heads of size ``hd`` on one rank.
@@ -29,14 +29,24 @@ def flash_attention_kernels(
     in ``hetero_ns3/data/measured/h200/layers_profile.txt``): the pre-pass ``rowsum(dO * O)`` and the FP32
     dQ accumulator's clear and conversion. Kernel ``m`` carries ``s`` (query rows), ``k`` ``hd`` and ``batch``
     ``b x hl`` (the roofline's sequence-length, head-dimension and occupancy laws).
+
+    ``window`` > 0 (causal self-attention only, ``window < s``): a sliding window of that many keys per query
+    (FlashAttention's ``window_size``, cuDNN's sliding-window mask): the FLOPs count the ``s x window`` band
+    (``4 b s window hl hd``) and ``work`` is the part of it inside the mask (:func:`window_fraction`); traffic
+    is unchanged (Q, K, V and O are still read or written once).
     """
     kv = kv or s
-    flops = 4.0 * b * s * kv * hl * hd
+    if window >= kv or not causal or kv != s:
+        window = 0
+    flops = 4.0 * b * s * (window or kv) * hl * hd
     q = float(b * s * hl * hd)
     kvb = float(b * kv * kl * hd)
 
     def core(name: str, op: OpClass, f: float, nbytes: float) -> Kernel:
         """The main kernel, with the grid the roofline's sequence, head-dimension and occupancy laws read."""
+        if window:
+            work = window_fraction(s, window)
+            return Kernel(name, op, f, nbytes, m=s, k=hd, batch=b * hl, work=work, causal=True, window=window)
         return Kernel(name, op, f, nbytes, m=s, k=hd, batch=b * hl, work=0.5 if causal else 1.0, causal=causal)
 
     if not backward:
@@ -160,7 +170,7 @@ def attention_core(c: LayerContext, backward: bool) -> tuple[Kernel, ...]:
         return unfused_attention(c, backward)
     md, t = c.model, c.tp
     return flash_attention_kernels(
-        c.micro_batch, c.seq_local, md.heads // t, md.n_kv_heads // t, md.head_dim, md.causal, backward
+        c.micro_batch, c.seq_local, md.heads // t, md.n_kv_heads // t, md.head_dim, md.causal, backward, window=c.window
     )
 
 

@@ -234,12 +234,12 @@ class StepPrograms:
             spec.cross_entropy,
             GRAD_BYTES[p.grad_reduce_dtype],
         )
-        self._prog: dict[tuple[str, int], list[L.Step]] = {}
+        self._prog: dict[tuple[str, tuple[bool, int]], list[L.Step]] = {}
         self._cost: dict[tuple[str, tuple[Kernel, ...]], tuple[float, float, float]] = {}
 
     def program(self, what: str, layer: int = 0) -> list[L.Step]:
         model = self.spec.model
-        key = (what, int(model.is_moe_layer(layer)) if what.startswith("layer") else 0)
+        key = (what, model.layer_kind(layer) if what.startswith("layer") else (False, 0))
         if key not in self._prog:
             fn = {
                 "layer_f": lambda: L.layer_forward(self.ctx, layer),

@@ -8,6 +8,8 @@ here. With T = b x s tokens and 2-byte activations, every TP collective of a lay
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hetero_ns3.compute.roofline import Kernel
 from hetero_ns3.workload.attention import (
     FLASH_BWD_DQ_BYTES,
@@ -328,14 +330,22 @@ def moe_backward(c: LayerContext) -> list[Step]:
     ]
 
 
+def _at_layer(c: LayerContext, layer: int) -> LayerContext:
+    """``c`` with layer ``layer``'s attention window."""
+    w = c.model.layer_window(layer)
+    return c if w == c.window else replace(c, window=w)
+
+
 def layer_forward(c: LayerContext, layer: int) -> list[Step]:
     """Forward program of transformer layer ``layer``."""
+    c = _at_layer(c, layer)
     mlp = moe_forward(c) if c.model.is_moe_layer(layer) else mlp_forward(c)
     return attention_forward(c) + mlp
 
 
 def layer_backward(c: LayerContext, layer: int) -> list[Step]:
     """Backward program of layer ``layer`` (with its forward re-run first under full recomputation)."""
+    c = _at_layer(c, layer)
     mlp = moe_backward(c) if c.model.is_moe_layer(layer) else mlp_backward(c)
     pre = [_tag_recompute(s) for s in layer_forward(c, layer)] if c.recompute == "full" else []
     return pre + mlp + attention_backward(c)

@@ -3,7 +3,7 @@
 Counts follow the conventions of Narayanan et al. (SC'21, "Efficient Large-Scale Language Model
 Training on GPU Clusters Using Megatron-LM", Sec. 5.1 / Appendix): a GEMM of (m x k) by (k x n) is
 2mkn FLOPs, attention scores and their product with V are 2 b s^2 h each (full s^2, causal masking
-is not subtracted), backward costs twice the forward, element-wise work is not counted.
+is not subtracted; under a sliding window of w keys 2 b s w h each, the band, likewise unmasked), backward costs twice the forward, element-wise work is not counted.
 """
 
 from __future__ import annotations
@@ -53,6 +53,12 @@ class ModelSpec:
         learned_pos_emb: learned absolute position embedding table (GPT) instead of rotary.
         dropout: hidden dropout (its masks are activations kept for backward).
         causal: causal attention mask (flash kernels skip the masked half of the work).
+        window: sliding-window attention: the keys a query attends to, itself included (Hugging Face's
+            ``sliding_window``, Megatron's ``window_size[0] + 1``; Mistral 7B 4096, GPT-OSS 128); 0 = full
+            causal attention in every layer. Needs ``causal``; a window of ``seq_len`` or more changes nothing.
+        full_attention_every: with a ``window``, every ``full_attention_every``-th layer (1-based: layers N, 2N,
+            ...) keeps full causal attention, the others are windowed (Megatron's ``window_attn_skip_freq``;
+            GPT-OSS 2: alternating, Gemma 3 6: five local, one global); 0 = every layer windowed.
         source: where the shape comes from.
     """
 
@@ -76,6 +82,8 @@ class ModelSpec:
     learned_pos_emb: bool = False
     dropout: bool = False
     causal: bool = True
+    window: int = 0
+    full_attention_every: int = 0
     source: str = ""
 
     def validate(self, where: str) -> None:
@@ -98,6 +106,16 @@ class ModelSpec:
             raise field_error(f"{where}.kv_heads", self.kv_heads, f"must divide {where}.heads ({self.heads})")
         if self.top_k > self.experts:
             raise field_error(f"{where}.top_k", self.top_k, f"exceeds {where}.experts ({self.experts})")
+        if self.window < 0:
+            raise field_error(f"{where}.window", self.window, "must be >= 0 (0 = full attention)")
+        if self.full_attention_every < 0:
+            raise field_error(
+                f"{where}.full_attention_every", self.full_attention_every, "must be >= 0 (0 = every layer windowed)"
+            )
+        if self.window and not self.causal:
+            raise field_error(
+                f"{where}.window", self.window, "needs a causal mask", f"set {where}.causal = true or window = 0"
+            )
 
     # -- derived shapes ---------------------------------------------------------------------------
     @property
@@ -127,6 +145,24 @@ class ModelSpec:
     def is_moe_layer(self, layer: int) -> bool:
         """Whether layer ``layer`` (0-based) has an MoE MLP."""
         return self.is_moe and (layer + 1) % self.moe_every == 0
+
+    def layer_kind(self, layer: int) -> tuple[bool, int]:
+        """What makes layer ``layer``'s programs differ from another's: (MoE MLP, attention window)."""
+        return self.is_moe_layer(layer), self.layer_window(layer)
+
+    def layer_window(self, layer: int) -> int:
+        """Keys each query of layer ``layer`` (0-based) attends to under its sliding window; 0 for full attention
+        (no window, a window of at least ``seq_len``, or a layer ``full_attention_every`` keeps full)."""
+        if not self.window or self.window >= self.seq_len:
+            return 0
+        if self.full_attention_every and (layer + 1) % self.full_attention_every == 0:
+            return 0
+        return self.window
+
+    def attention_keys(self, layer: int = 0) -> int:
+        """Keys counted per query in layer ``layer``'s model FLOPs: ``seq_len``, or its window (the band the
+        mask allows, as the full square is counted for a causal mask)."""
+        return self.layer_window(layer) or self.seq_len
 
     def padded_vocab(self, tp: int) -> int:
         """Vocabulary padded to a multiple of 128 x tp (Megatron's ``make_vocab_size_divisible_by``)."""
@@ -179,16 +215,17 @@ class ModelSpec:
         """Forward FLOPs of one layer for ``batch`` sequences: GEMMs + attention scores."""
         b, s, h, q = batch, self.seq_len, self.hidden, self.q_dim
         qkv = 2 * b * s * h * (q + 2 * self.kv_dim)
-        scores = 4 * b * s * s * q
+        scores = 4 * b * s * self.attention_keys(layer) * q
         out = 2 * b * s * q * h
         mlp = 2 * b * s * h * self.ffn_hidden * (3 if self.gated_mlp else 2)
         if self.is_moe_layer(layer):
             mlp = mlp * self.top_k + 2 * b * s * h * self.experts
         return float(qkv + scores + out + mlp)
 
-    def attention_score_flops(self, batch: int) -> float:
-        """Forward FLOPs of QK^T and scores x V for ``batch`` sequences (recomputed by selective)."""
-        return float(4 * batch * self.seq_len**2 * self.q_dim)
+    def attention_score_flops(self, batch: int, layer: int = 0) -> float:
+        """Forward FLOPs of QK^T and scores x V of layer ``layer`` for ``batch`` sequences (recomputed by
+        selective)."""
+        return float(4 * batch * self.seq_len * self.attention_keys(layer) * self.q_dim)
 
     def logit_forward_flops(self, batch: int, tp: int = 1) -> float:
         """Forward FLOPs of the output (logit) GEMM."""
@@ -207,7 +244,7 @@ class ModelSpec:
         if recompute == "full":
             total += fwd
         elif recompute == "selective":
-            total += self.layers * self.attention_score_flops(global_batch)
+            total += sum(self.attention_score_flops(global_batch, i) for i in range(self.layers))
         return total
 
 

@@ -143,10 +143,12 @@ def program_time(progs: StepPrograms, gpu_type: str, what: Sequence[str], layer:
 
 
 def _avg_layer_time(progs: StepPrograms, model: ModelSpec, gpu_type: str) -> float:
-    kinds = {model.is_moe_layer(i): i for i in range(model.layers)}
-    n_moe = sum(model.is_moe_layer(i) for i in range(model.layers))
-    t = {k: program_time(progs, gpu_type, ("layer_f", "layer_b"), i) for k, i in kinds.items()}
-    return (t.get(True, 0.0) * n_moe + t.get(False, 0.0) * (model.layers - n_moe)) / model.layers
+    kinds = [model.layer_kind(i) for i in range(model.layers)]
+    first = {k: kinds.index(k) for k in set(kinds)}
+    total = 0.0
+    for k, n in sorted(Counter(kinds).items()):  # (dense before MoE, full before windowed): a fixed order
+        total += program_time(progs, gpu_type, ("layer_f", "layer_b"), first[k]) * n
+    return total / model.layers
 
 
 def partition(
@@ -328,6 +330,13 @@ def resolve(
             plan.cp,
             "needs fused attention (compute.flash_attention = false)",
             "set compute.flash_attention = true or cp = 1",
+        )
+    if plan.cp > 1 and any(model.layer_window(i) for i in range(model.layers)):
+        raise field_error(
+            "parallelism.cp",
+            plan.cp,
+            f"is not modelled with sliding-window attention (model.window = {model.window})",
+            "set cp = 1, or model.window = 0 to simulate full attention",
         )
     roofline = compute.roofline(base_dir)
     flash = compute.flash_attention

@@ -52,8 +52,9 @@ CrossEntropyImpl = Literal["unfused", "fused", "te"]
 @dataclass(frozen=True)
 class LayerContext:
     """Shapes seen by one rank: model, micro_batch b, tp, sequence parallelism, ep, recompute, and the software
-    choices that change kernels: flash attention, TP overlap, the CP scheme, the loss kernels, and the bytes of
-    an element of the main (accumulated) gradient (4 FP32, 2 when gradients are reduced in BF16 / FP16)."""
+    choices that change kernels: flash attention, TP overlap, the CP scheme, the loss kernels, the bytes of
+    an element of the main (accumulated) gradient (4 FP32, 2 when gradients are reduced in BF16 / FP16), and the
+    attention window of the layer at hand."""
 
     model: ModelSpec
     micro_batch: int
@@ -67,6 +68,9 @@ class LayerContext:
     cp_comm_type: Literal["p2p", "all_gather", "a2a"] = "p2p"
     cross_entropy: CrossEntropyImpl = "unfused"
     main_grad_bytes: float = 4.0
+    window: int = 0
+    """Sliding attention window of the layer being built, keys per query (0: full attention;
+    ``ModelSpec.layer_window``)."""
 
     @property
     def seq_local(self) -> int:
