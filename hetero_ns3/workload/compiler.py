@@ -233,6 +233,7 @@ class StepPrograms:
             p.cp_comm_type,
             spec.cross_entropy,
             GRAD_BYTES[p.grad_reduce_dtype],
+            recomputed=p.recomputed,
         )
         self._prog: dict[tuple[str, tuple[bool, int]], list[L.Step]] = {}
         self._cost: dict[tuple[str, tuple[Kernel, ...]], tuple[float, float, float]] = {}

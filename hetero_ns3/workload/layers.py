@@ -202,7 +202,7 @@ def attention_backward(c: LayerContext) -> list[Step]:
         steps.append(Comm("attn.ag_grad", "all_gather", c.act_bytes, "tp"))
     if c.cp > 1:
         steps.append(Compute("attn.bwd", gemm_bwd("proj", T, h, c.model.q_dim // c.tp)))
-        if c.recompute == "selective":
+        if c.recomputes("core_attn"):
             steps += cp_attention_steps(c, False, "recompute.attn.cp")
         steps += cp_attention_steps(c, True)
         rope = (*_rope(c, "rope.bwd"), *_qk_norm(c, "qk_norm.bwd", 1.5))
@@ -210,10 +210,12 @@ def attention_backward(c: LayerContext) -> list[Step]:
             steps.append(Compute("attn.rope.bwd", rope))
     else:
         kern = [*gemm_bwd("proj", T, h, c.model.q_dim // c.tp)]
-        if c.recompute == "selective":
+        if c.recomputes("core_attn"):
             kern += attention_core(c, False)
         kern += [*attention_core(c, True), *_rope(c, "rope.bwd"), *_qk_norm(c, "qk_norm.bwd", 1.5)]
         steps.append(Compute("attn.bwd", tuple(kern)))
+    if c.recomputes("layernorm"):
+        steps.append(Compute("recompute.attn.ln", (mem("ln1", _norm_bytes(c)),)))
     steps += _col_parallel_bwd(c, "qkv", *gemm_bwd("qkv", T, qkv_n, h))
     steps.append(Compute("attn.ln.bwd", (mem("ln1.bwd", 1.5 * _norm_bytes(c)),)))
     return steps
@@ -251,9 +253,13 @@ def mlp_backward(c: LayerContext) -> list[Step]:
     T, h, _, f = _dims(c)
     up = f * (2 if c.model.gated_mlp else 1)
     steps: list[Step] = [Compute("mlp.bda.bwd", (mem("bda2.bwd", _bda_bytes(c)),))]
+    if c.recomputes("mlp"):
+        steps += _recomputed(mlp_forward(c), ("ln2", "bda2"))
     if _sp(c):
         steps.append(Comm("mlp.ag_grad", "all_gather", c.act_bytes, "tp"))
     steps.append(Compute("mlp.bwd", (*gemm_bwd("fc2", T, h, f), mem("act.bwd", 1.5 * _act_bytes(c, f, T)))))
+    if c.recomputes("layernorm") and not c.recomputes("mlp"):
+        steps.append(Compute("recompute.mlp.ln", (mem("ln2", _norm_bytes(c)),)))
     steps += _col_parallel_bwd(c, "fc1", *gemm_bwd("fc1", T, up, h))
     steps.append(Compute("mlp.ln.bwd", (mem("ln2.bwd", 1.5 * _norm_bytes(c)),)))
     return steps
@@ -311,12 +317,23 @@ def moe_backward(c: LayerContext) -> list[Step]:
     up = f * (2 if md.gated_mlp else 1)
     Te = c.tokens_elementwise
     perm = ACT_BYTES * 2.0 * Te * md.top_k * h
+    whole = c.recomputes("moe")
+    act = (mem("act", _act_bytes(c, f, m_e * local)),) if c.recomputes("moe_act") and not whole else ()
+    norm = (mem("ln2", _norm_bytes(c)),) if c.recomputes("layernorm") and not whole else ()
+    head: list[Step] = [Compute("moe.unpermute.bwd", (mem("bda2.bwd", _bda_bytes(c)), mem("unpermute.bwd", perm)))]
+    if whole:  # the checkpointed MoE module re-runs between the residual add's backward and its own
+        head = [
+            Compute("moe.bda.bwd", (mem("bda2.bwd", _bda_bytes(c)),)),
+            *_recomputed(moe_forward(c), ("ln2", "bda2")),
+            Compute("moe.unpermute.bwd", (mem("unpermute.bwd", perm),)),
+        ]
     return [
-        Compute("moe.unpermute.bwd", (mem("bda2.bwd", _bda_bytes(c)), mem("unpermute.bwd", perm))),
+        *head,
         *_moe_exchange(c, "moe.combine.bwd", True),
         Compute(
             "moe.experts.bwd",
             (
+                *act,
                 *gemm_bwd("fc2", m_e, h, f, local),
                 mem("act.bwd", 1.5 * _act_bytes(c, f, m_e * local)),
                 *gemm_bwd("fc1", m_e, up, h, local),
@@ -325,7 +342,12 @@ def moe_backward(c: LayerContext) -> list[Step]:
         *_moe_exchange(c, "moe.dispatch.bwd", False),
         Compute(
             "moe.route.bwd",
-            (mem("permute.bwd", perm), *gemm_bwd("router", Te, md.experts, h), mem("ln2.bwd", 1.5 * _norm_bytes(c))),
+            (
+                *norm,
+                mem("permute.bwd", perm),
+                *gemm_bwd("router", Te, md.experts, h),
+                mem("ln2.bwd", 1.5 * _norm_bytes(c)),
+            ),
         ),
     ]
 
@@ -349,6 +371,21 @@ def layer_backward(c: LayerContext, layer: int) -> list[Step]:
     mlp = moe_backward(c) if c.model.is_moe_layer(layer) else mlp_backward(c)
     pre = [_tag_recompute(s) for s in layer_forward(c, layer)] if c.recompute == "full" else []
     return pre + mlp + attention_backward(c)
+
+
+def _recomputed(steps: list[Step], outside: tuple[str, ...]) -> list[Step]:
+    """A module's forward ``steps`` re-run in the backward (selective ``mlp`` / ``moe``): renamed ``recompute.*``,
+    without the kernels named in ``outside`` (the norm before the module, the residual add after it) and the
+    compute steps left empty by that."""
+    out: list[Step] = []
+    for st in steps:
+        if isinstance(st, Compute):
+            kernels = tuple(k for k in st.kernels if k.name not in outside)
+            if kernels:
+                out.append(Compute(f"recompute.{st.name}", kernels))
+        else:
+            out.append(_tag_recompute(st))
+    return out
 
 
 def _tag_recompute(s: Step) -> Step:

@@ -105,9 +105,15 @@ def layer_activation_bytes(
     flash: bool,
     cp: int = 1,
     fp8: bool = False,
+    modules: frozenset[str] | None = None,
 ) -> float:
     """Activation bytes one layer keeps for backward, per microbatch, on one rank (``s / cp`` tokens per sequence
     under context parallelism).
+
+    ``modules``: what selective recomputation re-runs (``ParallelismSpec.recomputed``; None = the attention core
+    alone, Megatron's default): ``layernorm`` keeps neither norm's output (the QKV and MLP inputs), ``moe_act`` no
+    expert FC2 input, ``mlp`` / ``moe`` only the MLP / MoE module's BF16 input instead of everything inside it;
+    ``core_attn`` keeps no attention scores (the unfused path's ``s x s`` tensors; fused kernels keep none anyway).
 
     ``fp8`` (Transformer Engine FP8 training): the linear layers keep their inputs as the FP8 copies their
     GEMMs used (1 byte: the QKV and fc1 inputs, the fc2 input after the activation, and the projection's
@@ -118,17 +124,29 @@ def layer_activation_bytes(
     sp_div = tp if (sp and tp > 1) else 1
     if recompute == "full":
         return 2.0 * sbh * h / sp_div
+    if recompute != "selective":
+        modules = frozenset()
+    elif modules is None:
+        modules = frozenset(("core_attn",))
     drop = 1.0 if model.dropout else 0.0
     lin_in = 1.0 if fp8 else 2.0  # bytes per element of a saved linear-layer input
-    non_par = (4.0 + 2 * lin_in + 2 * drop) * sbh * h  # two norm inputs, the QKV and fc1 inputs, dropout masks
+    moe = model.is_moe_layer(layer)
+    whole = ("moe" if moe else "mlp") in modules  # the MLP / MoE module checkpointed: its BF16 input kept
+    qkv_in = 0.0 if "layernorm" in modules else lin_in
+    mlp_in = 2.0 if whole else qkv_in
+    # two norm inputs, the QKV and fc1 (MLP module) inputs, dropout masks
+    non_par = (4.0 + qkv_in + mlp_in + 2 * drop) * sbh * h
     q, kv = model.q_dim, model.kv_dim
     attn = (4.0 * q + 4.0 * kv + (q if fp8 else 0.0)) * sbh  # Q, K, V, O (+ O's FP8 copy)
     if model.qk_norm:
         attn += 2.0 * (q + kv) * sbh  # the query and key head norms' inputs
-    k = model.top_k if model.is_moe_layer(layer) else 1
-    mlp = (2.0 * model.ffn_hidden * (2 if model.gated_mlp else 1) + lin_in * model.ffn_hidden) * sbh * k
+    k = model.top_k if moe else 1
+    fc2_in = 0.0 if moe and "moe_act" in modules else lin_in
+    mlp = (
+        0.0 if whole else (2.0 * model.ffn_hidden * (2 if model.gated_mlp else 1) + fc2_in * model.ffn_hidden) * sbh * k
+    )
     scores = 0.0
-    if recompute == "none" and not flash:
+    if "core_attn" not in modules and not flash:
         scores = (2.0 + 3.0 * drop) * model.heads * s * s * b
     return non_par / sp_div + (attn + mlp + scores) / tp
 

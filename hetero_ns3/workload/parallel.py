@@ -15,6 +15,7 @@ from hetero_ns3.workload.models import ModelSpec
 
 Schedule = Literal["1f1b", "gpipe", "interleaved"]
 Recompute = Literal["none", "selective", "full"]
+RecomputeModule = Literal["core_attn", "layernorm", "mlp", "moe_act", "moe"]
 DIMS = ("tp", "pp", "dp")
 
 
@@ -43,7 +44,13 @@ class ParallelismSpec:
         global_batch: sequences per iteration over all replicas.
         schedule: ``1f1b`` (PipeDream-flush), ``gpipe`` (all forwards then all backwards) or
             ``interleaved`` (1F1B with ``vpp`` virtual stages).
-        recompute: activation recomputation: ``none``, ``selective`` (attention core) or ``full`` (layer).
+        recompute: activation recomputation: ``none``, ``selective`` (the modules of ``recompute_modules``; the
+            attention core by default) or ``full`` (layer).
+        recompute_modules: with ``recompute = "selective"``, what the backward recomputes (Megatron-Core's
+            ``--recompute-modules``): ``core_attn`` (the attention core), ``layernorm`` (the two norms' outputs,
+            the QKV and MLP inputs), ``mlp`` (dense MLP layers: FC1, activation, FC2 and their tensor-parallel
+            communication), ``moe_act`` (MoE layers: the experts' activation, the FC2 input) and ``moe`` (MoE
+            layers: router, permutation, all-to-alls, experts); empty = ``core_attn``.
         zero_stage: 0 plain DP all-reduce; 1 distributed optimizer (gradient reduce-scatter,
             parameter all-gather, optimizer states sharded); 2 also shards gradients; 3 fully sharded data
             parallelism (ZeRO-3 / FSDP, Megatron-FSDP's ``optim_grads_params``): weights sharded too, each
@@ -79,6 +86,7 @@ class ParallelismSpec:
     global_batch: int = field(default=0, metadata={"doc": "sequences per iteration"})
     schedule: Schedule = "1f1b"
     recompute: Recompute = "none"
+    recompute_modules: tuple[RecomputeModule, ...] = ()
     zero_stage: int = 0
     bucket_params: int = 40_000_000
     overlap_grad_reduce: bool = True
@@ -119,6 +127,21 @@ class ParallelismSpec:
             )
         if self.schedule == "interleaved" and self.pp < 2:
             raise field_error(f"{where}.schedule", self.schedule, f"needs {where}.pp >= 2 (is {self.pp})")
+        if self.recompute_modules and self.recompute != "selective":
+            raise field_error(
+                f"{where}.recompute_modules",
+                list(self.recompute_modules),
+                f"needs {where}.recompute = 'selective' (is {self.recompute!r})",
+                "set recompute = 'selective' or recompute_modules = []",
+            )
+
+    @property
+    def recomputed(self) -> frozenset[str]:
+        """Modules recomputed in the backward under ``recompute = "selective"``: ``recompute_modules``, or the
+        attention core alone when it is empty (Megatron-Core's default); empty for ``none`` and ``full``."""
+        if self.recompute != "selective":
+            return frozenset()
+        return frozenset(self.recompute_modules or ("core_attn",))
 
     @property
     def microbatches(self) -> int:

@@ -237,7 +237,16 @@ def estimate_memory(
                     gathered[s] = max(gathered.get(s, 0.0), dn + ex)
                 weights[c] = sum(
                     layer_activation_bytes(
-                        model, i, plan.micro_batch, tp, sp, plan.recompute, compute.flash_attention, plan.cp, fp8
+                        model,
+                        i,
+                        plan.micro_batch,
+                        tp,
+                        sp,
+                        plan.recompute,
+                        compute.flash_attention,
+                        plan.cp,
+                        fp8,
+                        plan.recomputed,
                     )
                     for i in range(firsts[v], firsts[v] + spec.stage_layers[v])
                 )

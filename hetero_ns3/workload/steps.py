@@ -71,6 +71,12 @@ class LayerContext:
     window: int = 0
     """Sliding attention window of the layer being built, keys per query (0: full attention;
     ``ModelSpec.layer_window``)."""
+    recomputed: frozenset[str] = frozenset()
+    """Modules the backward recomputes under selective recomputation (``ParallelismSpec.recomputed``)."""
+
+    def recomputes(self, module: str) -> bool:
+        """Whether the backward re-runs ``module`` (``core_attn``, ``layernorm``, ``mlp``, ``moe_act``, ``moe``)."""
+        return module in self.recomputed
 
     @property
     def seq_local(self) -> int:
