@@ -142,9 +142,9 @@ def layer_activation_bytes(
         attn += 2.0 * (q + kv) * sbh  # the query and key head norms' inputs
     k = model.top_k if moe else 1
     fc2_in = 0.0 if moe and "moe_act" in modules else lin_in
-    mlp = (
-        0.0 if whole else (2.0 * model.ffn_hidden * (2 if model.gated_mlp else 1) + fc2_in * model.ffn_hidden) * sbh * k
-    )
+    fc1_in = lin_in * h if moe else 0.0  # the experts' FC1 input: every routed copy of the token, after dispatch
+    f = model.ffn_hidden
+    mlp = 0.0 if whole else (2.0 * f * (2 if model.gated_mlp else 1) + fc2_in * f + fc1_in) * sbh * k
     scores = 0.0
     if "core_attn" not in modules and not flash:
         scores = (2.0 + 3.0 * drop) * model.heads * s * s * b

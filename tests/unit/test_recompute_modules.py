@@ -97,7 +97,10 @@ def test_activation_bytes_lose_what_is_recomputed(fp8: bool) -> None:
         assert _act(model, None, fp8) - _act(model, ("layernorm",), fp8) == pytest.approx(2 * lin_in * sbh)
     k, f, sb = MOE.top_k, MOE.ffn_hidden, float(MOE.seq_len)
     assert _act(MOE, None, fp8) - _act(MOE, ("moe_act",), fp8) == pytest.approx(lin_in * f * sb * k)
-    inside = (2.0 * 2 * f + lin_in * f) * sb * k  # FC1 output (gated: 2 f), FC2 input, per routed copy
+    # FC1 output (gated: 2 f), FC2 input and the experts' FC1 input (the dispatched token), per routed copy
+    inside = (2.0 * 2 * f + lin_in * f + lin_in * MOE.hidden) * sb * k
+    dense = replace(MOE, experts=1, top_k=1)
+    assert _act(MOE, None, fp8) - _act(dense, None, fp8) == pytest.approx(inside - (2.0 * 2 * f + lin_in * f) * sb)
     assert _act(MOE, None, fp8) - _act(MOE, ("moe",), fp8) == pytest.approx(inside + (lin_in - 2.0) * sb * MOE.hidden)
     f = DENSE.ffn_hidden
     dense_inside = (2.0 * 2 * f + lin_in * f) * float(DENSE.seq_len)
