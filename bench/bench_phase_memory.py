@@ -156,7 +156,7 @@ def _write_phase(out: str, plan, times, meta, flows_df, whole: bool, previous: b
 
     from hetero_ns3.results import atomic, rundir, tables
     from hetero_ns3.results.plots import plot_timeline
-    from hetero_ns3.results.trace import chrome_trace
+    from hetero_ns3.results.trace import chrome_trace, write_chrome_trace
 
     paths = rundir.RunPaths.at(out)
     paths.root.mkdir(parents=True, exist_ok=True)
@@ -203,10 +203,12 @@ def _write_phase(out: str, plan, times, meta, flows_df, whole: bool, previous: b
             tables.flow_chunks(plan, times, meta, flows_df), paths.flows, paths.flows_parquet
         ),
     )
-    _step(
-        "trace.json",
-        lambda: atomic.write_json(paths.trace, chrome_trace(plan, times, meta, 1_000_000), compact=True),
-    )
+    if previous:  # the trace as one dict per slice through json.dumps (before session 14)
+        _step(
+            "trace.json (previous: dicts + json.dumps)",
+            lambda: atomic.write_json(w.trace, chrome_trace(plan, times, meta, 1_000_000), compact=True),
+        )
+    _step("trace.json", lambda: write_chrome_trace(paths.trace, plan, times, meta, 1_000_000))
     if previous:
         from hetero_ns3.results import plots
 

@@ -41,7 +41,7 @@ from hetero_ns3.results import atomic
 from hetero_ns3.results.meta import GpuMeta, GpuMetaLike, resolve_gpu_meta
 from hetero_ns3.results.summary import Summary, plan_counts, summarize
 from hetero_ns3.results.tables import flow_chunks, task_chunks, write_table_files
-from hetero_ns3.results.trace import chrome_trace
+from hetero_ns3.results.trace import write_chrome_trace
 
 log = logging.getLogger(__name__)
 
@@ -345,7 +345,7 @@ def write_run(
     if _try(
         errors,
         "trace.json",
-        lambda: atomic.write_json(paths.trace, chrome_trace(plan, times, meta, trace_max_events), compact=True),
+        lambda: write_chrome_trace(paths.trace, plan, times, meta, trace_max_events),
     ):
         files.append("trace.json")
     if plots:
@@ -432,7 +432,7 @@ def write_partial(
             if _try(
                 errors,
                 "trace.json",
-                lambda: atomic.write_json(paths.trace, chrome_trace(plan, times, meta, trace_max_events), compact=True),
+                lambda: write_chrome_trace(paths.trace, plan, times, meta, trace_max_events),
             ):
                 files.append("trace.json")
             if np.isfinite(fin).all() and np.isfinite(np.asarray(times.start_s, dtype=float)).all():

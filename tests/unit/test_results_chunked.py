@@ -219,3 +219,34 @@ def test_a_partial_backend_table_keyed_by_task_keeps_every_flow(tmp_path):
     # a complete table keyed by row order is unchanged (the backend's columns as given)
     full = pd.DataFrame({"task": ids, "src": "x", "ideal_fct_s": 0.5})
     assert (flows_frame(plan, times, meta, full)["src"] == "x").all()
+
+
+@pytest.mark.parametrize("max_events", [1_000_000, 5, 0])
+def test_trace_text_is_the_compact_json_of_the_trace_document(tmp_path, max_events):
+    """``write_chrome_trace`` formats the slices straight to text: its bytes are ``json.dumps`` of
+    ``chrome_trace``'s dict (compact, with the newline ``atomic.write_json`` adds), in chunks smaller than the
+    trace too, and with labels that need escaping."""
+    import json
+
+    from hetero_ns3.plan.builder import PlanBuilder
+    from hetero_ns3.results import trace
+
+    plan = small_plan()
+    for p in (plan, None):
+        if p is None:  # a label with a quote, a backslash and a non-ASCII character
+            b = PlanBuilder(["g0", "g1"])
+            a = b.add_compute("g0", 1.0, label='fwd "mb0" \\ µ')
+            b.add_flow("g0", "g1", 4096, [a], label="p2p \u00e9", category="pp", channel=0)
+            p = b.build()
+        times = critical_path_s(p, 0.3)
+        meta = resolve_gpu_meta(p.gpus, None)
+        want = json.dumps(trace.chrome_trace(p, times, meta, max_events), separators=(",", ":")) + "\n"
+        for chunk in (trace.TRACE_CHUNK, 3):
+            old, trace.TRACE_CHUNK = trace.TRACE_CHUNK, chunk
+            try:
+                path = trace.write_chrome_trace(tmp_path / "trace.json", p, times, meta, max_events)
+            finally:
+                trace.TRACE_CHUNK = old
+            assert path.read_text(encoding="utf-8") == want
+        doc = json.loads(want)
+        assert doc["otherData"]["slices"] == sum(e["ph"] == "X" for e in doc["traceEvents"]) <= max_events
