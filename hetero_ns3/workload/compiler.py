@@ -237,6 +237,7 @@ class StepPrograms:
         )
         self._prog: dict[tuple[str, tuple[bool, int]], list[L.Step]] = {}
         self._cost: dict[tuple[str, tuple[Kernel, ...]], tuple[float, float, float]] = {}
+        self._cost_by_id: dict[tuple[str, int], tuple[tuple[Kernel, ...], tuple[float, float, float]]] = {}
 
     def program(self, what: str, layer: int = 0) -> list[L.Step]:
         model = self.spec.model
@@ -254,9 +255,17 @@ class StepPrograms:
         return self._prog[key]
 
     def cost(self, gpu_type: str, kernels: tuple[Kernel, ...]) -> tuple[float, float, float]:
+        """(FLOPs, bytes, seconds) of ``kernels`` back to back on ``gpu_type``. Looked up first by the tuple's
+        identity (a cached program's steps are the same objects every micro-batch, and hashing their kernels'
+        fields was a third of the compile time), then by value; the identity table holds the tuple, so its id
+        stays its own."""
+        hit = self._cost_by_id.get((gpu_type, id(kernels)))
+        if hit is not None and hit[0] is kernels:
+            return hit[1]
         key = (gpu_type, kernels)
         if key not in self._cost:
             self._cost[key] = self.spec.roofline.time(kernels, self.spec.gpu_of(gpu_type))
+        self._cost_by_id[(gpu_type, id(kernels))] = (kernels, self._cost[key])
         return self._cost[key]
 
 
