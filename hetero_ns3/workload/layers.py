@@ -295,6 +295,7 @@ def moe_forward(c: LayerContext) -> list[Step]:
     up = f * (2 if md.gated_mlp else 1)
     Te = c.tokens_elementwise
     perm = ACT_BYTES * 2.0 * Te * md.top_k * h
+    shared, bda = _shared_expert(c, False), _bda_bytes(c)
     return [
         Compute("moe.route", (mem("ln2", _norm_bytes(c)), gemm("router", Te, md.experts, h), mem("permute", perm))),
         *_moe_exchange(c, "moe.dispatch", True),
@@ -307,8 +308,29 @@ def moe_forward(c: LayerContext) -> list[Step]:
             ),
         ),
         *_moe_exchange(c, "moe.combine", False),
-        Compute("moe.unpermute", (mem("unpermute", perm), mem("bda2", _bda_bytes(c)))),
+        *(
+            [Compute("moe.unpermute", (mem("unpermute", perm),)), *shared, Compute("moe.bda", (mem("bda2", bda),))]
+            if shared
+            else [Compute("moe.unpermute", (mem("unpermute", perm), mem("bda2", bda)))]
+        ),
     ]
+
+
+def _shared_expert(c: LayerContext, backward: bool) -> list[Step]:
+    """The shared expert of an MoE layer (``model.shared_ffn``): a tensor-parallel MLP on every token, run after
+    the routed experts' combine (Megatron-Core's ``MoELayer`` without ``moe_shared_expert_overlap``); its forward
+    gathers / reduces like the dense MLP, its backward mirrors :func:`mlp_backward`."""
+    md = c.model
+    if not md.shared_ffn:
+        return []
+    T, h, sf = c.tokens, md.hidden, md.shared_ffn // c.tp
+    up = sf * (2 if md.gated_mlp else 1)
+    if not backward:
+        kernels = (gemm("fc1", T, up, h), mem("act", _act_bytes(c, sf, T)), gemm("fc2", T, h, sf))
+        return [*_tp_enter(c, "moe.shared"), Compute("moe.shared", kernels), *_tp_exit(c, "moe.shared")]
+    steps: list[Step] = [Comm("moe.shared.ag_grad", "all_gather", c.act_bytes, "tp")] if _sp(c) else []
+    steps.append(Compute("moe.shared.bwd", (*gemm_bwd("fc2", T, h, sf), mem("act.bwd", 1.5 * _act_bytes(c, sf, T)))))
+    return steps + _col_parallel_bwd(c, "moe.shared.fc1", *gemm_bwd("fc1", T, up, h))
 
 
 def moe_backward(c: LayerContext) -> list[Step]:
@@ -321,10 +343,11 @@ def moe_backward(c: LayerContext) -> list[Step]:
     act = (mem("act", _act_bytes(c, f, m_e * local)),) if c.recomputes("moe_act") and not whole else ()
     norm = (mem("ln2", _norm_bytes(c)),) if c.recomputes("layernorm") and not whole else ()
     head: list[Step] = [Compute("moe.unpermute.bwd", (mem("bda2.bwd", _bda_bytes(c)), mem("unpermute.bwd", perm)))]
-    if whole:  # the checkpointed MoE module re-runs between the residual add's backward and its own
+    if whole or md.shared_ffn:  # the checkpointed MoE module re-runs between the residual add's backward and its own
         head = [
             Compute("moe.bda.bwd", (mem("bda2.bwd", _bda_bytes(c)),)),
-            *_recomputed(moe_forward(c), ("ln2", "bda2")),
+            *(_recomputed(moe_forward(c), ("ln2", "bda2")) if whole else []),
+            *_shared_expert(c, True),
             Compute("moe.unpermute.bwd", (mem("unpermute.bwd", perm),)),
         ]
     return [

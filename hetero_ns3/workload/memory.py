@@ -60,7 +60,11 @@ def layer_params_per_rank(model: ModelSpec, layer: int, tp: int, ep: int) -> Ran
     mlp_sharded = mats * h * f + ((f * (2 if model.gated_mlp else 1)) if bias else 0)
     if model.is_moe_layer(layer):
         expert = (model.experts // ep) * (mlp_sharded / tp + (h if bias else 0))
-        return RankParams(attn_sharded / tp + repl + h * model.experts, expert)
+        sf = model.shared_ffn
+        shared = (mats * h * sf + ((sf * (2 if model.gated_mlp else 1)) if bias else 0)) / tp + (
+            h if bias and sf else 0
+        )
+        return RankParams(attn_sharded / tp + repl + h * model.experts + shared, expert)
     return RankParams(attn_sharded / tp + mlp_sharded / tp + repl + (h if bias else 0), 0.0)
 
 
@@ -145,6 +149,9 @@ def layer_activation_bytes(
     fc1_in = lin_in * h if moe else 0.0  # the experts' FC1 input: every routed copy of the token, after dispatch
     f = model.ffn_hidden
     mlp = 0.0 if whole else (2.0 * f * (2 if model.gated_mlp else 1) + fc2_in * f + fc1_in) * sbh * k
+    if moe and model.shared_ffn and not whole:  # the shared expert: its FC1 output and FC2 input (input: the norm's)
+        sf = model.shared_ffn
+        mlp += (2.0 * sf * (2 if model.gated_mlp else 1) + lin_in * sf) * sbh
     scores = 0.0
     if "core_attn" not in modules and not flash:
         scores = (2.0 + 3.0 * drop) * model.heads * s * s * b

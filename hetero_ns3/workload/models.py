@@ -46,6 +46,10 @@ class ModelSpec:
         experts: MoE experts per MoE layer (1 = dense model).
         top_k: experts each token is routed to.
         moe_every: every ``moe_every``-th layer is MoE (1 = all layers).
+        shared_ffn: inner size of the shared expert every MoE layer runs on every token beside the routed ones
+            (Megatron's ``--moe-shared-expert-intermediate-size``, Hugging Face's ``shared_expert_intermediate_size``;
+            several shared experts count as one of their summed size: DeepSeek-V3 2048, Qwen1.5-MoE-A2.7B 5632);
+            gated like the routed experts (``gated_mlp``); 0 = none.
         gated_mlp: gated (SwiGLU) MLP with three weight matrices.
         norm: ``layernorm`` (weight + bias) or ``rmsnorm`` (weight).
         bias: linear layers carry biases.
@@ -75,6 +79,7 @@ class ModelSpec:
     experts: int = 1
     top_k: int = 1
     moe_every: int = 1
+    shared_ffn: int = 0
     gated_mlp: bool = False
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     bias: bool = False
@@ -106,6 +111,12 @@ class ModelSpec:
             raise field_error(f"{where}.kv_heads", self.kv_heads, f"must divide {where}.heads ({self.heads})")
         if self.top_k > self.experts:
             raise field_error(f"{where}.top_k", self.top_k, f"exceeds {where}.experts ({self.experts})")
+        if self.shared_ffn < 0:
+            raise field_error(f"{where}.shared_ffn", self.shared_ffn, "must be >= 0 (0 = no shared expert)")
+        if self.shared_ffn and not self.is_moe:
+            raise field_error(
+                f"{where}.shared_ffn", self.shared_ffn, f"needs MoE layers ({where}.experts > 1)", "or set it to 0"
+            )
         if self.window < 0:
             raise field_error(f"{where}.window", self.window, "must be >= 0 (0 = full attention)")
         if self.full_attention_every < 0:
@@ -181,11 +192,15 @@ class ModelSpec:
         """Parameters of the query and key head norms (one weight of head_dim each; 0 without ``qk_norm``)."""
         return 2 * self.head_dim if self.qk_norm else 0
 
-    def mlp_params(self) -> int:
-        """Parameters of one dense MLP (one expert)."""
-        h, f = self.hidden, self.ffn_hidden
+    def mlp_params(self, ffn: int = 0) -> int:
+        """Parameters of one dense MLP (one expert; ``ffn`` its inner size, default ``ffn_hidden``)."""
+        h, f = self.hidden, ffn or self.ffn_hidden
         mats = 3 if self.gated_mlp else 2
         return mats * h * f + ((f * (2 if self.gated_mlp else 1) + h) if self.bias else 0)
+
+    def shared_params(self) -> int:
+        """Parameters of an MoE layer's shared expert (0 without one)."""
+        return self.mlp_params(self.shared_ffn) if self.shared_ffn else 0
 
     def norm_params(self) -> int:
         """Parameters of one normalization layer."""
@@ -194,7 +209,7 @@ class ModelSpec:
     def layer_params(self, layer: int = 0) -> int:
         """Parameters of transformer layer ``layer`` (all experts included)."""
         if self.is_moe_layer(layer):
-            mlp = self.experts * self.mlp_params() + self.hidden * self.experts
+            mlp = self.experts * self.mlp_params() + self.hidden * self.experts + self.shared_params()
         else:
             mlp = self.mlp_params()
         return self.attention_params() + mlp + 2 * self.norm_params()
@@ -219,7 +234,8 @@ class ModelSpec:
         out = 2 * b * s * q * h
         mlp = 2 * b * s * h * self.ffn_hidden * (3 if self.gated_mlp else 2)
         if self.is_moe_layer(layer):
-            mlp = mlp * self.top_k + 2 * b * s * h * self.experts
+            shared = 2 * b * s * h * self.shared_ffn * (3 if self.gated_mlp else 2)
+            mlp = mlp * self.top_k + 2 * b * s * h * self.experts + shared
         return float(qkv + scores + out + mlp)
 
     def attention_score_flops(self, batch: int, layer: int = 0) -> float:
