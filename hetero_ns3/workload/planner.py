@@ -102,6 +102,7 @@ class CompiledIteration:
                 "schedule": p.schedule,
                 "sequence_parallel": p.sequence_parallel,
                 "recompute": p.recompute,
+                "recomputed": sorted(p.recomputed),
                 "zero_stage": p.zero_stage,
                 "micro_batch": p.micro_batch,
                 "global_batch": p.global_batch,

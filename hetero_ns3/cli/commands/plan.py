@@ -45,8 +45,8 @@ def format_summary(s: dict) -> str:
     lines = [
         f"model      {s['model']}  on {s['gpus']} GPUs {s['gpu_types']}",
         "plan       tp={tp} pp={pp} dp={dp} ep={ep} cp={cp} vpp={vpp} schedule={schedule} sp={sequence_parallel} "
-        "recompute={recompute} zero={zero_stage} micro_batch={micro_batch} global_batch={global_batch}".format(
-            **{"cp": 1, **par}
+        "recompute={recompute}{modules} zero={zero_stage} micro_batch={micro_batch} global_batch={global_batch}".format(
+            **{"cp": 1, **par, "modules": f"({','.join(par['recomputed'])})" if par.get("recomputed") else ""}
         ),
         f"stages     layers per (virtual) stage {s['stage_layers']}",
         f"replicas   microbatches per replica {s['replica_microbatches']}",
