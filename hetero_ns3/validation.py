@@ -8,6 +8,7 @@ run directory; :func:`run_suite` runs a list of them. docs/validation.md lists t
 
 from __future__ import annotations
 
+import math
 import time
 import tomllib
 from collections.abc import Callable, Sequence
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hetero_ns3.errors import ScenarioError, SimulationError, field_error
+from hetero_ns3.errors import HeteroNs3Error, ScenarioError, SimulationError, field_error
 from hetero_ns3.paths import PACKAGE_DATA
 
 SUITE_PATH = PACKAGE_DATA / "validation" / "suite.toml"
@@ -233,6 +234,8 @@ class Outcome:
     within: bool
     wall_s: float
     detail: dict[str, float]
+    failure: str = ""
+    """Why the case could not be simulated (its input error, as the CLI would print it); "" when it ran."""
 
     def record(self) -> dict[str, Any]:
         c = self.case
@@ -240,14 +243,15 @@ class Outcome:
             "case": c.name,
             "metric": c.metric,
             "published": c.published,
-            "simulated": self.simulated,
-            "error_pct": self.error_pct,
+            "simulated": None if self.failure else self.simulated,
+            "error_pct": None if self.failure else self.error_pct,
             "tolerance_pct": 100.0 * c.tolerance,
             "within_tolerance": self.within,
             "pending": c.pending,
             "heldout": c.heldout,
             "source": c.source,
             "wall_s": self.wall_s,
+            "failure": self.failure or None,
         }
 
 
@@ -267,10 +271,21 @@ def run_case(case: Case, base: Path) -> Outcome:
     return Outcome(case, sim, err, abs(err) <= 100.0 * case.tolerance, time.perf_counter() - t0, detail)
 
 
+def run_case_or_failure(case: Case, base: Path) -> Outcome:
+    """:func:`run_case`, with an input or planning error of this case (``HeteroNs3Error``: a scenario that does not
+    load, a plan that does not fit) recorded as a failed outcome instead of ending the suite."""
+    t0 = time.perf_counter()
+    try:
+        return run_case(case, base)
+    except HeteroNs3Error as e:
+        msg = f"{type(e).__name__}: {e}"
+        return Outcome(case, math.nan, math.nan, False, time.perf_counter() - t0, {}, msg)
+
+
 def run_suite(cases: Sequence[Case], base: Path, on_done: Callable[[Outcome], None] | None = None) -> list[Outcome]:
     out = []
     for c in cases:
-        o = run_case(c, base)
+        o = run_case_or_failure(c, base)
         out.append(o)
         if on_done:
             on_done(o)

@@ -51,3 +51,27 @@ def test_failing_case_exits_1(tmp_path) -> None:
         'tolerance = 0.05\nsource = "deliberately wrong: an HDR NIC does not reach 48 GB/s"\n'
     )
     assert main(["validate", "--suite", str(p)]) == 1
+
+
+def test_a_case_that_cannot_be_simulated_is_recorded_and_the_rest_kept(tmp_path, capsys) -> None:
+    """A case whose scenario does not load is a FAILED row naming the error; the cases before and after it still
+    run, the tables (rewritten after every case) hold them all, and the exit status is 2 (bad input)."""
+    (tmp_path / "bad.toml").write_text('[model]\nname = "no-such-model"\n')
+    nic = (
+        'kind = "collective"\nop = "all_reduce"\ntopology = "a100-fattree"\nranks = ["n0.g0", "n1.g0"]\n'
+        'size = 1073741824\nmetric = "busbw_GBps"\npublished = 24.0\ntolerance = 0.05\nsource = "HDR NIC ceiling"\n'
+    )
+    bad = 'kind = "scenario"\nscenario = "bad.toml"\nmetric = "step_time_s"\npublished = 1\ntolerance = 0.1\nsource = "s"\n'
+    suite = tmp_path / "s.toml"
+    suite.write_text(f'[[case]]\nname = "a"\n{nic}\n[[case]]\nname = "b"\n{bad}\n[[case]]\nname = "c"\n{nic}')
+    out = tmp_path / "out"
+    assert main(["validate", "--suite", str(suite), "--out", str(out)]) == 2
+    printed = capsys.readouterr()
+    assert "FAILED: ScenarioError" in printed.out and "no-such-model" in printed.out
+    assert "1 case(s) could not be simulated: b" in printed.err
+    records = {r["case"]: r for r in json.loads((out / "validation.json").read_text())}
+    assert records["a"]["within_tolerance"] and records["c"]["within_tolerance"]
+    assert records["b"]["simulated"] is None and records["b"]["within_tolerance"] is False
+    assert "no-such-model" in records["b"]["failure"] and records["a"]["failure"] is None
+    with open(out / "validation.csv") as fh:
+        assert [r["case"] for r in csv.DictReader(fh)] == ["a", "b", "c"]

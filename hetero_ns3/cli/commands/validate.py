@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import sys
 from pathlib import Path
@@ -32,13 +33,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _row(o) -> str:
     c = o.case
+    if o.failure:
+        return f"{c.name:<38} {c.metric:<12} {c.published:>11.4g} {'-':>11} {'-':>8} {100 * c.tolerance:>5.0f}  FAILED: {o.failure}"
     flag = "yes" if o.within else ("pending" if c.pending else "NO")
     return f"{c.name:<38} {c.metric:<12} {c.published:>11.4g} {o.simulated:>11.4g} {o.error_pct:>+8.2f} {100 * c.tolerance:>5.0f}  {flag}"
 
 
+def _write_tables(out: Path, outcomes: list, skipped: list) -> None:
+    """validation.json and validation.csv of the cases run so far (and the pending ones not run), each written
+    atomically: rewritten after every case, so a stopped or failing run keeps what it finished."""
+    from hetero_ns3.results import atomic
+
+    records = [o.record() for o in outcomes]
+    records += [
+        {"case": c.name, "metric": c.metric, "published": c.published, "simulated": None, "error_pct": None,
+         "tolerance_pct": 100 * c.tolerance, "within_tolerance": None, "pending": c.pending, "heldout": c.heldout, "source": c.source,
+         "wall_s": 0.0, "failure": None}
+        for c in skipped
+    ]  # fmt: skip
+    atomic.write_text(out / "validation.json", json.dumps(records, indent=1))
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=list(records[0]) if records else ["case"])
+    w.writeheader()
+    w.writerows(records)
+    atomic.write_text(out / "validation.csv", buf.getvalue())
+
+
 def run(args: argparse.Namespace) -> int:
     from hetero_ns3.errors import ScenarioError
-    from hetero_ns3.validation import load_suite, run_case
+    from hetero_ns3.validation import load_suite, run_case_or_failure
 
     if args.out:
         from hetero_ns3.outputs import check_out_dir
@@ -57,33 +80,30 @@ def run(args: argparse.Namespace) -> int:
         cases = tuple(c for c in cases if c.heldout)
     skipped = [c for c in cases if c.pending and not args.pending]
     cases = tuple(c for c in cases if args.pending or not c.pending)
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
     print(f"{'case':<38} {'metric':<12} {'published':>11} {'simulated':>11} {'error%':>8} {'tol%':>5}  within")
     outcomes = []
     for c in cases:
-        o = run_case(c, base)
+        o = run_case_or_failure(c, base)
         outcomes.append(o)
         print(_row(o), flush=True)
+        if out is not None:
+            _write_tables(out, outcomes, skipped)
     for c in skipped:
         print(
             f"{c.name:<38} {c.metric:<12} {c.published:>11.4g} {'-':>11} {'-':>8} {100 * c.tolerance:>5.0f}  pending (not run)"
         )
     counted = [o for o in outcomes if not o.case.pending]
     bad = [o for o in counted if not o.within]
+    failed = [o for o in outcomes if o.failure]
     print(f"{len(counted) - len(bad)}/{len(counted)} counted cases within tolerance; {len(skipped)} pending not run")
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        records = [o.record() for o in outcomes]
-        records += [
-            {"case": c.name, "metric": c.metric, "published": c.published, "simulated": None, "error_pct": None,
-             "tolerance_pct": 100 * c.tolerance, "within_tolerance": None, "pending": c.pending, "heldout": c.heldout, "source": c.source,
-             "wall_s": 0.0}
-            for c in skipped
-        ]  # fmt: skip
-        (out / "validation.json").write_text(json.dumps(records, indent=1))
-        with open(out / "validation.csv", "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(records[0]) if records else ["case"])
-            w.writeheader()
-            w.writerows(records)
+    if out is not None:
+        _write_tables(out, outcomes, skipped)
         print(f"wrote {out / 'validation.csv'} and {out / 'validation.json'}", file=sys.stderr)
+    if failed:
+        names = ", ".join(o.case.name for o in failed)
+        print(f"hetero-ns3 validate: error: {len(failed)} case(s) could not be simulated: {names}", file=sys.stderr)
+        return 2
     return 0 if not bad else 1
