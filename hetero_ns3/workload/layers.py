@@ -342,10 +342,14 @@ def moe_backward(c: LayerContext) -> list[Step]:
     whole = c.recomputes("moe")
     act = (mem("act", _act_bytes(c, f, m_e * local)),) if c.recomputes("moe_act") and not whole else ()
     norm = (mem("ln2", _norm_bytes(c)),) if c.recomputes("layernorm") and not whole else ()
+    # the recomputed norm output is first needed by the shared expert's weight gradient where there is one
+    shared_norm, route_norm = (norm, ()) if md.shared_ffn else ((), norm)
     head: list[Step] = [Compute("moe.unpermute.bwd", (mem("bda2.bwd", _bda_bytes(c)), mem("unpermute.bwd", perm)))]
-    if whole or md.shared_ffn:  # the checkpointed MoE module re-runs between the residual add's backward and its own
+    if whole or md.shared_ffn:
+        # the residual add's backward, then the checkpointed MoE layer's forward again (``moe``), the shared
+        # expert's backward, and the routed path's
         head = [
-            Compute("moe.bda.bwd", (mem("bda2.bwd", _bda_bytes(c)),)),
+            Compute("moe.bda.bwd", (mem("bda2.bwd", _bda_bytes(c)), *shared_norm)),
             *(_recomputed(moe_forward(c), ("ln2", "bda2")) if whole else []),
             *_shared_expert(c, True),
             Compute("moe.unpermute.bwd", (mem("unpermute.bwd", perm),)),
@@ -366,7 +370,7 @@ def moe_backward(c: LayerContext) -> list[Step]:
         Compute(
             "moe.route.bwd",
             (
-                *norm,
+                *route_norm,
                 mem("permute.bwd", perm),
                 *gemm_bwd("router", Te, md.experts, h),
                 mem("ln2.bwd", 1.5 * _norm_bytes(c)),

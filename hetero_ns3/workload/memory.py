@@ -146,16 +146,18 @@ def layer_activation_bytes(
         attn += 2.0 * (q + kv) * sbh  # the query and key head norms' inputs
     k = model.top_k if moe else 1
     fc2_in = 0.0 if moe and "moe_act" in modules else lin_in
-    fc1_in = lin_in * h if moe else 0.0  # the experts' FC1 input: every routed copy of the token, after dispatch
     f = model.ffn_hidden
-    mlp = 0.0 if whole else (2.0 * f * (2 if model.gated_mlp else 1) + fc2_in * f + fc1_in) * sbh * k
+    mlp = 0.0 if whole else (2.0 * f * (2 if model.gated_mlp else 1) + fc2_in * f) * sbh * k
+    # the experts' FC1 input: every routed copy of the token after dispatch, whole on every TP rank (the experts
+    # split their inner size over TP, not the tokens gathered for them)
+    dispatched = lin_in * h * sbh * k if moe and not whole else 0.0
     if moe and model.shared_ffn and not whole:  # the shared expert: its FC1 output and FC2 input (input: the norm's)
         sf = model.shared_ffn
         mlp += (2.0 * sf * (2 if model.gated_mlp else 1) + lin_in * sf) * sbh
     scores = 0.0
     if "core_attn" not in modules and not flash:
         scores = (2.0 + 3.0 * drop) * model.heads * s * s * b
-    return non_par / sp_div + (attn + mlp + scores) / tp
+    return non_par / sp_div + (attn + mlp + scores) / tp + dispatched
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,23 @@ def test_activation_bytes_lose_what_is_recomputed(fp8: bool) -> None:
     )
 
 
+def test_dispatched_tokens_are_whole_on_every_tensor_parallel_rank() -> None:
+    """Under TP the experts split their inner size, not the tokens gathered for them: the kept FC1 input is
+    k x h per token on every rank, while the FC1 output and FC2 input shrink with TP."""
+    k, f, h, sb = MOE.top_k, MOE.ffn_hidden, MOE.hidden, float(MOE.seq_len)
+    dense = replace(MOE, experts=1, top_k=1)
+
+    def moe_minus_dense(tp: int) -> float:
+        def act(m):
+            return layer_activation_bytes(m, 0, 1, tp, False, "none", True)
+
+        return act(MOE) - act(dense)
+
+    inside = (2.0 * 2 * f + 2.0 * f) * sb  # FC1 output (gated) and FC2 input of one routed copy
+    for tp in (1, 2, 4):
+        assert moe_minus_dense(tp) == pytest.approx((k - 1) * inside / tp + 2.0 * h * sb * k)
+
+
 def test_more_recomputation_costs_more_time_and_less_memory() -> None:
     def plan(modules: tuple[str, ...]):
         p = replace(BASE, recompute="selective", recompute_modules=modules)

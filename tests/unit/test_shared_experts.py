@@ -66,6 +66,19 @@ def test_the_shared_expert_runs_after_the_combine_with_its_own_tensor_parallel_c
     assert "moe.shared" not in plain and "moe.unpermute" in plain
 
 
+def test_recomputed_norm_comes_before_the_shared_experts_backward() -> None:
+    """With ``layernorm`` recomputation the norm's output is rebuilt before its first use in the backward: the
+    shared expert's (it runs last in the forward), else the router's."""
+    plan = replace(PLAN, tp=1, dp=8, sequence_parallel=False, recompute="selective", recompute_modules=("layernorm",))
+
+    def where_ln2(model) -> str:
+        prog = StepPrograms(resolve(model, plan, GPUS, ComputeConfig()).spec).program("layer_b", 0)
+        return next(s.name for s in prog if isinstance(s, Compute) and any(k.name == "ln2" for k in s.kernels))
+
+    assert where_ln2(SMALL) == "moe.bda.bwd"
+    assert where_ln2(replace(SMALL, shared_ffn=0)) == "moe.route.bwd"
+
+
 def test_shared_expert_weights_are_dense_and_its_activations_kept() -> None:
     tp, ep = 2, 4
     with_shared = layer_params_per_rank(SMALL, 0, tp, ep)
