@@ -1,8 +1,9 @@
 """Per-rank step programs of transformer pieces: compute kernels and the TP / EP / CP collectives between them.
 
-Steps (:class:`Compute`, :class:`Comm`, :class:`Join`) and the rank's shapes (:class:`LayerContext`) are in
-:mod:`hetero_ns3.workload.steps`, the attention core in :mod:`hetero_ns3.workload.attention`; both are re-exported
-here. With T = b x s tokens and 2-byte activations, every TP collective of a layer moves ``2 T h`` bytes
+Steps (:class:`Compute`, :class:`Comm`, :class:`Join`), the rank's shapes (:class:`LayerContext`) and the shared
+building blocks (TP region entry and exit, recomputation) are in :mod:`hetero_ns3.workload.steps`, the attention
+core in :mod:`hetero_ns3.workload.attention`, the MoE layer in :mod:`hetero_ns3.workload.moe`; the public ones
+are re-exported here. With T = b x s tokens and 2-byte activations, every TP collective of a layer moves ``2 T h`` bytes
 (Megatron-LM, Shoeybi et al. 2019; Korthikanti et al. 2022 for sequence parallelism).
 """
 
@@ -21,7 +22,27 @@ from hetero_ns3.workload.attention import (
     cp_ring_steps,
     flash_attention_kernels,
 )
-from hetero_ns3.workload.steps import ACT_BYTES, Comm, Compute, Join, LayerContext, Step, gemm, gemm_bwd, mem
+from hetero_ns3.workload.moe import moe_backward, moe_dispatch_bytes, moe_forward
+from hetero_ns3.workload.steps import (
+    ACT_BYTES,
+    Comm,
+    Compute,
+    Join,
+    LayerContext,
+    Step,
+    act_bytes,
+    bda_bytes,
+    col_parallel_bwd,
+    gemm,
+    gemm_bwd,
+    mem,
+    norm_bytes,
+    recomputed,
+    sp_on,
+    tag_recompute,
+    tp_enter,
+    tp_exit,
+)
 
 __all__ = [
     "ACT_BYTES",
@@ -62,45 +83,6 @@ def _dims(c: LayerContext) -> tuple[int, int, int, int]:
     return c.tokens, md.hidden, (md.q_dim + 2 * md.kv_dim) // t, md.ffn_hidden // t
 
 
-def _sp(c: LayerContext) -> bool:
-    return c.sequence_parallel and c.tp > 1
-
-
-def _col_parallel_bwd(c: LayerContext, name: str, dgrad: Kernel, wgrad: Kernel) -> list[Step]:
-    """Backward of a column-parallel linear: its input-gradient reduction overlaps the weight gradient."""
-    if c.tp == 1:
-        return [Compute(name, (dgrad, wgrad))]
-    if _sp(c):
-        return [
-            Comm(f"{name}.ag_input", "all_gather", c.act_bytes, "tp", "async"),
-            Compute(f"{name}.dgrad", (dgrad,)),
-            Join(),
-            Comm(f"{name}.rs_grad", "reduce_scatter", c.act_bytes, "tp", "async"),
-            Compute(f"{name}.wgrad", (wgrad,)),
-            Join(),
-        ]
-    return [
-        Compute(f"{name}.dgrad", (dgrad,)),
-        Comm(f"{name}.ar_grad", "all_reduce", c.act_bytes, "tp", "async"),
-        Compute(f"{name}.wgrad", (wgrad,)),
-        Join(),
-    ]
-
-
-def _tp_enter(c: LayerContext, name: str) -> list[Comm]:
-    """Forward entry of a TP region: all-gather under SP, nothing otherwise."""
-    return [Comm(f"{name}.ag", "all_gather", c.act_bytes, "tp")] if _sp(c) else []
-
-
-def _tp_exit(c: LayerContext, name: str) -> list[Comm]:
-    """Forward exit of a TP region: reduce-scatter under SP, all-reduce otherwise (tp > 1)."""
-    if c.tp == 1:
-        return []
-    if _sp(c):
-        return [Comm(f"{name}.rs", "reduce_scatter", c.act_bytes, "tp")]
-    return [Comm(f"{name}.ar", "all_reduce", c.act_bytes, "tp")]
-
-
 ROPE_BYTES = 4.0
 """Rotary position embedding per query / key element, forward and again backward: Megatron-LM applies it
 fused (``apply_rope_fusion``, on unless ``--no-rope-fusion``; Transformer Engine's fused RoPE kernel), one
@@ -128,28 +110,19 @@ def _qk_norm(c: LayerContext, name: str, scale: float = 1.0) -> tuple[Kernel, ..
     return (mem(name, scale * QK_NORM_BYTES * c.tokens * (md.q_dim + md.kv_dim) // c.tp),)
 
 
-def _norm_bytes(c: LayerContext) -> float:
-    return 2.0 * ACT_BYTES * c.tokens_elementwise * c.model.hidden
-
-
-def _bda_bytes(c: LayerContext) -> float:
-    """Bias + dropout + residual add: read two tensors, write one (+ a 1-byte mask with dropout)."""
-    return (3.0 * ACT_BYTES + (1 if c.model.dropout else 0)) * c.tokens_elementwise * c.model.hidden
-
-
 def _overlapped(c: LayerContext, name: str, first: tuple[Kernel, ...], mid: list[Step], last: Kernel) -> list[Step]:
     """Forward TP region with Megatron-Core's ``tp_comm_overlap`` (Transformer Engine userbuffers):
     the entry all-gather runs alongside the first GEMM and the exit reduction alongside the last GEMM,
     each region costing max(collective, GEMM) instead of their sum."""
     steps: list[Step] = []
-    enter = _tp_enter(c, name)
+    enter = tp_enter(c, name)
     if enter:
         e = enter[0]
         steps += [Comm(e.name, e.collective, e.bytes, "tp", "async"), Compute(f"{name}.in", first), Join()]
     else:
         steps.append(Compute(f"{name}.in", first))
     steps += mid
-    out = _tp_exit(c, name)
+    out = tp_exit(c, name)
     if out:
         x = out[0]
         steps += [Comm(x.name, x.collective, x.bytes, "tp", "async"), Compute(f"{name}.out", (last,)), Join()]
@@ -167,7 +140,7 @@ def attention_forward(c: LayerContext) -> list[Step]:
     T, h, qkv_n, _ = _dims(c)
     if c.tp_comm_overlap and c.tp > 1:
         return [
-            Compute("attn.ln", (mem("ln1", _norm_bytes(c)),)),
+            Compute("attn.ln", (mem("ln1", norm_bytes(c)),)),
             *_overlapped(
                 c,
                 "attn",
@@ -175,7 +148,7 @@ def attention_forward(c: LayerContext) -> list[Step]:
                 _core_steps(c, "attn.mid"),
                 gemm("proj", T, h, c.model.q_dim // c.tp),
             ),
-            Compute("attn.bda", (mem("bda1", _bda_bytes(c)),)),
+            Compute("attn.bda", (mem("bda1", bda_bytes(c)),)),
         ]
     if c.cp > 1:
         core: list[Step] = [
@@ -187,18 +160,18 @@ def attention_forward(c: LayerContext) -> list[Step]:
         qkv = (gemm("qkv", T, qkv_n, h), *_qk_norm(c, "qk_norm"), *_rope(c, "rope"))
         core = [Compute("attn", (*qkv, *attention_core(c, False), gemm("proj", T, h, c.model.q_dim // c.tp)))]
     return [
-        Compute("attn.ln", (mem("ln1", _norm_bytes(c)),)),
-        *_tp_enter(c, "attn"),
+        Compute("attn.ln", (mem("ln1", norm_bytes(c)),)),
+        *tp_enter(c, "attn"),
         *core,
-        *_tp_exit(c, "attn"),
-        Compute("attn.bda", (mem("bda1", _bda_bytes(c)),)),
+        *tp_exit(c, "attn"),
+        Compute("attn.bda", (mem("bda1", bda_bytes(c)),)),
     ]
 
 
 def attention_backward(c: LayerContext) -> list[Step]:
     T, h, qkv_n, _ = _dims(c)
-    steps: list[Step] = [Compute("attn.bda.bwd", (mem("bda1.bwd", _bda_bytes(c)),))]
-    if _sp(c):
+    steps: list[Step] = [Compute("attn.bda.bwd", (mem("bda1.bwd", bda_bytes(c)),))]
+    if sp_on(c):
         steps.append(Comm("attn.ag_grad", "all_gather", c.act_bytes, "tp"))
     if c.cp > 1:
         steps.append(Compute("attn.bwd", gemm_bwd("proj", T, h, c.model.q_dim // c.tp)))
@@ -215,14 +188,10 @@ def attention_backward(c: LayerContext) -> list[Step]:
         kern += [*attention_core(c, True), *_rope(c, "rope.bwd"), *_qk_norm(c, "qk_norm.bwd", 1.5)]
         steps.append(Compute("attn.bwd", tuple(kern)))
     if c.recomputes("layernorm"):
-        steps.append(Compute("recompute.attn.ln", (mem("ln1", _norm_bytes(c)),)))
-    steps += _col_parallel_bwd(c, "qkv", *gemm_bwd("qkv", T, qkv_n, h))
-    steps.append(Compute("attn.ln.bwd", (mem("ln1.bwd", 1.5 * _norm_bytes(c)),)))
+        steps.append(Compute("recompute.attn.ln", (mem("ln1", norm_bytes(c)),)))
+    steps += col_parallel_bwd(c, "qkv", *gemm_bwd("qkv", T, qkv_n, h))
+    steps.append(Compute("attn.ln.bwd", (mem("ln1.bwd", 1.5 * norm_bytes(c)),)))
     return steps
-
-
-def _act_bytes(c: LayerContext, f_local: int, tokens: int) -> float:
-    return ACT_BYTES * tokens * f_local * (3 if c.model.gated_mlp else 2)
 
 
 def mlp_forward(c: LayerContext) -> list[Step]:
@@ -230,153 +199,39 @@ def mlp_forward(c: LayerContext) -> list[Step]:
     up = f * (2 if c.model.gated_mlp else 1)
     if c.tp_comm_overlap and c.tp > 1:
         return [
-            Compute("mlp.ln", (mem("ln2", _norm_bytes(c)),)),
+            Compute("mlp.ln", (mem("ln2", norm_bytes(c)),)),
             *_overlapped(
                 c,
                 "mlp",
                 (gemm("fc1", T, up, h),),
-                [Compute("mlp.mid", (mem("act", _act_bytes(c, f, T)),))],
+                [Compute("mlp.mid", (mem("act", act_bytes(c, f, T)),))],
                 gemm("fc2", T, h, f),
             ),
-            Compute("mlp.bda", (mem("bda2", _bda_bytes(c)),)),
+            Compute("mlp.bda", (mem("bda2", bda_bytes(c)),)),
         ]
     return [
-        Compute("mlp.ln", (mem("ln2", _norm_bytes(c)),)),
-        *_tp_enter(c, "mlp"),
-        Compute("mlp", (gemm("fc1", T, up, h), mem("act", _act_bytes(c, f, T)), gemm("fc2", T, h, f))),
-        *_tp_exit(c, "mlp"),
-        Compute("mlp.bda", (mem("bda2", _bda_bytes(c)),)),
+        Compute("mlp.ln", (mem("ln2", norm_bytes(c)),)),
+        *tp_enter(c, "mlp"),
+        Compute("mlp", (gemm("fc1", T, up, h), mem("act", act_bytes(c, f, T)), gemm("fc2", T, h, f))),
+        *tp_exit(c, "mlp"),
+        Compute("mlp.bda", (mem("bda2", bda_bytes(c)),)),
     ]
 
 
 def mlp_backward(c: LayerContext) -> list[Step]:
     T, h, _, f = _dims(c)
     up = f * (2 if c.model.gated_mlp else 1)
-    steps: list[Step] = [Compute("mlp.bda.bwd", (mem("bda2.bwd", _bda_bytes(c)),))]
+    steps: list[Step] = [Compute("mlp.bda.bwd", (mem("bda2.bwd", bda_bytes(c)),))]
     if c.recomputes("mlp"):
-        steps += _recomputed(mlp_forward(c), ("ln2", "bda2"))
-    if _sp(c):
+        steps += recomputed(mlp_forward(c), ("ln2", "bda2"))
+    if sp_on(c):
         steps.append(Comm("mlp.ag_grad", "all_gather", c.act_bytes, "tp"))
-    steps.append(Compute("mlp.bwd", (*gemm_bwd("fc2", T, h, f), mem("act.bwd", 1.5 * _act_bytes(c, f, T)))))
+    steps.append(Compute("mlp.bwd", (*gemm_bwd("fc2", T, h, f), mem("act.bwd", 1.5 * act_bytes(c, f, T)))))
     if c.recomputes("layernorm") and not c.recomputes("mlp"):
-        steps.append(Compute("recompute.mlp.ln", (mem("ln2", _norm_bytes(c)),)))
-    steps += _col_parallel_bwd(c, "fc1", *gemm_bwd("fc1", T, up, h))
-    steps.append(Compute("mlp.ln.bwd", (mem("ln2.bwd", 1.5 * _norm_bytes(c)),)))
+        steps.append(Compute("recompute.mlp.ln", (mem("ln2", norm_bytes(c)),)))
+    steps += col_parallel_bwd(c, "fc1", *gemm_bwd("fc1", T, up, h))
+    steps.append(Compute("mlp.ln.bwd", (mem("ln2.bwd", 1.5 * norm_bytes(c)),)))
     return steps
-
-
-def moe_dispatch_bytes(c: LayerContext) -> float:
-    """All-to-all send bytes of one rank: its (sequence-sharded) tokens, top_k copies, 2 bytes each."""
-    return float(ACT_BYTES * c.tokens_elementwise * c.model.top_k * c.model.hidden)
-
-
-def _moe_exchange(c: LayerContext, name: str, forward_in: bool) -> list[Step]:
-    a2a: list[Step] = [Comm(f"{name}.a2a", "all_to_all", moe_dispatch_bytes(c), "ep")] if c.ep > 1 else []
-    if c.tp == 1:
-        return a2a
-    gathered = moe_dispatch_bytes(c) * c.tp
-    tp: list[Step] = [
-        Comm(f"{name}.{'ag' if forward_in else 'rs'}", "all_gather" if forward_in else "reduce_scatter", gathered, "tp")
-    ]
-    return a2a + tp if forward_in else tp + a2a
-
-
-def _experts(c: LayerContext) -> tuple[int, int, int, int]:
-    md = c.model
-    local = md.experts // c.ep
-    tokens_local = c.tokens_elementwise * md.top_k * c.tp  # after dispatch and TP gather
-    per_expert = max(1, tokens_local // local)
-    return local, per_expert, md.hidden, md.ffn_hidden // c.tp
-
-
-def moe_forward(c: LayerContext) -> list[Step]:
-    md = c.model
-    local, m_e, h, f = _experts(c)
-    up = f * (2 if md.gated_mlp else 1)
-    Te = c.tokens_elementwise
-    perm = ACT_BYTES * 2.0 * Te * md.top_k * h
-    shared, bda = _shared_expert(c, False), _bda_bytes(c)
-    return [
-        Compute("moe.route", (mem("ln2", _norm_bytes(c)), gemm("router", Te, md.experts, h), mem("permute", perm))),
-        *_moe_exchange(c, "moe.dispatch", True),
-        Compute(
-            "moe.experts",
-            (
-                gemm("fc1", m_e, up, h, local),
-                mem("act", _act_bytes(c, f, m_e * local)),
-                gemm("fc2", m_e, h, f, local),
-            ),
-        ),
-        *_moe_exchange(c, "moe.combine", False),
-        *(
-            [Compute("moe.unpermute", (mem("unpermute", perm),)), *shared, Compute("moe.bda", (mem("bda2", bda),))]
-            if shared
-            else [Compute("moe.unpermute", (mem("unpermute", perm), mem("bda2", bda)))]
-        ),
-    ]
-
-
-def _shared_expert(c: LayerContext, backward: bool) -> list[Step]:
-    """The shared expert of an MoE layer (``model.shared_ffn``): a tensor-parallel MLP on every token, run after
-    the routed experts' combine (Megatron-Core's ``MoELayer`` without ``moe_shared_expert_overlap``); its forward
-    gathers / reduces like the dense MLP, its backward mirrors :func:`mlp_backward`."""
-    md = c.model
-    if not md.shared_ffn:
-        return []
-    T, h, sf = c.tokens, md.hidden, md.shared_ffn // c.tp
-    up = sf * (2 if md.gated_mlp else 1)
-    if not backward:
-        kernels = (gemm("fc1", T, up, h), mem("act", _act_bytes(c, sf, T)), gemm("fc2", T, h, sf))
-        return [*_tp_enter(c, "moe.shared"), Compute("moe.shared", kernels), *_tp_exit(c, "moe.shared")]
-    steps: list[Step] = [Comm("moe.shared.ag_grad", "all_gather", c.act_bytes, "tp")] if _sp(c) else []
-    steps.append(Compute("moe.shared.bwd", (*gemm_bwd("fc2", T, h, sf), mem("act.bwd", 1.5 * _act_bytes(c, sf, T)))))
-    return steps + _col_parallel_bwd(c, "moe.shared.fc1", *gemm_bwd("fc1", T, up, h))
-
-
-def moe_backward(c: LayerContext) -> list[Step]:
-    md = c.model
-    local, m_e, h, f = _experts(c)
-    up = f * (2 if md.gated_mlp else 1)
-    Te = c.tokens_elementwise
-    perm = ACT_BYTES * 2.0 * Te * md.top_k * h
-    whole = c.recomputes("moe")
-    act = (mem("act", _act_bytes(c, f, m_e * local)),) if c.recomputes("moe_act") and not whole else ()
-    norm = (mem("ln2", _norm_bytes(c)),) if c.recomputes("layernorm") and not whole else ()
-    # the recomputed norm output is first needed by the shared expert's weight gradient where there is one
-    shared_norm, route_norm = (norm, ()) if md.shared_ffn else ((), norm)
-    head: list[Step] = [Compute("moe.unpermute.bwd", (mem("bda2.bwd", _bda_bytes(c)), mem("unpermute.bwd", perm)))]
-    if whole or md.shared_ffn:
-        # the residual add's backward, then the checkpointed MoE layer's forward again (``moe``), the shared
-        # expert's backward, and the routed path's
-        head = [
-            Compute("moe.bda.bwd", (mem("bda2.bwd", _bda_bytes(c)), *shared_norm)),
-            *(_recomputed(moe_forward(c), ("ln2", "bda2")) if whole else []),
-            *_shared_expert(c, True),
-            Compute("moe.unpermute.bwd", (mem("unpermute.bwd", perm),)),
-        ]
-    return [
-        *head,
-        *_moe_exchange(c, "moe.combine.bwd", True),
-        Compute(
-            "moe.experts.bwd",
-            (
-                *act,
-                *gemm_bwd("fc2", m_e, h, f, local),
-                mem("act.bwd", 1.5 * _act_bytes(c, f, m_e * local)),
-                *gemm_bwd("fc1", m_e, up, h, local),
-            ),
-        ),
-        *_moe_exchange(c, "moe.dispatch.bwd", False),
-        Compute(
-            "moe.route.bwd",
-            (
-                *route_norm,
-                mem("permute.bwd", perm),
-                *gemm_bwd("router", Te, md.experts, h),
-                mem("ln2.bwd", 1.5 * _norm_bytes(c)),
-            ),
-        ),
-    ]
 
 
 def _at_layer(c: LayerContext, layer: int) -> LayerContext:
@@ -396,38 +251,15 @@ def layer_backward(c: LayerContext, layer: int) -> list[Step]:
     """Backward program of layer ``layer`` (with its forward re-run first under full recomputation)."""
     c = _at_layer(c, layer)
     mlp = moe_backward(c) if c.model.is_moe_layer(layer) else mlp_backward(c)
-    pre = [_tag_recompute(s) for s in layer_forward(c, layer)] if c.recompute == "full" else []
+    pre = [tag_recompute(s) for s in layer_forward(c, layer)] if c.recompute == "full" else []
     return pre + mlp + attention_backward(c)
-
-
-def _recomputed(steps: list[Step], outside: tuple[str, ...]) -> list[Step]:
-    """A module's forward ``steps`` re-run in the backward (selective ``mlp`` / ``moe``): renamed ``recompute.*``,
-    without the kernels named in ``outside`` (the norm before the module, the residual add after it) and the
-    compute steps left empty by that."""
-    out: list[Step] = []
-    for st in steps:
-        if isinstance(st, Compute):
-            kernels = tuple(k for k in st.kernels if k.name not in outside)
-            if kernels:
-                out.append(Compute(f"recompute.{st.name}", kernels))
-        else:
-            out.append(_tag_recompute(st))
-    return out
-
-
-def _tag_recompute(s: Step) -> Step:
-    if isinstance(s, Compute):
-        return Compute(f"recompute.{s.name}", s.kernels)
-    if isinstance(s, Comm):
-        return Comm(f"recompute.{s.name}", s.collective, s.bytes, s.dim, s.mode)
-    return s
 
 
 def embedding_forward(c: LayerContext) -> list[Step]:
     """Vocab-parallel embedding lookup, its TP reduction, position embedding and dropout."""
     T, h = c.tokens, c.model.hidden
     steps: list[Step] = [Compute("emb", (mem("emb.lookup", 2.0 * ACT_BYTES * T * h),))]
-    steps += _tp_exit(c, "emb")
+    steps += tp_exit(c, "emb")
     tail = []
     if c.model.learned_pos_emb:
         tail.append(mem("emb.pos", 3.0 * ACT_BYTES * c.tokens_elementwise * h))
@@ -451,7 +283,7 @@ def embedding_backward(c: LayerContext) -> list[Step]:
     """Gradient of the embedding lookup: scatter of the token gradients, then the dense table pass."""
     T, h = c.tokens, c.model.hidden
     steps: list[Step] = []
-    if _sp(c):
+    if sp_on(c):
         steps.append(Comm("emb.ag_grad", "all_gather", c.act_bytes, "tp"))
     table = emb_table_grad_bytes(c.main_grad_bytes) * (c.model.padded_vocab(c.tp) // c.tp) * h
     steps.append(Compute("emb.bwd", (mem("emb.grad", 3.0 * ACT_BYTES * T * h), mem("emb.table_grad", table))))
@@ -489,7 +321,7 @@ def head_forward(c: LayerContext) -> list[Step]:
     v = c.model.padded_vocab(c.tp) // c.tp
     n = float(T * v)  # local logits
     pre, mid, post, _ = CE_BYTES[c.cross_entropy]
-    steps: list[Step] = [Compute("head.ln", (mem("ln_f", _norm_bytes(c)),)), *_tp_enter(c, "head")]
+    steps: list[Step] = [Compute("head.ln", (mem("ln_f", norm_bytes(c)),)), *tp_enter(c, "head")]
     steps.append(Compute("head.logits", (gemm("logits", T, v, h), mem("ce.max", pre * n))))
     if c.tp > 1:
         steps += [
@@ -509,6 +341,6 @@ def head_backward(c: LayerContext) -> list[Step]:
     T, h = c.tokens, c.model.hidden
     v = c.model.padded_vocab(c.tp) // c.tp
     steps: list[Step] = [Compute("ce.bwd", (mem("ce.grad", CE_BYTES[c.cross_entropy][3] * T * v),))]
-    steps += _col_parallel_bwd(c, "logits", *gemm_bwd("logits", T, v, h))
-    steps.append(Compute("head.ln.bwd", (mem("ln_f.bwd", 1.5 * _norm_bytes(c)),)))
+    steps += col_parallel_bwd(c, "logits", *gemm_bwd("logits", T, v, h))
+    steps.append(Compute("head.ln.bwd", (mem("ln_f.bwd", 1.5 * norm_bytes(c)),)))
     return steps

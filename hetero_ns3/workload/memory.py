@@ -50,20 +50,23 @@ cross_entropy``: Megatron-Core's cross-entropy (unfused or fused) keeps its FP32
 kernels keep the BF16 logits, which their backward overwrites with the gradient."""
 
 
+def _mlp_sharded(model: ModelSpec, ffn: int) -> int:
+    """The TP-sharded part of an MLP of inner size ``ffn`` (its matrices and column biases; the output projection's
+    row bias, ``hidden`` wide, is replicated): ``ModelSpec.mlp_params`` less that bias."""
+    return model.mlp_params(ffn) - (model.hidden if model.bias else 0)
+
+
 def layer_params_per_rank(model: ModelSpec, layer: int, tp: int, ep: int) -> RankParams:
     """Parameters of layer ``layer`` on one rank: TP-sharded matrices / tp, replicated norms and row biases."""
-    h, f, kvd, q = model.hidden, model.ffn_hidden, model.kv_dim, model.q_dim
+    h, kvd, q = model.hidden, model.kv_dim, model.q_dim
     bias = model.bias
     attn_sharded = h * (q + 2 * kvd) + (q + 2 * kvd if bias else 0) + q * h
     repl = 2 * model.norm_params() + (h if bias else 0) + model.qk_norm_params()
-    mats = 3 if model.gated_mlp else 2
-    mlp_sharded = mats * h * f + ((f * (2 if model.gated_mlp else 1)) if bias else 0)
+    mlp_sharded = _mlp_sharded(model, model.ffn_hidden)
     if model.is_moe_layer(layer):
         expert = (model.experts // ep) * (mlp_sharded / tp + (h if bias else 0))
         sf = model.shared_ffn
-        shared = (mats * h * sf + ((sf * (2 if model.gated_mlp else 1)) if bias else 0)) / tp + (
-            h if bias and sf else 0
-        )
+        shared = _mlp_sharded(model, sf) / tp + (h if bias else 0) if sf else 0
         return RankParams(attn_sharded / tp + repl + h * model.experts + shared, expert)
     return RankParams(attn_sharded / tp + mlp_sharded / tp + repl + (h if bias else 0), 0.0)
 

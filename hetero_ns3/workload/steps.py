@@ -114,3 +114,85 @@ def gemm_bwd(name: str, m: int, n: int, k: int, batch: int = 1) -> tuple[Kernel,
 def mem(name: str, nbytes: float) -> Kernel:
     """Element-wise kernel moving ``nbytes`` bytes."""
     return Kernel(name, "memory", 0.0, float(nbytes))
+
+
+# -- building blocks the dense and MoE layer programs share (workload/layers.py, workload/moe.py) --------------
+
+
+def sp_on(c: LayerContext) -> bool:
+    """Sequence parallelism in effect (asked for, and tp > 1)."""
+    return c.sequence_parallel and c.tp > 1
+
+
+def col_parallel_bwd(c: LayerContext, name: str, dgrad: Kernel, wgrad: Kernel) -> list[Step]:
+    """Backward of a column-parallel linear: its input-gradient reduction overlaps the weight gradient."""
+    if c.tp == 1:
+        return [Compute(name, (dgrad, wgrad))]
+    if sp_on(c):
+        return [
+            Comm(f"{name}.ag_input", "all_gather", c.act_bytes, "tp", "async"),
+            Compute(f"{name}.dgrad", (dgrad,)),
+            Join(),
+            Comm(f"{name}.rs_grad", "reduce_scatter", c.act_bytes, "tp", "async"),
+            Compute(f"{name}.wgrad", (wgrad,)),
+            Join(),
+        ]
+    return [
+        Compute(f"{name}.dgrad", (dgrad,)),
+        Comm(f"{name}.ar_grad", "all_reduce", c.act_bytes, "tp", "async"),
+        Compute(f"{name}.wgrad", (wgrad,)),
+        Join(),
+    ]
+
+
+def tp_enter(c: LayerContext, name: str) -> list[Comm]:
+    """Forward entry of a TP region: all-gather under SP, nothing otherwise."""
+    return [Comm(f"{name}.ag", "all_gather", c.act_bytes, "tp")] if sp_on(c) else []
+
+
+def tp_exit(c: LayerContext, name: str) -> list[Comm]:
+    """Forward exit of a TP region: reduce-scatter under SP, all-reduce otherwise (tp > 1)."""
+    if c.tp == 1:
+        return []
+    if sp_on(c):
+        return [Comm(f"{name}.rs", "reduce_scatter", c.act_bytes, "tp")]
+    return [Comm(f"{name}.ar", "all_reduce", c.act_bytes, "tp")]
+
+
+def norm_bytes(c: LayerContext) -> float:
+    """A norm over the rank's element-wise tokens: read and write one tensor."""
+    return 2.0 * ACT_BYTES * c.tokens_elementwise * c.model.hidden
+
+
+def bda_bytes(c: LayerContext) -> float:
+    """Bias + dropout + residual add: read two tensors, write one (+ a 1-byte mask with dropout)."""
+    return (3.0 * ACT_BYTES + (1 if c.model.dropout else 0)) * c.tokens_elementwise * c.model.hidden
+
+
+def act_bytes(c: LayerContext, f_local: int, tokens: int) -> float:
+    """The MLP activation over ``tokens`` of inner size ``f_local``: read the FC1 output (2 f gated), write f."""
+    return ACT_BYTES * tokens * f_local * (3 if c.model.gated_mlp else 2)
+
+
+def recomputed(steps: list[Step], outside: tuple[str, ...]) -> list[Step]:
+    """A module's forward ``steps`` re-run in the backward (selective ``mlp`` / ``moe``): renamed ``recompute.*``,
+    without the kernels named in ``outside`` (the norm before the module, the residual add after it) and the
+    compute steps left empty by that."""
+    out: list[Step] = []
+    for st in steps:
+        if isinstance(st, Compute):
+            kernels = tuple(k for k in st.kernels if k.name not in outside)
+            if kernels:
+                out.append(Compute(f"recompute.{st.name}", kernels))
+        else:
+            out.append(tag_recompute(st))
+    return out
+
+
+def tag_recompute(s: Step) -> Step:
+    """``s`` renamed ``recompute.*`` (a join stays as it is)."""
+    if isinstance(s, Compute):
+        return Compute(f"recompute.{s.name}", s.kernels)
+    if isinstance(s, Comm):
+        return Comm(f"recompute.{s.name}", s.collective, s.bytes, s.dim, s.mode)
+    return s

@@ -1,0 +1,141 @@
+"""Per-rank step programs of an MoE layer: router, token dispatch and combine (expert-parallel all-to-alls, the
+tensor-parallel gather / scatter around them), the routed experts' grouped GEMMs and the shared expert.
+
+Used by :mod:`hetero_ns3.workload.layers` for the layers ``ModelSpec.is_moe_layer`` marks; the shapes and
+building blocks are those of :mod:`hetero_ns3.workload.steps`.
+"""
+
+from __future__ import annotations
+
+from hetero_ns3.workload.steps import (
+    ACT_BYTES,
+    Comm,
+    Compute,
+    LayerContext,
+    Step,
+    act_bytes,
+    bda_bytes,
+    col_parallel_bwd,
+    gemm,
+    gemm_bwd,
+    mem,
+    norm_bytes,
+    recomputed,
+    sp_on,
+    tp_enter,
+    tp_exit,
+)
+
+
+def moe_dispatch_bytes(c: LayerContext) -> float:
+    """All-to-all send bytes of one rank: its (sequence-sharded) tokens, top_k copies, 2 bytes each."""
+    return float(ACT_BYTES * c.tokens_elementwise * c.model.top_k * c.model.hidden)
+
+
+def _moe_exchange(c: LayerContext, name: str, forward_in: bool) -> list[Step]:
+    a2a: list[Step] = [Comm(f"{name}.a2a", "all_to_all", moe_dispatch_bytes(c), "ep")] if c.ep > 1 else []
+    if c.tp == 1:
+        return a2a
+    gathered = moe_dispatch_bytes(c) * c.tp
+    tp: list[Step] = [
+        Comm(f"{name}.{'ag' if forward_in else 'rs'}", "all_gather" if forward_in else "reduce_scatter", gathered, "tp")
+    ]
+    return a2a + tp if forward_in else tp + a2a
+
+
+def _experts(c: LayerContext) -> tuple[int, int, int, int]:
+    md = c.model
+    local = md.experts // c.ep
+    tokens_local = c.tokens_elementwise * md.top_k * c.tp  # after dispatch and TP gather
+    per_expert = max(1, tokens_local // local)
+    return local, per_expert, md.hidden, md.ffn_hidden // c.tp
+
+
+def moe_forward(c: LayerContext) -> list[Step]:
+    md = c.model
+    local, m_e, h, f = _experts(c)
+    up = f * (2 if md.gated_mlp else 1)
+    Te = c.tokens_elementwise
+    perm = ACT_BYTES * 2.0 * Te * md.top_k * h
+    shared, bda = _shared_expert(c, False), bda_bytes(c)
+    return [
+        Compute("moe.route", (mem("ln2", norm_bytes(c)), gemm("router", Te, md.experts, h), mem("permute", perm))),
+        *_moe_exchange(c, "moe.dispatch", True),
+        Compute(
+            "moe.experts",
+            (
+                gemm("fc1", m_e, up, h, local),
+                mem("act", act_bytes(c, f, m_e * local)),
+                gemm("fc2", m_e, h, f, local),
+            ),
+        ),
+        *_moe_exchange(c, "moe.combine", False),
+        *(
+            [Compute("moe.unpermute", (mem("unpermute", perm),)), *shared, Compute("moe.bda", (mem("bda2", bda),))]
+            if shared
+            else [Compute("moe.unpermute", (mem("unpermute", perm), mem("bda2", bda)))]
+        ),
+    ]
+
+
+def _shared_expert(c: LayerContext, backward: bool) -> list[Step]:
+    """The shared expert of an MoE layer (``model.shared_ffn``): a tensor-parallel MLP on every token, run after
+    the routed experts' combine (Megatron-Core's ``MoELayer`` without ``moe_shared_expert_overlap``); its forward
+    gathers / reduces like the dense MLP, its backward mirrors :func:`mlp_backward`."""
+    md = c.model
+    if not md.shared_ffn:
+        return []
+    T, h, sf = c.tokens, md.hidden, md.shared_ffn // c.tp
+    up = sf * (2 if md.gated_mlp else 1)
+    if not backward:
+        kernels = (gemm("fc1", T, up, h), mem("act", act_bytes(c, sf, T)), gemm("fc2", T, h, sf))
+        return [*tp_enter(c, "moe.shared"), Compute("moe.shared", kernels), *tp_exit(c, "moe.shared")]
+    steps: list[Step] = [Comm("moe.shared.ag_grad", "all_gather", c.act_bytes, "tp")] if sp_on(c) else []
+    steps.append(Compute("moe.shared.bwd", (*gemm_bwd("fc2", T, h, sf), mem("act.bwd", 1.5 * act_bytes(c, sf, T)))))
+    return steps + col_parallel_bwd(c, "moe.shared.fc1", *gemm_bwd("fc1", T, up, h))
+
+
+def moe_backward(c: LayerContext) -> list[Step]:
+    md = c.model
+    local, m_e, h, f = _experts(c)
+    up = f * (2 if md.gated_mlp else 1)
+    Te = c.tokens_elementwise
+    perm = ACT_BYTES * 2.0 * Te * md.top_k * h
+    whole = c.recomputes("moe")
+    act = (mem("act", act_bytes(c, f, m_e * local)),) if c.recomputes("moe_act") and not whole else ()
+    norm = (mem("ln2", norm_bytes(c)),) if c.recomputes("layernorm") and not whole else ()
+    # the recomputed norm output is first needed by the shared expert's weight gradient where there is one
+    shared_norm, route_norm = (norm, ()) if md.shared_ffn else ((), norm)
+    head: list[Step] = [Compute("moe.unpermute.bwd", (mem("bda2.bwd", bda_bytes(c)), mem("unpermute.bwd", perm)))]
+    if whole or md.shared_ffn:
+        # the residual add's backward, then the checkpointed MoE layer's forward again (``moe``), the shared
+        # expert's backward, and the routed path's
+        head = [
+            Compute("moe.bda.bwd", (mem("bda2.bwd", bda_bytes(c)), *shared_norm)),
+            *(recomputed(moe_forward(c), ("ln2", "bda2")) if whole else []),
+            *_shared_expert(c, True),
+            Compute("moe.unpermute.bwd", (mem("unpermute.bwd", perm),)),
+        ]
+    return [
+        *head,
+        *_moe_exchange(c, "moe.combine.bwd", True),
+        Compute(
+            "moe.experts.bwd",
+            (
+                *act,
+                *gemm_bwd("fc2", m_e, h, f, local),
+                mem("act.bwd", 1.5 * act_bytes(c, f, m_e * local)),
+                *gemm_bwd("fc1", m_e, up, h, local),
+            ),
+        ),
+        *_moe_exchange(c, "moe.dispatch.bwd", False),
+        Compute(
+            "moe.route.bwd",
+            (
+                *route_norm,
+                mem("permute.bwd", perm),
+                *gemm_bwd("router", Te, md.experts, h),
+                mem("ln2.bwd", 1.5 * norm_bytes(c)),
+            ),
+        ),
+    ]
