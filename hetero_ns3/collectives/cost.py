@@ -8,7 +8,8 @@ Time of a call = latency + bottleneck load / protocol bandwidth factor, where
   ``2 x ((ranks per node - 1) x intra + floor(log2 nodes) x network)``);
 * **bandwidth** is computed from the algorithm's own edges: every directed GPU-to-GPU edge loads the
   resources it crosses (a network edge: the NIC egress of its source rail and the NIC ingress of its
-  destination rail; an NVLink/PCIe edge: the source GPU's egress and the destination's ingress) with
+  destination rail; an NVLink/PCIe edge: the source GPU's egress and the destination's ingress, or on a
+  ``mesh`` fabric the direct GPU-to-GPU link itself) with
   the bytes it carries; the most loaded resource relative to its payload rate
   (``line rate x efficiency / wire overhead``) sets the transfer time. This is what makes a
   mixed-speed ring as slow as its slowest hop and a multi-channel ring use several NIC rails;
@@ -37,11 +38,14 @@ def bottleneck(env: CollectiveEnv, edges: Iterable[Edge]) -> tuple[float, Hop | 
             continue
         p = env.path(src, dst)
         bw = env.hop_bandwidth_Bps(src, dst)
+        keys: tuple[tuple[str, str, str], ...]
         if p.kind == NETWORK:
             keys = (
                 ("nic-out", env.node_of(src), env.nic_of(src)),
                 ("nic-in", env.node_of(dst), env.nic_of(dst)),
             )
+        elif p.hops == 1:  # a direct GPU-to-GPU link of a mesh fabric: the link itself is the resource
+            keys = (("link", src, dst),)
         else:
             keys = (("out", src, p.kind), ("in", dst, p.kind))
         for k in keys:

@@ -53,6 +53,7 @@ class PairPath:
     kind: str
     """``nvlink``, ``pcie`` or ``network``."""
     hops: int
+    """Links crossed; 1 inside a node is a direct GPU-to-GPU link (``mesh`` fabrics)."""
 
 
 class CollectiveEnv:
@@ -199,6 +200,11 @@ class CollectiveEnv:
             kind = NETWORK if bits & 2 else (PCIE if bits & 1 else NVLINK)
             p = self._paths[key] = PairPath(rate, delay, kind, hops)
         return p
+
+    def direct(self, src: str, dst: str) -> bool:
+        """Whether ``src`` reaches ``dst`` over one scale-up link of its own (a ``mesh`` fabric's GPU pair)."""
+        p = self.path(src, dst)
+        return p.hops == 1 and p.kind != NETWORK
 
     def wire_overhead(self, src: str, dst: str) -> float:
         """Wire bytes per payload byte of a Simple stream from ``src`` to ``dst`` (protocol framing).

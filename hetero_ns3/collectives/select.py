@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from hetero_ns3.collectives.mesh import mesh_rings, round_channels
 from hetero_ns3.collectives.registry import auto_candidates, get_algorithm
 from hetero_ns3.collectives.types import (
     ALL_GATHER,
@@ -63,6 +64,8 @@ def choose(call: CollectiveCall, env) -> Choice:
     channels = call.channels or default_channels(call, t.max_channels, t.min_bytes_per_channel)
     if call.channels is None and t.inter_node_ring_channels > 0 and _one_rank_per_node(call, env):
         channels = min(channels, t.inter_node_ring_channels)
+    if call.channels is None and call.op != SEND_RECV:
+        channels = round_channels(channels, mesh_rings(env, call.group))  # every mesh link equally loaded
     if call.algo is not None:
         algo = get_algorithm(call.algo)
         if call.op not in algo.ops:

@@ -38,6 +38,9 @@ class GpuSpec:
             (NVLink / Infinity Fabric), bytes/s; 0 when the GPU has none (PCIe only).
         nvlink_bridge_bw_Bps: unidirectional bandwidth of the NVLink bridge that joins a PCIe card to
             one paired card, bytes/s; 0 when the card takes no bridge. Used by ``nvlink_bridge`` fabrics.
+        mesh_link_bw_Bps: unidirectional bandwidth of one direct GPU-to-GPU link of a fully connected
+            scale-up fabric (AMD Infinity Fabric / xGMI), bytes/s; 0 when the GPU has none. Used by
+            ``mesh`` fabrics.
         tdp_w: board power, W.
         sm_count: streaming multiprocessors (compute units on AMD), for GEMM wave quantization.
         source: datasheet URL (or citation) of the figures.
@@ -70,6 +73,7 @@ class GpuSpec:
     mamf_fp8: float | None = None
     mamf_source: str = ""
     nvlink_bridge_bw_Bps: float = 0.0
+    mesh_link_bw_Bps: float = 0.0
 
     def peak_flops(self, precision: str = "bf16") -> float:
         """Dense tensor-core peak in FLOP/s for ``precision`` (bf16, fp16 or fp8).
@@ -94,6 +98,7 @@ _KNOWN = set(_REQUIRED) | {
     "fp8_tflops",
     "nvlink_gbps_bidir",
     "nvlink_bridge_gbps_bidir",
+    "mesh_link_gbps_bidir",
     "note",
     "memory_type",
     "nvls",
@@ -146,6 +151,7 @@ def gpu_spec_from_table(name: str, table: Mapping[str, Any], where: str) -> GpuS
         mamf_fp8=frac("mamf_fp8"),
         mamf_source=str(table.get("mamf_source", "")),
         nvlink_bridge_bw_Bps=num("nvlink_bridge_gbps_bidir") * 1e9 / 2,
+        mesh_link_bw_Bps=num("mesh_link_gbps_bidir") * 1e9 / 2,
     )
 
 

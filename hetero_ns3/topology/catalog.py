@@ -26,6 +26,13 @@ def nvlink_bridge_rate_bps(name: str) -> float:
     return float(getattr(get_gpu(name), "nvlink_bridge_bw_Bps", 0.0) or 0.0) * 8.0
 
 
+def mesh_link_rate_bps(name: str) -> float:
+    """Bandwidth of one direct GPU-to-GPU link of ``name``'s mesh fabric in bit/s, each direction (0: none)."""
+    from hetero_ns3.compute.gpus import get_gpu
+
+    return float(getattr(get_gpu(name), "mesh_link_bw_Bps", 0.0) or 0.0) * 8.0
+
+
 def nvls_capable(name: str) -> bool:
     """Whether ``name``'s NVSwitch fabric supports NVLink SHARP (catalog flag ``nvls``)."""
     from hetero_ns3.compute.gpus import get_gpu

@@ -8,6 +8,10 @@ Graph elements of node ``i`` (see docs/topologies.md):
 * ``nvlink_bridge`` fabric: PCIe cards (as ``pcie``) whose GPUs ``2j`` and ``2j+1`` are joined by an
   NVLink bridge ``n{i}.nvb{j}`` (role ``nvlink-bridge``), one NVLink per GPU at the bridge rate: a
   two-port NVSwitch, so the pair talks over NVLink and other GPUs over PCIe.
+* ``mesh`` fabric: a direct scale-up link between every pair of GPUs at the per-link rate (AMD
+  Infinity Fabric / xGMI on MI300X: 7 links per GPU in an 8-GPU node), kind ``nvlink`` (the scale-up
+  link kind of routing and of the collective tuning), tier ``gpu-gpu``. GPUs never use PCIe to talk
+  to each other, so, as for ``nvswitch``, no root complex is built.
 * PCIe switches ``n{i}.pcie{s}`` (role ``pcie-switch``): one PCIe link from each GPU and NIC
   behind it. In ``pcie`` nodes with several PCIe switches, each switch has an uplink to the root
   complex ``n{i}.cpu`` (role ``pcie-root``), the only way between GPUs of different switches.
@@ -38,12 +42,14 @@ import dataclasses
 from hetero_ns3.errors import field_error
 from hetero_ns3.topology.graph import HOST, NVLS_ROLE, SWITCH, GraphLink, GraphNode
 from hetero_ns3.topology.spec import (
+    MESH,
     NIC_ATTACH_AUTO,
     NIC_ATTACH_DIRECT,
     NIC_ATTACH_KINDS,
     NIC_ATTACH_PCIE,
     NVLINK_BRIDGE,
     NVSWITCH,
+    SCALE_UP_KINDS,
     ClusterSpec,
     NodeGroup,
 )
@@ -56,11 +62,11 @@ def private_pcie_switches(group: NodeGroup) -> dict[int, tuple[int, int]]:
     """PCIe switches that only join one GPU to one NIC: ``{switch index: (GPU, NIC)}`` (local indices).
 
     A switch qualifies when it holds exactly one GPU and one NIC that serves that GPU, and no other
-    traffic can cross it: the node has no root complex (an ``nvswitch`` node, or a ``pcie`` node with a
+    traffic can cross it: the node has no root complex (an ``nvswitch`` or ``mesh`` node, or a ``pcie`` node with a
     single PCIe switch), so GPU-to-GPU traffic never uses it.
     """
     f = group.fabric
-    if f.kind != NVSWITCH and len(f.pcie_switches) > 1:
+    if f.kind not in SCALE_UP_KINDS and len(f.pcie_switches) > 1:
         return {}
     out = {}
     for s, sw in enumerate(f.pcie_switches):
@@ -187,8 +193,23 @@ def node_fabric(node: int, group: NodeGroup) -> tuple[list[GraphNode], list[Grap
                         mtu_bytes=f.nvlink_segment_bytes,
                     )
                 )
+    if f.kind == MESH:
+        for i, a in enumerate(gpus):
+            for b in gpus[i + 1 :]:
+                links.append(
+                    GraphLink(
+                        a.name,
+                        b.name,
+                        f.nvlink_rate_bps,
+                        f.nvlink_delay_s,
+                        kind="nvlink",
+                        tier="gpu-gpu",
+                        cost=NVLINK_COST,
+                        mtu_bytes=f.nvlink_segment_bytes,
+                    )
+                )
     root = f"{pre}.cpu"
-    use_root = f.kind != NVSWITCH and len(f.pcie_switches) > 1
+    use_root = f.kind not in SCALE_UP_KINDS and len(f.pcie_switches) > 1
     if use_root:
         switches.append(GraphNode(root, SWITCH, role="pcie-root", group=group.name, zone=pre))
     for s, sw in enumerate(f.pcie_switches):

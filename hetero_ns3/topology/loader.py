@@ -19,6 +19,7 @@ from hetero_ns3.topology.spec import (
     FABRIC_KINDS,
     FATTREE,
     LEAFSPINE,
+    MESH,
     NETWORK_KINDS,
     NIC_ATTACH_AUTO,
     NIC_ATTACH_KINDS,
@@ -174,10 +175,22 @@ def _fabric(t: dict[str, Any], path: str, gpu_type: str, gpus: int, nics: NicSpe
                 "give the bridge rate per direction, e.g. nvlink_rate = '300GBps'",
             )
         nvlink = _rate(t, "nvlink_rate", path, default_nv)
+    elif kind == MESH:
+        default_nv = catalog.mesh_link_rate_bps(gpu_type)
+        if "nvlink_rate" not in t and default_nv <= 0:
+            raise field_error(
+                f"{path}.nvlink_rate",
+                None,
+                f"is missing and {gpu_type} has no GPU-to-GPU mesh links in the catalog",
+                "give the rate of one link per direction, e.g. nvlink_rate = '64GBps'",
+            )
+        nvlink = _rate(t, "nvlink_rate", path, default_nv)
     else:
         if "nvlink_rate" in t:
             raise field_error(
-                f"{path}.nvlink_rate", t["nvlink_rate"], "applies only to kind = 'nvswitch' or 'nvlink_bridge'"
+                f"{path}.nvlink_rate",
+                t["nvlink_rate"],
+                "applies only to kind = 'nvswitch', 'nvlink_bridge' or 'mesh'",
             )
         nvlink = 0.0
     nv_delay = parse_time(t.get("nvlink_delay", "100ns"), f"{path}.nvlink_delay")

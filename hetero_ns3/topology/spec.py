@@ -12,7 +12,10 @@ from dataclasses import dataclass, field, replace
 NVSWITCH = "nvswitch"
 PCIE = "pcie"
 NVLINK_BRIDGE = "nvlink_bridge"
-FABRIC_KINDS = (NVSWITCH, PCIE, NVLINK_BRIDGE)
+MESH = "mesh"
+FABRIC_KINDS = (NVSWITCH, PCIE, NVLINK_BRIDGE, MESH)
+SCALE_UP_KINDS = (NVSWITCH, MESH)
+"""Fabrics whose GPUs talk to each other without PCIe (no root complex is built)."""
 
 RAIL = "rail"
 LEAFSPINE = "leafspine"
@@ -39,12 +42,13 @@ class FabricSpec:
 
     kind: str
     """``nvswitch`` (all GPUs on one NVSwitch plane, plus PCIe to the NICs), ``pcie`` (PCIe only) or
-    ``nvlink_bridge`` (PCIe cards as ``pcie``, plus an NVLink bridge joining GPUs 2j and 2j+1)."""
+    ``nvlink_bridge`` (PCIe cards as ``pcie``, plus an NVLink bridge joining GPUs 2j and 2j+1) or ``mesh``
+    (a direct scale-up link between every pair of GPUs, as AMD Infinity Fabric / xGMI on MI300X)."""
     nvlink_rate_bps: float
-    """Per-GPU NVLink bandwidth, bit/s, each direction: into the NVSwitch (``nvswitch``) or across the
-    bridge to the GPU's pair (``nvlink_bridge``); 0 for ``pcie``."""
+    """Scale-up bandwidth, bit/s, each direction: per GPU into the NVSwitch (``nvswitch``), across the
+    bridge to the GPU's pair (``nvlink_bridge``), or of one GPU-to-GPU link (``mesh``); 0 for ``pcie``."""
     nvlink_delay_s: float
-    """One-way delay of a GPU-NVSwitch (or GPU-bridge) link, s."""
+    """One-way delay of a GPU-NVSwitch (GPU-bridge, GPU-GPU) link, s."""
     pcie_gen: int
     """PCIe generation (3, 4, 5, 6)."""
     pcie_lanes: int

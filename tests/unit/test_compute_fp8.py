@@ -115,7 +115,14 @@ def test_a100_gemm_unchanged_by_mamf_rule() -> None:
 
 @pytest.mark.parametrize(
     ("gpu", "prec", "mamf"),
-    [("H100-SXM", "bf16", 0.803), ("H100-SXM", "fp8", 0.709), ("B200", "bf16", 0.776), ("B200", "fp8", 0.763)],
+    [
+        ("H100-SXM", "bf16", 0.803),
+        ("H100-SXM", "fp8", 0.709),
+        ("B200", "bf16", 0.776),
+        ("B200", "fp8", 0.763),
+        ("MI300X", "bf16", 0.5415),
+        ("MI300X", "fp8", 0.4868),
+    ],
 )
 def test_large_gemm_fraction_follows_measured_ceiling(gpu: str, prec: str, mamf: float) -> None:
     """Microbenchmark level (sustained 1): a large linear GEMM's fraction of the dense peak, relative to the
