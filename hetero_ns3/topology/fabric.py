@@ -51,6 +51,7 @@ from hetero_ns3.topology.spec import (
     NVSWITCH,
     SCALE_UP_KINDS,
     ClusterSpec,
+    FabricSpec,
     NodeGroup,
 )
 
@@ -140,6 +141,20 @@ def resolve_nic_attach(cluster: ClusterSpec, lean: bool) -> ClusterSpec:
     return dataclasses.replace(cluster, groups=tuple(groups))
 
 
+def _scale_up_link(a: str, b: str, f: FabricSpec, tier: str) -> GraphLink:
+    """One NVLink-kind link of the node's scale-up fabric (GPU to NVSwitch, to bridge, or to GPU)."""
+    return GraphLink(
+        a,
+        b,
+        f.nvlink_rate_bps,
+        f.nvlink_delay_s,
+        kind="nvlink",
+        tier=tier,
+        cost=NVLINK_COST,
+        mtu_bytes=f.nvlink_segment_bytes,
+    )
+
+
 def node_fabric(node: int, group: NodeGroup) -> tuple[list[GraphNode], list[GraphNode], list[GraphLink]]:
     """GPU hosts, fabric switches (incl. NICs) and links of node ``node`` of ``group``."""
     f = group.fabric
@@ -163,51 +178,14 @@ def node_fabric(node: int, group: NodeGroup) -> tuple[list[GraphNode], list[Grap
     if f.kind == NVSWITCH:
         nvsw = f"{pre}.nvsw"
         switches.append(GraphNode(nvsw, SWITCH, role="nvswitch", group=group.name, zone=pre))
-        for g in gpus:
-            links.append(
-                GraphLink(
-                    g.name,
-                    nvsw,
-                    f.nvlink_rate_bps,
-                    f.nvlink_delay_s,
-                    kind="nvlink",
-                    tier="gpu-nvswitch",
-                    cost=NVLINK_COST,
-                    mtu_bytes=f.nvlink_segment_bytes,
-                )
-            )
+        links.extend(_scale_up_link(g.name, nvsw, f, "gpu-nvswitch") for g in gpus)
     if f.kind == NVLINK_BRIDGE:
         for j in range(group.gpus_per_node // 2):
             bridge = f"{pre}.nvb{j}"
             switches.append(GraphNode(bridge, SWITCH, role="nvlink-bridge", group=group.name, zone=pre))
-            for g in gpus[2 * j : 2 * j + 2]:
-                links.append(
-                    GraphLink(
-                        g.name,
-                        bridge,
-                        f.nvlink_rate_bps,
-                        f.nvlink_delay_s,
-                        kind="nvlink",
-                        tier="gpu-bridge",
-                        cost=NVLINK_COST,
-                        mtu_bytes=f.nvlink_segment_bytes,
-                    )
-                )
+            links.extend(_scale_up_link(g.name, bridge, f, "gpu-bridge") for g in gpus[2 * j : 2 * j + 2])
     if f.kind == MESH:
-        for i, a in enumerate(gpus):
-            for b in gpus[i + 1 :]:
-                links.append(
-                    GraphLink(
-                        a.name,
-                        b.name,
-                        f.nvlink_rate_bps,
-                        f.nvlink_delay_s,
-                        kind="nvlink",
-                        tier="gpu-gpu",
-                        cost=NVLINK_COST,
-                        mtu_bytes=f.nvlink_segment_bytes,
-                    )
-                )
+        links.extend(_scale_up_link(a.name, b.name, f, "gpu-gpu") for i, a in enumerate(gpus) for b in gpus[i + 1 :])
     root = f"{pre}.cpu"
     use_root = f.kind not in SCALE_UP_KINDS and len(f.pcie_switches) > 1
     if use_root:

@@ -147,6 +147,31 @@ def _nics(t: dict[str, Any], path: str, gpus: int) -> NicSpec:
     return NicSpec(count, rate, aff)
 
 
+_SCALE_UP_RATES = {
+    NVSWITCH: (catalog.nvlink_rate_bps, "NVLink", "give the per-GPU rate per direction, e.g. nvlink_rate = '450GBps'"),
+    NVLINK_BRIDGE: (
+        catalog.nvlink_bridge_rate_bps,
+        "NVLink bridge",
+        "give the bridge rate per direction, e.g. nvlink_rate = '300GBps'",
+    ),
+    MESH: (
+        catalog.mesh_link_rate_bps,
+        "GPU-to-GPU mesh links",
+        "give the rate of one link per direction, e.g. nvlink_rate = '64GBps'",
+    ),
+}
+"""Per scale-up fabric kind: the catalog rate that ``nvlink_rate`` defaults to, what it is, the fix."""
+
+
+def _scale_up_rate(t: dict[str, Any], path: str, kind: str, gpu_type: str) -> float:
+    """``nvlink_rate`` of a scale-up fabric (bit/s each way): given, else the GPU catalog's, else an error."""
+    rate_of, what, fix = _SCALE_UP_RATES[kind]
+    default = rate_of(gpu_type)
+    if "nvlink_rate" not in t and default <= 0:
+        raise field_error(f"{path}.nvlink_rate", None, f"is missing and {gpu_type} has no {what} in the catalog", fix)
+    return _rate(t, "nvlink_rate", path, default)
+
+
 def _fabric(t: dict[str, Any], path: str, gpu_type: str, gpus: int, nics: NicSpec) -> FabricSpec:
     allowed = {"kind", "nvlink_rate", "nvlink_delay", "nvlink_segment", "pcie_gen", "pcie_lanes", "pcie_rate", "nvls"}
     _keys(t, path, allowed | {"pcie_delay", "pcie_switches", "nic_attach"})
@@ -156,35 +181,12 @@ def _fabric(t: dict[str, Any], path: str, gpu_type: str, gpus: int, nics: NicSpe
         raise field_error(f"{path}.pcie_gen", gen, "is not a PCIe generation", f"use one of {sorted(PCIE_GT_PER_S)}")
     lanes = _int(t, "pcie_lanes", path, 16)
     pcie_rate = _rate(t, "pcie_rate", path, pcie_rate_bps(gen, lanes))
-    if kind == NVSWITCH:
-        default_nv = catalog.nvlink_rate_bps(gpu_type)
-        if "nvlink_rate" not in t and default_nv <= 0:
-            raise field_error(f"{path}.nvlink_rate", None, f"is missing and {gpu_type} has no NVLink in the catalog")
-        nvlink = _rate(t, "nvlink_rate", path, default_nv)
-    elif kind == NVLINK_BRIDGE:
-        if gpus % 2:
-            raise field_error(
-                f"{path}.kind", kind, f"joins GPUs in pairs but gpus_per_node is {gpus}", "use an even gpus_per_node"
-            )
-        default_nv = catalog.nvlink_bridge_rate_bps(gpu_type)
-        if "nvlink_rate" not in t and default_nv <= 0:
-            raise field_error(
-                f"{path}.nvlink_rate",
-                None,
-                f"is missing and {gpu_type} has no NVLink bridge in the catalog",
-                "give the bridge rate per direction, e.g. nvlink_rate = '300GBps'",
-            )
-        nvlink = _rate(t, "nvlink_rate", path, default_nv)
-    elif kind == MESH:
-        default_nv = catalog.mesh_link_rate_bps(gpu_type)
-        if "nvlink_rate" not in t and default_nv <= 0:
-            raise field_error(
-                f"{path}.nvlink_rate",
-                None,
-                f"is missing and {gpu_type} has no GPU-to-GPU mesh links in the catalog",
-                "give the rate of one link per direction, e.g. nvlink_rate = '64GBps'",
-            )
-        nvlink = _rate(t, "nvlink_rate", path, default_nv)
+    if kind == NVLINK_BRIDGE and gpus % 2:
+        raise field_error(
+            f"{path}.kind", kind, f"joins GPUs in pairs but gpus_per_node is {gpus}", "use an even gpus_per_node"
+        )
+    if kind in _SCALE_UP_RATES:
+        nvlink = _scale_up_rate(t, path, kind, gpu_type)
     else:
         if "nvlink_rate" in t:
             raise field_error(

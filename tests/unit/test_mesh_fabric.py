@@ -13,7 +13,7 @@ from itertools import pairwise
 
 import pytest
 
-from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, busbw_factor, plan_collective
+from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
 from hetero_ns3.collectives.algorithms.ring import ring_orders
 from hetero_ns3.collectives.mesh import disjoint_cycles, mesh_rings, path_from, round_channels
 from hetero_ns3.collectives.select import choose
@@ -23,6 +23,7 @@ from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.topology import build_graph, parse_cluster
 from hetero_ns3.topology.fabric import NVLINK_COST
 from hetero_ns3.topology.loader import load_cluster
+from tests.collective_helpers import flow_level_busbw
 
 GIB = 1 << 30
 LINK_PAYLOAD_GBPS = 46.552  # TransferBench mean per directed MI300X link (the tuning's CDNA 3 wire overhead)
@@ -43,15 +44,6 @@ def _mesh_cluster(gpus: int = 8, gpu: str = "MI300X", nodes: int = 1, **fabric) 
         ],
         "network": {"kind": "rail"},
     }
-
-
-def _busbw(graph, op: str, ranks, size: int, **kw) -> float:
-    env = CollectiveEnv.from_graph(graph)
-    call = CollectiveCall(op, tuple(ranks), size, **kw)
-    b = PlanBuilder(call.group)
-    plan_collective(b, call, env)
-    t = simulate_plan(graph, b.build(), seed=1).times.makespan_s
-    return size / t / 1e9 * busbw_factor(op, len(ranks))
 
 
 def _arcs(order: list[int] | tuple[int, ...]) -> list[tuple[int, int]]:
@@ -115,12 +107,12 @@ def test_mesh_all_reduce_reaches_seven_links() -> None:
     GB/s, 2% for the pipeline's fill at 1 GiB. One forced channel uses one link per GPU."""
     g = build_graph(parse_cluster(_mesh_cluster()))
     gpus = CollectiveEnv.from_graph(g).gpus
-    assert _busbw(g, "all_reduce", gpus, GIB) == pytest.approx(7 * LINK_PAYLOAD_GBPS, rel=0.02)
-    assert _busbw(g, "all_reduce", gpus, GIB, channels=1, algo="ring", protocol="Simple") == pytest.approx(
+    assert flow_level_busbw(g, "all_reduce", gpus, GIB) == pytest.approx(7 * LINK_PAYLOAD_GBPS, rel=0.02)
+    assert flow_level_busbw(g, "all_reduce", gpus, GIB, channels=1, algo="ring", protocol="Simple") == pytest.approx(
         LINK_PAYLOAD_GBPS, rel=0.05
     )
     # four ranks of the mesh: two disjoint rings (Tillson), two of the three links each rank has to the others
-    assert _busbw(g, "all_reduce", gpus[:4], GIB) == pytest.approx(2 * LINK_PAYLOAD_GBPS, rel=0.02)
+    assert flow_level_busbw(g, "all_reduce", gpus[:4], GIB) == pytest.approx(2 * LINK_PAYLOAD_GBPS, rel=0.02)
 
 
 def test_mesh_rings_span_nodes() -> None:

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, busbw_factor, plan_collective
+from hetero_ns3.collectives import CollectiveEnv
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.inputs import read_toml
-from hetero_ns3.network.analytic import simulate_plan
-from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.topology import build_graph, parse_cluster
 from hetero_ns3.topology.fabric import NVLINK_COST
 from hetero_ns3.topology.loader import load_cluster
+from tests.collective_helpers import flow_level_busbw
 
 GIB = 1 << 30
 
@@ -36,15 +35,6 @@ def _bridge_cluster(gpus: int = 2, gpu: str = "H100-PCIe", **fabric) -> dict:
         ],
         "network": {"kind": "rail"},
     }
-
-
-def _busbw(graph, op: str, ranks, size: int, **kw) -> float:
-    env = CollectiveEnv.from_graph(graph)
-    call = CollectiveCall(op, tuple(ranks), size, **kw)
-    b = PlanBuilder(call.group)
-    plan_collective(b, call, env)
-    t = simulate_plan(graph, b.build(), seed=1).times.makespan_s
-    return size / t / 1e9 * busbw_factor(op, len(ranks))
 
 
 def test_bridge_graph_pairs_gpus_over_nvlink_and_the_rest_over_pcie() -> None:
@@ -71,12 +61,12 @@ def test_bridge_all_reduce_runs_at_the_effective_nvlink_rate() -> None:
     """Analytic answer: a 2-rank ring all-reduce sends S per direction, so busbw = algbw = the bridge's
     payload rate, 300 GB/s x 20.6 / 25 (NCCL's Hopper NVLink efficiency) = 247.2 GB/s; 2% tolerance."""
     g = build_graph(parse_cluster(_bridge_cluster()))
-    got = _busbw(g, "all_reduce", ("n0.g0", "n0.g1"), GIB)
+    got = flow_level_busbw(g, "all_reduce", ("n0.g0", "n0.g1"), GIB)
     assert got == pytest.approx(300.0 * 20.6 / 25.0, rel=0.02)
     # The same two cards without the bridge talk over PCIe Gen5 x16 (63 GB/s, 0.9 efficiency).
     data = _bridge_cluster()
     data["groups"][0]["fabric"]["kind"] = "pcie"
-    pcie = _busbw(build_graph(parse_cluster(data)), "all_reduce", ("n0.g0", "n0.g1"), GIB)
+    pcie = flow_level_busbw(build_graph(parse_cluster(data)), "all_reduce", ("n0.g0", "n0.g1"), GIB)
     assert pcie < 0.3 * got
 
 
