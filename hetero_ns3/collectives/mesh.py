@@ -106,23 +106,25 @@ def is_mesh(env: _Env, gpus: Sequence[str]) -> bool:
     return len(gpus) >= 2 and all(env.direct(a, b) for a in gpus for b in gpus if a != b)
 
 
-def mesh_rings(env: _Env, group: tuple[str, ...]) -> int:
-    """Disjoint rings per node when the group's ranks on every node with several form a mesh, else 0.
-
-    With nodes of different rank counts, the smallest count of disjoint rings (the rounding of
-    :func:`round_channels` then evens out the links of those nodes at least).
-    """
-    key = ("mesh-rings", group)
+def mesh_nodes(env: _Env, group: tuple[str, ...]) -> list[bool]:
+    """Per node of ``group`` (``env.nodes_of`` order): whether its ranks, two or more, form a mesh."""
+    key = ("mesh-nodes", group)
     hit = env.cache.get(key)
-    if hit is not None:
-        return int(hit)
-    nodes = [local for local in env.nodes_of(group) if len(local) >= 2]
-    if not nodes or not all(is_mesh(env, [group[i] for i in local]) for local in nodes):
-        rings = 0
-    else:
-        rings = min(len(disjoint_cycles(len(local))) for local in nodes)
-    env.cache[key] = rings
-    return rings
+    if hit is None:
+        hit = env.cache[key] = [is_mesh(env, [group[i] for i in local]) for local in env.nodes_of(group)]
+    return list(hit)
+
+
+def mesh_rings(env: _Env, group: tuple[str, ...]) -> int:
+    """Disjoint rings per mesh node of the group (0 when no node's ranks form a mesh).
+
+    With mesh nodes of different rank counts, the smallest count (the rounding of :func:`round_channels`
+    then evens out the links of those nodes at least). Nodes that are not meshes (NVSwitch, PCIe) in the
+    same group keep their usual ring orders.
+    """
+    nodes = env.nodes_of(group)
+    counts = [len(disjoint_cycles(len(local))) for local, m in zip(nodes, mesh_nodes(env, group), strict=True) if m]
+    return min(counts) if counts else 0
 
 
 def round_channels(channels: int, rings: int) -> int:

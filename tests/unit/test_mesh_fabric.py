@@ -154,3 +154,31 @@ def test_nvswitch_rings_unchanged_by_the_mesh_rule() -> None:
     env = CollectiveEnv.from_graph(build_graph(parse_cluster(data)))
     assert mesh_rings(env, env.gpus) == 0
     assert choose(CollectiveCall("all_reduce", env.gpus, GIB), env).channels == env.tuning.max_channels
+
+
+def test_mixed_cluster_meshes_only_the_mesh_node() -> None:
+    """An H100 NVSwitch node and an MI300X mesh node in one data-parallel ring: the MI300X node's part of
+    every channel follows its disjoint cycles (so no mesh link carries more than its share), the H100 node
+    keeps the NVSwitch order, and the ring is limited by the NICs, not by a mesh link."""
+    data = _mesh_cluster()
+    h100 = {**data["groups"][0], "name": "h", "gpu": "H100-SXM", "fabric": {"kind": "nvswitch", "pcie_gen": 5}}
+    data["groups"] = [h100, data["groups"][0]]
+    g = build_graph(parse_cluster(data))
+    env = CollectiveEnv.from_graph(g)
+    group = env.gpus
+    assert mesh_rings(env, group) == 7
+    ch = choose(CollectiveCall("all_reduce", group, GIB), env).channels
+    assert ch == 14
+    orders = ring_orders(env, group, ch)
+    use: dict[tuple[int, int], int] = {}
+    for o in orders:
+        assert sorted(o) == list(range(16))
+        assert o[8] - 8 == o[7]  # the mesh node is entered on the rail the H100 node was left by
+        mesh_part = [i - 8 for i in o[8:]]
+        for a, b in pairwise(mesh_part):
+            use[(a, b)] = use.get((a, b), 0) + 1
+    assert max(use.values()) <= ch // 7
+    call = CollectiveCall("all_reduce", group, GIB)
+    b = PlanBuilder(group)
+    res = plan_collective(b, call, env)
+    assert res.choice.bottleneck is not None and res.choice.bottleneck.kind == "network"

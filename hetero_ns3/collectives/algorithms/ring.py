@@ -6,7 +6,8 @@ Ring orders (per channel ``c``): ranks are grouped by node; inside node ``j`` (w
 positions, the other way round on odd ones, so that consecutive nodes hand over between GPUs of the
 same local index (the same NIC rail on rail-optimized clusters) and channels spread over the rails.
 On ``mesh`` nodes (a direct link between every pair of GPUs) channel ``c`` instead follows one of a set of
-link-disjoint rings (:mod:`hetero_ns3.collectives.mesh`), so the channels use every link of the mesh.
+link-disjoint rings (:mod:`hetero_ns3.collectives.mesh`), so the channels use every link of the mesh; in a
+group that also spans other nodes, those keep the order above.
 
 Data: the buffer is split over channels, each channel's share into ``n`` segments (one per rank)
 and each segment into up to ``max_slices`` slices that pipeline through the ring steps. A slice's
@@ -28,7 +29,7 @@ from hetero_ns3.collectives.cost import (
 )
 from hetero_ns3.collectives.emit import Emitter, budget_slices, n_slices, split
 from hetero_ns3.collectives.env import CollectiveEnv
-from hetero_ns3.collectives.mesh import disjoint_cycles, mesh_rings, path_from
+from hetero_ns3.collectives.mesh import disjoint_cycles, mesh_nodes, path_from
 from hetero_ns3.collectives.registry import register
 from hetero_ns3.collectives.types import (
     ALL_GATHER,
@@ -50,17 +51,21 @@ def ring_orders(env: CollectiveEnv, group: tuple[str, ...], channels: int) -> li
     if hit is not None:
         return hit  # type: ignore[return-value]
     nodes = env.nodes_of(group)
-    if mesh_rings(env, group):
-        orders = [_mesh_order(nodes, c) for c in range(channels)]
-        env.cache[key] = orders
-        return orders
+    mesh = mesh_nodes(env, group)
     orders = []
     for c in range(channels):
         order: list[int] = []
+        entry = None  # local position at which the previous node was left: a mesh node is entered on that rail
         for pos, local in enumerate(nodes):
             m = len(local)
             if m == 1:
                 order.extend(local)
+                entry = None
+                continue
+            if mesh[pos]:
+                path = _mesh_path(m, c, entry)
+                order.extend(local[i] for i in path)
+                entry = path[-1]
                 continue
             a, b = local[c % m], local[(c + 1) % m]
             if pos % 2:
@@ -68,31 +73,19 @@ def ring_orders(env: CollectiveEnv, group: tuple[str, ...], channels: int) -> li
             order.append(a)
             order.extend(r for r in local if r != a and r != b)
             order.append(b)
+            entry = local.index(b)
         orders.append(order)
     env.cache[key] = orders
     return orders
 
 
-def _mesh_order(nodes: list[list[int]], c: int) -> list[int]:
-    """Channel ``c``'s ring on mesh nodes: on each node a path along disjoint cycle ``c mod k``.
-
-    The first node is entered at its ``c mod m``-th rank; each further node at the rank with the local
-    position at which the previous node was left (the same NIC rail on rail-optimized clusters); a
-    node is left at the rank before its entry in the cycle. Single-rank nodes are passed through.
-    """
-    order: list[int] = []
-    entry = None
-    for local in nodes:
-        m = len(local)
-        if m == 1:
-            order.extend(local)
-            continue
-        cycles = disjoint_cycles(m)
-        start = c % m if entry is None or entry >= m else entry
-        path = path_from(cycles[c % len(cycles)], start)
-        order.extend(local[i] for i in path)
-        entry = path[-1]
-    return order
+def _mesh_path(m: int, c: int, entry: int | None) -> list[int]:
+    """Channel ``c``'s path through a mesh node of ``m`` ranks (local positions): along disjoint cycle
+    ``c mod k`` from ``entry`` (the position at which the previous node was left, the same NIC rail; for
+    the first node ``c mod m``) to the rank before it in the cycle."""
+    cycles = disjoint_cycles(m)
+    start = c % m if entry is None or entry >= m else entry
+    return path_from(cycles[c % len(cycles)], start)
 
 
 def one_rank_per_node(env: CollectiveEnv, gpus: Sequence[str]) -> bool:
