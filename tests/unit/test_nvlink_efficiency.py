@@ -27,7 +27,8 @@ def test_nvlink_overhead_by_generation_follows_nccl_topo() -> None:
     assert nv.overhead("Ampere") == pytest.approx(25.0 / 20.0)
     assert nv.overhead("Hopper") == pytest.approx(25.0 / 20.6, rel=0.003)  # the calibrated 450/370
     assert nv.overhead("Blackwell") == pytest.approx(50.0 / 40.1)
-    assert nv.overhead("CDNA 3") == nv.wire_overhead  # not listed: the default
+    assert nv.overhead("CDNA 3") == pytest.approx(64.0 / 46.552)  # MI300X xGMI link: TransferBench mean
+    assert nv.overhead("CDNA 2") == nv.wire_overhead  # not listed: the default
     env = CollectiveEnv.from_graph(resolve_topology("a100-fattree"))
     assert env.wire_overhead("n0.g0", "n0.g1") == pytest.approx(1.25)
     assert env.hop_bandwidth_Bps("n0.g0", "n0.g1") == pytest.approx(240e9, rel=1e-6)  # 12 links x 20.0
