@@ -10,7 +10,7 @@ from hetero_ns3.topology.analysis import bisection_bandwidth, ecmp_path_count
 from hetero_ns3.topology.fabric import private_pcie_switches
 from hetero_ns3.topology.graph import HOST, NVLS_ROLE, NetGraph
 from hetero_ns3.topology.routing import routing_tables
-from hetero_ns3.topology.spec import ClusterSpec, NodeGroup
+from hetero_ns3.topology.spec import MESH, ClusterSpec, NodeGroup
 from hetero_ns3.units import format_rate
 
 
@@ -95,7 +95,7 @@ def summarize(
     if cluster is not None:
         groups = tuple(
             f"{g.name}: {g.count} x {g.gpus_per_node} {g.gpu_type}, {g.fabric.kind}"
-            + (f" (NVLink {format_rate(g.fabric.nvlink_rate_bps)}/GPU)" if g.fabric.nvlink_rate_bps else "")
+            + _scale_up_note(g)
             + f", PCIe Gen{g.fabric.pcie_gen} x{g.fabric.pcie_lanes}, {g.nics.count} x {format_rate(g.nics.rate_bps)} NICs"
             + _attach_note(g)
             for g in cluster.groups
@@ -139,6 +139,16 @@ def format_summary(s: TopologySummary) -> str:
     out.append(f"ECMP paths (routing {s.routing}, routing of all hosts took {s.routing_s:.3f} s):")
     out += [f"  {a} -> {b}: {n}" for a, b, n in s.ecmp_paths]
     return "\n".join(out)
+
+
+def _scale_up_note(g: NodeGroup) -> str:
+    """`` (NVLink R/GPU)``, or on a mesh ``(k links x R/GPU)``; nothing without scale-up links."""
+    rate = g.fabric.nvlink_rate_bps
+    if not rate:
+        return ""
+    if g.fabric.kind == MESH:
+        return f" ({g.gpus_per_node - 1} links x {format_rate(rate)}/GPU)"
+    return f" (NVLink {format_rate(rate)}/GPU)"
 
 
 def _attach_note(g: NodeGroup) -> str:

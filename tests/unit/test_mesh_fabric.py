@@ -182,3 +182,11 @@ def test_mixed_cluster_meshes_only_the_mesh_node() -> None:
     b = PlanBuilder(group)
     res = plan_collective(b, call, env)
     assert res.choice.bottleneck is not None and res.choice.bottleneck.kind == "network"
+
+
+def test_summary_states_links_per_gpu_on_a_mesh() -> None:
+    from hetero_ns3.topology.summary import summarize
+
+    cluster = parse_cluster(_mesh_cluster())
+    (line,) = summarize(build_graph(cluster), cluster=cluster).groups
+    assert "mesh (7 links x 512Gbps/GPU)" in line
