@@ -44,7 +44,7 @@ def bottleneck(env: CollectiveEnv, edges: Iterable[Edge]) -> tuple[float, Hop | 
                 ("nic-out", env.node_of(src), env.nic_of(src)),
                 ("nic-in", env.node_of(dst), env.nic_of(dst)),
             )
-        elif p.hops == 1:  # a direct GPU-to-GPU link of a mesh fabric: the link itself is the resource
+        elif env.direct(src, dst):  # a direct GPU-to-GPU link of a mesh fabric: the link itself is the resource
             keys = (("link", src, dst),)
         else:
             keys = (("out", src, p.kind), ("in", dst, p.kind))

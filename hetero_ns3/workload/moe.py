@@ -7,6 +7,8 @@ building blocks are those of :mod:`hetero_ns3.workload.steps`.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from hetero_ns3.workload.steps import (
     ACT_BYTES,
     Comm,
@@ -43,20 +45,44 @@ def _moe_exchange(c: LayerContext, name: str, forward_in: bool) -> list[Step]:
     return a2a + tp if forward_in else tp + a2a
 
 
-def _experts(c: LayerContext) -> tuple[int, int, int, int]:
+class _Shapes(NamedTuple):
+    """Per-rank shapes of the routed experts of one MoE layer and micro-batch."""
+
+    local: int
+    """Experts on this rank (``experts / ep``)."""
+    m_e: int
+    """Tokens per local expert (after dispatch and the TP gather)."""
+    h: int
+    f: int
+    """FFN width per TP rank."""
+    up: int
+    """fc1's output width (``2 f`` with a gated MLP)."""
+    tokens: int
+    """Tokens of the element-wise kernels (``LayerContext.tokens_elementwise``)."""
+    perm: float
+    """Bytes a (un)permutation of the routed token copies moves: read and write, ``top_k`` copies of each token."""
+
+
+def _shapes(c: LayerContext) -> _Shapes:
     md = c.model
     local = md.experts // c.ep
     tokens_local = c.tokens_elementwise * md.top_k * c.tp  # after dispatch and TP gather
-    per_expert = max(1, tokens_local // local)
-    return local, per_expert, md.hidden, md.ffn_hidden // c.tp
+    f = md.ffn_hidden // c.tp
+    Te = c.tokens_elementwise
+    return _Shapes(
+        local,
+        max(1, tokens_local // local),
+        md.hidden,
+        f,
+        f * (2 if md.gated_mlp else 1),
+        Te,
+        ACT_BYTES * 2.0 * Te * md.top_k * md.hidden,
+    )
 
 
 def moe_forward(c: LayerContext) -> list[Step]:
     md = c.model
-    local, m_e, h, f = _experts(c)
-    up = f * (2 if md.gated_mlp else 1)
-    Te = c.tokens_elementwise
-    perm = ACT_BYTES * 2.0 * Te * md.top_k * h
+    local, m_e, h, f, up, Te, perm = _shapes(c)
     shared, bda = _shared_expert(c, False), bda_bytes(c)
     return [
         Compute("moe.route", (mem("ln2", norm_bytes(c)), gemm("router", Te, md.experts, h), mem("permute", perm))),
@@ -97,10 +123,7 @@ def _shared_expert(c: LayerContext, backward: bool) -> list[Step]:
 
 def moe_backward(c: LayerContext) -> list[Step]:
     md = c.model
-    local, m_e, h, f = _experts(c)
-    up = f * (2 if md.gated_mlp else 1)
-    Te = c.tokens_elementwise
-    perm = ACT_BYTES * 2.0 * Te * md.top_k * h
+    local, m_e, h, f, up, Te, perm = _shapes(c)
     whole = c.recomputes("moe")
     act = (mem("act", act_bytes(c, f, m_e * local)),) if c.recomputes("moe_act") and not whole else ()
     norm = (mem("ln2", norm_bytes(c)),) if c.recomputes("layernorm") and not whole else ()
