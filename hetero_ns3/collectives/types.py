@@ -102,6 +102,9 @@ class CollectiveCall:
     """``all_to_all_v``: ``pair_bytes[i][j]`` bytes from rank i to rank j (diagonal ignored)."""
     name: str = ""
     """Label prefix of the call's tasks (e.g. ``dp.all_reduce[3]``); default: the op."""
+    routing: tuple[int, int] | None = None
+    """``all_to_all`` of an MoE layer: (experts, top_k) of its router, for the ``expert_dispatch`` algorithm,
+    which sends each token once per destination rank and node (``size_bytes`` counts one copy per expert)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "op", normalize_op(self.op, "call.op"))
@@ -111,6 +114,8 @@ class CollectiveCall:
             raise field_error("call.group", self.group, "is empty", "name at least one GPU")
         if len(set(self.group)) != n:
             raise field_error("call.group", self.group, "names a GPU twice", "list each rank's GPU once")
+        if self.routing is not None:
+            self._check_routing()
         if self.op == ALL_TO_ALL_V:
             self._check_pairs(n)
         elif not (isinstance(self.size_bytes, int) and self.size_bytes >= 0):
@@ -126,6 +131,15 @@ class CollectiveCall:
                 raise field_error("call.peer", None, "is missing", "give the receiving GPU or a 2-GPU group")
             if self.peer is not None and self.peer == self.group[0]:
                 raise field_error("call.peer", self.peer, "is the sender itself", "name another GPU")
+
+    def _check_routing(self) -> None:
+        rt = self.routing
+        if self.op != ALL_TO_ALL:
+            raise field_error("call.routing", rt, f"applies to all_to_all only (op is {self.op})", "leave it unset")
+        if not (isinstance(rt, tuple) and len(rt) == 2 and all(isinstance(v, int) for v in rt) and 1 <= rt[1] <= rt[0]):
+            raise field_error(
+                "call.routing", rt, "must be (experts, top_k) with 1 <= top_k <= experts", "e.g. (128, 8)"
+            )
 
     def _check_pairs(self, n: int) -> None:
         pb = self.pair_bytes

@@ -104,7 +104,9 @@ def _group(p: ProgramOp, t: int) -> tuple[str, ...]:
 class _Lowering:
     """State of one :func:`lower_workload` call: the op table as typed arrays, every op's exit tasks, the calls."""
 
-    def __init__(self, table: OpTable, gpu_of: list[str]) -> None:
+    def __init__(self, table: OpTable, gpu_of: list[str], routing: tuple[int, int] | None = None) -> None:
+        self.routing = routing
+        """(experts, top_k) when the MoE token exchanges use the ``flex`` dispatcher (``Workload.meta``)."""
         self.prog_op = table.prog_op  # the table itself is not kept: its int64 columns are copied below
         self.gpu_of = gpu_of
         # Typed arrays, not lists: 4-8 bytes per op instead of ~40 (see :func:`compact`).
@@ -168,8 +170,18 @@ class _Lowering:
             ov = overrides.get(dim) or CollectiveOverride()
             if ov.algo is not None:
                 _check_override_op(ov.algo, op, dim, name)
+            algo, routing = ov.algo, None
+            if self.routing is not None and op == "all_to_all" and dim == "ep":
+                algo, routing = algo or "expert_dispatch", self.routing
             call = self.calls[key] = CollectiveCall(
-                op, tuple(group), int(size), algo=ov.algo, protocol=ov.protocol, channels=ov.channels, peer=peer
+                op,
+                tuple(group),
+                int(size),
+                algo=algo,
+                protocol=ov.protocol,
+                channels=ov.channels,
+                peer=peer,
+                routing=routing,
             )
         return call, name, by_gpu
 
@@ -238,7 +250,8 @@ def _emit(
     graph = op_graph(table)
 
     builder = PlanBuilder(list(dict.fromkeys(gpu_of)))  # rank order, each GPU once
-    low = _Lowering(table, gpu_of)
+    routing = workload.meta.get("moe_routing")
+    low = _Lowering(table, gpu_of, (int(routing[0]), int(routing[1])) if routing else None)
     gidx_of = [builder.gpu_index(g) for g in gpu_of]
     slow_of = [float(slowdown.get(g, 1.0)) for g in gpu_of]
     choices: dict[str, int] = {}

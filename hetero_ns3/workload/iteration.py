@@ -392,4 +392,6 @@ class IterationCompiler:
             "replica_microbatches": list(spec.replica_microbatches),
             "buckets_per_virtual_stage": {str(v): len(self.buckets[v]) for v in range(self.n_v)},
         }
+        if plan.moe_dispatcher == "flex" and plan.ep > 1:
+            meta["moe_routing"] = [self.model.experts, self.model.top_k]
         return Workload(self.placement.slots, tuple(programs), self.tp, meta)

@@ -66,6 +66,10 @@ class ParallelismSpec:
         tp_comm_overlap: overlap the forward TP all-gather / reduce-scatter (all-reduce) with the
             adjacent GEMM (Megatron-Core ``--tp-comm-overlap``, Transformer Engine userbuffers); default off
             as in Megatron.
+        moe_dispatcher: how MoE layers exchange tokens between expert-parallel ranks (Megatron-Core
+            ``--moe-token-dispatcher-type``): ``alltoall`` (NCCL all-to-all, one copy per routed expert, the
+            default) or ``flex`` (DeepEP / HybridEP: one copy per destination rank, and across nodes one per
+            destination node forwarded over NVLink; the ``expert_dispatch`` collective, docs/collectives.md).
         grad_reduce_dtype: gradient dtype on the wire: ``fp32`` (Megatron with bf16, ``accumulate_allreduce_grads_in_fp32``), ``bf16`` or ``fp16`` (2 bytes; Megatron 2021 fp16 runs reduced fp16 gradients).
         order: rank order, fastest-varying first: ``tp-pp-dp`` (default) or ``tp-dp-pp``.
         partition: ``auto`` (stage layers and replica microbatches proportional to throughput) or
@@ -92,6 +96,7 @@ class ParallelismSpec:
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = False
     tp_comm_overlap: bool = False
+    moe_dispatcher: Literal["alltoall", "flex"] = "alltoall"
     grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
     order: Literal["tp-pp-dp", "tp-dp-pp"] = "tp-pp-dp"
     partition: Literal["auto", "uniform"] = "auto"

@@ -1,0 +1,133 @@
+"""Deduplicating, hierarchical MoE token exchange (DeepEP / HybridEP, Megatron-Core's ``flex`` dispatcher).
+
+NCCL's all-to-all (Megatron-Core's ``alltoall`` dispatcher) sends one copy of a token per routed expert, so a
+token whose ``top_k`` experts sit on ``m`` ranks of another node crosses the network ``m`` times. The kernels
+of DeepEP (DeepSeek-V3 technical report, arXiv 2412.19437, Sec. 3.2.2: a token goes over InfiniBand to the GPU
+with the same in-node index on each target node, then over NVLink to the GPUs holding its experts) and of
+NVIDIA's HybridEP (the same split into an RDMA and an NVLink domain) send a token once per destination node
+over the network and once per destination rank inside a node. This algorithm moves those bytes:
+
+* to a rank of the same node: ``u p_rank`` bytes, directly;
+* to another node: ``u p_node`` bytes over the network to the relay (the group's rank on that node with the
+  sender's NIC rail, else its first rank), and ``u p_rank`` bytes from the relay to each other rank of the
+  node; the kernels forward a few tokens at a time as they arrive, so the forwarding runs concurrently with
+  the network leg (modelled as flows that start with it: the call ends when both have moved their bytes; the
+  delay of one forwarded chunk is neglected);
+
+where ``u = size / top_k`` is the sender's token bytes (``size``, the NCCL-style size of the call, counts one
+copy per routed expert), and, for routing that picks ``top_k`` of ``experts`` uniformly (Megatron-Core's
+forced load balancing; the expectation of any balanced router), ``p_rank = 1 - C(E - e, k) / C(E, k)`` is the
+probability that a token needs a given rank holding ``e = E / n`` experts and ``p_node`` the same for the
+``g e`` experts of the ``g`` group ranks on a node. The combine moves the same bytes the other way (partial
+sums reduced at the relay before the network, as DeepEP's combine does); the workload issues it as another
+call of the same shape, planned as this one.
+"""
+
+from __future__ import annotations
+
+from math import comb
+
+from hetero_ns3.collectives.cost import bottleneck, ring_protocol_factor
+from hetero_ns3.collectives.emit import Emitter, split
+from hetero_ns3.collectives.env import CollectiveEnv
+from hetero_ns3.collectives.registry import register
+from hetero_ns3.collectives.types import ALL_TO_ALL, CollectiveCall
+
+Leg = tuple[int, int, int, int]
+"""(sender rank, from rank, to rank, bytes): one hop of the bytes ``sender`` sends (``from == sender`` first)."""
+
+
+def hit_probability(experts: int, top_k: int, held: int) -> float:
+    """Probability that ``top_k`` distinct experts drawn uniformly from ``experts`` include one of ``held``."""
+    if held <= 0:
+        return 0.0
+    if experts - held < top_k:
+        return 1.0
+    return 1.0 - comb(experts - held, top_k) / comb(experts, top_k)
+
+
+def dispatch_legs(call: CollectiveCall, env: CollectiveEnv) -> list[tuple[Leg, list[Leg]]]:
+    """Every first hop of the exchange with the relay hops that follow it (memoized per env and call shape)."""
+    assert call.routing is not None
+    key = ("expert_dispatch", call.group, call.size_bytes, call.routing)
+    hit = env.cache.get(key)
+    if hit is not None:
+        return hit  # type: ignore[return-value]
+    experts, top_k = call.routing
+    group = call.group
+    n = len(group)
+    per_rank = experts // n
+    token_bytes = call.size_bytes / top_k
+    rank_bytes = round(token_bytes * hit_probability(experts, top_k, per_rank))
+    nodes = [env.node_of(g) for g in group]
+    rails = [env.rail_of(g) for g in group]
+    members: dict[str, list[int]] = {}
+    for r, nd in enumerate(nodes):
+        members.setdefault(nd, []).append(r)
+    out: list[tuple[Leg, list[Leg]]] = []
+    for i in range(n):
+        for nd, ranks in members.items():
+            if nd == nodes[i]:
+                out.extend(((i, i, j, rank_bytes), []) for j in ranks if j != i)
+                continue
+            relay = next((j for j in ranks if rails[j] == rails[i]), ranks[0])
+            node_bytes = round(token_bytes * hit_probability(experts, top_k, per_rank * len(ranks)))
+            out.append(((i, i, relay, node_bytes), [(i, relay, j, rank_bytes) for j in ranks if j != relay]))
+    env.cache[key] = out
+    return out
+
+
+class ExpertDispatch:
+    """MoE token dispatch / combine that sends a token once per destination node and rank (``flex``)."""
+
+    name = "expert_dispatch"
+    ops = frozenset({ALL_TO_ALL})
+    family = "ring"
+    auto = False
+
+    def check(self, call: CollectiveCall, env: CollectiveEnv) -> str | None:
+        if call.op not in self.ops:
+            return "expert_dispatch implements all_to_all"
+        if call.routing is None:
+            return "expert_dispatch needs the call's routing (experts, top_k)"
+        if call.routing[0] % len(call.group):
+            return f"expert_dispatch needs the {call.routing[0]} experts split evenly over the {len(call.group)} ranks"
+        return None
+
+    def cost(self, call: CollectiveCall, env: CollectiveEnv, protocol: str, channels: int):
+        group = call.group
+        edges = []
+        kinds = set()
+        two_legs = False
+        for first, rest in dispatch_legs(call, env):
+            for _, a, b, nb in (first, *rest):
+                edges.append((group[a], group[b], nb))
+                kinds.add(env.path(group[a], group[b]).kind)
+            two_legs = two_legs or bool(rest)
+        if not edges:
+            return 0.0, None
+        t_bw, hop = bottleneck(env, edges)
+        tn = env.tuning
+        n_nodes = len(env.nodes_of(group))
+        worst = "network" if "network" in kinds else ("pcie" if "pcie" in kinds else "nvlink")
+        lat = tn.base_latency_s["ring"][protocol] + (2 if two_legs else 1) * tn.hw_latency(worst, "ring", protocol)
+        return lat + t_bw / ring_protocol_factor(env, call.op, protocol, n_nodes > 1, n_nodes == len(group)), hop
+
+    def plan(self, em: Emitter) -> None:
+        group = em.call.group
+        n = len(group)
+        qps = max(1, min(em.channels, em.tuning.p2p_per_peer))
+        worst_lat = [
+            max((em.step_latency_s(group[i], group[j], "ring") for j in range(n) if j != i), default=0.0)
+            for i in range(n)
+        ]
+        entry = [em.entry(group[i], worst_lat[i]) for i in range(n)]
+        for (_, i, j, nb), rest in dispatch_legs(em.call, em.env):
+            for c, part in enumerate(split(nb, qps)):
+                em.flow(group[i], group[j], part, (entry[i], entry[j]), c, "a2a")
+            for _, a, b, fb in rest:  # forwarded in small chunks as they arrive: concurrent with the network leg
+                for c, part in enumerate(split(fb, qps)):
+                    em.flow(group[a], group[b], part, (entry[i], entry[a], entry[b]), c, "a2a")
+
+
+register(ExpertDispatch())
