@@ -108,6 +108,20 @@ SCENARIOS = {
         {"tp": 2, "pp": 1, "ep": 4, "global_batch": 8, "micro_batch": 1, "sequence_parallel": True},
         model={"name": "mixtral-8x7b", "layers": 2, "seq_len": 256},
     ),
+    # The same with DeepEP / HybridEP's deduplicating exchange.
+    "moe_ep_flex": lambda: _toy(
+        "mixed-2node",
+        {
+            "tp": 2,
+            "pp": 1,
+            "ep": 4,
+            "global_batch": 8,
+            "micro_batch": 1,
+            "sequence_parallel": True,
+            "moe_dispatcher": "flex",
+        },
+        model={"name": "mixtral-8x7b", "layers": 2, "seq_len": 256},
+    ),
 }
 
 
@@ -123,6 +137,25 @@ def test_moe_scenario_has_all_to_all():
     """The MoE case above really exercises all-to-all (else it would test nothing new)."""
     _, low = _lower_both(SCENARIOS["moe_ep"]())
     assert any(k.startswith("ep:all_to_all") for k in low.choices)
+    assert not any("expert_dispatch" in k for k in low.choices)
+
+
+def test_flex_dispatcher_plans_the_ep_exchange_with_expert_dispatch():
+    """``moe_dispatcher = "flex"``: every EP all-to-all is planned by ``expert_dispatch``, nothing else changes."""
+    _, low = _lower_both(SCENARIOS["moe_ep_flex"]())
+    ep = {k: v for k, v in low.choices.items() if k.startswith("ep:")}
+    assert ep and all(k.startswith("ep:all_to_all:expert_dispatch") for k in ep), ep
+    _, plain = _lower_both(SCENARIOS["moe_ep"]())
+    rest = {k: v for k, v in plain.choices.items() if not k.startswith("ep:")}
+    assert rest == {k: v for k, v in low.choices.items() if not k.startswith("ep:")}
+    assert sum(ep.values()) == sum(v for k, v in plain.choices.items() if k.startswith("ep:"))
+
+
+def test_unknown_moe_dispatcher_names_the_field():
+    from hetero_ns3.errors import ScenarioError
+
+    with pytest.raises(ScenarioError, match=r"parallelism\.moe_dispatcher.*'deepep'"):
+        _toy("mixed-2node", {"tp": 1, "ep": 2, "global_batch": 8, "moe_dispatcher": "deepep"})
 
 
 @pytest.fixture(scope="module")
