@@ -54,6 +54,19 @@ def test_send_recv_and_overrides(capsys):
     assert row["algo"] == "p2p" and row["channels"] == 2 and row["busbw_GBps"] == row["algbw_GBps"]
 
 
+def test_expert_dispatch_from_the_command_line(capsys):
+    """``--algo expert_dispatch --experts E,K``: on one switch every rank is its own node, so each token crosses
+    to a rank at most once: 8 experts top-2 over 4 ranks sends p = 1 - C(6,2)/C(8,2) = 13/28 of a token per
+    peer instead of NCCL's 2/4 copies."""
+    argv = ["collective", "all_to_all", "-t", "star:4", "--sizes", "64MiB", "-b", "model", "--json"]
+    assert main(argv) == 0
+    flat = json.loads(capsys.readouterr().out)[0]
+    assert main([*argv, "--algo", "expert_dispatch", "--experts", "8,2"]) == 0
+    dedup = json.loads(capsys.readouterr().out)[0]
+    assert dedup["algo"] == "expert_dispatch"
+    assert dedup["time_s"] / flat["time_s"] == pytest.approx((13 / 28) / (2 / 4), rel=0.05)
+
+
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
@@ -62,6 +75,9 @@ def test_send_recv_and_overrides(capsys):
         (["collective", "allreduse", "-t", "star:4"], "OP ('allreduse')"),
         (["collective", "all_gather", "-t", "star:4", "--algo", "tree"], "does not implement"),
         (["collective", "all_reduce", "-t", "star:4", "--cc", "hpcc"], "--cc ('hpcc')"),
+        (["collective", "all_to_all", "-t", "star:4", "--experts", "128"], "--experts ('128')"),
+        (["collective", "all_reduce", "-t", "star:4", "--experts", "8,2"], "applies to all_to_all only"),
+        (["collective", "all_to_all", "-t", "star:4", "--algo", "expert_dispatch"], "needs the call's routing"),
     ],
 )
 def test_errors_are_one_line(capsys, argv, needle):

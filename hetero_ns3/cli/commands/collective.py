@@ -48,11 +48,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     who.add_argument("--gpus", "-n", type=int, help="use the topology's first N GPUs (default: all)")
     who.add_argument("--ranks", help="comma-separated GPU names in rank order, e.g. n0.g0,n1.g0")
     p.add_argument("--sizes", "-s", default="1KiB:1GiB", help="one size or a doubling range A:B (default 1KiB:1GiB)")
-    p.add_argument("--algo", help="force an algorithm (ring, tree, hierarchical, direct, pxn, p2p, or a schedule)")
+    p.add_argument(
+        "--algo", help="force an algorithm (ring, tree, hierarchical, direct, pxn, expert_dispatch, p2p, or a schedule)"
+    )
     p.add_argument("--protocol", choices=("LL", "LL128", "Simple"), help="force a protocol")
     p.add_argument("--channels", type=int, help="force the channel count")
     p.add_argument("--root", type=int, default=0, help="root rank of broadcast / reduce (default 0)")
     p.add_argument("--peer", help="receiving GPU of send_recv (default: rank 1)")
+    p.add_argument(
+        "--experts",
+        help="E,K: an MoE router's experts and top_k for all_to_all with --algo expert_dispatch (e.g. 128,8); the size "
+        "counts one copy per routed expert",
+    )
     p.add_argument("--backend", "-b", choices=BACKENDS, default="analytic", help="network backend (default analytic)")
     p.add_argument("--cc", help="congestion control of the ns3 backend: none, dcqcn, hpcc, dctcp, timely")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="float", help="element type for the count column")
@@ -67,6 +74,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tuning", help="tuning TOML (default collectives/tuning.toml)")
     p.add_argument("--seed", type=int, default=1, help="ECMP / simulation seed (>= 1)")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of the table")
+
+
+def parse_experts(text: str) -> tuple[int, int]:
+    """``"128,8"`` -> (128, 8): an MoE router's experts and top_k."""
+    parts = text.split(",")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise field_error("--experts", text, "is not E,K (experts, top_k)", "e.g. --experts 128,8")
+    e, k = (int(p) for p in parts)
+    return e, k
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -158,11 +174,14 @@ def run(args: argparse.Namespace) -> int:
             "more GPUs (e.g. star:2), or send_recv with --peer"
         )
     members = group if (peer is None or peer in group) else (*group, peer)
+    experts = parse_experts(args.experts) if args.experts else None
+    if experts is not None and op != "all_to_all":
+        raise field_error("--experts", args.experts, f"applies to all_to_all only (op is {op})", "drop --experts")
     tsize = DTYPES[args.dtype]
     rows = []
     for size in sizes:
         call = CollectiveCall(op, group, size, algo=args.algo, protocol=args.protocol, channels=args.channels,
-                              root=args.root, peer=peer)  # fmt: skip
+                              root=args.root, peer=peer, routing=experts)  # fmt: skip
         builder = PlanBuilder(members)
         res = plan_collective(builder, call, env)
         plan = builder.build()
