@@ -37,23 +37,38 @@ def a2a_cost(call: CollectiveCall, env: CollectiveEnv, protocol: str, route: Rou
     group = call.group
     n = len(group)
     mat = pair_bytes(call)
-    edges = []
-    kinds = set()
-    for i in range(n):
-        for j in range(n):
-            if mat[i][j] > 0:
-                for a, b in route(i, j):
-                    edges.append((group[a], group[b], mat[i][j]))
-                    kinds.add(env.path(group[a], group[b]).kind)
+    edges = [
+        (group[a], group[b], mat[i][j]) for i in range(n) for j in range(n) if mat[i][j] > 0 for a, b in route(i, j)
+    ]
+    legs = max(len(route(i, j)) for i in range(n) for j in range(n) if i != j) if n > 1 else 1
+    return exchange_cost(call, env, protocol, edges, legs)
+
+
+def exchange_cost(call: CollectiveCall, env: CollectiveEnv, protocol: str, edges: list, legs: int):
+    """Time (s) and bottleneck hop of an exchange whose ``edges`` (src GPU, dst GPU, bytes) all move at once:
+    the most loaded resource's transfer time over the ring protocol's efficiency, plus the ring family's base
+    latency and ``legs`` hops of the slowest hop kind's latency."""
+    edges = [e for e in edges if e[2] > 0]
     if not edges:
         return 0.0, None
+    kinds = {env.path(a, b).kind for a, b, _ in edges}
     t_bw, hop = bottleneck(env, edges)
     tn = env.tuning
-    n_nodes = len(env.nodes_of(group))
-    legs = max(len(route(i, j)) for i in range(n) for j in range(n) if i != j)
+    n_nodes = len(env.nodes_of(call.group))
     worst = "network" if "network" in kinds else ("pcie" if "pcie" in kinds else "nvlink")
     lat = tn.base_latency_s["ring"][protocol] + legs * tn.hw_latency(worst, "ring", protocol)
-    return lat + t_bw / ring_protocol_factor(env, call.op, protocol, n_nodes > 1, n_nodes == n), hop
+    return lat + t_bw / ring_protocol_factor(env, call.op, protocol, n_nodes > 1, n_nodes == len(call.group)), hop
+
+
+def exchange_entries(em: Emitter) -> tuple[int, list[int]]:
+    """Queue pairs per peer and every rank's entry task (base latency plus its slowest peer hop's step latency)."""
+    group = em.call.group
+    n = len(group)
+    qps = max(1, min(em.channels, em.tuning.p2p_per_peer))
+    worst_lat = [
+        max((em.step_latency_s(group[i], group[j], "ring") for j in range(n) if j != i), default=0.0) for i in range(n)
+    ]
+    return qps, [em.entry(group[i], worst_lat[i]) for i in range(n)]
 
 
 def emit_a2a(em: Emitter, route: Route) -> None:
@@ -61,11 +76,7 @@ def emit_a2a(em: Emitter, route: Route) -> None:
     group = call.group
     n = len(group)
     mat = pair_bytes(call)
-    qps = max(1, min(em.channels, em.tuning.p2p_per_peer))
-    worst_lat = [
-        max((em.step_latency_s(group[i], group[j], "ring") for j in range(n) if j != i), default=0.0) for i in range(n)
-    ]
-    entry = [em.entry(group[i], worst_lat[i]) for i in range(n)]
+    qps, entry = exchange_entries(em)
     for i in range(n):
         for off in range(1, n):
             j = (i + off) % n

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from math import comb
 
-from hetero_ns3.collectives.cost import bottleneck, ring_protocol_factor
+from hetero_ns3.collectives.algorithms.alltoall import exchange_cost, exchange_entries
 from hetero_ns3.collectives.emit import Emitter, split
 from hetero_ns3.collectives.env import CollectiveEnv
 from hetero_ns3.collectives.registry import register
@@ -96,32 +96,13 @@ class ExpertDispatch:
 
     def cost(self, call: CollectiveCall, env: CollectiveEnv, protocol: str, channels: int):
         group = call.group
-        edges = []
-        kinds = set()
-        two_legs = False
-        for first, rest in dispatch_legs(call, env):
-            for _, a, b, nb in (first, *rest):
-                edges.append((group[a], group[b], nb))
-                kinds.add(env.path(group[a], group[b]).kind)
-            two_legs = two_legs or bool(rest)
-        if not edges:
-            return 0.0, None
-        t_bw, hop = bottleneck(env, edges)
-        tn = env.tuning
-        n_nodes = len(env.nodes_of(group))
-        worst = "network" if "network" in kinds else ("pcie" if "pcie" in kinds else "nvlink")
-        lat = tn.base_latency_s["ring"][protocol] + (2 if two_legs else 1) * tn.hw_latency(worst, "ring", protocol)
-        return lat + t_bw / ring_protocol_factor(env, call.op, protocol, n_nodes > 1, n_nodes == len(group)), hop
+        legs = dispatch_legs(call, env)
+        edges = [(group[a], group[b], nb) for first, rest in legs for _, a, b, nb in (first, *rest)]
+        return exchange_cost(call, env, protocol, edges, 2 if any(rest for _, rest in legs) else 1)
 
     def plan(self, em: Emitter) -> None:
         group = em.call.group
-        n = len(group)
-        qps = max(1, min(em.channels, em.tuning.p2p_per_peer))
-        worst_lat = [
-            max((em.step_latency_s(group[i], group[j], "ring") for j in range(n) if j != i), default=0.0)
-            for i in range(n)
-        ]
-        entry = [em.entry(group[i], worst_lat[i]) for i in range(n)]
+        qps, entry = exchange_entries(em)
         for (_, i, j, nb), rest in dispatch_legs(em.call, em.env):
             for c, part in enumerate(split(nb, qps)):
                 em.flow(group[i], group[j], part, (entry[i], entry[j]), c, "a2a")
