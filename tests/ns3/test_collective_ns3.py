@@ -66,12 +66,22 @@ def test_nvls_all_reduce_packet_level(native):
     assert t.makespan_s == pytest.approx(res.predicted_s, rel=0.15)
 
 
+def _replayed_in_order(graph, plan):
+    """``plan`` replayed packet by packet; asserts it completed and no task started before its dependencies."""
+    from hetero_ns3.network.config import NetworkConfig
+
+    out = replay.run_plan(graph, plan, NetworkConfig(), 1)
+    assert out.completed
+    owner = np.repeat(np.arange(len(plan)), np.diff(plan.dep_ptr))
+    assert np.all(out.times.start_s[owner] >= out.times.finish_s[plan.dep_idx] - 1e-9)
+    return out
+
+
 def test_mesh_all_reduce_packet_level(capi):
     """An 8 x MI300X mesh (a direct link per GPU pair) packet by packet: the all-reduce completes in
     dependency order, its link-disjoint rings put the same bytes on each of the 56 directed links, and
     the time is the flow-level backend's within 5%."""
     from hetero_ns3.network.analytic import simulate_plan
-    from hetero_ns3.network.config import NetworkConfig
     from hetero_ns3.topology import resolve_topology
     from hetero_ns3.validation import SUITE_PATH
 
@@ -81,11 +91,8 @@ def test_mesh_all_reduce_packet_level(capi):
     b = PlanBuilder(env.gpus)
     plan_collective(b, CollectiveCall("all_reduce", env.gpus, size, algo="ring", protocol="Simple"), env)
     plan = b.build()
-    out = replay.run_plan(g, plan, NetworkConfig(), 1)
-    assert out.completed
+    out = _replayed_in_order(g, plan)
     t = out.times
-    owner = np.repeat(np.arange(len(plan)), np.diff(plan.dep_ptr))
-    assert np.all(t.start_s[owner] >= t.finish_s[plan.dep_idx] - 1e-9)
     per_link = out.flows.groupby(["src", "dst"]).size_bytes.sum()
     assert len(per_link) == 56
     assert per_link.max() == pytest.approx(per_link.min(), rel=1e-6)
@@ -97,7 +104,6 @@ def test_expert_dispatch_packet_level(capi):
     dependencies, the network carries one leg per (sender, node) on the sender's rail, and the time is the
     flow-level backend's within 10% (both NIC-bound)."""
     from hetero_ns3.network.analytic import simulate_plan
-    from hetero_ns3.network.config import NetworkConfig
     from hetero_ns3.topology import resolve_topology
     from hetero_ns3.validation import SUITE_PATH
 
@@ -109,11 +115,8 @@ def test_expert_dispatch_packet_level(capi):
     call = CollectiveCall("all_to_all", ranks, size, algo="expert_dispatch", protocol="Simple", routing=(128, 8))
     plan_collective(b, call, env)
     plan = b.build()
-    out = replay.run_plan(g, plan, NetworkConfig(), 1)
-    assert out.completed
+    out = _replayed_in_order(g, plan)
     t = out.times
-    owner = np.repeat(np.arange(len(plan)), np.diff(plan.dep_ptr))
-    assert np.all(t.start_s[owner] >= t.finish_s[plan.dep_idx] - 1e-9)
     f = out.flows
     node = {gpu: env.node_of(gpu) for gpu in ranks}
     cross = f[[node[s] != node[d] for s, d in zip(f.src, f.dst, strict=True)]]
