@@ -8,9 +8,9 @@ has posted the matching receive).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from hetero_ns3.collectives.cost import bottleneck, ring_protocol_factor
+from hetero_ns3.collectives.cost import Edge, bottleneck, ring_protocol_factor
 from hetero_ns3.collectives.emit import Emitter, split
 from hetero_ns3.collectives.env import CollectiveEnv
 from hetero_ns3.collectives.registry import register
@@ -40,14 +40,14 @@ def a2a_cost(call: CollectiveCall, env: CollectiveEnv, protocol: str, route: Rou
     edges = [
         (group[a], group[b], mat[i][j]) for i in range(n) for j in range(n) if mat[i][j] > 0 for a, b in route(i, j)
     ]
-    legs = max(len(route(i, j)) for i in range(n) for j in range(n) if i != j) if n > 1 else 1
-    return exchange_cost(call, env, protocol, edges, legs)
+    hops = max(len(route(i, j)) for i in range(n) for j in range(n) if i != j) if n > 1 else 1
+    return exchange_cost(call, env, protocol, edges, hops)
 
 
-def exchange_cost(call: CollectiveCall, env: CollectiveEnv, protocol: str, edges: list, legs: int):
+def exchange_cost(call: CollectiveCall, env: CollectiveEnv, protocol: str, edges: Sequence[Edge], hops: int):
     """Time (s) and bottleneck hop of an exchange whose ``edges`` (src GPU, dst GPU, bytes) all move at once:
     the most loaded resource's transfer time over the ring protocol's efficiency, plus the ring family's base
-    latency and ``legs`` hops of the slowest hop kind's latency."""
+    latency and ``hops`` hops of the slowest hop kind's latency (2 when blocks are relayed)."""
     edges = [e for e in edges if e[2] > 0]
     if not edges:
         return 0.0, None
@@ -56,7 +56,7 @@ def exchange_cost(call: CollectiveCall, env: CollectiveEnv, protocol: str, edges
     tn = env.tuning
     n_nodes = len(env.nodes_of(call.group))
     worst = "network" if "network" in kinds else ("pcie" if "pcie" in kinds else "nvlink")
-    lat = tn.base_latency_s["ring"][protocol] + legs * tn.hw_latency(worst, "ring", protocol)
+    lat = tn.base_latency_s["ring"][protocol] + hops * tn.hw_latency(worst, "ring", protocol)
     return lat + t_bw / ring_protocol_factor(env, call.op, protocol, n_nodes > 1, n_nodes == len(call.group)), hop
 
 
