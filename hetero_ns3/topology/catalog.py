@@ -12,25 +12,26 @@ def gpu_names() -> list[str]:
     return sorted(gpu_catalog())
 
 
-def nvlink_rate_bps(name: str) -> float:
-    """Per-GPU NVLink bandwidth of ``name`` in bit/s, each direction (0 when it has none)."""
+def _rate_bps(name: str, attribute: str) -> float:
+    """A ``GpuSpec`` bandwidth attribute of ``name`` (bytes/s, each direction) in bit/s; 0 when it has none."""
     from hetero_ns3.compute.gpus import get_gpu
 
-    return float(getattr(get_gpu(name), "nvlink_bw_Bps", 0.0) or 0.0) * 8.0
+    return float(getattr(get_gpu(name), attribute, 0.0) or 0.0) * 8.0
+
+
+def nvlink_rate_bps(name: str) -> float:
+    """Per-GPU NVLink bandwidth of ``name`` in bit/s, each direction (0 when it has none)."""
+    return _rate_bps(name, "nvlink_bw_Bps")
 
 
 def nvlink_bridge_rate_bps(name: str) -> float:
     """NVLink-bridge bandwidth of ``name`` to its paired card in bit/s, each direction (0 when it has none)."""
-    from hetero_ns3.compute.gpus import get_gpu
-
-    return float(getattr(get_gpu(name), "nvlink_bridge_bw_Bps", 0.0) or 0.0) * 8.0
+    return _rate_bps(name, "nvlink_bridge_bw_Bps")
 
 
 def mesh_link_rate_bps(name: str) -> float:
     """Bandwidth of one direct GPU-to-GPU link of ``name``'s mesh fabric in bit/s, each direction (0: none)."""
-    from hetero_ns3.compute.gpus import get_gpu
-
-    return float(getattr(get_gpu(name), "mesh_link_bw_Bps", 0.0) or 0.0) * 8.0
+    return _rate_bps(name, "mesh_link_bw_Bps")
 
 
 def nvls_capable(name: str) -> bool:

@@ -38,11 +38,8 @@ Leg = tuple[int, int, int, int]
 
 
 def hit_probability(experts: int, top_k: int, held: int) -> float:
-    """Probability that ``top_k`` distinct experts drawn uniformly from ``experts`` include one of ``held``."""
-    if held <= 0:
-        return 0.0
-    if experts - held < top_k:
-        return 1.0
+    """Probability that ``top_k`` distinct experts drawn uniformly from ``experts`` include one of ``held``
+    (``0 <= held <= experts``; ``comb`` is 0 when fewer than ``top_k`` experts are left outside)."""
     return 1.0 - comb(experts - held, top_k) / comb(experts, top_k)
 
 
