@@ -17,7 +17,9 @@ comm op of no call     ``METADATA_NODE`` (a zero-time join)
 =====================  ==========================================================================
 
 Every node also carries our extension attributes (ignored by other readers): ``hns3_duration_s`` (the
-exact duration), ``hns3_stream`` (0 compute, 1 comm stream) and ``hns3_dim`` (tp / pp / dp / ep), so that
+exact duration), ``hns3_stream`` (0 compute, 1 comm stream), ``hns3_dim`` (tp / pp / dp / ep) and, on the
+expert-parallel ALL_TO_ALL nodes of a ``moe_dispatcher = "flex"`` workload, ``hns3_moe_experts`` /
+``hns3_moe_top_k`` (the router's shape, for the deduplicating token exchange), so that
 :mod:`hetero_ns3.workload.chakra_import` rebuilds the same plan as :func:`~hetero_ns3.plan.lower.
 lower_workload`. See docs/chakra.md.
 """
@@ -30,7 +32,13 @@ from typing import Any
 from hetero_ns3.errors import PlanningError
 from hetero_ns3.workload.artefact import Op, Workload
 from hetero_ns3.workload.chakra_format import COMM_GROUP_FILE, chakra_modules, write_comm_groups, write_trace
-from hetero_ns3.workload.chakra_import import ATTR_DIM, ATTR_DURATION, ATTR_STREAM
+from hetero_ns3.workload.chakra_import import (
+    ATTR_DIM,
+    ATTR_DURATION,
+    ATTR_MOE_EXPERTS,
+    ATTR_MOE_TOP_K,
+    ATTR_STREAM,
+)
 
 #: Our collective -> Chakra ``CollectiveCommType`` name.
 COMM_TYPE_OF = {
@@ -48,6 +56,8 @@ class _Exporter:
         self.workload = workload
         self.rank_of = {slot.gpu: r for r, slot in enumerate(workload.ranks)}
         self.groups: dict[tuple[int, ...], str] = {}
+        routing = workload.meta.get("moe_routing")
+        self.routing = (int(routing[0]), int(routing[1])) if routing else None
 
     def attr(self, name: str, **value: Any) -> Any:
         return self.pb.AttributeProto(name=name, **value)
@@ -97,6 +107,10 @@ class _Exporter:
             size,
             a("pg_name", string_val=self.pg_name(op.group)),
         ])  # fmt: skip
+        if self.routing is not None and op.collective == "all_to_all" and op.dim == "ep":
+            n.attr.extend(
+                [a(ATTR_MOE_EXPERTS, int64_val=self.routing[0]), a(ATTR_MOE_TOP_K, int64_val=self.routing[1])]
+            )
         return n
 
 

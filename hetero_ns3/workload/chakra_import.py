@@ -53,6 +53,10 @@ COMM_TYPES: Mapping[str, str | None] = {
 ATTR_DURATION = "hns3_duration_s"
 ATTR_STREAM = "hns3_stream"
 ATTR_DIM = "hns3_dim"
+#: On an expert-parallel ALL_TO_ALL exported from a ``moe_dispatcher = "flex"`` workload: the router's expert
+#: count and top-k, so that the import plans it with ``expert_dispatch`` as :mod:`hetero_ns3.plan.lower` does.
+ATTR_MOE_EXPERTS = "hns3_moe_experts"
+ATTR_MOE_TOP_K = "hns3_moe_top_k"
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,8 @@ class _Call:
     """Ranks in group order (send_recv: (src, dst))."""
     name: str
     dim: str
+    routing: tuple[int, int] | None = None
+    """(experts, top_k) of a deduplicating MoE token exchange (``hns3_moe_*``), else None."""
 
 
 def _int_attr(node: Any, *names: str) -> int | None:
@@ -186,6 +192,18 @@ class _Importer:
             )
         return self.groups[pg]
 
+    def routing_of(self, n: _Node, op: str | None) -> tuple[int, int] | None:
+        """(experts, top_k) from ``hns3_moe_experts`` / ``hns3_moe_top_k`` on an ALL_TO_ALL node, else None."""
+        experts, top_k = _int_attr(n.node, ATTR_MOE_EXPERTS), _int_attr(n.node, ATTR_MOE_TOP_K)
+        if experts is None and top_k is None:
+            return None
+        if op != "all_to_all" or experts is None or top_k is None or not 1 <= top_k <= experts:
+            raise ScenarioError(
+                f"{self.where(n)}: {ATTR_MOE_EXPERTS} = {experts}, {ATTR_MOE_TOP_K} = {top_k} on a {op} node; they "
+                "go together on an ALL_TO_ALL node, with 1 <= top_k <= experts (or leave both out)"
+            )
+        return experts, top_k
+
     def match(self) -> None:
         """Group the comm nodes of all ranks into calls (see the module docstring)."""
         n_ranks = len(self.traces)
@@ -216,11 +234,15 @@ class _Importer:
                 if ci is None:
                     ci = coll[(group, k)] = self.new_call(_Call([], op, size, group, node.name, dim))
                 call = self.calls[ci]
-                if call.op != op or call.size != size:
+                routing = self.routing_of(n, op)
+                if len(call.members) == 0:
+                    call.routing = routing
+                if call.op != op or call.size != size or call.routing != routing:
                     raise ScenarioError(
-                        f"{self.where(n)}: collective #{k} of group {list(group)} is {tname} of {size} B here but "
-                        f"{call.op or 'barrier'} of {call.size} B on another rank; every member must issue the "
-                        "same calls in the same order"
+                        f"{self.where(n)}: collective #{k} of group {list(group)} is {tname} of {size} B"
+                        f"{_routing_text(routing)} here but {call.op or 'barrier'} of {call.size} B"
+                        f"{_routing_text(call.routing)} on another rank; every member must issue the same calls in "
+                        "the same order"
                     )
                 call.members.append(i)
                 n.member_of = ci
@@ -373,7 +395,10 @@ class _Importer:
         ov = self.opts.overrides.get(call.dim) or CollectiveOverride()
         group = tuple(names[r] for r in call.group)
         peer = group[1] if call.op == "send_recv" else None
-        cc = CollectiveCall(call.op, group, int(call.size), ov.algo, ov.protocol, ov.channels, peer=peer)
+        algo = ov.algo or ("expert_dispatch" if call.routing is not None else None)
+        cc = CollectiveCall(
+            call.op, group, int(call.size), algo, ov.protocol, ov.channels, peer=peer, routing=call.routing
+        )
         cls = prio.get(call.dim, 0)
         if templates is not None:
             res = templates.plan(builder, cc, env, entry, category, cls, name=call.name)
@@ -383,6 +408,10 @@ class _Importer:
         choices[k] = choices.get(k, 0) + 1
         for g, m in by_gpu.items():
             exit_of[m] = tuple(res.exits[g])
+
+
+def _routing_text(routing: tuple[int, int] | None) -> str:
+    return "" if routing is None else f" (MoE routing {routing[0]} experts, top {routing[1]})"
 
 
 def import_chakra(

@@ -129,14 +129,56 @@ def _roundtrip(name: str, tmp_path: Path):
     return low, lower_chakra(imported, graph, cluster), paths
 
 
-@pytest.mark.parametrize("name", ["coarse_pp4", "tree_pp_sends", "overrides_priorities", "moe_ep", "cp_ring", "cp_a2a"])
+@pytest.mark.parametrize(
+    "name", ["coarse_pp4", "tree_pp_sends", "overrides_priorities", "moe_ep", "moe_ep_flex", "cp_ring", "cp_a2a"]
+)
 def test_export_then_import_gives_the_same_plan(name, tmp_path):
     """Export -> import rebuilds lower_workload's plan exactly (PP sends/receives, TP / DP / EP / CP collectives,
-    per-dimension overrides and priorities)."""
+    per-dimension overrides and priorities, the flex dispatcher's deduplicating EP exchange)."""
     low, imp, paths = _roundtrip(name, tmp_path)
     assert_same_plan(low.plan, imp.plan)
     assert dict(low.choices) == dict(imp.choices) and low.n_collectives == imp.n_collectives
     assert paths[-1].name == "comm_group.json"
+    if name == "moe_ep_flex":
+        assert any(k.startswith("ep:all_to_all:expert_dispatch/") for k in imp.choices)
+        assert not any(k.startswith("ep:all_to_all:") and "expert_dispatch" not in k for k in imp.choices)
+
+
+def _a2a(routing: dict, size: int = 1 << 20) -> object:
+    n = pb.Node(id=0, name="dispatch", type=pb.COMM_COLL_NODE)
+    n.attr.extend([pb.AttributeProto(name="comm_type", int64_val=pb.ALL_TO_ALL),
+                   pb.AttributeProto(name="comm_size", int64_val=size)])  # fmt: skip
+    n.attr.extend(pb.AttributeProto(name=k, int64_val=v) for k, v in routing.items())
+    return n
+
+
+def test_moe_routing_attributes_plan_expert_dispatch_and_errors(tmp_path):
+    """A foreign trace's ALL_TO_ALL with hns3_moe_experts / hns3_moe_top_k is planned as the deduplicating
+    exchange; half the pair, a bad top_k or members that disagree are one-line errors naming the attribute."""
+    good = {"hns3_moe_experts": 16, "hns3_moe_top_k": 2}
+    for r in range(4):
+        _write(tmp_path / f"t.{r}.et", [_a2a(good)])
+    sc = _chakra_scenario(tmp_path)
+    imp = _import(sc)
+    assert [k.split("/")[0] for k in imp.choices] == [":all_to_all:expert_dispatch"]
+    cluster = load_run_cluster(sc)
+    gpus = tuple(g.name for g in cluster.gpus())
+    b = PlanBuilder(list(gpus))
+    call = CollectiveCall("all_to_all", gpus, 1 << 20, "expert_dispatch", routing=(16, 2), name="dispatch")
+    plan_collective(b, call, collective_env(sc, build_graph(cluster)), {g: [] for g in gpus}, "comm", 0)
+    assert_same_plan(b.build(), imp.plan)
+    for bad, msg in (
+        ({"hns3_moe_experts": 16}, r"hns3_moe_experts = 16, hns3_moe_top_k = None"),
+        ({"hns3_moe_experts": 4, "hns3_moe_top_k": 8}, r"1 <= top_k <= experts"),
+    ):
+        for r in range(4):
+            _write(tmp_path / f"t.{r}.et", [_a2a(bad)])
+        with pytest.raises(ScenarioError, match=msg):
+            _import(_chakra_scenario(tmp_path))
+    for r in range(4):
+        _write(tmp_path / f"t.{r}.et", [_a2a(good if r else {"hns3_moe_experts": 16, "hns3_moe_top_k": 4})])
+    with pytest.raises(ScenarioError, match=r"MoE routing 16 experts, top 2.*every member must issue"):
+        _import(_chakra_scenario(tmp_path))
 
 
 def _strip_extensions(src: Path, dst: Path) -> None:
