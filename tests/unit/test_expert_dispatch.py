@@ -27,7 +27,7 @@ SIZE = TOKENS * TOP_K * HIDDEN * 2  # the call's size: one BF16 copy per routed 
 TOKEN_BYTES = SIZE / TOP_K
 
 
-def _dgx(nodes: int) -> CollectiveEnv:
+def _dgx(nodes: int, network: dict | None = None) -> CollectiveEnv:
     graph = build_graph(
         parse_cluster(
             {
@@ -42,7 +42,7 @@ def _dgx(nodes: int) -> CollectiveEnv:
                         "nics": {"count": 8, "rate": "400Gbps"},
                     }
                 ],
-                "network": {"kind": "rail"},
+                "network": network or {"kind": "rail"},
             }
         )
     )
@@ -94,6 +94,29 @@ def test_legs_deliver_each_token_once_per_rank_and_cross_once_per_node() -> None
             assert (s, r) == (i, relay) and env.node_of(ranks[j]) == env.node_of(ranks[relay])
             delivered[(i, j)] = delivered.get((i, j), 0) + fb
     assert delivered == {(i, j): per_rank for i in range(16) for j in range(16) if i != j}
+
+
+def test_relay_is_the_same_in_node_index_on_a_leaf_spine() -> None:
+    """Where all NICs of a node hang off one leaf (no rails to tell them apart), the relay is still the GPU with
+    the sender's in-node index: every GPU relays for exactly one sender of each other node, and the exchange
+    stays NIC-bound, faster than NCCL's all-to-all (session 16 sent every sender of a leaf to the node's first
+    GPU there: 7.44 ms against NCCL's 2.07 on these 4 nodes; now 0.95)."""
+    env = _dgx(4, {"kind": "leafspine", "ports_per_leaf": 32, "leaf": {"oversubscription": 1.0}})
+    ranks = tuple(env.gpus[:32])
+    assert len({env.rail_of(g) for g in ranks}) == 1  # one leaf: the rail names nothing
+    call = CollectiveCall("all_to_all", ranks, SIZE, routing=(EXPERTS, TOP_K))
+    served: dict[int, list[int]] = {}
+    for (i, _, relay, _), _rest in dispatch_legs(call, env):
+        if env.node_of(ranks[i]) != env.node_of(ranks[relay]):
+            assert env.local_of(ranks[relay]) == env.local_of(ranks[i])
+            served.setdefault(relay, []).append(i)
+    assert sorted(len(v) for v in served.values()) == [3] * 32  # one sender from each of the 3 other nodes
+    t_flat, net_flat, _ = _run(env, ranks)
+    t_dedup, net_dedup, _ = _run(env, ranks, algo="expert_dispatch", routing=(EXPERTS, TOP_K))
+    # NCCL: 24 of 32 blocks leave the node (6 token copies); dedup: one copy per other node holding one of the
+    # token's experts (32 of the 128 per node)
+    assert net_dedup / net_flat == pytest.approx(3 * hit_probability(EXPERTS, TOP_K, 32) / 6, rel=1e-3)
+    assert t_dedup < 0.6 * t_flat  # NIC-bound, like the bytes (0.454)
 
 
 def test_two_nodes_cut_network_bytes_to_one_copy_per_node() -> None:

@@ -8,8 +8,9 @@ NVIDIA's HybridEP (the same split into an RDMA and an NVLink domain) send a toke
 over the network and once per destination rank inside a node. This algorithm moves those bytes:
 
 * to a rank of the same node: ``u p_rank`` bytes, directly;
-* to another node: ``u p_node`` bytes over the network to the relay (the group's rank on that node with the
-  sender's NIC rail, else its first rank), and ``u p_rank`` bytes from the relay to each other rank of the
+* to another node: ``u p_node`` bytes over the network to the relay (the group's GPU on that node with the
+  sender's in-node index, which is the sender's rail on a rail-optimized fabric; else the rank at the sender's
+  position among its node's group ranks), and ``u p_rank`` bytes from the relay to each other rank of the
   node; the kernels forward a few tokens at a time as they arrive, so the forwarding runs concurrently with
   the network leg (modelled as flows that start with it: the call ends when both have moved their bytes; the
   delay of one forwarded chunk is neglected);
@@ -43,6 +44,14 @@ def hit_probability(experts: int, top_k: int, held: int) -> float:
     return 1.0 - comb(experts - held, top_k) / comb(experts, top_k)
 
 
+def relay_rank(ranks: list[int], local: list[int], sender: int, position: int) -> int:
+    """The rank of another node's ``ranks`` that receives ``sender``'s tokens for that node: the GPU with the
+    sender's in-node index (DeepSeek-V3's rule; on a rail-optimized fabric the sender's rail), else the rank at
+    the sender's position among its own node's group ranks, so that no relay serves more senders than another."""
+    same = [j for j in ranks if local[j] == local[sender]]
+    return same[0] if same else ranks[position % len(ranks)]
+
+
 def dispatch_legs(call: CollectiveCall, env: CollectiveEnv) -> list[tuple[Leg, list[Leg]]]:
     """Every first hop of the exchange with the relay hops that follow it (memoized per env and call shape)."""
     assert call.routing is not None
@@ -57,17 +66,18 @@ def dispatch_legs(call: CollectiveCall, env: CollectiveEnv) -> list[tuple[Leg, l
     token_bytes = call.size_bytes / top_k
     rank_bytes = round(token_bytes * hit_probability(experts, top_k, per_rank))
     nodes = [env.node_of(g) for g in group]
-    rails = [env.rail_of(g) for g in group]
+    local = [env.local_of(g) for g in group]
     members: dict[str, list[int]] = {}
     for r, nd in enumerate(nodes):
         members.setdefault(nd, []).append(r)
+    position = {r: p for ranks in members.values() for p, r in enumerate(ranks)}
     out: list[tuple[Leg, list[Leg]]] = []
     for i in range(n):
         for nd, ranks in members.items():
             if nd == nodes[i]:
                 out.extend(((i, i, j, rank_bytes), []) for j in ranks if j != i)
                 continue
-            relay = next((j for j in ranks if rails[j] == rails[i]), ranks[0])
+            relay = relay_rank(ranks, local, i, position[i])
             node_bytes = round(token_bytes * hit_probability(experts, top_k, per_rank * len(ranks)))
             out.append(((i, i, relay, node_bytes), [(i, relay, j, rank_bytes) for j in ranks if j != relay]))
     env.cache[key] = out
