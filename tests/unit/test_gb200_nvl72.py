@@ -1,0 +1,97 @@
+"""GB200 NVL72: the catalog's GB200, the rack-scale NVLink domain as one node, NVLS across 72 GPUs.
+
+Analytic answers: the GB200 is the B200 GPU at 1200 W (same SMs, dense peaks 2500 / 5000 TFLOP/s); with no
+published BF16 matmul ceiling it takes the Blackwell ``gemm`` constant, so a large BF16 GEMM runs faster than
+on B200 by exactly the ratio of peak x efficiency; FP8 takes Azure's measured cuBLASLt ceiling. An all-reduce over one rack moves S(1 + 1/N) bytes per GPU port
+through the NVLink switch (NVLS), never touches the network, and its bus bandwidth lies above what any ring
+over 900 GB/s links reaches after NCCL's per-link efficiency and below the NVLS rate cap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
+from hetero_ns3.collectives.algorithms.nvls import wire_scale
+from hetero_ns3.compute.gpus import get_gpu
+from hetero_ns3.compute.roofline import Roofline, _wave_factor, default_efficiency
+from hetero_ns3.network.analytic import simulate_plan
+from hetero_ns3.plan.builder import PlanBuilder
+from hetero_ns3.plan.dag import FLOW
+from hetero_ns3.topology import build_graph, load_cluster
+from hetero_ns3.workload.layers import gemm
+
+GIB = 1 << 30
+
+
+def test_gb200_is_the_b200_gpu_at_1200_w() -> None:
+    gb, b = get_gpu("GB200"), get_gpu("B200")
+    assert (gb.architecture, gb.sm_count, gb.nvls) == (b.architecture, b.sm_count, True)
+    assert gb.peak_flops("bf16") == pytest.approx(2500e12)
+    assert gb.peak_flops("fp8") == pytest.approx(5000e12)
+    assert gb.hbm_bw_Bps == pytest.approx(8.0e12)
+    assert gb.nvlink_bw_Bps == pytest.approx(900e9)  # 1.8 TB/s both directions
+    assert gb.tdp_w == 1200 and gb.hbm_bytes == 185 * 2**30
+    assert gb.mamf_bf16 is None and gb.mamf_fp8 == pytest.approx(2906.9 / 5000, abs=1e-4)  # Azure's cuBLASLt
+
+
+def test_gb200_gemm_follows_the_cross_generation_rule() -> None:
+    """BF16 has no measured ceiling: the Blackwell table's gemm, and a large GEMM's time ratio to B200 (which
+    has one) is peak x efficiency, wave quantization identical (same SM count). FP8 takes the measured one."""
+    gb, b = get_gpu("GB200"), get_gpu("B200")
+    e_gb, e_b = default_efficiency(gb), default_efficiency(b)
+    assert e_gb.gemm == pytest.approx(0.78)
+    assert e_gb.gemm_fp8 == pytest.approx(0.85 * 0.5814 / 0.869)
+    assert e_b.gemm == pytest.approx(0.85 * 0.776 / 0.869)
+    rf = Roofline("bf16")
+    for g in (gb, b):
+        rf._eff[g.name] = replace(default_efficiency(g), launch_overhead_s=0.0)
+    k = gemm("g", 8192, 8192, 8192)
+    assert _wave_factor(e_gb, 8192, 8192, gb.sm_count) == _wave_factor(e_b, 8192, 8192, b.sm_count)
+    ratio = rf.kernel_time(k, b) / rf.kernel_time(k, gb)
+    assert ratio == pytest.approx((2500 * e_gb.gemm) / (2250 * e_b.gemm), rel=1e-9)
+
+
+@pytest.fixture(scope="module")
+def nvl72():
+    g = build_graph(load_cluster("gb200-nvl72"))
+    return g, CollectiveEnv.from_graph(g)
+
+
+def test_nvl72_preset_is_two_72_gpu_nvlink_domains(nvl72) -> None:
+    c = load_cluster("gb200-nvl72")
+    gpus = c.gpus()
+    assert len(gpus) == 144 and {x.node for x in gpus} == {0, 1}
+    assert all(x.gpu_type == "GB200" and x.nic_rate_bps == 400e9 for x in gpus)
+    g, env = nvl72
+    eps = [n.name for n in g.nodes if n.role == "nvls"]
+    assert eps == ["n0.nvls", "n1.nvls"]
+    assert {env.node_of(x) for x in env.gpus[:72]} == {env.node_of(env.gpus[0])}
+    assert env.node_of(env.gpus[72]) != env.node_of(env.gpus[0])
+
+
+def test_rack_all_reduce_is_nvls_inside_the_rack(nvl72) -> None:
+    g, env = nvl72
+    n, size = 72, GIB
+    group = env.gpus[:n]
+    b = PlanBuilder(group)
+    res = plan_collective(b, CollectiveCall("all_reduce", group, size), env)
+    plan = b.build()
+    assert res.algo == "nvls"
+    fl = np.flatnonzero(plan.kind == FLOW)
+    ep = plan.gpus.index("n0.nvls")
+    assert set(plan.gpu[fl].tolist()) | set(plan.dst[fl].tolist()) <= set(range(n)) | {ep}  # NVLink only
+    f = env.wire_overhead(group[0], group[1]) * wire_scale(env, group[0], env.tuning.nvls.chunk(size, n))
+    for r in (0, 35, 71):
+        assert plan.size_bytes[fl[plan.gpu[fl] == r]].sum() / f == pytest.approx(size * (1 + 1 / n), rel=1e-4)
+        assert plan.size_bytes[fl[plan.dst[fl] == r]].sum() / f == pytest.approx(size * (1 + 1 / n), rel=1e-4)
+    sim = simulate_plan(g, plan)
+    algbw = size / sim.times.makespan_s / 1e9
+    busbw = algbw * 2 * (n - 1) / n
+    ring_ceiling = 900 / env.wire_overhead(group[0], group[1])  # GB/s a ring's busbw cannot exceed
+    nvls_cap = ring_ceiling * env.tuning.nvls.efficiency["Blackwell"]
+    assert busbw > ring_ceiling
+    assert algbw < nvls_cap
