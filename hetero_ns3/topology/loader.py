@@ -42,6 +42,11 @@ PCIE_GT_PER_S = {3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
 
 TIER_NAMES = {RAIL: ("rail", "spine"), LEAFSPINE: ("leaf", "spine"), FATTREE: ("edge", "agg", "core")}
 
+MAX_GPUS_PER_NODE = 1024
+"""Largest scale-up domain a cluster file may describe (the largest announced NVLink domain has 576 GPUs)."""
+MAX_CLUSTER_GPUS = 65_536
+"""Largest cluster a file may describe, GPUs over all groups (as many as the inline ``star:N`` hosts)."""
+
 
 def pcie_rate_bps(gen: int, lanes: int) -> float:
     """Usable PCIe bit rate per direction: GT/s x lanes x 128/130 (Gen3-5 line code; TLP overhead ignored)."""
@@ -255,6 +260,14 @@ def _group(t: Any, path: str) -> NodeGroup:
     count = _int(t, "count", path)
     gpu_type = catalog.check_gpu(t.get("gpu"), f"{path}.gpu")
     gpus = _int(t, "gpus_per_node", path, 8)
+    if gpus > MAX_GPUS_PER_NODE:
+        raise field_error(
+            f"{path}.gpus_per_node", gpus, f"must be at most {MAX_GPUS_PER_NODE}", "describe a smaller node"
+        )
+    if count * gpus > MAX_CLUSTER_GPUS:
+        raise field_error(
+            f"{path}.count", count, f"x gpus_per_node ({gpus}) exceeds {MAX_CLUSTER_GPUS} GPUs", "use fewer nodes"
+        )
     nics = _nics(_table(t, "nics", path), f"{path}.nics", gpus)
     fabric = _fabric(_table(t, "fabric", path), f"{path}.fabric", gpu_type, gpus, nics)
     group = NodeGroup(name, count, gpu_type, gpus, fabric, nics)
@@ -315,6 +328,9 @@ def parse_cluster(data: dict[str, Any], source: str = "<cluster>") -> ClusterSpe
     if not isinstance(raw_groups, list) or not raw_groups:
         raise field_error("groups", raw_groups, f"must be a non-empty array of tables in {source}", "add [[groups]]")
     groups = tuple(_group(g, f"groups[{i}]") for i, g in enumerate(raw_groups))
+    total = sum(g.count * g.gpus_per_node for g in groups)
+    if total > MAX_CLUSTER_GPUS:
+        raise field_error("groups", total, f"GPUs in all exceed {MAX_CLUSTER_GPUS}", "use fewer or smaller groups")
     names = [g.name for g in groups]
     for i, n in enumerate(names):
         if names.index(n) != i:

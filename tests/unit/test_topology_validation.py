@@ -26,6 +26,16 @@ def test_base_is_valid():
     assert parse_cluster(copy.deepcopy(BASE)).node_count == 16
 
 
+def test_oversized_clusters_are_refused_before_anything_is_built():
+    """A fuzzed gpus_per_node of 2**31 once made the loader build 2**32 GPU entries (out of memory)."""
+    msg = _bad(lambda d: d["groups"][0].update(gpus_per_node=2**31))
+    assert "groups[0].gpus_per_node" in msg and "2147483648" in msg and "at most 1024" in msg
+    msg = _bad(lambda d: d["groups"][0].update(count=2**31))
+    assert "groups[0].count" in msg and "exceeds 65536 GPUs" in msg and "fewer nodes" in msg
+    msg = _bad(lambda d: [g.update(count=65536 // 8) for g in d["groups"]])
+    assert "groups" in msg and "GPUs in all exceed 65536" in msg
+
+
 def test_gpu_not_in_catalog():
     msg = _bad(lambda d: d["groups"][1].update(gpu="H300-SXM"))
     assert "groups[1].gpu" in msg and "H300-SXM" in msg and "H100-SXM" in msg
