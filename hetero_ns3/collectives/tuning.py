@@ -60,6 +60,8 @@ class NvlsTuning:
     chunk_overhead_bytes: float
     """Link time per chunk operation beyond its payload, as bytes at the NVLS rate."""
     max_rounds: int
+    max_heads: int = 32
+    """Most NVLS heads per node (NCCL's ``NCCL_MAX_NVLS_ARITY``): larger NVLink domains reduce through this many."""
 
     def chunk(self, size_bytes: int, heads: int, tree: bool = False, nodes: int = 1) -> int:
         """NCCL's NVLS (``tree``: NVLS-Tree) chunk size for a buffer of ``size_bytes`` (bytes)."""
@@ -306,8 +308,8 @@ def nvls_from_dict(t: Mapping[str, Any]) -> NvlsTuning:
             raise field_error(f"nvls.tree_max_channel_GBps.{k}", v, "must be three numbers >= 0 (GB/s)")
         caps[str(k)] = (float(v[0]) * 1e9, float(v[1]) * 1e9, float(v[2]) * 1e9)
     ints = {}
-    for key in ("channels", "chunk_bytes", "tree_max_chunk_bytes_4_nodes", "max_rounds"):
-        v = t.get(key)
+    for key in ("channels", "chunk_bytes", "tree_max_chunk_bytes_4_nodes", "max_rounds", "max_heads"):
+        v = t.get(key, 32 if key == "max_heads" else None)
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise field_error(f"nvls.{key}", v, "must be an integer >= 1")
         ints[key] = v
@@ -323,6 +325,7 @@ def nvls_from_dict(t: Mapping[str, Any]) -> NvlsTuning:
         tree_max_channel_Bps=caps,
         chunk_overhead_bytes=_num(t, "chunk_overhead_bytes", "nvls"),
         max_rounds=ints["max_rounds"],
+        max_heads=ints["max_heads"],
     )
 
 

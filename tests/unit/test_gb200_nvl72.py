@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
-from hetero_ns3.collectives.algorithms.nvls import wire_scale
+from hetero_ns3.collectives.algorithms.nvls import nvls_heads, wire_scale
 from hetero_ns3.compute.gpus import get_gpu
 from hetero_ns3.compute.roofline import Roofline, _wave_factor, default_efficiency
 from hetero_ns3.network.analytic import simulate_plan
@@ -101,10 +101,14 @@ def test_rack_all_reduce_is_nvls_inside_the_rack(nvl72) -> None:
     fl = np.flatnonzero(plan.kind == FLOW)
     ep = plan.gpus.index("n0.nvls")
     assert set(plan.gpu[fl].tolist()) | set(plan.dst[fl].tolist()) <= set(range(n)) | {ep}  # NVLink only
-    f = env.wire_overhead(group[0], group[1]) * wire_scale(env, group[0], env.tuning.nvls.chunk(size, n))
-    for r in (0, 35, 71):
-        assert plan.size_bytes[fl[plan.gpu[fl] == r]].sum() / f == pytest.approx(size * (1 + 1 / n), rel=1e-4)
-        assert plan.size_bytes[fl[plan.dst[fl] == r]].sum() / f == pytest.approx(size * (1 + 1 / n), rel=1e-4)
+    # NCCL's NVLS graph has at most 32 channels, one head each: 32 of the 72 GPUs reduce and store a chunk.
+    heads = nvls_heads(group, 32)
+    assert len(heads) == 32 and len(set(heads)) == 32 and heads[0] == group[0]
+    f = env.wire_overhead(group[0], group[1]) * wire_scale(env, group[0], env.tuning.nvls.chunk(size, 32))
+    for r in range(n):
+        want = size * (1 + 1 / 32) if group[r] in heads else size  # a head's chunk more, each way
+        assert plan.size_bytes[fl[plan.gpu[fl] == r]].sum() / f == pytest.approx(want, rel=1e-4)
+        assert plan.size_bytes[fl[plan.dst[fl] == r]].sum() / f == pytest.approx(want, rel=1e-4)
     sim = simulate_plan(g, plan)
     algbw = size / sim.times.makespan_s / 1e9
     busbw = algbw * 2 * (n - 1) / n
@@ -112,3 +116,28 @@ def test_rack_all_reduce_is_nvls_inside_the_rack(nvl72) -> None:
     nvls_cap = ring_ceiling * env.tuning.nvls.efficiency["Blackwell"]
     assert busbw > ring_ceiling
     assert algbw < nvls_cap
+
+
+def test_nvls_tree_across_racks_crosses_the_network_from_32_heads_per_rack(nvl72) -> None:
+    """Two racks (144 GPUs): NVLS-Tree's network legs start and end only at each rack's 32 heads, and with
+    two nodes (one tree) the heads of one rack send the whole buffer up (S / 32 each) and receive it back."""
+    g, env = nvl72
+    group, size = tuple(env.gpus), GIB
+    b = PlanBuilder(group)
+    res = plan_collective(b, CollectiveCall("all_reduce", group, size), env)
+    plan = b.build()
+    assert res.algo == "nvls_tree"
+    fl = np.flatnonzero(plan.kind == FLOW)
+    names = plan.gpus
+    gpus = set(env.gpus)
+    pairs = [(i, names[plan.gpu[i]], names[plan.dst[i]]) for i in fl]
+    net = [i for i, a, z in pairs if a in gpus and z in gpus and env.node_of(a) != env.node_of(z)]
+    senders = {names[plan.gpu[i]] for i in net}
+    receivers = {names[plan.dst[i]] for i in net}
+    heads = set(nvls_heads(group[:72], 32)) | set(nvls_heads(group[72:], 32))
+    assert senders == receivers == heads
+    sent = {h: 0.0 for h in heads}
+    for i in net:
+        sent[names[plan.gpu[i]]] += plan.size_bytes[i]
+    assert sum(sent.values()) == pytest.approx(2 * size, rel=1e-6)  # up and down, payload bytes
+    assert all(v == pytest.approx(size / 32, rel=1e-3) for v in sent.values())

@@ -4,6 +4,9 @@ What NCCL 2.30 does inside one node (``src/device/all_reduce.h``, NVLS branch): 
 1/N chunk of each step; the head's ``multimem.ld_reduce`` makes the switch read that chunk from all
 N GPUs and return the sum to the head, and its ``multimem.st`` of the sum makes the switch write it
 to all N GPUs. So per GPU and direction the wire carries about S(1 + 1/N) bytes (ring: 2S(N-1)/N).
+The heads are the NVLS graph's channels, at most ``NCCL_MAX_NVLS_ARITY`` = 32 (``src/graph/search.cc``):
+an all-reduce over more GPUs (a GB200 NVL72 rack) reduces through 32 heads, whose ports carry
+S(1 + 1/32); the other GPUs' S (``[nvls].max_heads``, :func:`nvls_heads`).
 
 How it is planned here. The NVSwitch's reduction engine is an endpoint of the network graph (the
 node's ``n<i>.nvls`` host, see ``topology/fabric.py``), so flows can end and start at the switch in
@@ -35,6 +38,7 @@ every rank's entry task. Protocol: Simple only, as in NCCL.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from hetero_ns3.collectives.emit import Emitter, split
 from hetero_ns3.collectives.env import CollectiveEnv
@@ -64,10 +68,27 @@ def wire_scale(env: CollectiveEnv, gpu: str, chunk: int) -> float:
     return (1.0 + nv.chunk_overhead_bytes / chunk) / nv.efficiency[env.architecture(gpu)]
 
 
-def port_bytes(op: str, size: int, n: int) -> tuple[float, float]:
-    """(egress, ingress) payload bytes per GPU port of an NVLS ``op`` over ``n`` ranks."""
+def nvls_heads(gpus: Sequence[str], max_heads: int) -> tuple[str, ...]:
+    """The GPUs of one node that head an NVLS all-reduce (reduce a chunk each and store it).
+
+    NCCL's NVLS graph has one channel per head and at most ``NCCL_MAX_NVLS_ARITY`` (32) of them
+    (``[nvls].max_heads``): every GPU of a node of up to 32, else 32 spread evenly over the node (which
+    GPUs NCCL's search picks is not modelled; spreading them spreads NVLS-Tree's NICs over the trays).
+    """
+    n = len(gpus)
+    if n <= max_heads:
+        return tuple(gpus)
+    return tuple(gpus[(j * n) // max_heads] for j in range(max_heads))
+
+
+def port_bytes(op: str, size: int, n: int, heads: int | None = None) -> tuple[float, float]:
+    """(egress, ingress) payload bytes of the busiest GPU port of an NVLS ``op`` over ``n`` ranks.
+
+    An all-reduce's busiest port is a head's: its whole buffer in and out plus its ``1 / heads`` chunk.
+    """
     if op == ALL_REDUCE:
-        return size * (1 + 1 / n), size * (1 + 1 / n)
+        h = n if heads is None else heads
+        return size * (1 + 1 / h), size * (1 + 1 / h)
     if op == REDUCE_SCATTER:
         return float(size), size / n
     return size / n, float(size)  # all-gather
@@ -89,8 +110,9 @@ def nvls_cost(env: CollectiveEnv, call: CollectiveCall, protocol: str) -> tuple[
         return 0.0, None
     if protocol != "Simple":
         return math.inf, None
-    chunk = nv.chunk(call.size_bytes, n)
-    out_b, in_b = port_bytes(call.op, call.size_bytes, n)
+    h = min(n, nv.max_heads) if call.op == ALL_REDUCE else n
+    chunk = nv.chunk(call.size_bytes, h)
+    out_b, in_b = port_bytes(call.op, call.size_bytes, n, h)
     worst_t, hop = 0.0, None
     for g in group:
         ep = env.nvls_endpoint(g)
@@ -99,7 +121,7 @@ def nvls_cost(env: CollectiveEnv, call: CollectiveCall, protocol: str) -> tuple[
         t = max(out_b, in_b) / rate
         if t > worst_t:
             worst_t, hop = t, Hop(g, ep, rate, env.path(g, ep).kind)
-    rounds = nvls_rounds(env, call.size_bytes, n, chunk)
+    rounds = nvls_rounds(env, call.size_bytes, h, chunk)
     return nv.latency_s + worst_t * (1 + 1 / rounds), hop
 
 
@@ -118,26 +140,29 @@ def emit_nvls_rounds(
     all-gather) or its reduced chunks (reduce-scatter). Used by NVLS and NVLS-Tree.
     """
     env = em.env
-    n = len(gpus)
     ep = env.nvls_endpoint(gpus[0])
     assert ep is not None
     em.b.endpoint(ep)
     scale = {g: wire_scale(env, g, chunk) for g in gpus}
-    rounds = nvls_rounds(env, size, n, chunk)
+    # All-reduce: the heads reduce and store one chunk each; reduce-scatter / all-gather: every rank its own.
+    nv = env.tuning.nvls
+    assert nv is not None
+    hg = nvls_heads(gpus, nv.max_heads) if op == ALL_REDUCE else tuple(gpus)
+    rounds = nvls_rounds(env, size, len(hg), chunk)
     done: dict[str, list[int]] = {g: [] for g in gpus}
     for part in split(size, rounds):
-        heads = split(part, n)  # head j's chunk of this round
+        heads = split(part, len(hg))  # head j's chunk of this round
         if op in (ALL_REDUCE, REDUCE_SCATTER):
             reads = [em.flow(g, ep, part, (ready[g],), ch, "nvls-read", scale[g]) for g in gpus]
             red = em.b.add_barrier(ep, reads, label=em.label(ch, "nvls-reduce"), category=em.category, channel=ch)
-            have = {g: em.flow(ep, g, heads[j], (red,), ch, "nvls-result", scale[g]) for j, g in enumerate(gpus)}
+            have = {g: em.flow(ep, g, heads[j], (red,), ch, "nvls-result", scale[g]) for j, g in enumerate(hg)}
         else:
             have = {g: ready[g] for g in gpus}
         if op == REDUCE_SCATTER:
             for g in gpus:
                 done[g].append(have[g])
             continue
-        stores = [em.flow(g, ep, heads[j], (have[g],), ch, "nvls-store", scale[g]) for j, g in enumerate(gpus)]
+        stores = [em.flow(g, ep, heads[j], (have[g],), ch, "nvls-store", scale[g]) for j, g in enumerate(hg)]
         mc = em.b.add_barrier(ep, stores, label=em.label(ch, "nvls-multicast"), category=em.category, channel=ch)
         for g in gpus:
             done[g].append(em.flow(ep, g, part, (mc,), ch, "nvls-multicast", scale[g]))
@@ -167,7 +192,8 @@ class Nvls:
         ready = {g: em.entry(g, nv.latency_s) for g in call.group}
         if len(call.group) < 2 or call.size_bytes <= 0:
             return
-        chunk = nv.chunk(call.size_bytes, len(call.group))
+        n = len(call.group)
+        chunk = nv.chunk(call.size_bytes, min(n, nv.max_heads) if call.op == ALL_REDUCE else n)
         emit_nvls_rounds(em, call.group, call.op, call.size_bytes, ready, chunk)
 
 

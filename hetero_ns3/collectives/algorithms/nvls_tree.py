@@ -7,7 +7,8 @@ down), and each head's ``multimem.st`` multicasts the final chunk to the GPUs of
 NVLS across nodes needs IB SHARP (CollNet), which is not modelled; without it NCCL runs NVLS-Tree.
 
 Planned per round as NVLS (see :mod:`.nvls`): reads of every GPU to its node's switch, a reduction
-at the switch, results to the heads (every rank of the node heads one chunk); then, per head index
+at the switch, results to the heads (every rank of a node of up to 32, else 32 of them: :func:`.nvls.nvls_heads`);
+then, per head index
 ``j``, a binary tree over the nodes (the in-order tree over the node list, shifted by one on odd
 rounds as NCCL's double binary tree does): each head reduces its children's chunks (a memory-bound
 kernel on the GPU, as the tree algorithm's) and sends the sum up; the root's sum is sent down; last,
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from hetero_ns3.collectives.algorithms.nvls import nvls_rounds, nvls_support, port_bytes, wire_scale
+from hetero_ns3.collectives.algorithms.nvls import nvls_heads, nvls_rounds, nvls_support, port_bytes, wire_scale
 from hetero_ns3.collectives.algorithms.tree import _inorder_parents
 from hetero_ns3.collectives.cost import bottleneck
 from hetero_ns3.collectives.emit import Emitter, split
@@ -99,9 +100,11 @@ class NvlsTree:
             return math.inf, None
         nodes = self._layout(call, env)
         m, k, size = len(nodes[0]), len(nodes), call.size_bytes
-        chunk = nv.chunk(size, m, tree=True, nodes=k)
+        heads = [nvls_heads(x, nv.max_heads) for x in nodes]
+        h = len(heads[0])
+        chunk = nv.chunk(size, h, tree=True, nodes=k)
         worst_t, hop = 0.0, None
-        out_b, in_b = port_bytes(ALL_REDUCE, size, m)
+        out_b, in_b = port_bytes(ALL_REDUCE, size, m, h)
         for g in call.group:
             ep = env.nvls_endpoint(g)
             assert ep is not None
@@ -112,16 +115,16 @@ class NvlsTree:
         trees = node_trees(k)
         edges = []
         for parent, _ in trees:
-            share = size / m / len(trees)
+            share = size / h / len(trees)
             for x, up in enumerate(parent):
                 if up >= 0:
-                    for j in range(m):
-                        edges.append((nodes[x][j], nodes[up][j], share))
-                        edges.append((nodes[up][j], nodes[x][j], share))
+                    for j in range(h):
+                        edges.append((heads[x][j], heads[up][j], share))
+                        edges.append((heads[up][j], heads[x][j], share))
         t_net, net_hop = bottleneck(env, edges)
         if t_net > worst_t:
             worst_t, hop = t_net, net_hop
-        rounds = nvls_rounds(env, size, m, chunk)
+        rounds = nvls_rounds(env, size, h, chunk)
         return tree_latency_s(env, k) + worst_t * (1 + FILL_ROUNDS / rounds), hop
 
     def plan(self, em: Emitter) -> None:
@@ -133,51 +136,54 @@ class NvlsTree:
         ready = {g: em.entry(g, tree_latency_s(env, k)) for g in call.group}
         if call.size_bytes <= 0:
             return
-        m = len(nodes[0])
-        chunk = nv.chunk(call.size_bytes, m, tree=True, nodes=k)
+        hg = [nvls_heads(x, nv.max_heads) for x in nodes]  # per node, its head GPUs
+        h = len(hg[0])
+        chunk = nv.chunk(call.size_bytes, h, tree=True, nodes=k)
         eps = [env.nvls_endpoint(x[0]) for x in nodes]
         for ep in eps:
             assert ep is not None
             em.b.endpoint(ep)
         scale = {g: wire_scale(env, g, chunk) for g in call.group}
         trees = node_trees(k)
-        rounds = nvls_rounds(env, call.size_bytes, m, chunk)
+        rounds = nvls_rounds(env, call.size_bytes, h, chunk)
         ch = 0
         for r, part in enumerate(split(call.size_bytes, rounds)):
-            heads = split(part, m)
+            heads = split(part, h)  # head j's chunk of this round
             have: list[list[int]] = []
             for x, gpus in enumerate(nodes):
                 ep = eps[x]
                 assert ep is not None  # checked when registering the endpoints above
                 reads = [em.flow(g, ep, part, (ready[g],), ch, "nvls-read", scale[g]) for g in gpus]
                 red = em.b.add_barrier(ep, reads, label=em.label(ch, "nvls-reduce"), category=em.category, channel=ch)
-                have.append([em.flow(ep, g, heads[j], (red,), ch, "nvls-result", scale[g]) for j, g in enumerate(gpus)])
+                have.append(
+                    [em.flow(ep, g, heads[j], (red,), ch, "nvls-result", scale[g]) for j, g in enumerate(hg[x])]
+                )
             parent, post = trees[r % len(trees)]
             children: list[list[int]] = [[] for _ in range(k)]
             for x, up in enumerate(parent):
                 if up >= 0:
                     children[up].append(x)
-            for j in range(m):
+            for j in range(h):
                 up_flow: dict[int, int] = {}
                 val = [have[x][j] for x in range(k)]
                 for x in post:
-                    g = nodes[x][j]
+                    g = hg[x][j]
                     if children[x]:
                         deps = [up_flow[c] for c in children[x]] + [val[x]]
                         val[x] = em.reduce(g, heads[j] * len(children[x]), deps, ch)
                     if parent[x] >= 0:
-                        up_flow[x] = em.flow(g, nodes[parent[x]][j], heads[j], (val[x],), ch, "tree-up")
+                        up_flow[x] = em.flow(g, hg[parent[x]][j], heads[j], (val[x],), ch, "tree-up")
                 final = list(val)
                 for x in reversed(post):  # pre-order: parents before children
                     for c in children[x]:
-                        final[c] = em.flow(nodes[x][j], nodes[c][j], heads[j], (final[x],), ch, "tree-down")
+                        final[c] = em.flow(hg[x][j], hg[c][j], heads[j], (final[x],), ch, "tree-down")
                 for x in range(k):
                     have[x][j] = final[x]
             for x, gpus in enumerate(nodes):
                 ep = eps[x]
                 assert ep is not None  # checked when registering the endpoints above
                 stores = [
-                    em.flow(g, ep, heads[j], (have[x][j],), ch, "nvls-store", scale[g]) for j, g in enumerate(gpus)
+                    em.flow(g, ep, heads[j], (have[x][j],), ch, "nvls-store", scale[g]) for j, g in enumerate(hg[x])
                 ]
                 mc = em.b.add_barrier(
                     ep, stores, label=em.label(ch, "nvls-multicast"), category=em.category, channel=ch
