@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hetero_ns3.collectives.types import PROTOCOLS
+from hetero_ns3.collectives.types import ALL_REDUCE, PROTOCOLS
 from hetero_ns3.errors import field_error
 from hetero_ns3.inputs import read_toml
 from hetero_ns3.paths import preset_dir
@@ -39,6 +39,10 @@ class LinkTuning:
         return self.wire_overhead_by_arch.get(architecture, self.wire_overhead)
 
 
+NCCL_MAX_NVLS_ARITY = 32
+"""NCCL's most NVLS heads (channels of the NVLS graph) per node (``src/include/device.h``)."""
+
+
 @dataclass(frozen=True)
 class NvlsTuning:
     """NVLink SHARP constants (``[nvls]`` of the tuning file; sources cited there)."""
@@ -60,8 +64,12 @@ class NvlsTuning:
     chunk_overhead_bytes: float
     """Link time per chunk operation beyond its payload, as bytes at the NVLS rate."""
     max_rounds: int
-    max_heads: int = 32
-    """Most NVLS heads per node (NCCL's ``NCCL_MAX_NVLS_ARITY``): larger NVLink domains reduce through this many."""
+    max_heads: int = NCCL_MAX_NVLS_ARITY
+    """Most NVLS heads per node: larger NVLink domains reduce through this many."""
+
+    def heads(self, op: str, n: int) -> int:
+        """Heads of an NVLS ``op`` over ``n`` ranks of a node: all-reduce at most ``max_heads``, else every rank."""
+        return min(n, self.max_heads) if op == ALL_REDUCE else n
 
     def chunk(self, size_bytes: int, heads: int, tree: bool = False, nodes: int = 1) -> int:
         """NCCL's NVLS (``tree``: NVLS-Tree) chunk size for a buffer of ``size_bytes`` (bytes)."""
@@ -309,7 +317,7 @@ def nvls_from_dict(t: Mapping[str, Any]) -> NvlsTuning:
         caps[str(k)] = (float(v[0]) * 1e9, float(v[1]) * 1e9, float(v[2]) * 1e9)
     ints = {}
     for key in ("channels", "chunk_bytes", "tree_max_chunk_bytes_4_nodes", "max_rounds", "max_heads"):
-        v = t.get(key, 32 if key == "max_heads" else None)
+        v = t.get(key, NCCL_MAX_NVLS_ARITY if key == "max_heads" else None)
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise field_error(f"nvls.{key}", v, "must be an integer >= 1")
         ints[key] = v

@@ -11,7 +11,7 @@ S(1 + 1/32); the other GPUs' S (``[nvls].max_heads``, :func:`nvls_heads`).
 How it is planned here. The NVSwitch's reduction engine is an endpoint of the network graph (the
 node's ``n<i>.nvls`` host, see ``topology/fabric.py``), so flows can end and start at the switch in
 both backends. The buffer is processed in *rounds*: one round is one NCCL chunk per channel and head
-(``[nvls].channels`` x N x chunk bytes of the buffer, chunk from NCCL's size rule), with the
+(``[nvls].channels`` x heads x chunk bytes of the buffer, chunk from NCCL's size rule), with the
 channels merged, and at most ``[nvls].max_rounds`` rounds (larger buffers: larger rounds). A round
 of an all-reduce is
 
@@ -110,7 +110,7 @@ def nvls_cost(env: CollectiveEnv, call: CollectiveCall, protocol: str) -> tuple[
         return 0.0, None
     if protocol != "Simple":
         return math.inf, None
-    h = min(n, nv.max_heads) if call.op == ALL_REDUCE else n
+    h = nv.heads(call.op, n)
     chunk = nv.chunk(call.size_bytes, h)
     out_b, in_b = port_bytes(call.op, call.size_bytes, n, h)
     worst_t, hop = 0.0, None
@@ -192,8 +192,7 @@ class Nvls:
         ready = {g: em.entry(g, nv.latency_s) for g in call.group}
         if len(call.group) < 2 or call.size_bytes <= 0:
             return
-        n = len(call.group)
-        chunk = nv.chunk(call.size_bytes, min(n, nv.max_heads) if call.op == ALL_REDUCE else n)
+        chunk = nv.chunk(call.size_bytes, nv.heads(call.op, len(call.group)))
         emit_nvls_rounds(em, call.group, call.op, call.size_bytes, ready, chunk)
 
 

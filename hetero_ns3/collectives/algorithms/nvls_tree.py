@@ -7,12 +7,12 @@ down), and each head's ``multimem.st`` multicasts the final chunk to the GPUs of
 NVLS across nodes needs IB SHARP (CollNet), which is not modelled; without it NCCL runs NVLS-Tree.
 
 Planned per round as NVLS (see :mod:`.nvls`): reads of every GPU to its node's switch, a reduction
-at the switch, results to the heads (every rank of a node of up to 32, else 32 of them: :func:`.nvls.nvls_heads`);
-then, per head index
-``j``, a binary tree over the nodes (the in-order tree over the node list, shifted by one on odd
-rounds as NCCL's double binary tree does): each head reduces its children's chunks (a memory-bound
-kernel on the GPU, as the tree algorithm's) and sends the sum up; the root's sum is sent down; last,
-each head stores its final chunk and the switch multicasts the round to the node's GPUs.
+at the switch, results to the heads (every rank of a node of up to 32, else 32 of them:
+:func:`.nvls.nvls_heads`); then, per head index ``j``, a binary tree over the nodes (the in-order tree
+over the node list, shifted by one on odd rounds as NCCL's double binary tree does): each head
+reduces its children's chunks (a memory-bound kernel on the GPU, as the tree algorithm's) and sends
+the sum up; the root's sum is sent down; last, each head stores its final chunk and the switch
+multicasts the round to the node's GPUs.
 
 Cost model: latency ``[nvls].latency_us + 2 floor(log2 nodes) x [nvls].tree_net_latency_us``
 (NCCL's NVLS-Tree latency with baseLat 0), bandwidth the slower of the NVLS ports (as NVLS) and the
