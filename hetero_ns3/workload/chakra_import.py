@@ -199,8 +199,9 @@ class _Importer:
             return None
         if op != "all_to_all" or experts is None or top_k is None or not 1 <= top_k <= experts:
             raise ScenarioError(
-                f"{self.where(n)}: {ATTR_MOE_EXPERTS} = {experts}, {ATTR_MOE_TOP_K} = {top_k} on a {op} node; they "
-                "go together on an ALL_TO_ALL node, with 1 <= top_k <= experts (or leave both out)"
+                f"{self.where(n)}: {ATTR_MOE_EXPERTS} = {experts}, {ATTR_MOE_TOP_K} = {top_k} on a "
+                f"{op or 'barrier'} node; they go together on an ALL_TO_ALL node, with 1 <= top_k <= experts (or "
+                "leave both out)"
             )
         return experts, top_k
 
