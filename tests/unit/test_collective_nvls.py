@@ -12,14 +12,14 @@ import math
 import numpy as np
 import pytest
 
-from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, choose, plan_collective
+from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, choose
 from hetero_ns3.collectives.algorithms.nvls import wire_scale
 from hetero_ns3.compute.gpus import get_gpu
 from hetero_ns3.errors import PlanningError
 from hetero_ns3.network.analytic import simulate_plan
-from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.plan.dag import FLOW
 from hetero_ns3.topology import build_graph, load_cluster, resolve_topology
+from tests.collective_helpers import planned
 
 GIB = 1 << 30
 
@@ -46,15 +46,9 @@ def h100():
     return g, CollectiveEnv.from_graph(g)
 
 
-def _plan(env, call):
-    b = PlanBuilder(call.group)
-    res = plan_collective(b, call, env)
-    return res, b.build()
-
-
 def _busbw(g, env, n, size, **kw):
     call = CollectiveCall("all_reduce", env.gpus[:n], size, **kw)
-    res, plan = _plan(env, call)
+    res, plan = planned(env, call)
     t = simulate_plan(g, plan).times.makespan_s
     return res, size / t / 1e9 * 2 * (n - 1) / n
 
@@ -111,7 +105,7 @@ def test_all_reduce_bytes_conserved_and_volume(h100, n):
     g, env = h100
     size = 48 << 20
     group = env.gpus[:n]
-    res, plan = _plan(env, CollectiveCall("all_reduce", group, size))
+    res, plan = planned(env, CollectiveCall("all_reduce", group, size))
     assert res.algo == "nvls"
     ep = plan.gpus.index("n0.nvls")
     fl = np.flatnonzero(plan.kind == FLOW)
@@ -136,7 +130,7 @@ def test_reduce_scatter_and_all_gather_volumes(h100):
     g, env = h100
     n, size = 8, 32 << 20
     for op, out_v, in_v in (("reduce_scatter", size, size / n), ("all_gather", size / n, size)):
-        res, plan = _plan(env, CollectiveCall(op, env.gpus[:n], size, algo="nvls"))
+        res, plan = planned(env, CollectiveCall(op, env.gpus[:n], size, algo="nvls"))
         fl = plan.kind == FLOW
         f = env.wire_overhead(env.gpus[0], env.gpus[1]) * wire_scale(env, env.gpus[0], env.tuning.nvls.chunk(size, n))
         for r in range(n):
@@ -174,7 +168,7 @@ def test_nvls_tree_two_nodes(h100):
     g, env = h100
     group = env.gpus[:16]
     size = 256 << 20
-    res, plan = _plan(env, CollectiveCall("all_reduce", group, size))
+    res, plan = planned(env, CollectiveCall("all_reduce", group, size))
     assert res.algo == "nvls_tree"
     fl = np.flatnonzero(plan.kind == FLOW)
     labels = np.asarray(plan.labels, dtype=object)[plan.label[fl]]
@@ -189,7 +183,7 @@ def test_nvls_tree_two_nodes(h100):
         got = plan.size_bytes[fl[mc & (plan.dst[fl] == r)]].sum() / f
         assert got == pytest.approx(size, rel=1e-4)
     t = simulate_plan(g, plan).times.makespan_s
-    _, ring_plan = _plan(env, CollectiveCall("all_reduce", group, size, algo="ring"))
+    _, ring_plan = planned(env, CollectiveCall("all_reduce", group, size, algo="ring"))
     assert t < 0.95 * simulate_plan(g, ring_plan).times.makespan_s  # per NIC S/8 each way vs the ring's 2S(n-1)/n/8
     assert math.isfinite(res.predicted_s) and res.predicted_s == pytest.approx(t, rel=0.05)
 
@@ -201,7 +195,7 @@ def test_run_summary_leaves_endpoints_out(h100):
 
     g, env = h100
     group = env.gpus[:8]
-    res, plan = _plan(env, CollectiveCall("all_reduce", group, 64 << 20))
+    res, plan = planned(env, CollectiveCall("all_reduce", group, 64 << 20))
     assert res.algo == "nvls" and plan.gpus[-1] == "n0.nvls"
     s = summarize(plan, simulate_plan(g, plan).times, {x: GpuMeta("H100-SXM", 0) for x in group})
     assert sorted(s.per_gpu) == sorted(group) and list(s.per_gpu_type) == ["H100-SXM"]

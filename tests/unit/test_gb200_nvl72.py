@@ -15,15 +15,15 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
+from hetero_ns3.collectives import CollectiveCall, CollectiveEnv
 from hetero_ns3.collectives.algorithms.nvls import nvls_heads, wire_scale
 from hetero_ns3.compute.gpus import get_gpu
 from hetero_ns3.compute.roofline import Roofline, _wave_factor, default_efficiency
 from hetero_ns3.network.analytic import simulate_plan
-from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.plan.dag import FLOW
 from hetero_ns3.topology import build_graph, load_cluster
 from hetero_ns3.workload.layers import gemm
+from tests.collective_helpers import planned
 
 GIB = 1 << 30
 
@@ -94,9 +94,7 @@ def test_rack_all_reduce_is_nvls_inside_the_rack(nvl72) -> None:
     g, env = nvl72
     n, size = 72, GIB
     group = env.gpus[:n]
-    b = PlanBuilder(group)
-    res = plan_collective(b, CollectiveCall("all_reduce", group, size), env)
-    plan = b.build()
+    res, plan = planned(env, CollectiveCall("all_reduce", group, size))
     assert res.algo == "nvls"
     fl = np.flatnonzero(plan.kind == FLOW)
     ep = plan.gpus.index("n0.nvls")
@@ -123,9 +121,7 @@ def test_nvls_tree_across_racks_crosses_the_network_from_32_heads_per_rack(nvl72
     two nodes (one tree) the heads of one rack send the whole buffer up (S / 32 each) and receive it back."""
     g, env = nvl72
     group, size = tuple(env.gpus), GIB
-    b = PlanBuilder(group)
-    res = plan_collective(b, CollectiveCall("all_reduce", group, size), env)
-    plan = b.build()
+    res, plan = planned(env, CollectiveCall("all_reduce", group, size))
     assert res.algo == "nvls_tree"
     fl = np.flatnonzero(plan.kind == FLOW)
     names = plan.gpus
