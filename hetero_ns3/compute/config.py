@@ -10,6 +10,7 @@ from typing import Any, Literal
 from hetero_ns3.compute.gpus import GpuSpec, gpu_spec_from_table
 from hetero_ns3.compute.roofline import Roofline, load_efficiency_csv
 from hetero_ns3.errors import field_error
+from hetero_ns3.workload.host import GRAPH_SCOPES, HostModel
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,16 @@ class ComputeConfig:
         fp8_recipe: FP8 scaling with ``precision = "fp8"``: ``delayed`` (Transformer Engine's
             ``DelayedScaling``, NeMo 2.0's ``bf16_with_fp8_mixed``) or ``current`` (``Float8CurrentScaling``, the
             "FP8-CS" of Megatron-Bridge's tables: one more read of every cast input for its amax).
+        host_op: host time to issue one modelled kernel or collective call eagerly (Python, framework
+            dispatch, launch), seconds; with ``host_launch`` 0 (both default) the host thread is not modelled
+            (docs/compute.md "Host issue model", :mod:`hetero_ns3.workload.host`).
+        host_launch: host time per further per-expert GEMM launch of a grouped expert GEMM, seconds.
+        host_graph: host time to replay one step captured in a CUDA graph, seconds.
+        moe_host_sync: the dropless MoE token dispatcher synchronises the host once per MoE layer forward
+            (Megatron-Core's all-to-all and flex dispatchers without a fixed capacity); only with the host
+            model on.
+        cuda_graphs: scopes captured in CUDA graphs (``attn``, ``mlp``, ``moe_router``; Megatron-Core's
+            ``cuda_graph_scope``); only with the host model on.
         memory_reserve: bytes set aside per GPU (CUDA context, NCCL buffers, fragmentation).
         check_memory: fail planning when a GPU's estimate exceeds its HBM.
         gpus: extra GPU types, ``{NAME = {fp16_tflops = ..., hbm_gib = ..., ...}}`` as in gpus.toml.
@@ -52,6 +63,11 @@ class ComputeConfig:
     attention_kernel: Literal["auto", "flash2"] = "auto"
     cross_entropy: Literal["unfused", "fused", "te"] = "unfused"
     fp8_recipe: Literal["delayed", "current"] = "delayed"
+    host_op: float = field(default=0.0, metadata={"unit": "time"})
+    host_launch: float = field(default=0.0, metadata={"unit": "time"})
+    host_graph: float = field(default=0.0, metadata={"unit": "time"})
+    moe_host_sync: bool = True
+    cuda_graphs: tuple[str, ...] = ()
     memory_reserve: int = field(default=2 * 2**30, metadata={"unit": "size"})
     check_memory: bool = True
     gpus: Mapping[str, Any] = field(default_factory=dict)
@@ -59,10 +75,36 @@ class ComputeConfig:
     def validate(self, where: str = "compute") -> None:
         if self.host_overhead < 0:
             raise field_error(f"{where}.host_overhead", self.host_overhead, "must be >= 0", "e.g. '5ms'")
+        for name in ("host_op", "host_launch", "host_graph"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0 or v > 1.0:
+                raise field_error(f"{where}.{name}", v, "must be a time between 0 and 1 s", "e.g. '20us'")
+        if isinstance(self.cuda_graphs, str) or not all(isinstance(x, str) for x in self.cuda_graphs):
+            raise field_error(
+                f"{where}.cuda_graphs", self.cuda_graphs, "must be a list of scope names", 'e.g. ["attn", "moe_router"]'
+            )
+        for scope in self.cuda_graphs:
+            if scope not in GRAPH_SCOPES:
+                raise field_error(
+                    f"{where}.cuda_graphs",
+                    scope,
+                    "is not a supported CUDA-graph scope",
+                    f"use one of {sorted(GRAPH_SCOPES)}",
+                )
         for name, tbl in self.gpus.items():
             if not isinstance(tbl, Mapping):
                 raise field_error(f"{where}.gpus.{name}", tbl, "must be a table of GPU fields")
             gpu_spec_from_table(name, tbl, f"{where}.gpus.{name}")
+
+    def host_model(self) -> HostModel:
+        """The host issue model this section describes (off unless ``host_op`` or ``host_launch`` > 0)."""
+        return HostModel(
+            float(self.host_op),
+            float(self.host_launch),
+            float(self.host_graph),
+            bool(self.moe_host_sync),
+            tuple(dict.fromkeys(self.cuda_graphs)),
+        )
 
     def extra_gpus(self) -> dict[str, GpuSpec]:
         """User-defined GPU types of this section."""

@@ -49,6 +49,9 @@ FUSED_LABEL_SUFFIX = " fused"
 #: Conventional stream ids. Collectives may use further ids (>= COMM_STREAM) per channel.
 COMPUTE_STREAM = 0
 COMM_STREAM = 1
+#: The host thread that issues a GPU's kernels (:mod:`hetero_ns3.workload.host`): its tasks (category
+#: ``"host"``) are in program order on this stream; a GPU's compute task waits for its host task.
+HOST_STREAM = -2
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from hetero_ns3.collectives.templates import CallTemplates
 from hetero_ns3.collectives.types import CollectiveOverride
 from hetero_ns3.errors import PlanningError
 from hetero_ns3.plan.builder import PlanBuilder
-from hetero_ns3.plan.dag import COMM_STREAM, COMPUTE_STREAM, ExecutionPlan
+from hetero_ns3.plan.dag import COMM_STREAM, COMPUTE_STREAM, HOST_STREAM, ExecutionPlan
 from hetero_ns3.plan.fuse import Fuser, GroupKey, Shape, group_key
 from hetero_ns3.workload.artefact import ProgramOp, Workload
 from hetero_ns3.workload.gcpause import gc_paused
@@ -256,6 +256,8 @@ def _emit(
     slow_of = [float(slowdown.get(g, 1.0)) for g in gpu_of]
     choices: dict[str, int] = {}
     n_coll = 0
+    host_wait: dict[int, int] = {}
+    """Rank -> the GPU task its host waits for before issuing its next op (a host synchronisation)."""
 
     prog_op, rank_of, dep_tasks = low.prog_op, low.rank, low.dep_tasks
     ids = table.ids
@@ -292,7 +294,11 @@ def _emit(
                 deps = dep_tasks(i)
             if p.kind == "compute":
                 stream = COMPUTE_STREAM if p.stream == "compute" else COMM_STREAM
+                if p.host > 0 or p.host_sync or r in host_wait:
+                    deps = _host_gate(builder, gidx_of[r], p, deps, host_wait, r)
                 tid = add_compute(gidx_of[r], p.duration * slow_of[r], deps, stream, p.name, "compute")
+                if p.host_sync:
+                    host_wait[r] = tid
             else:  # a comm op outside any instance: nothing to move
                 tid = add_barrier(gidx_of[r], deps, label=p.name)
             exit_code[i] = tid
@@ -301,6 +307,13 @@ def _emit(
             head = prog_op[members[0]]
             call, name, by_gpu = low.call_of(members, overrides)
             entry = {g: [t for m in ms for t in dep_tasks(m)] for g, ms in by_gpu.items()}
+            if host_wait or head.host > 0:  # the host issues the call on each member's rank
+                for g, ms in by_gpu.items():
+                    for m in ms:
+                        if prog_op[m].host > 0 or rank_of[m] in host_wait:
+                            entry[g] = _host_gate(
+                                builder, builder.gpu_index(g), prog_op[m], entry[g], host_wait, rank_of[m]
+                            )
             if call.size_bytes <= 0:
                 for g, ms in by_gpu.items():
                     tid = builder.add_barrier(g, entry[g], label=head.name, category=head.dim or "comm")
@@ -335,6 +348,18 @@ def _emit(
     # Kept with the plan: 4 + 4 bytes per op where ids and task ids fit int32 (they do below 2^31 tasks).
     codes = compact(np.frombuffer(exit_code, dtype=np.int64))
     return builder, OpExits(np.asarray(compact(ids)), codes, multi), choices, n_coll
+
+
+def _host_gate(
+    builder: PlanBuilder, g: int, p: ProgramOp, deps: Sequence[int], host_wait: dict[int, int], r: int
+) -> list[int]:
+    """Emit the host task that issues op ``p`` on GPU ``g`` (rank ``r``) and return ``deps`` with it.
+
+    The task runs ``p.host`` seconds on ``g``'s host stream after the rank's previous host task (program
+    order) and, after a host synchronisation, after the GPU task the host waited for (:mod:`hetero_ns3.workload.host`)."""
+    wait = host_wait.pop(r, None)
+    h = builder.add_compute(g, p.host, [] if wait is None else [wait], HOST_STREAM, f"host {p.name}", "host")
+    return [*deps, h]
 
 
 #: Ancestors an ordering check may visit per rank and pair of calls before it gives up (then: not ordered).

@@ -11,7 +11,8 @@ compute    compute, fwd, bwd, forward, backward, opt,      model kernels: their 
 sync       sync                                            zero-time barriers; they only pass waiting on
 comm       tp, pp, dp, ep, cp, comm                        communication by parallel dimension; flows
                                                            and the reduction kernels of collectives
-other      anything else                                   counted in ``other_s``
+other      host, anything else                             counted in ``other_s`` (``host``: the host
+                                                           thread issuing kernels, workload/host.py)
 =========  ==============================================  ==========================================
 
 A flow task is always communication whatever its category. The documented table lives in
@@ -48,6 +49,7 @@ CATEGORY_CLASSES: dict[str, str] = {
     "ep": "comm",
     "cp": "comm",
     "comm": "comm",
+    "host": "other",
 }
 
 #: The communication category whose waits are pipeline bubble (other comm categories are collectives).

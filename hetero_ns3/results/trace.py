@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from hetero_ns3.plan.dag import FLOW, ExecutionPlan, TaskTimes
+from hetero_ns3.plan.dag import FLOW, HOST_STREAM, ExecutionPlan, TaskTimes
 from hetero_ns3.results import atomic
 from hetero_ns3.results.meta import GpuMeta
 from hetero_ns3.results.tables import flow_channels
@@ -86,7 +86,7 @@ def _layout(plan: ExecutionPlan, start: np.ndarray, finish: np.ndarray, max_even
     other = ids[plan.kind[ids] != FLOW]
     for g, st in zip(plan.gpu[other].tolist(), plan.stream[other].tolist(), strict=True):
         if (g, st + 1) not in threads:
-            threads[(g, st + 1)] = f"stream {st}" if st >= 0 else "sync"
+            threads[(g, st + 1)] = f"stream {st}" if st >= 0 else "host" if st == HOST_STREAM else "sync"
     return _Layout(ids, bool(truncated), flow_tid, threads)
 
 

@@ -98,6 +98,12 @@ class ProgramOp:
     dim: str = ""
     instance: int = -1
     groups: tuple[tuple[str, ...], ...] = ()
+    host: float = 0.0
+    """Seconds the rank's host thread takes to issue this op; 0 when the host is not modelled
+    (:mod:`hetero_ns3.workload.host`)."""
+    host_sync: bool = False
+    """The host waits for this op to finish on the GPU before it issues the next op (a device-to-host
+    synchronisation, e.g. a dropless MoE dispatcher's)."""
 
     @property
     def per_member(self) -> bool:

@@ -11,13 +11,14 @@ distributed optimizer, the parameter all-gathers.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, TypeVar, cast
 
 from hetero_ns3.compute.gpus import GpuSpec
 from hetero_ns3.compute.roofline import Kernel, Roofline
 from hetero_ns3.workload import layers as L
 from hetero_ns3.workload.artefact import Program, ProgramOp, Workload
+from hetero_ns3.workload.host import HostModel
 from hetero_ns3.workload.memory import embedding_params_per_rank, head_params_per_rank, layer_params_per_rank
 from hetero_ns3.workload.models import ModelSpec
 from hetero_ns3.workload.parallel import ParallelismSpec
@@ -69,6 +70,7 @@ class _Acc:
     flops: float = 0.0
     bytes: float = 0.0
     duration: float = 0.0
+    host: float = 0.0
 
 
 @dataclass
@@ -93,16 +95,27 @@ class _ProgramBuilder:
         self.pending_join = []
         return tuple(dict.fromkeys(deps))
 
-    def compute(self, name: str, flops: float, nbytes: float, dur: float, phase: str, mb: int, chunk: int) -> None:
+    def compute(
+        self, name: str, flops: float, nbytes: float, dur: float, phase: str, mb: int, chunk: int, host: float = 0.0
+    ) -> None:
+        """Add a compute step (``host``: seconds the host takes to issue it); consecutive steps of one phase,
+        micro-batch and chunk merge into one op."""
         a = self.acc
         if a is not None and (a.phase, a.mb, a.chunk) == (phase, mb, chunk):
             a.flops += flops
             a.bytes += nbytes
             a.duration += dur
+            a.host += host
             a.last = name
             return
         self.flush()
-        self.acc = _Acc(name, name, phase, mb, chunk, flops, nbytes, dur)
+        self.acc = _Acc(name, name, phase, mb, chunk, flops, nbytes, dur, host)
+
+    def host_sync(self) -> None:
+        """End the current op and mark it: the host waits for it on the GPU before issuing more."""
+        oid = self.flush()
+        if oid is not None and self.ops and self.ops[-1].id == oid:
+            self.ops[-1] = replace(self.ops[-1], host_sync=True)
 
     def flush(self) -> int | None:
         a = self.acc
@@ -112,10 +125,11 @@ class _ProgramBuilder:
         name = a.name if a.last == a.name else f"{a.name}..{a.last}"
         oid = self.ids.op()
         deps = self._chain_deps()
+        host = a.host
         self.ops.append(
             ProgramOp(
                 oid, "compute", self.ids.share(name), "compute", deps, a.phase, a.mb, a.chunk, a.flops, a.bytes,
-                a.duration,
+                a.duration, host=host,
             )
         )  # fmt: skip
         self.chain = oid
@@ -135,8 +149,10 @@ class _ProgramBuilder:
         chunk: int = -1,
         join: bool = True,
         extra_deps: Sequence[int] = (),
+        host: float = 0.0,
     ) -> int:
-        """Emit a comm op; ``blocking`` joins the compute chain, ``async`` runs on the comm stream.
+        """Emit a comm op; ``blocking`` joins the compute chain, ``async`` runs on the comm stream. ``host``:
+        seconds the host takes to issue the call.
 
         ``groups`` holds one group per tp index (per-member instances) or a single group shared by
         the worker's ranks (a TP collective: one instance).
@@ -174,6 +190,7 @@ class _ProgramBuilder:
                 dim,
                 inst,
                 self.ids.share(groups),
+                host,
             )
         )
         return oid
@@ -201,6 +218,7 @@ class CompileSpec:
             unfused path (s x s scores in HBM).
         host_overhead_s: per-iteration host time after the optimizer (``[compute] host_overhead``).
         cross_entropy: the loss kernels (``[compute] cross_entropy``; :func:`hetero_ns3.workload.layers.head_forward`).
+        host: the host issue model (``[compute] host_op`` ...; :mod:`hetero_ns3.workload.host`), off by default.
     """
 
     model: ModelSpec
@@ -212,6 +230,7 @@ class CompileSpec:
     flash_attention: bool = True
     host_overhead_s: float = 0.0
     cross_entropy: CrossEntropyImpl = "unfused"
+    host: HostModel = HostModel()
 
 
 class StepPrograms:

@@ -100,11 +100,13 @@ class IterationCompiler:
 
     def run_steps(self, w: _ProgramBuilder, steps: list[L.Step], tag: str, phase: str, mb: int, chunk: int) -> None:
         """Emit a layer program: compute kernels, TP / EP collectives and joins."""
-        ids = self.ids
+        ids, host = self.ids, self.spec.host
         for st in steps:
             if isinstance(st, L.Compute):
                 f, b, t = self.progs.cost(w.gpu_type, st.kernels)
-                w.compute(f"{tag}.{st.name}", f, b, t, phase, mb, chunk)
+                w.compute(f"{tag}.{st.name}", f, b, t, phase, mb, chunk, host.step_s(st.name, st.kernels))
+                if host.is_sync_step(st.name):
+                    w.host_sync()
             elif isinstance(st, L.Join):
                 w.join()
             elif st.dim == "tp":
@@ -119,12 +121,25 @@ class IterationCompiler:
                     phase,
                     mb,
                     chunk,
+                    host=host.comm_s(st.name) if st.mode == "blocking" else 0.0,
                 )
             else:  # ep / cp: the same tp index in the replicas of this EP block / CP group
                 size = self.plan.ep if st.dim == "ep" else self.plan.cp
                 groups = self.member_groups(st.dim, w.stage, w.replica)
                 inst = ids.instance((st.dim, w.stage, w.replica // size, phase, mb, chunk, tag, st.name))
-                w.comm(f"{tag}.{st.name}", st.collective, st.bytes, groups, st.dim, inst, st.mode, phase, mb, chunk)
+                w.comm(
+                    f"{tag}.{st.name}",
+                    st.collective,
+                    st.bytes,
+                    groups,
+                    st.dim,
+                    inst,
+                    st.mode,
+                    phase,
+                    mb,
+                    chunk,
+                    host=host.comm_s(st.name) if st.mode == "blocking" else 0.0,
+                )
 
     def pipeline_p2p(
         self, w: _ProgramBuilder, peer_stage: int, send: bool, phase: str, mb: int, chunk: int, v_from: int
@@ -258,7 +273,16 @@ class IterationCompiler:
         f, b, t = self.progs.cost(w.gpu_type, (Kernel("adam", "memory", 0.0, OPTIMIZER_BYTES_PER_PARAM * local),))
         w.flush()
         w.pending_join += w.sync_ops
-        w.compute("optimizer", f, b, t, "opt", -1, -1)
+        w.compute(
+            "optimizer",
+            f,
+            b,
+            t,
+            "opt",
+            -1,
+            -1,
+            self.spec.host.step_s("optimizer", (Kernel("adam", "memory", 0.0, 0.0),)),
+        )
         opt = w.flush()
         if self.zero >= 1 and not plan.overlap_param_gather and not self.fsdp:
             for c in range(chunks):

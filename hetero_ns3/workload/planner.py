@@ -354,7 +354,7 @@ def resolve(
     ce = compute.cross_entropy
     probe = CompileSpec(model, plan, (1,) * plan.pp * plan.chunks, (1,) * dp, roofline, lookup, flash, host, ce)
     vlayers, reps, layer_t = partition(model, plan, placement, StepPrograms(probe))
-    spec = CompileSpec(model, plan, vlayers, reps, roofline, lookup, flash, host, ce)
+    spec = CompileSpec(model, plan, vlayers, reps, roofline, lookup, flash, host, ce, compute.host_model())
     memory = estimate_memory(model, plan, placement, spec, compute)
     return Resolved(plan, placement, spec, layer_t, memory)
 

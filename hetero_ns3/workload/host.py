@@ -1,0 +1,106 @@
+"""The host thread that issues each rank's kernels: per-kernel issue cost, synchronisation points, CUDA graphs.
+
+A training process drives its GPU from one host thread: Python and the framework turn every module call into
+kernel launches, which the GPU runs in order from its launch queue. While the host issues faster than the GPU
+computes, the queue stays full and the host costs nothing. It shows when (a) kernels are shorter than their issue
+cost (small, fine-grained MoE experts, many element-wise kernels) or (b) the host waits for the GPU: a
+device-to-host copy the host needs before it can issue more work drains the queue, and after it the GPU runs
+only as fast as the host refills it. Megatron-Core's dropless MoE token dispatchers do (b) once per MoE layer's
+forward: the split sizes of the expert-parallel exchange (and the grouped GEMMs' per-expert row counts) are
+copied to the host and the stream synchronised (``MoEAlltoAllTokenDispatcher._maybe_dtoh_and_synchronize``;
+the flex / HybridEP dispatcher sizes its buffers from ``tokens_per_expert.sum()`` the same way unless given the
+permuted token count).
+
+The model (docs/compute.md, "Host issue model"): every compute op of a rank gets a host task on the rank's host
+stream (:data:`hetero_ns3.plan.dag.HOST_STREAM`, in program order), of ``op_s`` per modelled kernel plus
+``launch_s`` per further member of a grouped expert GEMM; a blocking collective call of a layer (the
+expert-parallel exchanges, tensor-parallel collectives) gets a host task of ``op_s`` too. An op cannot start on
+the GPU before its host task finished. Asynchronous calls (data-parallel gradient buckets, pipeline sends and
+receives) are issued off the host chain at no cost: one launch each, against a layer's dozens. After an op marked
+``host_sync`` (the MoE layer's routing step, forward and recomputed forward), the next host task waits for that
+op to finish on the GPU. Steps of a module captured in a CUDA graph (``graph_scopes``) cost ``graph_s`` per
+step instead of their kernels' issue cost. ``op_s = launch_s = 0`` (the default) turns the model off: no host
+tasks, plans as without it.
+
+Units: seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hetero_ns3.compute.roofline import Kernel
+
+#: CUDA-graph scopes (Megatron-Core's ``cuda_graph_scope`` names this model supports) -> the step-name prefixes
+#: of :mod:`hetero_ns3.workload.layers` / :mod:`hetero_ns3.workload.moe` they capture (forward and backward,
+#: as Transformer Engine's ``make_graphed_callables`` captures both). ``moe_router`` holds the routing step
+#: (router GEMM, top-k, the permutation's preparation); the experts of a dropless MoE cannot be captured
+#: (dynamic shapes), so there is no ``moe`` scope.
+GRAPH_SCOPES: dict[str, tuple[str, ...]] = {
+    "attn": ("attn",),
+    "mlp": ("mlp",),
+    "moe_router": ("moe.route",),
+}
+
+#: Step-name prefix of the routed experts, whose GEMMs are grouped: one launch per local expert (Transformer
+#: Engine's ``GroupedLinear`` issues a GEMM per expert from C++; ``Kernel.batch`` is the expert count).
+GROUPED_STEP = "moe.experts"
+
+#: Step names after which a dropless MoE dispatcher synchronises the host (:func:`is_sync_step`).
+SYNC_STEPS = frozenset({"moe.route", "recompute.moe.route"})
+
+
+@dataclass(frozen=True)
+class HostModel:
+    """Host issue costs of one scenario (``[compute] host_op``, ``host_launch``, ``host_graph``, ``moe_host_sync``,
+    ``cuda_graphs``).
+
+    Attributes:
+        op_s: host seconds to issue one modelled kernel or collective call eagerly (Python, framework
+            dispatch and the launch); 0 with ``launch_s`` 0: the host is not modelled.
+        launch_s: host seconds per further member of a batched kernel (a grouped GEMM's per-expert launches).
+        graph_s: host seconds to replay one captured step (a CUDA graph launch).
+        moe_sync: the dropless MoE dispatcher synchronises the host once per MoE layer forward.
+        graph_scopes: the captured scopes (keys of :data:`GRAPH_SCOPES`).
+    """
+
+    op_s: float = 0.0
+    launch_s: float = 0.0
+    graph_s: float = 0.0
+    moe_sync: bool = True
+    graph_scopes: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        """Whether the host is modelled at all."""
+        return self.op_s > 0 or self.launch_s > 0
+
+    def captured(self, step_name: str) -> bool:
+        """Whether the step named ``step_name`` (``recompute.`` prefix ignored) runs inside a CUDA graph."""
+        name = step_name.removeprefix("recompute.")
+        for scope in self.graph_scopes:
+            for prefix in GRAPH_SCOPES[scope]:
+                if name == prefix or name.startswith(prefix + "."):
+                    return True
+        return False
+
+    def step_s(self, step_name: str, kernels: tuple[Kernel, ...]) -> float:
+        """Host seconds to issue one compute step."""
+        if not self.active:
+            return 0.0
+        if self.captured(step_name):
+            return self.graph_s
+        grouped = step_name.removeprefix("recompute.").startswith(GROUPED_STEP)
+        return sum(
+            self.op_s + (self.launch_s * (max(1, k.batch) - 1) if grouped and k.op == "gemm" else 0.0) for k in kernels
+        )
+
+    def comm_s(self, step_name: str) -> float:
+        """Host seconds to issue one collective call of a layer program."""
+        if not self.active or self.captured(step_name):
+            return 0.0
+        return self.op_s
+
+    def is_sync_step(self, step_name: str) -> bool:
+        """Whether the host waits for this step's GPU completion before issuing the next op."""
+        return self.active and self.moe_sync and step_name in SYNC_STEPS
