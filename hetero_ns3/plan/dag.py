@@ -13,6 +13,8 @@ Semantics (both backends implement exactly this):
   every compute task, an implicit dependency on the previous compute task issued to the same (gpu,
   stream). So the replay needs only ``deps``. A compute task on stream -1 occupies no stream: a
   barrier (0 s) or a delay on a dependency edge (:meth:`~hetero_ns3.plan.builder.PlanBuilder.add_delay`).
+  Stream :data:`HOST_STREAM` (-2) is the GPU's host thread issuing its kernels (category ``host``; only with
+  the host issue model on, :mod:`hetero_ns3.workload.host`).
 * A **flow** task moves ``size_bytes`` from GPU ``gpu`` to GPU ``dst`` through the network (an RDMA
   queue pair in the packet backend). Flows do not occupy a stream: the channels of a collective run
   concurrently, as NCCL's do. ``priority`` is the traffic class (0..7).
