@@ -1,0 +1,64 @@
+"""Cost of the host issue model (``[compute] host_op``): CPU time of planning and lowering a scenario
+(``pipeline.lower_scenario``) and of its analytic replay (``replay_times``), tasks in the plan, with the model off
+(the default, the baseline) and on, in the same process, in alternating rounds.
+
+Usage (docs/benchmarks.md, "The host issue model"):
+
+    .venv/bin/python bench/bench_host_issue.py hetero_ns3/data/validation/heldout/qwen3-30b-a3b-h100x16-fp8cs.toml \\
+        --host-op 100us --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from hetero_ns3.network.analytic.times_only import replay_times
+from hetero_ns3.pipeline import load_run_cluster, lower_scenario
+from hetero_ns3.scenario.loader import load_scenario
+from hetero_ns3.topology import build_graph
+
+
+def _one(path: str, sets: list[str]) -> tuple[float, float, int, float]:
+    """(lowering CPU s, replay CPU s, tasks, iteration s) of one run."""
+    sc = load_scenario(path, sets)
+    cluster = load_run_cluster(sc, "analytic")
+    graph = build_graph(cluster)
+    c0 = time.process_time()
+    _, low = lower_scenario(sc, graph, cluster)
+    c1 = time.process_time()
+    times = replay_times(graph, low.plan).times
+    c2 = time.process_time()
+    return c1 - c0, c2 - c1, len(low.plan), float(np.max(times.finish_s))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("scenario")
+    ap.add_argument("--host-op", default="100us", help="host_op of the 'on' runs (default 100us)")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    runs: dict[str, list[tuple[float, float, int, float]]] = {"off": [], "on": []}
+    for _ in range(args.rounds):
+        for which, sets in (("off", []), ("on", [f"compute.host_op={args.host_op}"])):
+            runs[which].append(_one(args.scenario, sets))
+    print("| model | tasks | lowering CPU s (median, range) | replay CPU s (median, range) | iteration s |")
+    print("| --- | --- | --- | --- | --- |")
+    for which, rs in runs.items():
+        low = [r[0] for r in rs]
+        rep = [r[1] for r in rs]
+        print(
+            f"| {which} | {rs[0][2]:,} | {statistics.median(low):.2f} ({min(low):.2f}-{max(low):.2f}) "
+            f"| {statistics.median(rep):.2f} ({min(rep):.2f}-{max(rep):.2f}) | {rs[0][3]:.3f} |"
+        )
+    ratio_low = statistics.median(r[0] for r in runs["on"]) / statistics.median(r[0] for r in runs["off"])
+    ratio_rep = statistics.median(r[1] for r in runs["on"]) / statistics.median(r[1] for r in runs["off"])
+    ratio_tasks = runs["on"][0][2] / runs["off"][0][2]
+    print(f"on / off: tasks {ratio_tasks:.3f}x, lowering CPU {ratio_low:.2f}x, replay CPU {ratio_rep:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
