@@ -307,13 +307,12 @@ def _emit(
             head = prog_op[members[0]]
             call, name, by_gpu = low.call_of(members, overrides)
             entry = {g: [t for m in ms for t in dep_tasks(m)] for g, ms in by_gpu.items()}
-            if host_wait or head.host > 0:  # the host issues the call on each member's rank
+            if host_wait or head.host > 0:  # the host issues a blocking call on each member's rank
                 for g, ms in by_gpu.items():
                     for m in ms:
-                        if prog_op[m].host > 0 or rank_of[m] in host_wait:
-                            entry[g] = _host_gate(
-                                builder, builder.gpu_index(g), prog_op[m], entry[g], host_wait, rank_of[m]
-                            )
+                        pm = prog_op[m]
+                        if pm.stream == "compute" and (pm.host > 0 or rank_of[m] in host_wait):
+                            entry[g] = _host_gate(builder, builder.gpu_index(g), pm, entry[g], host_wait, rank_of[m])
             if call.size_bytes <= 0:
                 for g, ms in by_gpu.items():
                     tid = builder.add_barrier(g, entry[g], label=head.name, category=head.dim or "comm")

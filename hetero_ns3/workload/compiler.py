@@ -125,11 +125,10 @@ class _ProgramBuilder:
         name = a.name if a.last == a.name else f"{a.name}..{a.last}"
         oid = self.ids.op()
         deps = self._chain_deps()
-        host = a.host
         self.ops.append(
             ProgramOp(
                 oid, "compute", self.ids.share(name), "compute", deps, a.phase, a.mb, a.chunk, a.flops, a.bytes,
-                a.duration, host=host,
+                a.duration, host=a.host,
             )
         )  # fmt: skip
         self.chain = oid

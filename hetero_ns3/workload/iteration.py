@@ -270,7 +270,8 @@ class IterationCompiler:
         dense = sum(d for c in range(chunks) for _u, d, _e in self.orders[c * pp + w.stage])
         expert = sum(e for c in range(chunks) for _u, _d, e in self.orders[c * pp + w.stage])
         local = dense / dp + expert / max(1, dp // plan.ep) if self.zero >= 1 else dense + expert
-        f, b, t = self.progs.cost(w.gpu_type, (Kernel("adam", "memory", 0.0, OPTIMIZER_BYTES_PER_PARAM * local),))
+        adam = (Kernel("adam", "memory", 0.0, OPTIMIZER_BYTES_PER_PARAM * local),)
+        f, b, t = self.progs.cost(w.gpu_type, adam)
         w.flush()
         w.pending_join += w.sync_ops
         w.compute(
@@ -281,7 +282,7 @@ class IterationCompiler:
             "opt",
             -1,
             -1,
-            self.spec.host.step_s("optimizer", (Kernel("adam", "memory", 0.0, 0.0),)),
+            self.spec.host.step_s("optimizer", adam),
         )
         opt = w.flush()
         if self.zero >= 1 and not plan.overlap_param_gather and not self.fsdp:
