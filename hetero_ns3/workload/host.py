@@ -46,7 +46,7 @@ GRAPH_SCOPES: dict[str, tuple[str, ...]] = {
 #: Engine's ``GroupedLinear`` issues a GEMM per expert from C++; ``Kernel.batch`` is the expert count).
 GROUPED_STEP = "moe.experts"
 
-#: Step names after which a dropless MoE dispatcher synchronises the host (:func:`is_sync_step`).
+#: Step names after which a dropless MoE dispatcher synchronises the host (:meth:`HostModel.is_sync_step`).
 SYNC_STEPS = frozenset({"moe.route", "recompute.moe.route"})
 
 
