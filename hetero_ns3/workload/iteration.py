@@ -107,9 +107,12 @@ class IterationCompiler:
                 w.compute(f"{tag}.{st.name}", f, b, t, phase, mb, chunk, host.step_s(st.name, st.kernels))
                 if host.is_sync_step(st.name):
                     w.host_sync()
-            elif isinstance(st, L.Join):
+                continue
+            if isinstance(st, L.Join):
                 w.join()
-            elif st.dim == "tp":
+                continue
+            issue = host.comm_s(st.name) if st.mode == "blocking" else 0.0  # async calls: off the host chain
+            if st.dim == "tp":
                 w.comm(
                     f"{tag}.{st.name}",
                     st.collective,
@@ -121,7 +124,7 @@ class IterationCompiler:
                     phase,
                     mb,
                     chunk,
-                    host=host.comm_s(st.name) if st.mode == "blocking" else 0.0,
+                    host=issue,
                 )
             else:  # ep / cp: the same tp index in the replicas of this EP block / CP group
                 size = self.plan.ep if st.dim == "ep" else self.plan.cp
@@ -138,7 +141,7 @@ class IterationCompiler:
                     phase,
                     mb,
                     chunk,
-                    host=host.comm_s(st.name) if st.mode == "blocking" else 0.0,
+                    host=issue,
                 )
 
     def pipeline_p2p(
