@@ -21,7 +21,16 @@ from hetero_ns3.paths import PACKAGE_DATA
 
 SUITE_PATH = PACKAGE_DATA / "validation" / "suite.toml"
 KINDS = ("scenario", "collective", "incast", "layer")
-METRICS = ("step_time_s", "busbw_GBps", "algbw_GBps", "mfu_pct", "time_s", "makespan_over_ideal", "jain_index")
+METRICS = (
+    "step_time_s",
+    "busbw_GBps",
+    "algbw_GBps",
+    "mfu_pct",
+    "compute_only_s",
+    "time_s",
+    "makespan_over_ideal",
+    "jain_index",
+)
 
 
 @dataclass(frozen=True)
@@ -33,7 +42,8 @@ class Case:
         kind: ``scenario`` (a training iteration), ``collective`` (one collective call), ``incast`` (N flows
             into one host on a star, packet level) or ``layer`` (one transformer layer's forward + backward
             kernels on one rank, roofline only, against a layer timed on a real GPU).
-        metric: step_time_s, mfu_pct (scenario) or busbw_GBps, algbw_GBps, time_s (collective; time_s where
+        metric: step_time_s, mfu_pct, compute_only_s (scenario; the last is the iteration with every collective
+            free, to compare with a profile's GPU kernel time outside communication) or busbw_GBps, algbw_GBps, time_s (collective; time_s where
             the published bandwidth rounds to 0, e.g. 8 B); makespan_over_ideal, jain_index (incast: the last
             flow's finish over the line-rate time of all bytes; Jain's index of the flows' throughputs).
         published: the published value, in the metric's unit.

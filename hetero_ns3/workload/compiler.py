@@ -252,6 +252,7 @@ class StepPrograms:
             spec.cross_entropy,
             GRAD_BYTES[p.grad_reduce_dtype],
             recomputed=p.recomputed,
+            ep_routing_gather=p.ep > 1 and p.moe_dispatcher == "flex" and p.moe_flex_backend == "hybridep",
         )
         self._prog: dict[tuple[str, tuple[bool, int]], list[L.Step]] = {}
         self._cost: dict[tuple[str, tuple[Kernel, ...]], tuple[float, float, float]] = {}

@@ -34,6 +34,27 @@ def moe_dispatch_bytes(c: LayerContext) -> float:
     return float(ACT_BYTES * c.tokens_elementwise * c.model.top_k * c.model.hidden)
 
 
+def _routing_gather(c: LayerContext) -> list[Step]:
+    """HybridEP's metadata preprocessing before a forward dispatch (``LayerContext.ep_routing_gather``).
+
+    Each rank's routing map (a boolean per token and expert, ``tokens_elementwise x experts`` bytes) is gathered
+    from the whole expert-parallel group (an NCCL all-gather once the group spans nodes; its size, as NCCL counts
+    it, is the gathered map), then one kernel reads the gathered map and writes the exchange's layout: the
+    token-to-slot map (4 bytes per token of the group), the per-node flags and the local experts' routing map
+    (DeepEP's hybrid-ep ``Executor::allgather_routing_map`` / ``metadata_preprocess_core``). The combine and the
+    backward reuse the layout (the dispatcher's handle), so only forward dispatches, and their recomputation,
+    pay it."""
+    if not c.ep_routing_gather or c.ep == 1:
+        return []
+    Te, experts = c.tokens_elementwise, c.model.experts
+    gathered = float(c.ep * Te * experts)
+    layout = 4.0 * c.ep * Te + Te * experts
+    return [
+        Comm("moe.dispatch.map", "all_gather", gathered, "ep"),
+        Compute("moe.dispatch.prep", (mem("route_map", gathered + layout),)),
+    ]
+
+
 def _moe_exchange(c: LayerContext, name: str, forward_in: bool) -> list[Step]:
     a2a: list[Step] = [Comm(f"{name}.a2a", "all_to_all", moe_dispatch_bytes(c), "ep")] if c.ep > 1 else []
     if c.tp == 1:
@@ -86,6 +107,7 @@ def moe_forward(c: LayerContext) -> list[Step]:
     shared, bda = _shared_expert(c, False), bda_bytes(c)
     return [
         Compute("moe.route", (mem("ln2", norm_bytes(c)), gemm("router", Te, md.experts, h), mem("permute", perm))),
+        *_routing_gather(c),
         *_moe_exchange(c, "moe.dispatch", True),
         Compute(
             "moe.experts",

@@ -70,6 +70,11 @@ class ParallelismSpec:
             ``--moe-token-dispatcher-type``): ``alltoall`` (NCCL all-to-all, one copy per routed expert, the
             default) or ``flex`` (DeepEP / HybridEP: one copy per destination rank, and across nodes one per
             destination node forwarded over NVLink; the ``expert_dispatch`` collective, docs/collectives.md).
+        moe_flex_backend: the library behind ``flex`` (Megatron-Core ``--moe-flex-dispatcher-backend``):
+            ``deepep`` (the default) or ``hybridep``, whose metadata preprocessing adds, to each MoE layer's
+            forward dispatch, an all-gather of the expert-parallel group's routing maps (one byte per token and
+            expert) and a kernel that turns the gathered map into the exchange's layout (docs/collectives.md,
+            "MoE token exchange"). Read only with ``moe_dispatcher = "flex"``.
         grad_reduce_dtype: gradient dtype on the wire: ``fp32`` (Megatron with bf16, ``accumulate_allreduce_grads_in_fp32``), ``bf16`` or ``fp16`` (2 bytes; Megatron 2021 fp16 runs reduced fp16 gradients).
         order: rank order, fastest-varying first: ``tp-pp-dp`` (default) or ``tp-dp-pp``.
         partition: ``auto`` (stage layers and replica microbatches proportional to throughput) or
@@ -97,6 +102,7 @@ class ParallelismSpec:
     overlap_param_gather: bool = False
     tp_comm_overlap: bool = False
     moe_dispatcher: Literal["alltoall", "flex"] = "alltoall"
+    moe_flex_backend: Literal["deepep", "hybridep"] = "deepep"
     grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
     order: Literal["tp-pp-dp", "tp-dp-pp"] = "tp-pp-dp"
     partition: Literal["auto", "uniform"] = "auto"

@@ -73,6 +73,9 @@ class LayerContext:
     ``ModelSpec.layer_window``)."""
     recomputed: frozenset[str] = frozenset()
     """Modules the backward recomputes under selective recomputation (``ParallelismSpec.recomputed``)."""
+    ep_routing_gather: bool = False
+    """Whether each MoE layer's forward dispatch first all-gathers the routing maps of the expert-parallel group
+    and preprocesses them (HybridEP's metadata preprocessing: ``parallelism.moe_flex_backend = "hybridep"``)."""
 
     def recomputes(self, module: str) -> bool:
         """Whether the backward re-runs ``module`` (``core_attn``, ``layernorm``, ``mlp``, ``moe_act``, ``moe``)."""
