@@ -10,7 +10,7 @@ from typing import Any, Literal
 from hetero_ns3.compute.gpus import GpuSpec, gpu_spec_from_table
 from hetero_ns3.compute.roofline import Roofline, load_efficiency_csv
 from hetero_ns3.errors import field_error
-from hetero_ns3.workload.host import GRAPH_SCOPES, HostModel
+from hetero_ns3.workload.host import GRAPH_SCOPES, HOST_SYNC_GAP_S, HostModel
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,10 @@ class ComputeConfig:
         moe_host_sync: the dropless MoE token dispatcher synchronises the host once per MoE layer forward
             (Megatron-Core's all-to-all and flex dispatchers without a fixed capacity); only with the host
             model on.
+        host_sync_gap: mean host time from a synchronisation's return to the next issue, seconds, drawn per rank
+            and synchronisation from an exponential distribution (host-driven jitter between ranks); > 0 turns
+            the host model on (the issue costs stay 0 unless set). Default :data:`HOST_SYNC_GAP_S`, from a
+            public profile; it acts only where a step synchronises the host (dropless MoE layers).
         cuda_graphs: scopes captured in CUDA graphs (``attn``, ``mlp``, ``moe_router``; Megatron-Core's
             ``cuda_graph_scope``); only with the host model on.
         memory_reserve: bytes set aside per GPU (CUDA context, NCCL buffers, fragmentation).
@@ -67,6 +71,7 @@ class ComputeConfig:
     host_launch: float = field(default=0.0, metadata={"unit": "time"})
     host_graph: float = field(default=0.0, metadata={"unit": "time"})
     moe_host_sync: bool = True
+    host_sync_gap: float = field(default=HOST_SYNC_GAP_S, metadata={"unit": "time"})
     cuda_graphs: tuple[str, ...] = ()
     memory_reserve: int = field(default=2 * 2**30, metadata={"unit": "size"})
     check_memory: bool = True
@@ -75,7 +80,7 @@ class ComputeConfig:
     def validate(self, where: str = "compute") -> None:
         if self.host_overhead < 0:
             raise field_error(f"{where}.host_overhead", self.host_overhead, "must be >= 0", "e.g. '5ms'")
-        for name in ("host_op", "host_launch", "host_graph"):  # types and signs: the loader's unit coercion
+        for name in ("host_op", "host_launch", "host_graph", "host_sync_gap"):  # types, signs: the loader's coercion
             v = getattr(self, name)
             if not 0 <= v <= 1.0:
                 raise field_error(f"{where}.{name}", v, "must be a time between 0 and 1 s", "e.g. '20us'")
@@ -93,13 +98,15 @@ class ComputeConfig:
             gpu_spec_from_table(name, tbl, f"{where}.gpus.{name}")
 
     def host_model(self) -> HostModel:
-        """The host issue model this section describes (off unless ``host_op`` or ``host_launch`` > 0)."""
+        """The host issue model this section describes (off unless ``host_op``, ``host_launch`` or
+        ``host_sync_gap`` > 0)."""
         return HostModel(
             float(self.host_op),
             float(self.host_launch),
             float(self.host_graph),
             bool(self.moe_host_sync),
             tuple(dict.fromkeys(self.cuda_graphs)),
+            float(self.host_sync_gap),
         )
 
     def extra_gpus(self) -> dict[str, GpuSpec]:

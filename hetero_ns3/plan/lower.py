@@ -258,6 +258,8 @@ def _emit(
     n_coll = 0
     host_wait: dict[int, int] = {}
     """Rank -> the GPU task its host waits for before issuing its next op (a host synchronisation)."""
+    gap_s = float(workload.meta.get("host_sync_gap_s", 0.0))
+    gaps = SyncGaps(gap_s) if gap_s > 0 else None
 
     prog_op, rank_of, dep_tasks = low.prog_op, low.rank, low.dep_tasks
     ids = table.ids
@@ -295,7 +297,7 @@ def _emit(
             if p.kind == "compute":
                 stream = COMPUTE_STREAM if p.stream == "compute" else COMM_STREAM
                 if p.host > 0 or p.host_sync or r in host_wait:
-                    deps = _host_gate(builder, gidx_of[r], p, deps, host_wait, r)
+                    deps = host_gate(builder, gidx_of[r], p.host, p.name, deps, host_wait, r, gaps)
                 tid = add_compute(gidx_of[r], p.duration * slow_of[r], deps, stream, p.name, "compute")
                 if p.host_sync:
                     host_wait[r] = tid
@@ -312,7 +314,9 @@ def _emit(
                     for m in ms:
                         pm = prog_op[m]
                         if pm.stream == "compute" and (pm.host > 0 or rank_of[m] in host_wait):
-                            entry[g] = _host_gate(builder, builder.gpu_index(g), pm, entry[g], host_wait, rank_of[m])
+                            entry[g] = host_gate(
+                                builder, builder.gpu_index(g), pm.host, pm.name, entry[g], host_wait, rank_of[m], gaps
+                            )
             if call.size_bytes <= 0:
                 for g, ms in by_gpu.items():
                     tid = builder.add_barrier(g, entry[g], label=head.name, category=head.dim or "comm")
@@ -349,15 +353,44 @@ def _emit(
     return builder, OpExits(np.asarray(compact(ids)), codes, multi), choices, n_coll
 
 
-def _host_gate(
-    builder: PlanBuilder, g: int, p: ProgramOp, deps: Sequence[int], host_wait: dict[int, int], r: int
-) -> list[int]:
-    """Emit the host task that issues op ``p`` on GPU ``g`` (rank ``r``) and return ``deps`` with it.
+#: Seed of the host gaps after synchronisations (``[compute] host_sync_gap``): fixed, so that a scenario's plan is
+#: reproducible; the gaps of one rank are independent of every other rank's.
+SYNC_GAP_SEED = 20261205
 
-    The task runs ``p.host`` seconds on ``g``'s host stream after the rank's previous host task (program
-    order) and, after a host synchronisation, after the GPU task the host waited for (:mod:`hetero_ns3.workload.host`)."""
+
+class SyncGaps:
+    """Exponential draws of mean ``mean_s``, one per (rank, synchronisation) in emission order, in blocks (the
+    Chakra importer draws the same sequence for the same plan)."""
+
+    def __init__(self, mean_s: float) -> None:
+        self.mean_s = mean_s
+        self.rng = np.random.default_rng(SYNC_GAP_SEED)
+        self.block: list[float] = []
+
+    def draw(self) -> float:
+        if not self.block:
+            self.block = self.rng.exponential(self.mean_s, 4096).tolist()
+        return self.block.pop()
+
+
+def host_gate(
+    builder: PlanBuilder,
+    g: int,
+    host_s: float,
+    name: str,
+    deps: Sequence[int],
+    host_wait: dict[int, int],
+    r: int,
+    gaps: SyncGaps | None = None,
+) -> list[int]:
+    """Emit the host task that issues op ``name`` on GPU ``g`` (rank ``r``) and return ``deps`` with it.
+
+    The task runs ``host_s`` seconds on ``g``'s host stream after the rank's previous host task (program
+    order) and, after a host synchronisation, after the GPU task the host waited for, plus, with ``gaps``, that
+    rank's gap after the synchronisation (:mod:`hetero_ns3.workload.host`)."""
     wait = host_wait.pop(r, None)
-    h = builder.add_compute(g, p.host, [] if wait is None else [wait], HOST_STREAM, f"host {p.name}", "host")
+    duration = host_s + (gaps.draw() if wait is not None and gaps is not None else 0.0)
+    h = builder.add_compute(g, duration, [] if wait is None else [wait], HOST_STREAM, f"host {name}", "host")
     return [*deps, h]
 
 

@@ -19,7 +19,9 @@ comm op of no call     ``METADATA_NODE`` (a zero-time join)
 Every node also carries our extension attributes (ignored by other readers): ``hns3_duration_s`` (the
 exact duration), ``hns3_stream`` (0 compute, 1 comm stream), ``hns3_dim`` (tp / pp / dp / ep) and, on the
 expert-parallel ALL_TO_ALL nodes of a ``moe_dispatcher = "flex"`` workload, ``hns3_moe_experts`` /
-``hns3_moe_top_k`` (the router's shape, for the deduplicating token exchange), so that
+``hns3_moe_top_k`` (the router's shape, for the deduplicating token exchange), and where the host issue model
+is on (:mod:`hetero_ns3.workload.host`) ``hns3_host_s`` (the op's issue cost), ``hns3_host_sync`` (the host waits
+for this op) and, on those, ``hns3_host_sync_gap_s`` (the mean gap after it), so that
 :mod:`hetero_ns3.workload.chakra_import` rebuilds the same plan as :func:`~hetero_ns3.plan.lower.
 lower_workload`. See docs/chakra.md.
 """
@@ -35,6 +37,9 @@ from hetero_ns3.workload.chakra_format import COMM_GROUP_FILE, chakra_modules, w
 from hetero_ns3.workload.chakra_import import (
     ATTR_DIM,
     ATTR_DURATION,
+    ATTR_HOST,
+    ATTR_HOST_GAP,
+    ATTR_HOST_SYNC,
     ATTR_MOE_EXPERTS,
     ATTR_MOE_TOP_K,
     ATTR_STREAM,
@@ -58,6 +63,14 @@ class _Exporter:
         self.groups: dict[tuple[int, ...], str] = {}
         routing = workload.meta.get("moe_routing")
         self.routing = (int(routing[0]), int(routing[1])) if routing else None
+        self.gap_s = float(workload.meta.get("host_sync_gap_s", 0.0))
+        # (rank, op id) -> (issue seconds, host sync) of the ops the host model touches (none when it is off)
+        self.host: dict[tuple[int, int], tuple[float, bool]] = {}
+        for prog in workload.programs:
+            for t, rank in enumerate(prog.ranks):
+                for p in prog.ops:
+                    if p.host > 0 or p.host_sync:
+                        self.host[(rank, p.id * workload.tp + t)] = (p.host, p.host_sync)
 
     def attr(self, name: str, **value: Any) -> Any:
         return self.pb.AttributeProto(name=name, **value)
@@ -78,6 +91,13 @@ class _Exporter:
         n.attr.append(a(ATTR_STREAM, int32_val=1 if op.stream == "comm" else 0))
         if op.dim:
             n.attr.append(a(ATTR_DIM, string_val=op.dim))
+        host_s, sync = self.host.get((op.rank, op.id), (0.0, False))
+        if host_s > 0:
+            n.attr.append(a(ATTR_HOST, double_val=host_s))
+        if sync:
+            n.attr.append(a(ATTR_HOST_SYNC, bool_val=True))
+            if self.gap_s > 0:
+                n.attr.append(a(ATTR_HOST_GAP, double_val=self.gap_s))
         if op.kind == "compute":
             n.type = pb.COMP_NODE
             n.duration_micros = round(op.duration * 1e6)

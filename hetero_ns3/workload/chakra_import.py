@@ -35,7 +35,7 @@ from hetero_ns3.compute.roofline import Roofline
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.plan.dag import COMM_STREAM, COMPUTE_STREAM, ExecutionPlan
-from hetero_ns3.plan.lower import DEFAULT_PRIORITY
+from hetero_ns3.plan.lower import DEFAULT_PRIORITY, SyncGaps, host_gate
 from hetero_ns3.workload.chakra_format import RankTrace, attr_value, chakra_modules
 
 #: Chakra ``CollectiveCommType`` name -> our collective (None: a cross-rank barrier).
@@ -57,6 +57,11 @@ ATTR_DIM = "hns3_dim"
 #: count and top-k, so that the import plans it with ``expert_dispatch`` as :mod:`hetero_ns3.plan.lower` does.
 ATTR_MOE_EXPERTS = "hns3_moe_experts"
 ATTR_MOE_TOP_K = "hns3_moe_top_k"
+#: Host issue model (:mod:`hetero_ns3.workload.host`): the op's issue cost in seconds, whether the host waits for
+#: the op on the GPU, and (on such an op) the mean host gap after the wait.
+ATTR_HOST = "hns3_host_s"
+ATTR_HOST_SYNC = "hns3_host_sync"
+ATTR_HOST_GAP = "hns3_host_sync_gap_s"
 
 
 @dataclass(frozen=True)
@@ -329,6 +334,7 @@ class _Importer:
         untimed = 0
         flops_total = 0.0
         emitted = 0
+        host = _HostState()
 
         def deps_of(i: int) -> list[int]:
             return [t for d in nodes[i].deps for t in exit_of[d]]
@@ -345,12 +351,15 @@ class _Importer:
                     flops_total += fl
                     stream = COMM_STREAM if attr_value(n.node, ATTR_STREAM, 0) == COMM_STREAM else COMPUTE_STREAM
                     dur *= float(opts.slowdown.get(g, 1.0))
-                    tid = builder.add_compute(g, dur, deps_of(v), stream, n.node.name, "compute")
+                    deps = host.gate(builder, g, n, deps_of(v))
+                    tid = builder.add_compute(g, dur, deps, stream, n.node.name, "compute")
+                    host.after(n, tid)
                 else:
                     tid = builder.add_barrier(g, deps_of(v), label=n.node.name)
                 exit_of[v] = (tid,)
             else:
-                self.emit_call(builder, calls[v - len(nodes)], names, env, templates, prio, exit_of, deps_of, choices)
+                call = calls[v - len(nodes)]
+                self.emit_call(builder, call, names, env, templates, prio, exit_of, deps_of, choices, host)
             for s in succ[v]:
                 indeg[s] -= 1
                 if indeg[s] == 0:
@@ -378,10 +387,16 @@ class _Importer:
         exit_of: list[tuple[int, ...]],
         deps_of: Any,
         choices: dict[str, int],
+        host: _HostState | None = None,
     ) -> None:
-        """One call: planned by the collective planner; barriers when it moves nothing or syncs only."""
+        """One call: planned by the collective planner; barriers when it moves nothing or syncs only. Each member's
+        host issues it first where the host model is on (as :func:`~hetero_ns3.plan.lower.lower_workload`)."""
         by_gpu = {names[self.nodes[m].rank]: m for m in call.members}
         entry = {g: deps_of(m) for g, m in by_gpu.items()}
+        if host is not None:
+            for g, m in by_gpu.items():
+                if attr_value(self.nodes[m].node, ATTR_STREAM, 0) != COMM_STREAM:
+                    entry[g] = host.gate(builder, g, self.nodes[m], entry[g])
         category = call.dim or "comm"
         if call.op is None:  # BARRIER: every member leaves once every member has arrived
             head = names[call.group[0]]
@@ -409,6 +424,31 @@ class _Importer:
         choices[k] = choices.get(k, 0) + 1
         for g, m in by_gpu.items():
             exit_of[m] = tuple(res.exits[g])
+
+
+class _HostState:
+    """The host issue model of an exported workload (``hns3_host_*`` attributes), replayed as
+    :func:`~hetero_ns3.plan.lower.lower_workload` does: a host task before an op with an issue cost, a
+    synchronising op or the first op after a synchronisation, in emission order."""
+
+    def __init__(self) -> None:
+        self.wait: dict[int, int] = {}
+        """Rank -> the GPU task its host waits for before issuing its next op."""
+        self.gaps: SyncGaps | None = None
+
+    def gate(self, builder: PlanBuilder, gpu: str, n: _Node, deps: list[int]) -> list[int]:
+        host_s = float(attr_value(n.node, ATTR_HOST, 0.0) or 0.0)
+        if host_s > 0 or bool(attr_value(n.node, ATTR_HOST_SYNC, False)) or n.rank in self.wait:
+            return host_gate(builder, builder.gpu_index(gpu), host_s, n.node.name, deps, self.wait, n.rank, self.gaps)
+        return deps
+
+    def after(self, n: _Node, task: int) -> None:
+        """Record a synchronising compute op (the host waits for ``task``) and the gaps' mean it carries."""
+        if bool(attr_value(n.node, ATTR_HOST_SYNC, False)):
+            self.wait[n.rank] = task
+            gap_s = float(attr_value(n.node, ATTR_HOST_GAP, 0.0) or 0.0)
+            if gap_s > 0 and self.gaps is None:
+                self.gaps = SyncGaps(gap_s)
 
 
 def _routing_text(routing: tuple[int, int] | None) -> str:

@@ -18,9 +18,12 @@ expert-parallel exchanges, tensor-parallel collectives) gets a host task of ``op
 the GPU before its host task finished. Asynchronous calls (data-parallel gradient buckets, pipeline sends and
 receives) are issued off the host chain at no cost: one launch each, against a layer's dozens. After an op marked
 ``host_sync`` (the MoE layer's routing step, forward and recomputed forward), the next host task waits for that
-op to finish on the GPU. Steps of a module captured in a CUDA graph (``graph_scopes``) cost ``graph_s`` per
-step instead of their kernels' issue cost. ``op_s = launch_s = 0`` (the default) turns the model off: no host
-tasks, plans as without it.
+op to finish on the GPU, and then, with ``sync_gap_s`` > 0, spends a further gap before it issues anything: each
+rank's own draw from an exponential distribution of mean ``sync_gap_s`` (the framework's Python between the
+device-to-host copy and the next launch, which differs from rank to rank), so the group's next blocking exchange
+waits for its slowest host (:func:`hetero_ns3.plan.lower.lower_workload` draws the gaps). Steps of a module captured
+in a CUDA graph (``graph_scopes``) cost ``graph_s`` per step instead of their kernels' issue cost. ``op_s = launch_s
+= sync_gap_s = 0`` (the default) turns the model off: no host tasks, plans as without it.
 
 Units: seconds.
 """
@@ -49,6 +52,14 @@ GROUPED_STEP = "moe.experts"
 #: Step names after which a dropless MoE dispatcher synchronises the host (:meth:`HostModel.is_sync_step`).
 SYNC_STEPS = frozenset({"moe.route", "recompute.moe.route"})
 
+#: Default mean host gap after a synchronisation (``[compute] host_sync_gap``), seconds: a published rank-0 Nsight
+#: profile of Megatron-Core with HybridEP on 16 H100 (Qwen3-30B-A3B, BF16, EP 16; Megatron-Bridge's expert-parallel
+#: overlap skill) has the GPU idle for 22.821 s of GPU-active union in a 24.714 s step, 1.893 s, over 64
+#: micro-batches x 48 MoE layers = 3,072 forward dispatches, each after a host synchronisation: 1.893 / 3072 =
+#: 0.616 ms (an upper bound: any other idle of the step counts in it). docs/compute.md "Host gaps after a
+#: synchronisation".
+HOST_SYNC_GAP_S = 616e-6
+
 
 @dataclass(frozen=True)
 class HostModel:
@@ -62,6 +73,8 @@ class HostModel:
         graph_s: host seconds to replay one captured step (a CUDA graph launch).
         moe_sync: the dropless MoE dispatcher synchronises the host once per MoE layer forward.
         graph_scopes: the captured scopes (keys of :data:`GRAPH_SCOPES`).
+        sync_gap_s: mean host seconds between a synchronisation's return and the next issue, drawn per rank and
+            synchronisation from an exponential distribution; 0: no gap.
     """
 
     op_s: float = 0.0
@@ -69,11 +82,12 @@ class HostModel:
     graph_s: float = 0.0
     moe_sync: bool = True
     graph_scopes: tuple[str, ...] = ()
+    sync_gap_s: float = 0.0
 
     @property
     def active(self) -> bool:
         """Whether the host is modelled at all."""
-        return self.op_s > 0 or self.launch_s > 0
+        return self.op_s > 0 or self.launch_s > 0 or self.sync_gap_s > 0
 
     def captured(self, step_name: str) -> bool:
         """Whether the step named ``step_name`` (``recompute.`` prefix ignored) runs inside a CUDA graph."""

@@ -130,15 +130,29 @@ def _roundtrip(name: str, tmp_path: Path):
 
 
 @pytest.mark.parametrize(
-    "name", ["coarse_pp4", "tree_pp_sends", "overrides_priorities", "moe_ep", "moe_ep_flex", "cp_ring", "cp_a2a"]
+    "name",
+    [
+        "coarse_pp4",
+        "tree_pp_sends",
+        "overrides_priorities",
+        "moe_ep",
+        "moe_ep_flex",
+        "moe_ep_host",
+        "cp_ring",
+        "cp_a2a",
+    ],
 )
 def test_export_then_import_gives_the_same_plan(name, tmp_path):
     """Export -> import rebuilds lower_workload's plan exactly (PP sends/receives, TP / DP / EP / CP collectives,
-    per-dimension overrides and priorities, the flex dispatcher's deduplicating EP exchange)."""
+    per-dimension overrides and priorities, the flex dispatcher's deduplicating EP exchange, the host issue model
+    with its synchronisations and gaps)."""
     low, imp, paths = _roundtrip(name, tmp_path)
     assert_same_plan(low.plan, imp.plan)
     assert dict(low.choices) == dict(imp.choices) and low.n_collectives == imp.n_collectives
     assert paths[-1].name == "comm_group.json"
+    if name == "moe_ep_host":
+        host = low.plan.categories.index("host")
+        assert np.count_nonzero(low.plan.category == host) > 0
     if name == "moe_ep_flex":
         assert any(k.startswith("ep:all_to_all:expert_dispatch/") for k in imp.choices)
         assert not any(k.startswith("ep:all_to_all:") and "expert_dispatch" not in k for k in imp.choices)

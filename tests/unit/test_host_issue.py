@@ -32,13 +32,15 @@ MS = 1e-3
 
 
 def _moe_scenario(**compute):
-    """Two MoE layers of Qwen1.5-MoE-A2.7B on one node of 4 H100, expert parallelism 4, two micro-batches."""
+    """Two MoE layers of Qwen1.5-MoE-A2.7B on one node of 4 H100, expert parallelism 4, two micro-batches; the
+    host gap after a synchronisation off unless given (its own tests: test_host_sync_gap.py), so that these
+    check the issue costs alone."""
     return scenario_from_dict(
         {
             "model": {"name": "qwen1.5-moe-a2.7b", "layers": 2, "seq_len": 1024},
             "parallelism": {"tp": 1, "pp": 1, "ep": 4, "global_batch": 8, "micro_batch": 1},
             "cluster": {"topology": str(FOUR_GPU)},
-            "compute": compute,
+            "compute": {"host_sync_gap": "0s", **compute},
         }
     )
 
@@ -59,11 +61,13 @@ def _host_tasks(plan) -> np.ndarray:
     return np.flatnonzero((plan.kind == COMPUTE) & (plan.category == host))
 
 
-def test_host_model_is_off_by_default_and_with_zero_costs():
-    """No ``host_op`` / ``host_launch``: no host task, and the plan equals the one of explicit zeros with graph
-    scopes listed (scopes and the sync flag alone do not turn the model on)."""
+def test_host_model_is_off_with_zero_costs():
+    """No ``host_op`` / ``host_launch`` (and no sync gap): no host task, and the plan equals the one of explicit
+    zeros with graph scopes listed (scopes and the sync flag alone do not turn the model on)."""
     _, default, _ = _lowered(_moe_scenario())
-    _, zeros, _ = _lowered(_moe_scenario(host_op="0s", host_launch="0s", cuda_graphs=["attn"], host_graph="10us"))
+    _, zeros, _ = _lowered(
+        _moe_scenario(host_op="0s", host_launch="0s", host_sync_gap="0s", cuda_graphs=["attn"], host_graph="10us")
+    )
     assert _host_tasks(default.plan).size == 0 and _host_tasks(zeros.plan).size == 0
     for name in ("kind", "gpu", "dst", "size_bytes", "duration_s", "stream", "dep_ptr", "dep_idx"):
         assert np.array_equal(getattr(default.plan, name), getattr(zeros.plan, name)), name
@@ -199,6 +203,7 @@ def test_the_graphed_scenario_issues_less():
     [
         ("host_op", "-1us", "compute.host_op"),
         ("host_launch", "2s", "compute.host_launch"),
+        ("host_sync_gap", "2s", "compute.host_sync_gap"),
         ("cuda_graphs", ["moe"], "is not a supported CUDA-graph scope"),
         ("cuda_graphs", "attn", "compute.cuda_graphs"),
     ],

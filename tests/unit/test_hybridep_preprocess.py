@@ -36,6 +36,7 @@ def _scenario(backend: str | None, recompute: str = "none"):
             "model": {"name": "qwen1.5-moe-a2.7b", "layers": LAYERS, "seq_len": SEQ},
             "parallelism": par,
             "cluster": {"topology": str(FOUR_GPU)},
+            "compute": {"host_sync_gap": "0s"},  # no host gaps: the exchange's own time alone
         }
     )
 

@@ -122,6 +122,23 @@ SCENARIOS = {
         },
         model={"name": "mixtral-8x7b", "layers": 2, "seq_len": 256},
     ),
+    # HybridEP's routing-map gathers, with the host model: issue costs, the routing step's synchronisation and
+    # each rank's gap after it.
+    "moe_ep_host": lambda: _toy(
+        "mixed-2node",
+        {
+            "tp": 2,
+            "pp": 1,
+            "ep": 4,
+            "global_batch": 8,
+            "micro_batch": 1,
+            "sequence_parallel": True,
+            "moe_dispatcher": "flex",
+            "moe_flex_backend": "hybridep",
+        },
+        model={"name": "mixtral-8x7b", "layers": 2, "seq_len": 256},
+        compute={"host_op": "20us", "host_launch": "5us", "host_sync_gap": "300us"},
+    ),
 }
 
 
