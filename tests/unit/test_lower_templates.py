@@ -52,6 +52,9 @@ def _toy(topology: str, parallelism: dict, model: dict | None = None, **sections
     return scenario_from_dict(raw)
 
 
+MOE_EP = {"tp": 2, "pp": 1, "ep": 4, "global_batch": 8, "micro_batch": 1, "sequence_parallel": True}
+MOE_MODEL = {"name": "mixtral-8x7b", "layers": 2, "seq_len": 256}
+
 SCENARIOS = {
     # Mixed H100 + A100 nodes, TP 4 x PP 2 x DP 2, ZeRO-1 (the README demo).
     "demo_mixed_zero1": lambda: load_scenario(REPO / "scenarios" / "demo.toml"),
@@ -103,40 +106,15 @@ SCENARIOS = {
         {"tp": 2, "pp": 1, "cp": 4, "cp_comm_type": "a2a", "global_batch": 4, "micro_batch": 1, "order": "tp-dp-pp"},
     ),
     # Mixture of experts: expert-parallel all-to-all and expert-data-parallel reductions.
-    "moe_ep": lambda: _toy(
-        "mixed-2node",
-        {"tp": 2, "pp": 1, "ep": 4, "global_batch": 8, "micro_batch": 1, "sequence_parallel": True},
-        model={"name": "mixtral-8x7b", "layers": 2, "seq_len": 256},
-    ),
+    "moe_ep": lambda: _toy("mixed-2node", MOE_EP, model=MOE_MODEL),
     # The same with DeepEP / HybridEP's deduplicating exchange.
-    "moe_ep_flex": lambda: _toy(
-        "mixed-2node",
-        {
-            "tp": 2,
-            "pp": 1,
-            "ep": 4,
-            "global_batch": 8,
-            "micro_batch": 1,
-            "sequence_parallel": True,
-            "moe_dispatcher": "flex",
-        },
-        model={"name": "mixtral-8x7b", "layers": 2, "seq_len": 256},
-    ),
+    "moe_ep_flex": lambda: _toy("mixed-2node", {**MOE_EP, "moe_dispatcher": "flex"}, model=MOE_MODEL),
     # HybridEP's routing-map gathers, with the host model: issue costs, the routing step's synchronisation and
     # each rank's gap after it.
     "moe_ep_host": lambda: _toy(
         "mixed-2node",
-        {
-            "tp": 2,
-            "pp": 1,
-            "ep": 4,
-            "global_batch": 8,
-            "micro_batch": 1,
-            "sequence_parallel": True,
-            "moe_dispatcher": "flex",
-            "moe_flex_backend": "hybridep",
-        },
-        model={"name": "mixtral-8x7b", "layers": 2, "seq_len": 256},
+        {**MOE_EP, "moe_dispatcher": "flex", "moe_flex_backend": "hybridep"},
+        model=MOE_MODEL,
         compute={"host_op": "20us", "host_launch": "5us", "host_sync_gap": "300us"},
     ),
 }
