@@ -43,8 +43,8 @@ class Case:
             into one host on a star, packet level) or ``layer`` (one transformer layer's forward + backward
             kernels on one rank, roofline only, against a layer timed on a real GPU).
         metric: step_time_s, mfu_pct, compute_only_s (scenario; the last is the iteration with every collective
-            free, to compare with a profile's GPU kernel time outside communication) or busbw_GBps, algbw_GBps, time_s (collective; time_s where
-            the published bandwidth rounds to 0, e.g. 8 B); makespan_over_ideal, jain_index (incast: the last
+            free, to compare with a profile's GPU kernel time outside communication) or busbw_GBps, algbw_GBps,
+            time_s (collective; time_s where the published bandwidth rounds to 0, e.g. 8 B); makespan_over_ideal, jain_index (incast: the last
             flow's finish over the line-rate time of all bytes; Jain's index of the flows' throughputs).
         published: the published value, in the metric's unit.
         tolerance: allowed relative error, e.g. 0.10.

@@ -387,16 +387,15 @@ class _Importer:
         exit_of: list[tuple[int, ...]],
         deps_of: Any,
         choices: dict[str, int],
-        host: _HostState | None = None,
+        host: _HostState,
     ) -> None:
         """One call: planned by the collective planner; barriers when it moves nothing or syncs only. Each member's
         host issues it first where the host model is on (as :func:`~hetero_ns3.plan.lower.lower_workload`)."""
         by_gpu = {names[self.nodes[m].rank]: m for m in call.members}
         entry = {g: deps_of(m) for g, m in by_gpu.items()}
-        if host is not None:
-            for g, m in by_gpu.items():
-                if attr_value(self.nodes[m].node, ATTR_STREAM, 0) != COMM_STREAM:
-                    entry[g] = host.gate(builder, g, self.nodes[m], entry[g])
+        for g, m in by_gpu.items():
+            if attr_value(self.nodes[m].node, ATTR_STREAM, 0) != COMM_STREAM:
+                entry[g] = host.gate(builder, g, self.nodes[m], entry[g])
         category = call.dim or "comm"
         if call.op is None:  # BARRIER: every member leaves once every member has arrived
             head = names[call.group[0]]
@@ -437,6 +436,7 @@ class _HostState:
         self.gaps: SyncGaps | None = None
 
     def gate(self, builder: PlanBuilder, gpu: str, n: _Node, deps: list[int]) -> list[int]:
+        """``deps`` with the host task that issues node ``n`` on ``gpu``, where the model gives it one."""
         host_s = float(attr_value(n.node, ATTR_HOST, 0.0) or 0.0)
         if host_s > 0 or bool(attr_value(n.node, ATTR_HOST_SYNC, False)) or n.rank in self.wait:
             return host_gate(builder, builder.gpu_index(gpu), host_s, n.node.name, deps, self.wait, n.rank, self.gaps)

@@ -23,7 +23,9 @@ rank's own draw from an exponential distribution of mean ``sync_gap_s`` (the fra
 device-to-host copy and the next launch, which differs from rank to rank), so the group's next blocking exchange
 waits for its slowest host (:func:`hetero_ns3.plan.lower.lower_workload` draws the gaps). Steps of a module captured
 in a CUDA graph (``graph_scopes``) cost ``graph_s`` per step instead of their kernels' issue cost. ``op_s = launch_s
-= sync_gap_s = 0`` (the default) turns the model off: no host tasks, plans as without it.
+= sync_gap_s = 0`` (:class:`HostModel`'s defaults) turns the model off: no host tasks, plans as without it; a
+scenario's ``[compute]`` section defaults the gap to :data:`HOST_SYNC_GAP_S`, which acts only where a step
+synchronises the host.
 
 Units: seconds.
 """

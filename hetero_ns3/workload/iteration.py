@@ -422,6 +422,6 @@ class IterationCompiler:
         }
         if plan.moe_dispatcher == "flex" and plan.ep > 1:
             meta["moe_routing"] = [self.model.experts, self.model.top_k]
-        if self.spec.host.active and self.spec.host.sync_gap_s > 0:
+        if self.spec.host.sync_gap_s > 0:
             meta["host_sync_gap_s"] = self.spec.host.sync_gap_s
         return Workload(self.placement.slots, tuple(programs), self.tp, meta)

@@ -44,7 +44,7 @@ def _routing_gather(c: LayerContext) -> list[Step]:
     (DeepEP's hybrid-ep ``Executor::allgather_routing_map`` / ``metadata_preprocess_core``). The combine and the
     backward reuse the layout (the dispatcher's handle), so only forward dispatches, and their recomputation,
     pay it."""
-    if not c.ep_routing_gather or c.ep == 1:
+    if not c.ep_routing_gather:
         return []
     Te, experts = c.tokens_elementwise, c.model.experts
     gathered = float(c.ep * Te * experts)

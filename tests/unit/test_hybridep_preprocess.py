@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from hetero_ns3.collectives import CollectiveCall, plan_collective
+from hetero_ns3.errors import ScenarioError
 from hetero_ns3.network.analytic import simulate_plan
 from hetero_ns3.network.analytic.times_only import replay_times
 from hetero_ns3.pipeline import collective_env, load_run_cluster, lower_scenario
@@ -108,5 +109,5 @@ def test_iteration_grows_by_the_added_calls() -> None:
 
 
 def test_unknown_backend_is_refused() -> None:
-    with pytest.raises(Exception, match="moe_flex_backend"):
+    with pytest.raises(ScenarioError, match="moe_flex_backend"):
         _scenario("nixl")
