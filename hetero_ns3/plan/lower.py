@@ -22,11 +22,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
+from hetero_ns3.collectives.emit import comm_stream
 from hetero_ns3.collectives.templates import CallTemplates
 from hetero_ns3.collectives.types import CollectiveOverride
 from hetero_ns3.errors import PlanningError
 from hetero_ns3.plan.builder import PlanBuilder
-from hetero_ns3.plan.dag import COMM_STREAM, COMPUTE_STREAM, HOST_STREAM, ExecutionPlan
+from hetero_ns3.plan.dag import COMPUTE_STREAM, HOST_STREAM, ExecutionPlan
 from hetero_ns3.plan.fuse import Fuser, GroupKey, Shape, group_key
 from hetero_ns3.workload.artefact import ProgramOp, Workload
 from hetero_ns3.workload.gcpause import gc_paused
@@ -295,8 +296,10 @@ def _emit(
             else:
                 deps = dep_tasks(i)
             if p.kind == "compute":
-                stream = COMPUTE_STREAM if p.stream == "compute" else COMM_STREAM
-                if p.host > 0 or p.host_sync or r in host_wait:
+                stream = COMPUTE_STREAM if p.stream == "compute" else comm_stream(p.dim)
+                if p.host_wait:
+                    deps = host_wait_gate(builder, gidx_of[r], p.host, p.name, deps, gaps)
+                elif p.host > 0 or p.host_sync or r in host_wait:
                     deps = host_gate(builder, gidx_of[r], p.host, p.name, deps, host_wait, r, gaps)
                 tid = add_compute(gidx_of[r], p.duration * slow_of[r], deps, stream, p.name, "compute")
                 if p.host_sync:
@@ -309,7 +312,11 @@ def _emit(
             head = prog_op[members[0]]
             call, name, by_gpu = low.call_of(members, overrides)
             entry = {g: [t for m in ms for t in dep_tasks(m)] for g, ms in by_gpu.items()}
-            if host_wait or head.host > 0:  # the host issues a blocking call on each member's rank
+            if head.host_wait:  # the host synchronises inside the call on each member's rank
+                for g, ms in by_gpu.items():
+                    for m in ms:
+                        entry[g] = host_wait_gate(builder, builder.gpu_index(g), prog_op[m].host, name, entry[g], gaps)
+            elif host_wait or head.host > 0:  # the host issues a blocking call on each member's rank
                 for g, ms in by_gpu.items():
                     for m in ms:
                         pm = prog_op[m]
@@ -391,6 +398,19 @@ def host_gate(
     wait = host_wait.pop(r, None)
     duration = host_s + (gaps.draw() if wait is not None and gaps is not None else 0.0)
     h = builder.add_compute(g, duration, [] if wait is None else [wait], HOST_STREAM, f"host {name}", "host")
+    return [*deps, h]
+
+
+def host_wait_gate(
+    builder: PlanBuilder, g: int, host_s: float, name: str, deps: Sequence[int], gaps: SyncGaps | None
+) -> list[int]:
+    """The host task of an op whose issue synchronises (``ProgramOp.host_wait``): on ``g``'s host stream after the
+    rank's previous host task and after ``deps`` (the op's dependencies) on the GPU, lasting the op's issue cost
+    ``host_s`` plus, with ``gaps``, one gap draw; returned as the op's only dependency besides ``deps``."""
+    duration = host_s + (gaps.draw() if gaps is not None else 0.0)
+    if duration <= 0:
+        return list(deps)
+    h = builder.add_compute(g, duration, list(deps), HOST_STREAM, f"host {name}", "host")
     return [*deps, h]
 
 

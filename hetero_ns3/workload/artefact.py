@@ -104,6 +104,10 @@ class ProgramOp:
     host_sync: bool = False
     """The host waits for this op to finish on the GPU before it issues the next op (a device-to-host
     synchronisation, e.g. a dropless MoE dispatcher's)."""
+    host_wait: bool = False
+    """Before it issues this op the host waits for the op's dependencies to finish on the GPU (a synchronisation
+    inside the call, e.g. the MoE dispatch's under expert-parallel overlap, where the host has issued other work
+    since the step it waits for)."""
 
     @property
     def per_member(self) -> bool:

@@ -21,7 +21,8 @@ exact duration), ``hns3_stream`` (0 compute, 1 comm stream), ``hns3_dim`` (tp / 
 expert-parallel ALL_TO_ALL nodes of a ``moe_dispatcher = "flex"`` workload, ``hns3_moe_experts`` /
 ``hns3_moe_top_k`` (the router's shape, for the deduplicating token exchange), and where the host issue model
 is on (:mod:`hetero_ns3.workload.host`) ``hns3_host_s`` (the op's issue cost), ``hns3_host_sync`` (the host waits
-for this op) and, on those, ``hns3_host_sync_gap_s`` (the mean gap after it), so that
+for this op), ``hns3_host_wait`` (the host waits for the op's dependencies before issuing it: the dispatch under
+expert-parallel overlap) and, on those two, ``hns3_host_sync_gap_s`` (the mean gap after the wait), so that
 :mod:`hetero_ns3.workload.chakra_import` rebuilds the same plan as :func:`~hetero_ns3.plan.lower.
 lower_workload`. See docs/chakra.md.
 """
@@ -40,6 +41,7 @@ from hetero_ns3.workload.chakra_import import (
     ATTR_HOST,
     ATTR_HOST_GAP,
     ATTR_HOST_SYNC,
+    ATTR_HOST_WAIT,
     ATTR_MOE_EXPERTS,
     ATTR_MOE_TOP_K,
     ATTR_STREAM,
@@ -64,13 +66,13 @@ class _Exporter:
         routing = workload.meta.get("moe_routing")
         self.routing = (int(routing[0]), int(routing[1])) if routing else None
         self.gap_s = float(workload.meta.get("host_sync_gap_s", 0.0))
-        # (rank, op id) -> (issue seconds, host sync) of the ops the host model touches (none when it is off)
-        self.host: dict[tuple[int, int], tuple[float, bool]] = {}
+        # (rank, op id) -> (issue seconds, host sync, host wait) of the ops the host model touches (none when off)
+        self.host: dict[tuple[int, int], tuple[float, bool, bool]] = {}
         for prog in workload.programs:
             for t, rank in enumerate(prog.ranks):
                 for p in prog.ops:
-                    if p.host > 0 or p.host_sync:
-                        self.host[(rank, p.id * workload.tp + t)] = (p.host, p.host_sync)
+                    if p.host > 0 or p.host_sync or p.host_wait:
+                        self.host[(rank, p.id * workload.tp + t)] = (p.host, p.host_sync, p.host_wait)
 
     def attr(self, name: str, **value: Any) -> Any:
         return self.pb.AttributeProto(name=name, **value)
@@ -91,11 +93,11 @@ class _Exporter:
         n.attr.append(a(ATTR_STREAM, int32_val=1 if op.stream == "comm" else 0))
         if op.dim:
             n.attr.append(a(ATTR_DIM, string_val=op.dim))
-        host_s, sync = self.host.get((op.rank, op.id), (0.0, False))
+        host_s, sync, wait = self.host.get((op.rank, op.id), (0.0, False, False))
         if host_s > 0:
             n.attr.append(a(ATTR_HOST, double_val=host_s))
-        if sync:
-            n.attr.append(a(ATTR_HOST_SYNC, bool_val=True))
+        if sync or wait:
+            n.attr.append(a(ATTR_HOST_WAIT if wait else ATTR_HOST_SYNC, bool_val=True))
             if self.gap_s > 0:
                 n.attr.append(a(ATTR_HOST_GAP, double_val=self.gap_s))
         if op.kind == "compute":

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
+from hetero_ns3.collectives.emit import comm_stream
 from hetero_ns3.collectives.templates import CallTemplates
 from hetero_ns3.collectives.types import CollectiveOverride
 from hetero_ns3.compute.gpus import GpuSpec
@@ -35,7 +36,7 @@ from hetero_ns3.compute.roofline import Roofline
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.plan.dag import COMM_STREAM, COMPUTE_STREAM, ExecutionPlan
-from hetero_ns3.plan.lower import DEFAULT_PRIORITY, SyncGaps, host_gate
+from hetero_ns3.plan.lower import DEFAULT_PRIORITY, SyncGaps, host_gate, host_wait_gate
 from hetero_ns3.workload.chakra_format import RankTrace, attr_value, chakra_modules
 
 #: Chakra ``CollectiveCommType`` name -> our collective (None: a cross-rank barrier).
@@ -62,6 +63,8 @@ ATTR_MOE_TOP_K = "hns3_moe_top_k"
 ATTR_HOST = "hns3_host_s"
 ATTR_HOST_SYNC = "hns3_host_sync"
 ATTR_HOST_GAP = "hns3_host_sync_gap_s"
+#: The host waits for the op's dependencies on the GPU before issuing it (``ProgramOp.host_wait``).
+ATTR_HOST_WAIT = "hns3_host_wait"
 
 
 @dataclass(frozen=True)
@@ -349,7 +352,8 @@ class _Importer:
                     dur, fl, timed = self.duration(n, spec)
                     untimed += not timed
                     flops_total += fl
-                    stream = COMM_STREAM if attr_value(n.node, ATTR_STREAM, 0) == COMM_STREAM else COMPUTE_STREAM
+                    side = attr_value(n.node, ATTR_STREAM, 0) == COMM_STREAM
+                    stream = comm_stream(str(attr_value(n.node, ATTR_DIM, "") or "")) if side else COMPUTE_STREAM
                     dur *= float(opts.slowdown.get(g, 1.0))
                     deps = host.gate(builder, g, n, deps_of(v))
                     tid = builder.add_compute(g, dur, deps, stream, n.node.name, "compute")
@@ -394,7 +398,7 @@ class _Importer:
         by_gpu = {names[self.nodes[m].rank]: m for m in call.members}
         entry = {g: deps_of(m) for g, m in by_gpu.items()}
         for g, m in by_gpu.items():
-            if attr_value(self.nodes[m].node, ATTR_STREAM, 0) != COMM_STREAM:
+            if host.waits(self.nodes[m]) or attr_value(self.nodes[m].node, ATTR_STREAM, 0) != COMM_STREAM:
                 entry[g] = host.gate(builder, g, self.nodes[m], entry[g])
         category = call.dim or "comm"
         if call.op is None:  # BARRIER: every member leaves once every member has arrived
@@ -435,9 +439,20 @@ class _HostState:
         """Rank -> the GPU task its host waits for before issuing its next op."""
         self.gaps: SyncGaps | None = None
 
+    def waits(self, n: _Node) -> bool:
+        """Whether the host synchronises on node ``n``'s dependencies before issuing it (and so carries its gaps)."""
+        if not bool(attr_value(n.node, ATTR_HOST_WAIT, False)):
+            return False
+        gap_s = float(attr_value(n.node, ATTR_HOST_GAP, 0.0) or 0.0)
+        if gap_s > 0 and self.gaps is None:
+            self.gaps = SyncGaps(gap_s)
+        return True
+
     def gate(self, builder: PlanBuilder, gpu: str, n: _Node, deps: list[int]) -> list[int]:
         """``deps`` with the host task that issues node ``n`` on ``gpu``, where the model gives it one."""
         host_s = float(attr_value(n.node, ATTR_HOST, 0.0) or 0.0)
+        if self.waits(n):
+            return host_wait_gate(builder, builder.gpu_index(gpu), host_s, n.node.name, deps, self.gaps)
         if host_s > 0 or bool(attr_value(n.node, ATTR_HOST_SYNC, False)) or n.rank in self.wait:
             return host_gate(builder, builder.gpu_index(gpu), host_s, n.node.name, deps, self.wait, n.rank, self.gaps)
         return deps

@@ -194,6 +194,85 @@ class _ProgramBuilder:
         )
         return oid
 
+    def side_compute(
+        self,
+        name: str,
+        flops: float,
+        nbytes: float,
+        dur: float,
+        phase: str,
+        mb: int,
+        chunk: int,
+        deps: Sequence[int],
+        dim: str,
+        host: float = 0.0,
+        host_wait: bool = False,
+    ) -> int:
+        """A compute op on ``dim``'s communication stream after exactly ``deps`` (the kernels an expert-parallel
+        exchange runs on its own stream under overlap); the compute chain is left as it is."""
+        self.flush()
+        oid = self.ids.op()
+        self.ops.append(
+            ProgramOp(
+                oid,
+                "compute",
+                self.ids.share(name),
+                "comm",
+                tuple(dict.fromkeys(deps)),
+                phase,
+                mb,
+                chunk,
+                flops,
+                nbytes,
+                dur,
+                dim=dim,
+                host=host,
+                host_wait=host_wait,
+            )
+        )
+        return oid
+
+    def side_comm(
+        self,
+        name: str,
+        collective: str,
+        nbytes: float,
+        groups: tuple[tuple[str, ...], ...],
+        dim: str,
+        inst: int,
+        phase: str,
+        mb: int,
+        chunk: int,
+        deps: Sequence[int],
+        host: float = 0.0,
+        host_wait: bool = False,
+    ) -> int:
+        """An asynchronous collective after exactly ``deps``, neither joined nor on the compute chain."""
+        self.flush()
+        oid = self.ids.op()
+        self.ops.append(
+            ProgramOp(
+                oid,
+                "comm",
+                self.ids.share(name),
+                "comm",
+                tuple(dict.fromkeys(deps)),
+                phase,
+                mb,
+                chunk,
+                0.0,
+                float(nbytes),
+                0.0,
+                collective,
+                dim,
+                inst,
+                self.ids.share(groups),
+                host,
+                host_wait=host_wait,
+            )
+        )
+        return oid
+
     def join(self) -> None:
         self.flush()
         self.pending_join += self.outstanding

@@ -38,9 +38,10 @@ from hetero_ns3.workload.compiler import (
     bucketize,
     params_in_grad_order,
 )
+from hetero_ns3.workload.ep_overlap import split_backward, split_forward
 from hetero_ns3.workload.placement import Placement
 from hetero_ns3.workload.schedule import Step as PipelineStep
-from hetero_ns3.workload.schedule import pipeline_schedule
+from hetero_ns3.workload.schedule import combined_schedule, pipeline_schedule
 
 Groups = tuple[tuple[str, ...], ...]
 
@@ -98,56 +99,72 @@ class IterationCompiler:
 
     # -- building blocks -----------------------------------------------------------------------
 
-    def run_steps(self, w: _ProgramBuilder, steps: list[L.Step], tag: str, phase: str, mb: int, chunk: int) -> None:
-        """Emit a layer program: compute kernels, TP / EP collectives and joins."""
-        ids, host = self.ids, self.spec.host
+    def run_steps(
+        self, w: _ProgramBuilder, steps: list[L.Step], tag: str, phase: str, mb: int, chunk: int, sync: bool = True
+    ) -> None:
+        """Emit a layer program: compute kernels, TP / EP collectives and joins (``sync``: mark the host
+        synchronisations of :class:`~hetero_ns3.workload.host.HostModel` after their steps)."""
+        host = self.spec.host
         for st in steps:
             if isinstance(st, L.Compute):
                 f, b, t = self.progs.cost(w.gpu_type, st.kernels)
                 w.compute(f"{tag}.{st.name}", f, b, t, phase, mb, chunk, host.step_s(st.name, st.kernels))
-                if host.is_sync_step(st.name):
+                if sync and host.is_sync_step(st.name):
                     w.host_sync()
                 continue
             if isinstance(st, L.Join):
                 w.join()
                 continue
             issue = host.comm_s(st.name) if st.mode == "blocking" else 0.0  # async calls: off the host chain
-            if st.dim == "tp":
-                w.comm(
-                    f"{tag}.{st.name}",
-                    st.collective,
-                    st.bytes,
-                    (w.gpus,),
-                    "tp",
-                    ids.instance(),
-                    st.mode,
-                    phase,
-                    mb,
-                    chunk,
-                    host=issue,
-                )
-            else:  # ep / cp: the same tp index in the replicas of this EP block / CP group
-                size = self.plan.ep if st.dim == "ep" else self.plan.cp
-                groups = self.member_groups(st.dim, w.stage, w.replica)
-                inst = ids.instance((st.dim, w.stage, w.replica // size, phase, mb, chunk, tag, st.name))
-                w.comm(
-                    f"{tag}.{st.name}",
-                    st.collective,
-                    st.bytes,
-                    groups,
-                    st.dim,
-                    inst,
-                    st.mode,
-                    phase,
-                    mb,
-                    chunk,
-                    host=issue,
-                )
+            groups, inst = self.comm_target(w, st, tag, phase, mb, chunk)
+            w.comm(f"{tag}.{st.name}", st.collective, st.bytes, groups, st.dim, inst, st.mode, phase, mb, chunk,
+                   host=issue)  # fmt: skip
+
+    def comm_target(
+        self, w: _ProgramBuilder, st: L.Comm, tag: str, phase: str, mb: int, chunk: int
+    ) -> tuple[Groups, int]:
+        """Groups and instance of a layer collective: the worker's ranks (TP, one instance), or per tp index the
+        same tp index in the replicas of this EP block / CP group (an instance keyed by the step)."""
+        if st.dim == "tp":
+            return (w.gpus,), self.ids.instance()
+        size = self.plan.ep if st.dim == "ep" else self.plan.cp
+        groups = self.member_groups(st.dim, w.stage, w.replica)
+        return groups, self.ids.instance((st.dim, w.stage, w.replica // size, phase, mb, chunk, tag, st.name))
+
+    def run_side(
+        self,
+        w: _ProgramBuilder,
+        steps: list[L.Step],
+        tag: str,
+        phase: str,
+        mb: int,
+        chunk: int,
+        deps: list[int],
+        host_wait: bool = False,
+    ) -> list[int]:
+        """Emit ``steps`` on the expert-parallel communication stream after ``deps``, each after the one before
+        (the dispatch / combine nodes of expert-parallel overlap); ``host_wait`` marks the first op's issue as a
+        host synchronisation. Returns ``[last op]`` (``deps`` when there are no steps)."""
+        host = self.spec.host
+        for st in steps:
+            if isinstance(st, L.Join):
+                continue
+            if isinstance(st, L.Compute):
+                f, b, t = self.progs.cost(w.gpu_type, st.kernels)
+                oid = w.side_compute(f"{tag}.{st.name}", f, b, t, phase, mb, chunk, deps, "ep",
+                                     host.step_s(st.name, st.kernels), host_wait)  # fmt: skip
+            else:
+                groups, inst = self.comm_target(w, st, tag, phase, mb, chunk)
+                oid = w.side_comm(f"{tag}.{st.name}", st.collective, st.bytes, groups, st.dim, inst, phase, mb,
+                                  chunk, deps, host_wait=host_wait)  # fmt: skip
+            deps, host_wait = [oid], False
+        return deps
 
     def pipeline_p2p(
         self, w: _ProgramBuilder, peer_stage: int, send: bool, phase: str, mb: int, chunk: int, v_from: int
-    ) -> None:
-        """Send to / receive from ``peer_stage`` the activation (F) or gradient (B) of virtual stage ``v_from``."""
+    ) -> int:
+        """Send to / receive from ``peer_stage`` the activation (F) or gradient (B) of virtual stage ``v_from``;
+        returns the op."""
         coll = "send" if send else "recv"
         rep, tp = w.replica, self.tp
         if send:
@@ -155,7 +172,7 @@ class IterationCompiler:
         else:
             groups = tuple((self.gpu(t, peer_stage, rep), self.gpu(t, w.stage, rep)) for t in range(tp))
         inst = self.ids.instance(("pp", rep, phase, mb, v_from))
-        w.comm(
+        oid = w.comm(
             f"{phase}{mb}.c{chunk}.pp.{coll}",
             coll,
             self.act_p2p,
@@ -170,6 +187,7 @@ class IterationCompiler:
         )
         if not send:
             w.join()
+        return oid
 
     def _dp_parts(
         self,
@@ -373,6 +391,106 @@ class IterationCompiler:
         if v > 0:
             self.pipeline_p2p(w, (v - 1) % pp, True, "B", mb, ch, v)
 
+    def combined_step(self, w: _ProgramBuilder, f: PipelineStep, b: PipelineStep, final: bool) -> None:
+        """Forward ``f`` and backward ``b`` (of another micro-batch) together under expert-parallel overlap
+        (``parallelism.overlap_moe_expert_parallel_comm``; :mod:`~hetero_ns3.workload.ep_overlap`), in Megatron-Core's
+        order (``TransformerModelChunkSchedulePlan.run``): receives, ``f``'s embedding, ``b``'s head, then forward
+        layer i with backward layer n - 1 - i (MoE pairs split into nodes on two streams, dense pairs one after the
+        other), the unpaired backward then forward layers, the sends, ``f``'s head and ``b``'s embedding. On ``b``'s
+        last backward of its chunk (``final``) each bucket's reduction follows its last layer, as in
+        :meth:`backward_step`."""
+        pp, n_v, progs, plan, host = self.pp, self.n_v, self.progs, self.plan, self.spec.host
+        vf, vb = f.chunk * pp + w.stage, b.chunk * pp + w.stage
+        fmb, fch, bmb, bch = f.microbatch, f.chunk, b.microbatch, b.chunk
+        ftag, btag = f"F{fmb}.c{fch}", f"B{bmb}.c{bch}"
+        f_layers = list(range(self.firsts[vf], self.firsts[vf] + self.spec.stage_layers[vf]))
+        b_layers = list(reversed(range(self.firsts[vb], self.firsts[vb] + self.spec.stage_layers[vb])))
+        ready = {bk.last_unit: bk for bk in self.buckets[vb]} if final and plan.overlap_grad_reduce else {}
+
+        def f_unit(unit: str) -> None:
+            what = {"emb": "emb_f", "head": "head_f"}.get(unit, "layer_f")
+            self._param_gate(w, fch, unit)
+            layer = int(unit[1:]) if what == "layer_f" else 0
+            self.run_steps(w, progs.program(what, layer), f"{ftag}.{unit}", "F", fmb, fch)
+
+        def b_done(unit: str) -> None:
+            if unit in ready:
+                self.gradient_sync(w, bch, ready[unit], "grad", self.gbytes, self.dp_kind)
+            if unit in ("head", "emb") and final and self.tied_sync:
+                self.tied_embeddings(w)
+
+        def b_unit(unit: str) -> None:
+            what = {"emb": "emb_b", "head": "head_b"}.get(unit, "layer_b")
+            layer = int(unit[1:]) if what == "layer_b" else 0
+            self.run_steps(w, progs.program(what, layer), f"{btag}.{unit}", "B", bmb, bch)
+            b_done(unit)
+
+        if vf > 0:
+            self.pipeline_p2p(w, (vf - 1) % pp, False, "F", fmb, fch, vf - 1)
+        if vf == 0:
+            f_unit("emb")
+        b_in: list[int] = []  # what the backward's next exchange waits for besides the compute chain
+        if vb < n_v - 1:
+            b_in.append(self.pipeline_p2p(w, (vb + 1) % pp, False, "B", bmb, bch, vb + 1))
+        if vb == n_v - 1:
+            b_unit("head")
+        lane: list[int] = []  # the last op on the expert-parallel communication stream
+        f_in: list[int] = []  # what the forward's next layer waits for besides the compute chain
+        for i in range(min(len(f_layers), len(b_layers))):
+            lf, lb = f_layers[i], b_layers[i]
+            fn = split_forward(progs.program("layer_f", lf))
+            bn = split_backward(progs.program("layer_b", lb))
+            if fn is None or bn is None:  # a dense layer: the two run one after the other
+                w.flush()
+                w.pending_join += f_in
+                f_unit(f"L{lf}")
+                w.flush()
+                w.pending_join += b_in
+                b_unit(f"L{lb}")
+                f_in, b_in = [], []
+                continue
+            ft, bt = f"{ftag}.L{lf}", f"{btag}.L{lb}"
+            chain = w.flush()
+            cb = self.run_side(w, bn.combine, bt, "B", bmb, bch, lane + b_in + ([] if chain is None else [chain]))
+            self._param_gate(w, fch, f"L{lf}")
+            w.pending_join += f_in
+            self.run_steps(w, fn.pre, ft, "F", fmb, fch, sync=False)
+            pre_f = w.flush()
+            w.pending_join += cb
+            self.run_steps(w, bn.mlp, bt, "B", bmb, bch)
+            mlp_b = w.flush()
+            sync = any(isinstance(st, L.Compute) and host.is_sync_step(st.name) for st in fn.pre)
+            df = self.run_side(w, fn.dispatch, ft, "F", fmb, fch, [*cb, *([] if pre_f is None else [pre_f])], sync)
+            db = self.run_side(w, bn.dispatch, bt, "B", bmb, bch, [*df, *([] if mlp_b is None else [mlp_b])])
+            w.pending_join += df
+            self.run_steps(w, fn.mlp, ft, "F", fmb, fch)
+            mlp_f = w.flush()
+            lane = f_in = self.run_side(w, fn.combine, ft, "F", fmb, fch, [*db, *([] if mlp_f is None else [mlp_f])])
+            w.pending_join += db
+            self.run_steps(w, bn.pre, bt, "B", bmb, bch)
+            b_in = []
+            b_done(f"L{lb}")
+        for lb in b_layers[len(f_layers) :]:
+            w.flush()
+            w.pending_join += b_in
+            b_unit(f"L{lb}")
+            b_in = []
+        for lf in f_layers[len(b_layers) :]:
+            w.flush()
+            w.pending_join += f_in
+            f_unit(f"L{lf}")
+            f_in = []
+        w.flush()
+        w.pending_join += f_in + b_in
+        if vf < n_v - 1:
+            self.pipeline_p2p(w, (vf + 1) % pp, True, "F", fmb, fch, vf)
+        if vb > 0:
+            self.pipeline_p2p(w, (vb - 1) % pp, True, "B", bmb, bch, vb)
+        if vf == n_v - 1:
+            f_unit("head")
+        if vb == 0:
+            b_unit("emb")
+
     def worker_program(self, stage: int, rep: int) -> Program:
         """The program of worker (stage, replica): its schedule, the late gradient syncs, the optimizer."""
         plan, pp = self.plan, self.pp
@@ -380,16 +498,22 @@ class IterationCompiler:
         w = _ProgramBuilder(
             stage, rep, tuple(s.rank for s in slots), tuple(s.gpu for s in slots), slots[0].gpu_type, self.ids
         )
-        steps = pipeline_schedule(plan.schedule, pp, stage, self.spec.replica_microbatches[rep], self.chunks)
+        m = self.spec.replica_microbatches[rep]
+        if plan.overlap_moe_expert_parallel_comm:
+            groups = combined_schedule(plan.schedule, pp, stage, m, self.chunks)
+        else:
+            groups = tuple((s,) for s in pipeline_schedule(plan.schedule, pp, stage, m, self.chunks))
         self._gates = {}
         if self.zero >= 1 and plan.overlap_param_gather and not self.fsdp:
             self.prefetch_params(w)
-        last_b = {s.chunk: i for i, s in enumerate(steps) if s.phase == "B"}
-        for i, s in enumerate(steps):
-            if s.phase == "F":
-                self.forward_step(w, s)
+        last_b = {s.chunk: i for i, g in enumerate(groups) for s in g if s.phase == "B"}
+        for i, g in enumerate(groups):
+            if len(g) == 2:
+                self.combined_step(w, g[0], g[1], i == last_b[g[1].chunk])
+            elif g[0].phase == "F":
+                self.forward_step(w, g[0])
             else:
-                self.backward_step(w, s, i == last_b[s.chunk])
+                self.backward_step(w, g[0], i == last_b[g[0].chunk])
         if not plan.overlap_grad_reduce and not self.fsdp:
             for c in range(self.chunks):
                 for bk in self.buckets[c * pp + stage]:

@@ -75,6 +75,12 @@ class ParallelismSpec:
             forward dispatch, an all-gather of the expert-parallel group's routing maps (one byte per token and
             expert) and a kernel that turns the gathered map into the exchange's layout (docs/collectives.md,
             "MoE token exchange"). Read only with ``moe_dispatcher = "flex"``.
+        overlap_moe_expert_parallel_comm: expert-parallel overlap (Megatron-Core's flag of that name): each steady
+            forward runs layer by layer together with another micro-batch's backward, the token dispatch and
+            combine of one on the communication stream behind the other's attention and experts
+            (:mod:`hetero_ns3.workload.ep_overlap`); one more warm-up forward. Needs ep > 1, the interleaved
+            schedule when pp > 1, and no full recomputation, no ``moe`` in ``recompute_modules``, no FSDP (as
+            Megatron-Core, whose FSDP path this does not model). Default off, as in Megatron.
         grad_reduce_dtype: gradient dtype on the wire: ``fp32`` (Megatron with bf16, ``accumulate_allreduce_grads_in_fp32``), ``bf16`` or ``fp16`` (2 bytes; Megatron 2021 fp16 runs reduced fp16 gradients).
         order: rank order, fastest-varying first: ``tp-pp-dp`` (default) or ``tp-dp-pp``.
         partition: ``auto`` (stage layers and replica microbatches proportional to throughput) or
@@ -103,6 +109,7 @@ class ParallelismSpec:
     tp_comm_overlap: bool = False
     moe_dispatcher: Literal["alltoall", "flex"] = "alltoall"
     moe_flex_backend: Literal["deepep", "hybridep"] = "deepep"
+    overlap_moe_expert_parallel_comm: bool = False
     grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
     order: Literal["tp-pp-dp", "tp-dp-pp"] = "tp-pp-dp"
     partition: Literal["auto", "uniform"] = "auto"
@@ -262,6 +269,8 @@ def check_plan(
                 f"must divide {mwhere}.experts ({model.experts})",
                 f"choose among {_divisors(model.experts)}",
             )
+    if plan.overlap_moe_expert_parallel_comm:
+        _check_ep_overlap(plan, where)
     if model.is_moe and tp > 1 and not plan.sequence_parallel:
         raise field_error(
             f"{where}.sequence_parallel", False, "must be true for MoE models with tp > 1 (as Megatron requires)"
@@ -349,3 +358,24 @@ def validate_order(order: str) -> tuple[str, ...]:
     if sorted(dims) != sorted(DIMS):
         raise ScenarioError(f"parallelism.order ({order!r}) must be a permutation of tp-pp-dp")
     return dims
+
+
+def _check_ep_overlap(plan: ParallelismSpec, where: str) -> None:
+    """Megatron-Core's conditions for ``overlap_moe_expert_parallel_comm`` (``TransformerConfig.__post_init__``),
+    and FSDP, whose combination this model does not build."""
+    key = f"{where}.overlap_moe_expert_parallel_comm"
+    if plan.ep < 2:
+        raise field_error(key, True, f"needs expert parallelism ({where}.ep is {plan.ep})", "set ep > 1 or turn it off")
+    if plan.pp > 1 and plan.schedule != "interleaved":
+        raise field_error(
+            key, True, f"needs {where}.schedule = 'interleaved' when pp > 1 (is {plan.schedule!r})",
+            "use the interleaved schedule with vpp > 1, as Megatron-Core requires",
+        )  # fmt: skip
+    if plan.recompute == "full":
+        raise field_error(key, True, f"cannot run with {where}.recompute = 'full'", "use 'selective' or 'none'")
+    if "moe" in plan.recomputed:
+        raise field_error(
+            key, True, f"cannot run with 'moe' in {where}.recompute_modules", "recompute 'moe_act' instead"
+        )
+    if plan.zero_stage >= 3:
+        raise field_error(key, True, f"is not modelled with FSDP ({where}.zero_stage 3)", "use zero_stage <= 2")

@@ -36,7 +36,7 @@ from hetero_ns3.workload.models import ModelSpec
 from hetero_ns3.workload.parallel import ParallelismSpec, check_plan, resolve_dp
 from hetero_ns3.workload.partition import chunk_layers, minmax_split, uniform_split
 from hetero_ns3.workload.placement import GpuLike, Placement, place
-from hetero_ns3.workload.schedule import peak_in_flight, pipeline_schedule
+from hetero_ns3.workload.schedule import combined_schedule, peak_in_flight, pipeline_schedule
 from hetero_ns3.workload.timing import replay
 
 
@@ -251,7 +251,10 @@ def estimate_memory(
                     )
                     for i in range(firsts[v], firsts[v] + spec.stage_layers[v])
                 )
-            steps = pipeline_schedule(plan.schedule, pp, s, m_rep, chunks)
+            if plan.overlap_moe_expert_parallel_comm:  # one more forward in flight (the extra warm-up)
+                steps = tuple(st for g in combined_schedule(plan.schedule, pp, s, m_rep, chunks) for st in g)
+            else:
+                steps = pipeline_schedule(plan.schedule, pp, s, m_rep, chunks)
             act = peak_in_flight(steps, weights)
             if plan.recompute == "full":  # one layer's activations live while it is recomputed
                 act += layer_activation_bytes(

@@ -88,6 +88,31 @@ def pipeline_schedule(kind: str, pp: int, rank: int, microbatches: int, vpp: int
     raise ScenarioError(f"parallelism.schedule ({kind!r}) must be one of ['1f1b', 'gpipe', 'interleaved']")
 
 
+def combined_schedule(kind: str, pp: int, rank: int, microbatches: int, vpp: int = 1) -> tuple[tuple[Step, ...], ...]:
+    """The schedule of ``pipeline_schedule`` as Megatron-Core runs it with expert-parallel overlap
+    (``overlap_moe_expert_parallel_comm``, ``combined_1f1b.py``): one more warm-up forward, then each steady
+    forward paired with a backward of another micro-batch (one group, run layer by layer together), then the
+    cool-down backwards. Groups of one or two steps (a pair: forward first).
+
+    Without pipelining (pp 1) the first forward runs alone, then forward i + 1 with backward i, then the last
+    backward alone (``combined_1f1b_schedule_for_no_pipelining``); the interleaved schedule adds one forward to
+    its warm-up (``get_pp_rank_microbatches``). Megatron requires the interleaved schedule when pp > 1."""
+    if pp > 1 and kind != "interleaved":
+        raise ScenarioError(
+            f"parallelism.overlap_moe_expert_parallel_comm needs parallelism.schedule = 'interleaved' when pp > 1 "
+            f"(is {kind!r}); set vpp > 1 with the interleaved schedule, as Megatron-Core requires"
+        )
+    steps = pipeline_schedule(kind, pp, rank, microbatches, vpp)
+    total = len(steps) // 2
+    w = min(warmup_steps(kind, pp, rank, microbatches, vpp) + 1, total)
+    fwd = [s for s in steps if s.phase == "F"]
+    bwd = [s for s in steps if s.phase == "B"]
+    out: list[tuple[Step, ...]] = [(f,) for f in fwd[:w]]
+    out += [(fwd[w + i], bwd[i]) for i in range(total - w)]
+    out += [(b,) for b in bwd[total - w :]]
+    return tuple(out)
+
+
 def peak_in_flight(steps: Sequence[Step], chunk_weight: Mapping[int, float] | None = None) -> float:
     """Largest weighted count of microbatches whose forward ran and backward did not yet.
 

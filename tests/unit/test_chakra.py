@@ -138,6 +138,7 @@ def _roundtrip(name: str, tmp_path: Path):
         "moe_ep",
         "moe_ep_flex",
         "moe_ep_host",
+        "moe_ep_overlap",
         "cp_ring",
         "cp_a2a",
     ],
@@ -150,7 +151,7 @@ def test_export_then_import_gives_the_same_plan(name, tmp_path):
     assert_same_plan(low.plan, imp.plan)
     assert dict(low.choices) == dict(imp.choices) and low.n_collectives == imp.n_collectives
     assert paths[-1].name == "comm_group.json"
-    if name == "moe_ep_host":
+    if name in ("moe_ep_host", "moe_ep_overlap"):
         host = low.plan.categories.index("host")
         assert np.count_nonzero(low.plan.category == host) > 0
     if name == "moe_ep_flex":

@@ -117,6 +117,14 @@ SCENARIOS = {
         model=MOE_MODEL,
         compute={"host_op": "20us", "host_launch": "5us", "host_sync_gap": "300us"},
     ),
+    # Expert-parallel overlap (forward and backward of two micro-batches layer by layer, the exchanges and their
+    # kernels on the EP stream, the synchronisation inside the dispatch), with the host model as above.
+    "moe_ep_overlap": lambda: _toy(
+        "mixed-2node",
+        {**MOE_EP, "moe_dispatcher": "flex", "moe_flex_backend": "hybridep", "overlap_moe_expert_parallel_comm": True},
+        model=MOE_MODEL,
+        compute={"host_op": "20us", "host_launch": "5us", "host_sync_gap": "300us"},
+    ),
 }
 
 
