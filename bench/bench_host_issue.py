@@ -23,7 +23,7 @@ from hetero_ns3.scenario.loader import load_scenario
 from hetero_ns3.topology import build_graph
 
 
-def _one(path: str, sets: list[str]) -> tuple[float, float, int, float]:
+def one_run(path: str, sets: list[str]) -> tuple[float, float, int, float]:
     """(lowering CPU s, replay CPU s, tasks, iteration s) of one run."""
     sc = load_scenario(path, sets)
     cluster = load_run_cluster(sc, "analytic")
@@ -46,7 +46,7 @@ def main() -> None:
     runs: dict[str, list[tuple[float, float, int, float]]] = {which: [] for which in variants}
     for _ in range(args.rounds):
         for which, sets in variants.items():
-            runs[which].append(_one(args.scenario, sets))
+            runs[which].append(one_run(args.scenario, sets))
     print("| model | tasks | lowering CPU s (median, range) | replay CPU s (median, range) | iteration s |")
     print("| --- | --- | --- | --- | --- |")
     for which, rs in runs.items():

@@ -46,6 +46,11 @@ from hetero_ns3.workload.schedule import combined_schedule, pipeline_schedule
 Groups = tuple[tuple[str, ...], ...]
 
 
+def _op(oid: int | None) -> list[int]:
+    """``[oid]``, or nothing before a program's first op."""
+    return [] if oid is None else [oid]
+
+
 class IterationCompiler:
     """Compiles one iteration of ``spec`` on ``placement`` into worker programs (:meth:`compile`)."""
 
@@ -450,22 +455,21 @@ class IterationCompiler:
                 f_in, b_in = [], []
                 continue
             ft, bt = f"{ftag}.L{lf}", f"{btag}.L{lb}"
-            chain = w.flush()
-            cb = self.run_side(w, bn.combine, bt, "B", bmb, bch, lane + b_in + ([] if chain is None else [chain]))
+            cb = self.run_side(w, bn.combine, bt, "B", bmb, bch, lane + b_in + _op(w.flush()))
             self._param_gate(w, fch, f"L{lf}")
             w.pending_join += f_in
             self.run_steps(w, fn.pre, ft, "F", fmb, fch, sync=False)
-            pre_f = w.flush()
+            pre_f = _op(w.flush())
             w.pending_join += cb
             self.run_steps(w, bn.mlp, bt, "B", bmb, bch)
-            mlp_b = w.flush()
+            mlp_b = _op(w.flush())
             sync = any(isinstance(st, L.Compute) and host.is_sync_step(st.name) for st in fn.pre)
-            df = self.run_side(w, fn.dispatch, ft, "F", fmb, fch, [*cb, *([] if pre_f is None else [pre_f])], sync)
-            db = self.run_side(w, bn.dispatch, bt, "B", bmb, bch, [*df, *([] if mlp_b is None else [mlp_b])])
+            df = self.run_side(w, fn.dispatch, ft, "F", fmb, fch, cb + pre_f, sync)
+            db = self.run_side(w, bn.dispatch, bt, "B", bmb, bch, df + mlp_b)
             w.pending_join += df
             self.run_steps(w, fn.mlp, ft, "F", fmb, fch)
-            mlp_f = w.flush()
-            lane = f_in = self.run_side(w, fn.combine, ft, "F", fmb, fch, [*db, *([] if mlp_f is None else [mlp_f])])
+            mlp_f = _op(w.flush())
+            lane = f_in = self.run_side(w, fn.combine, ft, "F", fmb, fch, db + mlp_f)
             w.pending_join += db
             self.run_steps(w, bn.pre, bt, "B", bmb, bch)
             b_in = []

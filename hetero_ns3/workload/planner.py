@@ -251,8 +251,11 @@ def estimate_memory(
                     )
                     for i in range(firsts[v], firsts[v] + spec.stage_layers[v])
                 )
-            if plan.overlap_moe_expert_parallel_comm:  # one more forward in flight (the extra warm-up)
-                steps = tuple(st for g in combined_schedule(plan.schedule, pp, s, m_rep, chunks) for st in g)
+            if plan.overlap_moe_expert_parallel_comm:
+                # the extra warm-up forward counts; inside a pair the backward frees a layer as the forward fills one,
+                # so the pair is counted backward first (about one layer low at its peak)
+                groups = combined_schedule(plan.schedule, pp, s, m_rep, chunks)
+                steps = tuple(st for g in groups for st in reversed(g))
             else:
                 steps = pipeline_schedule(plan.schedule, pp, s, m_rep, chunks)
             act = peak_in_flight(steps, weights)
