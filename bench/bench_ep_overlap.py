@@ -11,9 +11,8 @@ Usage (docs/benchmarks.md, "Expert-parallel overlap"):
 from __future__ import annotations
 
 import argparse
-import statistics
 
-from bench_host_issue import one_run
+from bench_host_issue import one_run, report
 
 
 def main() -> None:
@@ -27,20 +26,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for which, sets in variants.items():
             runs[which].append(one_run(args.scenario, sets))
-    print("| overlap | tasks | lowering CPU s (median, range) | replay CPU s (median, range) | iteration s |")
-    print("| --- | --- | --- | --- | --- |")
-    for which, rs in runs.items():
-        low = [r[0] for r in rs]
-        rep = [r[1] for r in rs]
-        print(
-            f"| {which} | {rs[0][2]:,} | {statistics.median(low):.2f} ({min(low):.2f}-{max(low):.2f}) "
-            f"| {statistics.median(rep):.2f} ({min(rep):.2f}-{max(rep):.2f}) | {rs[0][3]:.3f} |"
-        )
-    med = {w: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs)) for w, rs in runs.items()}
-    print(
-        f"on / off: tasks {runs['on'][0][2] / runs['off'][0][2]:.3f}x, lowering CPU {med['on'][0] / med['off'][0]:.2f}x, "
-        f"replay CPU {med['on'][1] / med['off'][1]:.2f}x"
-    )
+    report(runs, "overlap", "off")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,28 @@ def one_run(path: str, sets: list[str]) -> tuple[float, float, int, float]:
     return c1 - c0, c2 - c1, len(low.plan), float(np.max(times.finish_s))
 
 
+def report(runs: dict[str, list[tuple[float, float, int, float]]], head: str, base: str) -> None:
+    """Print one row per variant (tasks, lowering and replay CPU as median and range, iteration) and each variant's
+    ratios to ``base``."""
+    print(f"| {head} | tasks | lowering CPU s (median, range) | replay CPU s (median, range) | iteration s |")
+    print("| --- | --- | --- | --- | --- |")
+    med = {}
+    for which, rs in runs.items():
+        low = [r[0] for r in rs]
+        rep = [r[1] for r in rs]
+        med[which] = (statistics.median(low), statistics.median(rep), rs[0][2])
+        print(
+            f"| {which} | {rs[0][2]:,} | {med[which][0]:.2f} ({min(low):.2f}-{max(low):.2f}) "
+            f"| {med[which][1]:.2f} ({min(rep):.2f}-{max(rep):.2f}) | {rs[0][3]:.3f} |"
+        )
+    for which, (low, rep, tasks) in med.items():
+        if which != base:
+            b_low, b_rep, b_tasks = med[base]
+            print(
+                f"{which} / {base}: tasks {tasks / b_tasks:.3f}x, lowering CPU {low / b_low:.2f}x, replay CPU {rep / b_rep:.2f}x"
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("scenario")
@@ -47,20 +69,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for which, sets in variants.items():
             runs[which].append(one_run(args.scenario, sets))
-    print("| model | tasks | lowering CPU s (median, range) | replay CPU s (median, range) | iteration s |")
-    print("| --- | --- | --- | --- | --- |")
-    for which, rs in runs.items():
-        low = [r[0] for r in rs]
-        rep = [r[1] for r in rs]
-        print(
-            f"| {which} | {rs[0][2]:,} | {statistics.median(low):.2f} ({min(low):.2f}-{max(low):.2f}) "
-            f"| {statistics.median(rep):.2f} ({min(rep):.2f}-{max(rep):.2f}) | {rs[0][3]:.3f} |"
-        )
-    for which in ("default", "on"):
-        ratio_low = statistics.median(r[0] for r in runs[which]) / statistics.median(r[0] for r in runs["off"])
-        ratio_rep = statistics.median(r[1] for r in runs[which]) / statistics.median(r[1] for r in runs["off"])
-        ratio_tasks = runs[which][0][2] / runs["off"][0][2]
-        print(f"{which} / off: tasks {ratio_tasks:.3f}x, lowering CPU {ratio_low:.2f}x, replay CPU {ratio_rep:.2f}x")
+    report(runs, "model", "off")
 
 
 if __name__ == "__main__":

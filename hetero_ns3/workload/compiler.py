@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 from hetero_ns3.compute.gpus import GpuSpec
 from hetero_ns3.compute.roofline import Kernel, Roofline
@@ -194,82 +194,23 @@ class _ProgramBuilder:
         )
         return oid
 
-    def side_compute(
+    def side(
         self,
+        kind: Literal["compute", "comm"],
         name: str,
-        flops: float,
-        nbytes: float,
-        dur: float,
+        deps: Sequence[int],
         phase: str,
         mb: int,
         chunk: int,
-        deps: Sequence[int],
-        dim: str,
-        host: float = 0.0,
-        host_wait: bool = False,
+        **op: Any,
     ) -> int:
-        """A compute op on ``dim``'s communication stream after exactly ``deps`` (the kernels an expert-parallel
-        exchange runs on its own stream under overlap); the compute chain is left as it is."""
+        """An op on a communication stream after exactly ``deps``, neither on the compute chain nor joined: the nodes
+        of an expert-parallel exchange under overlap (its kernels on the stream of ``op["dim"]``, its collectives
+        asynchronous). ``op``: the other :class:`ProgramOp` fields."""
         self.flush()
         oid = self.ids.op()
         self.ops.append(
-            ProgramOp(
-                oid,
-                "compute",
-                self.ids.share(name),
-                "comm",
-                tuple(dict.fromkeys(deps)),
-                phase,
-                mb,
-                chunk,
-                flops,
-                nbytes,
-                dur,
-                dim=dim,
-                host=host,
-                host_wait=host_wait,
-            )
-        )
-        return oid
-
-    def side_comm(
-        self,
-        name: str,
-        collective: str,
-        nbytes: float,
-        groups: tuple[tuple[str, ...], ...],
-        dim: str,
-        inst: int,
-        phase: str,
-        mb: int,
-        chunk: int,
-        deps: Sequence[int],
-        host: float = 0.0,
-        host_wait: bool = False,
-    ) -> int:
-        """An asynchronous collective after exactly ``deps``, neither joined nor on the compute chain."""
-        self.flush()
-        oid = self.ids.op()
-        self.ops.append(
-            ProgramOp(
-                oid,
-                "comm",
-                self.ids.share(name),
-                "comm",
-                tuple(dict.fromkeys(deps)),
-                phase,
-                mb,
-                chunk,
-                0.0,
-                float(nbytes),
-                0.0,
-                collective,
-                dim,
-                inst,
-                self.ids.share(groups),
-                host,
-                host_wait=host_wait,
-            )
+            ProgramOp(oid, kind, self.ids.share(name), "comm", tuple(dict.fromkeys(deps)), phase, mb, chunk, **op)
         )
         return oid
 

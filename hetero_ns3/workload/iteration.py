@@ -156,12 +156,13 @@ class IterationCompiler:
                 continue
             if isinstance(st, L.Compute):
                 f, b, t = self.progs.cost(w.gpu_type, st.kernels)
-                oid = w.side_compute(f"{tag}.{st.name}", f, b, t, phase, mb, chunk, deps, "ep",
-                                     host.step_s(st.name, st.kernels), host_wait)  # fmt: skip
+                oid = w.side("compute", f"{tag}.{st.name}", deps, phase, mb, chunk, flops=f, bytes=b, duration=t,
+                             dim="ep", host=host.step_s(st.name, st.kernels), host_wait=host_wait)  # fmt: skip
             else:
                 groups, inst = self.comm_target(w, st, tag, phase, mb, chunk)
-                oid = w.side_comm(f"{tag}.{st.name}", st.collective, st.bytes, groups, st.dim, inst, phase, mb,
-                                  chunk, deps, host_wait=host_wait)  # fmt: skip
+                oid = w.side("comm", f"{tag}.{st.name}", deps, phase, mb, chunk, bytes=float(st.bytes),
+                             collective=st.collective, dim=st.dim, instance=inst, groups=self.ids.share(groups),
+                             host_wait=host_wait)  # fmt: skip
             deps, host_wait = [oid], False
         return deps
 
