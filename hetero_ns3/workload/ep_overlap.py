@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from hetero_ns3.workload.steps import Step
+from hetero_ns3.compute.roofline import Kernel
+from hetero_ns3.workload.steps import Compute, Step
 
 
 class ForwardNodes(NamedTuple):
@@ -96,3 +97,20 @@ def split_backward(steps: list[Step]) -> BackwardNodes | None:
     r = next((i for i in range(e + 1, len(steps)) if not names[i].startswith("moe.dispatch.bwd")), len(steps))
     shared, rest = _split_shared(steps[:c])
     return BackwardNodes(rest + steps[c:e], [steps[e]], steps[e + 1 : r], shared + steps[r:])
+
+
+def split_wgrad(steps: list[Step]) -> tuple[list[Step], list[Step]]:
+    """``steps`` without their weight-gradient GEMMs, and those GEMMs as one step after them (Megatron-Core's
+    ``delay_wgrad_compute``: the experts' ``backward_dw`` issued after the forward's dispatch)."""
+    rest: list[Step] = []
+    wgrad: list[Kernel] = []
+    for st in steps:
+        if isinstance(st, Compute):
+            late = [k.op == "gemm" and k.name.endswith(".wgrad") for k in st.kernels]
+            early = tuple(k for k, w in zip(st.kernels, late, strict=True) if not w)
+            wgrad += [k for k, w in zip(st.kernels, late, strict=True) if w]
+            if early:
+                rest.append(Compute(st.name, early))
+            continue
+        rest.append(st)
+    return rest, ([Compute(f"{_name(steps[0])}.dw", tuple(wgrad))] if wgrad else [])

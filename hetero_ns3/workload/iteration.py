@@ -38,7 +38,7 @@ from hetero_ns3.workload.compiler import (
     bucketize,
     params_in_grad_order,
 )
-from hetero_ns3.workload.ep_overlap import split_backward, split_forward
+from hetero_ns3.workload.ep_overlap import split_backward, split_forward, split_wgrad
 from hetero_ns3.workload.placement import Placement
 from hetero_ns3.workload.schedule import Step as PipelineStep
 from hetero_ns3.workload.schedule import combined_schedule, pipeline_schedule
@@ -462,10 +462,12 @@ class IterationCompiler:
             self.run_steps(w, fn.pre, ft, "F", fmb, fch, sync=False)
             pre_f = _op(w.flush())
             w.pending_join += cb
-            self.run_steps(w, bn.mlp, bt, "B", bmb, bch)
+            mlp_steps, dw_steps = split_wgrad(bn.mlp) if plan.delay_wgrad_compute else (bn.mlp, [])
+            self.run_steps(w, mlp_steps, bt, "B", bmb, bch)
             mlp_b = _op(w.flush())
             sync = any(isinstance(st, L.Compute) and host.is_sync_step(st.name) for st in fn.pre)
             df = self.run_side(w, fn.dispatch, ft, "F", fmb, fch, cb + pre_f, sync)
+            self.run_steps(w, dw_steps, bt, "B", bmb, bch)  # delayed expert weight gradients, after the dispatch
             db = self.run_side(w, bn.dispatch, bt, "B", bmb, bch, df + mlp_b)
             w.pending_join += df
             self.run_steps(w, fn.mlp, ft, "F", fmb, fch)

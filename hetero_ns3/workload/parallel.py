@@ -81,6 +81,9 @@ class ParallelismSpec:
             (:mod:`hetero_ns3.workload.ep_overlap`); one more warm-up forward. Needs ep > 1, the interleaved
             schedule when pp > 1, and no full recomputation, no ``moe`` in ``recompute_modules``, no FSDP (as
             Megatron-Core, whose FSDP path this does not model). Default off, as in Megatron.
+        delay_wgrad_compute: with ``overlap_moe_expert_parallel_comm``, the routed experts' weight-gradient GEMMs of
+            a paired backward are issued after the forward's dispatch, so the backward's dispatch waits only for the
+            data gradients (Megatron-Core's flag; its attention weight gradients are not delayed here).
         grad_reduce_dtype: gradient dtype on the wire: ``fp32`` (Megatron with bf16, ``accumulate_allreduce_grads_in_fp32``), ``bf16`` or ``fp16`` (2 bytes; Megatron 2021 fp16 runs reduced fp16 gradients).
         order: rank order, fastest-varying first: ``tp-pp-dp`` (default) or ``tp-dp-pp``.
         partition: ``auto`` (stage layers and replica microbatches proportional to throughput) or
@@ -110,6 +113,7 @@ class ParallelismSpec:
     moe_dispatcher: Literal["alltoall", "flex"] = "alltoall"
     moe_flex_backend: Literal["deepep", "hybridep"] = "deepep"
     overlap_moe_expert_parallel_comm: bool = False
+    delay_wgrad_compute: bool = False
     grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
     order: Literal["tp-pp-dp", "tp-dp-pp"] = "tp-pp-dp"
     partition: Literal["auto", "uniform"] = "auto"
@@ -271,6 +275,11 @@ def check_plan(
             )
     if plan.overlap_moe_expert_parallel_comm:
         _check_ep_overlap(plan, where)
+    elif plan.delay_wgrad_compute:
+        raise field_error(
+            f"{where}.delay_wgrad_compute", True, f"needs {where}.overlap_moe_expert_parallel_comm = true",
+            "turn on expert-parallel overlap or delay_wgrad_compute off (as Megatron-Bridge requires)",
+        )  # fmt: skip
     if model.is_moe and tp > 1 and not plan.sequence_parallel:
         raise field_error(
             f"{where}.sequence_parallel", False, "must be true for MoE models with tp > 1 (as Megatron requires)"

@@ -250,3 +250,22 @@ def test_overlap_with_pipelining_and_tensor_parallelism(par):
         sc = dataclasses.replace(sc, model=dataclasses.replace(sc.model, layers=4))
         ends.append(float(np.max(_lower(sc)[2].finish_s)))
     assert ends[1] < ends[0]
+
+
+def test_delayed_weight_gradients():
+    """``delay_wgrad_compute``: in each pair the experts' weight-gradient GEMMs leave the backward's expert node for
+    one op issued after the forward's dispatch, and the backward's dispatch waits for the data gradients only; the
+    FLOPs stay. Refused without overlap (Megatron-Bridge's rule)."""
+    plain, _, _ = _lower(_scenario(True))
+    delayed, _, _ = _lower(_scenario(True, parallelism={"delay_wgrad_compute": True}))
+    assert sum(o.flops for o in plain.ops[0]) == pytest.approx(sum(o.flops for o in delayed.ops[0]), rel=1e-12)
+    ops = {o.name: o for o in delayed.programs[0].ops}
+    dw = ops["B0.c0.L2.moe.experts.bwd.dw"]
+    mlp, dispatch_f = ops["B0.c0.L2.moe.experts.bwd"], ops["F1.c0.L0.moe.dispatch.a2a"]
+    dispatch_b = ops["B0.c0.L2.moe.dispatch.bwd.a2a"]
+    whole = {o.name: o for o in plain.programs[0].ops}["B0.c0.L2.moe.experts.bwd"]
+    assert mlp.flops + dw.flops == pytest.approx(whole.flops, rel=1e-12) and 0 < dw.flops < whole.flops
+    assert dispatch_f.id < dw.id < dispatch_b.id  # issued after the forward's dispatch, before the backward's
+    assert mlp.id in dispatch_b.deps and dw.id not in dispatch_b.deps
+    with pytest.raises(ScenarioError, match=r"delay_wgrad_compute \(True\) needs parallelism.overlap_moe"):
+        _lower(_scenario(False, parallelism={"delay_wgrad_compute": True}))
