@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench_host_issue import one_run, report
+from bench_host_issue import report, run_variants
 
 
 def main() -> None:
@@ -22,11 +22,7 @@ def main() -> None:
     args = ap.parse_args()
     flag = "parallelism.overlap_moe_expert_parallel_comm"
     variants = {"off": [f"{flag}=false"], "on": [f"{flag}=true"]}
-    runs: dict[str, list[tuple[float, float, int, float]]] = {which: [] for which in variants}
-    for _ in range(args.rounds):
-        for which, sets in variants.items():
-            runs[which].append(one_run(args.scenario, sets))
-    report(runs, "overlap", "off")
+    report(run_variants(args.scenario, variants, args.rounds), "overlap", "off")
 
 
 if __name__ == "__main__":

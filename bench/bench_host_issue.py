@@ -36,6 +36,17 @@ def one_run(path: str, sets: list[str]) -> tuple[float, float, int, float]:
     return c1 - c0, c2 - c1, len(low.plan), float(np.max(times.finish_s))
 
 
+def run_variants(
+    path: str, variants: dict[str, list[str]], rounds: int
+) -> dict[str, list[tuple[float, float, int, float]]]:
+    """:func:`one_run` of each variant (its ``--set`` overrides) in alternating rounds."""
+    runs: dict[str, list[tuple[float, float, int, float]]] = {which: [] for which in variants}
+    for _ in range(rounds):
+        for which, sets in variants.items():
+            runs[which].append(one_run(path, sets))
+    return runs
+
+
 def report(runs: dict[str, list[tuple[float, float, int, float]]], head: str, base: str) -> None:
     """Print one row per variant (tasks, lowering and replay CPU as median and range, iteration) and each variant's
     ratios to ``base``."""
@@ -65,11 +76,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     variants = {"off": ["compute.host_sync_gap=0s"], "default": [], "on": [f"compute.host_op={args.host_op}"]}
-    runs: dict[str, list[tuple[float, float, int, float]]] = {which: [] for which in variants}
-    for _ in range(args.rounds):
-        for which, sets in variants.items():
-            runs[which].append(one_run(args.scenario, sets))
-    report(runs, "model", "off")
+    report(run_variants(args.scenario, variants, args.rounds), "model", "off")
 
 
 if __name__ == "__main__":
