@@ -37,7 +37,8 @@ class Op:
         rank: global rank executing the op.
         kind: ``compute`` or ``comm``.
         name: label, e.g. ``"F3.c0.L12.attn"`` or ``"dp.rs.b2"``.
-        stream: ``compute`` (kernels and blocking TP/EP collectives) or ``comm`` (overlapped).
+        stream: ``compute`` (kernels and blocking TP/EP collectives) or ``comm`` (overlapped collectives, and under
+            expert-parallel overlap the kernels of an exchange, on its dimension's communicator stream).
         deps: ids of the ops that must finish first (complete list).
         phase: ``F`` forward, ``B`` backward (recomputation included), ``opt`` optimizer and
             gradient synchronization.
