@@ -439,19 +439,22 @@ class _HostState:
         """Rank -> the GPU task its host waits for before issuing its next op."""
         self.gaps: SyncGaps | None = None
 
-    def waits(self, n: _Node) -> bool:
-        """Whether the host synchronises on node ``n``'s dependencies before issuing it (and so carries its gaps)."""
-        if not bool(attr_value(n.node, ATTR_HOST_WAIT, False)):
-            return False
+    @staticmethod
+    def waits(n: _Node) -> bool:
+        """Whether the host synchronises on node ``n``'s dependencies before issuing it."""
+        return bool(attr_value(n.node, ATTR_HOST_WAIT, False))
+
+    def _gaps_of(self, n: _Node) -> None:
+        """Start the gap draws at the first node that carries their mean."""
         gap_s = float(attr_value(n.node, ATTR_HOST_GAP, 0.0) or 0.0)
         if gap_s > 0 and self.gaps is None:
             self.gaps = SyncGaps(gap_s)
-        return True
 
     def gate(self, builder: PlanBuilder, gpu: str, n: _Node, deps: list[int]) -> list[int]:
         """``deps`` with the host task that issues node ``n`` on ``gpu``, where the model gives it one."""
         host_s = float(attr_value(n.node, ATTR_HOST, 0.0) or 0.0)
         if self.waits(n):
+            self._gaps_of(n)
             return host_wait_gate(builder, builder.gpu_index(gpu), host_s, n.node.name, deps, self.gaps)
         if host_s > 0 or bool(attr_value(n.node, ATTR_HOST_SYNC, False)) or n.rank in self.wait:
             return host_gate(builder, builder.gpu_index(gpu), host_s, n.node.name, deps, self.wait, n.rank, self.gaps)
@@ -461,9 +464,7 @@ class _HostState:
         """Record a synchronising compute op (the host waits for ``task``) and the gaps' mean it carries."""
         if bool(attr_value(n.node, ATTR_HOST_SYNC, False)):
             self.wait[n.rank] = task
-            gap_s = float(attr_value(n.node, ATTR_HOST_GAP, 0.0) or 0.0)
-            if gap_s > 0 and self.gaps is None:
-                self.gaps = SyncGaps(gap_s)
+            self._gaps_of(n)
 
 
 def _routing_text(routing: tuple[int, int] | None) -> str:

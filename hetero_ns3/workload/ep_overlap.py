@@ -15,17 +15,23 @@ of the two streams instead of the sum of all eight. The dispatcher's host synchr
 step) happens inside ``dispatch(f)``, after the host has issued ``mlp(b)``: the host waits while the GPU runs the
 other micro-batch's experts. The shared expert runs in the pre-dispatch node (forward) and so in its backward.
 
-This module splits a layer's step program (:mod:`hetero_ns3.workload.moe`) into those nodes; the compiler
-(:meth:`hetero_ns3.workload.iteration.IterationCompiler.combined_step`) emits them. Dense layers have no exchange
-and run whole (:func:`split_forward` returns ``None``).
+This module splits a layer's step program (:mod:`hetero_ns3.workload.moe`) into those nodes and emits a combined
+step (:func:`combined_step`, called by :class:`hetero_ns3.workload.iteration.IterationCompiler` for the pairs of
+:func:`~hetero_ns3.workload.schedule.combined_schedule`). Dense layers have no exchange and run whole
+(:func:`split_forward` returns ``None``).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from hetero_ns3.compute.roofline import Kernel
 from hetero_ns3.workload.steps import Compute, Step
+
+if TYPE_CHECKING:
+    from hetero_ns3.workload.compiler import _ProgramBuilder
+    from hetero_ns3.workload.iteration import IterationCompiler
+    from hetero_ns3.workload.schedule import Step as PipelineStep
 
 
 class ForwardNodes(NamedTuple):
@@ -114,3 +120,100 @@ def split_wgrad(steps: list[Step]) -> tuple[list[Step], list[Step]]:
             continue
         rest.append(st)
     return rest, ([Compute(f"{_name(steps[0])}.dw", tuple(wgrad))] if wgrad else [])
+
+
+def _op(oid: int | None) -> list[int]:
+    """``[oid]``, or nothing before a program's first op."""
+    return [] if oid is None else [oid]
+
+
+def combined_step(ic: IterationCompiler, w: _ProgramBuilder, f: PipelineStep, b: PipelineStep, final: bool) -> None:
+    """Forward ``f`` and backward ``b`` (of another micro-batch) together under expert-parallel overlap
+    (``parallelism.overlap_moe_expert_parallel_comm``) on worker ``w`` of compiler ``ic``, in Megatron-Core's
+    order (``TransformerModelChunkSchedulePlan.run``): receives, ``f``'s embedding, ``b``'s head, then forward
+    layer i with backward layer n - 1 - i (MoE pairs split into nodes on two streams, dense pairs one after the
+    other), the unpaired backward then forward layers, the sends, ``f``'s head and ``b``'s embedding. On ``b``'s
+    last backward of its chunk (``final``) each bucket's reduction follows its last layer, as in
+    :meth:`~hetero_ns3.workload.iteration.IterationCompiler.backward_step`."""
+    pp, n_v, progs, plan, host = ic.pp, ic.n_v, ic.progs, ic.plan, ic.spec.host
+    vf, vb = f.chunk * pp + w.stage, b.chunk * pp + w.stage
+    fmb, fch, bmb, bch = f.microbatch, f.chunk, b.microbatch, b.chunk
+    ftag, btag = f"F{fmb}.c{fch}", f"B{bmb}.c{bch}"
+    f_layers = list(range(ic.firsts[vf], ic.firsts[vf] + ic.spec.stage_layers[vf]))
+    b_layers = list(reversed(range(ic.firsts[vb], ic.firsts[vb] + ic.spec.stage_layers[vb])))
+    ready = {bk.last_unit: bk for bk in ic.buckets[vb]} if final and plan.overlap_grad_reduce else {}
+
+    def f_unit(unit: str) -> None:
+        ic.param_gate(w, fch, unit)
+        ic.run_unit(w, unit, ftag, "F", fmb, fch)
+
+    def b_unit(unit: str) -> None:
+        ic.run_unit(w, unit, btag, "B", bmb, bch)
+        ic.backward_unit_done(w, unit, bch, ready, final)
+
+    if vf > 0:
+        ic.pipeline_p2p(w, (vf - 1) % pp, False, "F", fmb, fch, vf - 1)
+    if vf == 0:
+        f_unit("emb")
+    b_in: list[int] = []  # what the backward's next exchange waits for besides the compute chain
+    if vb < n_v - 1:
+        b_in.append(ic.pipeline_p2p(w, (vb + 1) % pp, False, "B", bmb, bch, vb + 1))
+    if vb == n_v - 1:
+        b_unit("head")
+    lane: list[int] = []  # the last op on the expert-parallel communication stream
+    f_in: list[int] = []  # what the forward's next layer waits for besides the compute chain
+    for i in range(min(len(f_layers), len(b_layers))):
+        lf, lb = f_layers[i], b_layers[i]
+        fn = split_forward(progs.program("layer_f", lf))
+        bn = split_backward(progs.program("layer_b", lb))
+        if fn is None or bn is None:  # a dense layer: the two run one after the other
+            w.flush()
+            w.pending_join += f_in
+            f_unit(f"L{lf}")
+            w.flush()
+            w.pending_join += b_in
+            b_unit(f"L{lb}")
+            f_in, b_in = [], []
+            continue
+        ft, bt = f"{ftag}.L{lf}", f"{btag}.L{lb}"
+        cb = ic.run_side(w, bn.combine, bt, "B", bmb, bch, lane + b_in + _op(w.flush()))
+        ic.param_gate(w, fch, f"L{lf}")
+        w.pending_join += f_in
+        ic.run_steps(w, fn.pre, ft, "F", fmb, fch, sync=False)
+        pre_f = _op(w.flush())
+        w.pending_join += cb
+        mlp_steps, dw_steps = split_wgrad(bn.mlp) if plan.delay_wgrad_compute else (bn.mlp, [])
+        ic.run_steps(w, mlp_steps, bt, "B", bmb, bch)
+        mlp_b = _op(w.flush())
+        sync = any(isinstance(st, Compute) and host.is_sync_step(st.name) for st in fn.pre)
+        df = ic.run_side(w, fn.dispatch, ft, "F", fmb, fch, cb + pre_f, sync)
+        ic.run_steps(w, dw_steps, bt, "B", bmb, bch)  # delayed expert weight gradients, after the dispatch
+        db = ic.run_side(w, bn.dispatch, bt, "B", bmb, bch, df + mlp_b)
+        w.pending_join += df
+        ic.run_steps(w, fn.mlp, ft, "F", fmb, fch)
+        mlp_f = _op(w.flush())
+        lane = f_in = ic.run_side(w, fn.combine, ft, "F", fmb, fch, db + mlp_f)
+        w.pending_join += db
+        ic.run_steps(w, bn.pre, bt, "B", bmb, bch)
+        b_in = []
+        ic.backward_unit_done(w, f"L{lb}", bch, ready, final)
+    for lb in b_layers[len(f_layers) :]:
+        w.flush()
+        w.pending_join += b_in
+        b_unit(f"L{lb}")
+        b_in = []
+    for lf in f_layers[len(b_layers) :]:
+        w.flush()
+        w.pending_join += f_in
+        f_unit(f"L{lf}")
+        f_in = []
+    w.flush()
+    w.pending_join += f_in + b_in
+    if vf < n_v - 1:
+        ic.pipeline_p2p(w, (vf + 1) % pp, True, "F", fmb, fch, vf)
+    if vb > 0:
+        ic.pipeline_p2p(w, (vb - 1) % pp, True, "B", bmb, bch, vb)
+    if vf == n_v - 1:
+        f_unit("head")
+    if vb == 0:
+        b_unit("emb")

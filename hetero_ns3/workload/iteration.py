@@ -14,7 +14,9 @@ steps that follow Megatron-LM's iteration:
   every micro-batch;
 * :meth:`~IterationCompiler.tied_embeddings`: the embedding-gradient all-reduce between first and last stage;
 * :meth:`~IterationCompiler.optimizer_step`: the Adam step over the local shard, the parameter
-  all-gathers and the host overhead.
+  all-gathers and the host overhead;
+* under expert-parallel overlap, :func:`~hetero_ns3.workload.ep_overlap.combined_step`: a forward and a backward
+  of two micro-batches together.
 
 Ids are handed out in emission order, so the order of these calls fixes the workload (deterministic
 for a scenario). docs/workload.md describes what each step contains.
@@ -38,17 +40,12 @@ from hetero_ns3.workload.compiler import (
     bucketize,
     params_in_grad_order,
 )
-from hetero_ns3.workload.ep_overlap import split_backward, split_forward, split_wgrad
+from hetero_ns3.workload.ep_overlap import combined_step
 from hetero_ns3.workload.placement import Placement
 from hetero_ns3.workload.schedule import Step as PipelineStep
 from hetero_ns3.workload.schedule import combined_schedule, pipeline_schedule
 
 Groups = tuple[tuple[str, ...], ...]
-
-
-def _op(oid: int | None) -> list[int]:
-    """``[oid]``, or nothing before a program's first op."""
-    return [] if oid is None else [oid]
 
 
 class IterationCompiler:
@@ -322,7 +319,7 @@ class IterationCompiler:
 
     def prefetch_params(self, w: _ProgramBuilder) -> None:
         """``overlap_param_gather``: every bucket's parameter all-gather at the start of the iteration (the
-        parameters of the previous optimizer step), in forward order; :meth:`_param_gate` makes the
+        parameters of the previous optimizer step), in forward order; :meth:`param_gate` makes the
         first forward of a bucket's earliest unit wait for it."""
         self._gates: dict[tuple[int, str], list[int]] = {}
         for c in range(self.chunks):
@@ -332,7 +329,8 @@ class IterationCompiler:
                 if len(w.sync_ops) > before:
                     self._gates[(c, bk.last_unit)] = w.sync_ops[before:]
 
-    def _param_gate(self, w: _ProgramBuilder, chunk: int, unit: str) -> None:
+    def param_gate(self, w: _ProgramBuilder, chunk: int, unit: str) -> None:
+        """Make the next compute op wait for the prefetched parameter all-gather whose bucket ``unit`` opens."""
         gate = self._gates.pop((chunk, unit), None)
         if gate:
             w.flush()
@@ -340,9 +338,25 @@ class IterationCompiler:
 
     # -- schedule steps ------------------------------------------------------------------------
 
+    def run_unit(self, w: _ProgramBuilder, unit: str, tag: str, phase: str, mb: int, chunk: int) -> None:
+        """Emit one unit's program (``emb``, ``head`` or ``L<i>``) in ``phase`` F or B, tagged ``{tag}.{unit}``."""
+        kind = {"emb": "emb", "head": "head"}.get(unit, "layer")
+        layer = int(unit[1:]) if kind == "layer" else 0
+        self.run_steps(w, self.progs.program(f"{kind}_{phase.lower()}", layer), f"{tag}.{unit}", phase, mb, chunk)
+
+    def backward_unit_done(
+        self, w: _ProgramBuilder, unit: str, chunk: int, ready: dict[str, Bucket], final: bool
+    ) -> None:
+        """After a unit's backward: the reduction of the bucket it completes (``ready``: bucket by last unit) and, on
+        the chunk's last backward, the tied embeddings' all-reduce after the head or embedding."""
+        if unit in ready:
+            self.gradient_sync(w, chunk, ready[unit], "grad", self.gbytes, self.dp_kind)
+        if unit in ("head", "emb") and final and self.tied_sync:
+            self.tied_embeddings(w)
+
     def forward_step(self, w: _ProgramBuilder, s: PipelineStep) -> None:
         """Forward of one microbatch on one chunk: receive, embedding, layers, head or send."""
-        pp, n_v, progs = self.pp, self.n_v, self.progs
+        pp, n_v = self.pp, self.n_v
         v = s.chunk * pp + w.stage
         first, n_layers = self.firsts[v], self.spec.stage_layers[v]
         tag, mb, ch = f"{s.phase}{s.microbatch}.c{s.chunk}", s.microbatch, s.chunk
@@ -352,15 +366,13 @@ class IterationCompiler:
         units += ["head"] if v == n_v - 1 else []
 
         def run(unit: str) -> None:
-            what = {"emb": "emb_f", "head": "head_f"}.get(unit, "layer_f")
-            layer = int(unit[1:]) if what == "layer_f" else 0
-            self.run_steps(w, progs.program(what, layer), f"{tag}.{unit}", "F", mb, ch)
+            self.run_unit(w, unit, tag, "F", mb, ch)
 
         if self.fsdp:
             self.fsdp_units(w, v, ch, "F", mb, units, run)
         else:
             for unit in units:
-                self._param_gate(w, ch, unit)
+                self.param_gate(w, ch, unit)
                 run(unit)
         if v < n_v - 1:
             self.pipeline_p2p(w, (v + 1) % pp, True, "F", mb, ch, v)
@@ -368,8 +380,7 @@ class IterationCompiler:
     def backward_step(self, w: _ProgramBuilder, s: PipelineStep, final: bool) -> None:
         """Backward of one microbatch on one chunk; on the chunk's last backward (``final``) each
         bucket's reduction is issued as soon as its last unit is done (overlapped DDP)."""
-        pp, n_v, progs, plan = self.pp, self.n_v, self.progs, self.plan
-        gbytes, dp_kind = self.gbytes, self.dp_kind
+        pp, n_v, plan = self.pp, self.n_v, self.plan
         v = s.chunk * pp + w.stage
         first, n_layers = self.firsts[v], self.spec.stage_layers[v]
         tag, mb, ch = f"{s.phase}{s.microbatch}.c{s.chunk}", s.microbatch, s.chunk
@@ -381,13 +392,8 @@ class IterationCompiler:
         units += ["emb"] if v == 0 else []
 
         def run(unit: str) -> None:
-            what = {"emb": "emb_b", "head": "head_b"}.get(unit, "layer_b")
-            layer = int(unit[1:]) if what == "layer_b" else 0
-            self.run_steps(w, progs.program(what, layer), f"{tag}.{unit}", "B", mb, ch)
-            if unit in ready:
-                self.gradient_sync(w, ch, ready[unit], "grad", gbytes, dp_kind)
-            if unit in ("head", "emb") and final and self.tied_sync:
-                self.tied_embeddings(w)
+            self.run_unit(w, unit, tag, "B", mb, ch)
+            self.backward_unit_done(w, unit, ch, ready, final)
 
         if fsdp:
             self.fsdp_units(w, v, ch, "B", mb, units, run)
@@ -396,107 +402,6 @@ class IterationCompiler:
                 run(unit)
         if v > 0:
             self.pipeline_p2p(w, (v - 1) % pp, True, "B", mb, ch, v)
-
-    def combined_step(self, w: _ProgramBuilder, f: PipelineStep, b: PipelineStep, final: bool) -> None:
-        """Forward ``f`` and backward ``b`` (of another micro-batch) together under expert-parallel overlap
-        (``parallelism.overlap_moe_expert_parallel_comm``; :mod:`~hetero_ns3.workload.ep_overlap`), in Megatron-Core's
-        order (``TransformerModelChunkSchedulePlan.run``): receives, ``f``'s embedding, ``b``'s head, then forward
-        layer i with backward layer n - 1 - i (MoE pairs split into nodes on two streams, dense pairs one after the
-        other), the unpaired backward then forward layers, the sends, ``f``'s head and ``b``'s embedding. On ``b``'s
-        last backward of its chunk (``final``) each bucket's reduction follows its last layer, as in
-        :meth:`backward_step`."""
-        pp, n_v, progs, plan, host = self.pp, self.n_v, self.progs, self.plan, self.spec.host
-        vf, vb = f.chunk * pp + w.stage, b.chunk * pp + w.stage
-        fmb, fch, bmb, bch = f.microbatch, f.chunk, b.microbatch, b.chunk
-        ftag, btag = f"F{fmb}.c{fch}", f"B{bmb}.c{bch}"
-        f_layers = list(range(self.firsts[vf], self.firsts[vf] + self.spec.stage_layers[vf]))
-        b_layers = list(reversed(range(self.firsts[vb], self.firsts[vb] + self.spec.stage_layers[vb])))
-        ready = {bk.last_unit: bk for bk in self.buckets[vb]} if final and plan.overlap_grad_reduce else {}
-
-        def f_unit(unit: str) -> None:
-            what = {"emb": "emb_f", "head": "head_f"}.get(unit, "layer_f")
-            self._param_gate(w, fch, unit)
-            layer = int(unit[1:]) if what == "layer_f" else 0
-            self.run_steps(w, progs.program(what, layer), f"{ftag}.{unit}", "F", fmb, fch)
-
-        def b_done(unit: str) -> None:
-            if unit in ready:
-                self.gradient_sync(w, bch, ready[unit], "grad", self.gbytes, self.dp_kind)
-            if unit in ("head", "emb") and final and self.tied_sync:
-                self.tied_embeddings(w)
-
-        def b_unit(unit: str) -> None:
-            what = {"emb": "emb_b", "head": "head_b"}.get(unit, "layer_b")
-            layer = int(unit[1:]) if what == "layer_b" else 0
-            self.run_steps(w, progs.program(what, layer), f"{btag}.{unit}", "B", bmb, bch)
-            b_done(unit)
-
-        if vf > 0:
-            self.pipeline_p2p(w, (vf - 1) % pp, False, "F", fmb, fch, vf - 1)
-        if vf == 0:
-            f_unit("emb")
-        b_in: list[int] = []  # what the backward's next exchange waits for besides the compute chain
-        if vb < n_v - 1:
-            b_in.append(self.pipeline_p2p(w, (vb + 1) % pp, False, "B", bmb, bch, vb + 1))
-        if vb == n_v - 1:
-            b_unit("head")
-        lane: list[int] = []  # the last op on the expert-parallel communication stream
-        f_in: list[int] = []  # what the forward's next layer waits for besides the compute chain
-        for i in range(min(len(f_layers), len(b_layers))):
-            lf, lb = f_layers[i], b_layers[i]
-            fn = split_forward(progs.program("layer_f", lf))
-            bn = split_backward(progs.program("layer_b", lb))
-            if fn is None or bn is None:  # a dense layer: the two run one after the other
-                w.flush()
-                w.pending_join += f_in
-                f_unit(f"L{lf}")
-                w.flush()
-                w.pending_join += b_in
-                b_unit(f"L{lb}")
-                f_in, b_in = [], []
-                continue
-            ft, bt = f"{ftag}.L{lf}", f"{btag}.L{lb}"
-            cb = self.run_side(w, bn.combine, bt, "B", bmb, bch, lane + b_in + _op(w.flush()))
-            self._param_gate(w, fch, f"L{lf}")
-            w.pending_join += f_in
-            self.run_steps(w, fn.pre, ft, "F", fmb, fch, sync=False)
-            pre_f = _op(w.flush())
-            w.pending_join += cb
-            mlp_steps, dw_steps = split_wgrad(bn.mlp) if plan.delay_wgrad_compute else (bn.mlp, [])
-            self.run_steps(w, mlp_steps, bt, "B", bmb, bch)
-            mlp_b = _op(w.flush())
-            sync = any(isinstance(st, L.Compute) and host.is_sync_step(st.name) for st in fn.pre)
-            df = self.run_side(w, fn.dispatch, ft, "F", fmb, fch, cb + pre_f, sync)
-            self.run_steps(w, dw_steps, bt, "B", bmb, bch)  # delayed expert weight gradients, after the dispatch
-            db = self.run_side(w, bn.dispatch, bt, "B", bmb, bch, df + mlp_b)
-            w.pending_join += df
-            self.run_steps(w, fn.mlp, ft, "F", fmb, fch)
-            mlp_f = _op(w.flush())
-            lane = f_in = self.run_side(w, fn.combine, ft, "F", fmb, fch, db + mlp_f)
-            w.pending_join += db
-            self.run_steps(w, bn.pre, bt, "B", bmb, bch)
-            b_in = []
-            b_done(f"L{lb}")
-        for lb in b_layers[len(f_layers) :]:
-            w.flush()
-            w.pending_join += b_in
-            b_unit(f"L{lb}")
-            b_in = []
-        for lf in f_layers[len(b_layers) :]:
-            w.flush()
-            w.pending_join += f_in
-            f_unit(f"L{lf}")
-            f_in = []
-        w.flush()
-        w.pending_join += f_in + b_in
-        if vf < n_v - 1:
-            self.pipeline_p2p(w, (vf + 1) % pp, True, "F", fmb, fch, vf)
-        if vb > 0:
-            self.pipeline_p2p(w, (vb - 1) % pp, True, "B", bmb, bch, vb)
-        if vf == n_v - 1:
-            f_unit("head")
-        if vb == 0:
-            b_unit("emb")
 
     def worker_program(self, stage: int, rep: int) -> Program:
         """The program of worker (stage, replica): its schedule, the late gradient syncs, the optimizer."""
@@ -516,7 +421,7 @@ class IterationCompiler:
         last_b = {s.chunk: i for i, g in enumerate(groups) for s in g if s.phase == "B"}
         for i, g in enumerate(groups):
             if len(g) == 2:
-                self.combined_step(w, g[0], g[1], i == last_b[g[1].chunk])
+                combined_step(self, w, g[0], g[1], i == last_b[g[1].chunk])
             elif g[0].phase == "F":
                 self.forward_step(w, g[0])
             else:
