@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,12 +137,22 @@ def load_suite(path: str | Path | None = None) -> tuple[Path, tuple[Case, ...]]:
     return p.parent, tuple(cases)
 
 
+def gpu_types_label(types: Iterable[str]) -> str:
+    """The GPU types of a case as one label: sorted, distinct, joined by ``+`` (``A100-SXM4-80GB+H100-SXM``)."""
+    return "+".join(sorted({t for t in types if t}))
+
+
 def simulate_scenario(path: Path, overrides: Sequence[str] = ()) -> dict[str, float]:
     """Plan, lower and replay one iteration of a scenario on the analytic backend (no run directory).
 
     Returns ``step_time_s``, ``mfu_pct`` (model FLOPs without recomputation over the summed peaks)
     and ``compute_only_s``.
     """
+    return _simulate_scenario(path, overrides)[0]
+
+
+def _simulate_scenario(path: Path, overrides: Sequence[str] = ()) -> tuple[dict[str, float], str]:
+    """:func:`simulate_scenario` and the cluster's GPU types (:func:`gpu_types_label`)."""
     from hetero_ns3.network.analytic.backend import AnalyticBackend
     from hetero_ns3.pipeline import gpu_meta, load_run_cluster, lower_scenario
     from hetero_ns3.results import summarize
@@ -168,11 +178,12 @@ def simulate_scenario(path: Path, overrides: Sequence[str] = ()) -> dict[str, fl
     plan = summary_columns(plan)
     summary = summarize(plan, job.run().times, meta, None)
     t = summary.iteration_time_s
-    return {
+    detail = {
         "step_time_s": t,
         "mfu_pct": 100.0 * model_flops / (t * peak_flops) if t else 0.0,
         "compute_only_s": compute_only,
     }
+    return detail, gpu_types_label(g.gpu_type for g in cluster.gpus())
 
 
 def simulate_collective(case: Case, base: Path | None = None) -> dict[str, float]:
@@ -180,6 +191,11 @@ def simulate_collective(case: Case, base: Path | None = None) -> dict[str, float
 
     A topology ending in ``.toml`` is read relative to ``base`` (the suite's folder) when it exists there.
     """
+    return _simulate_collective(case, base)[0]
+
+
+def _simulate_collective(case: Case, base: Path | None = None) -> tuple[dict[str, float], str]:
+    """:func:`simulate_collective` and the group's GPU types (:func:`gpu_types_label`)."""
     from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, busbw_factor, plan_collective
     from hetero_ns3.network.analytic import simulate_plan
     from hetero_ns3.plan.builder import PlanBuilder
@@ -196,7 +212,8 @@ def simulate_collective(case: Case, base: Path | None = None) -> dict[str, float
     plan_collective(builder, call, env)
     t = simulate_plan(graph, builder.build(), seed=1).times.makespan_s
     algbw = case.size / t / 1e9
-    return {"time_s": t, "algbw_GBps": algbw, "busbw_GBps": algbw * busbw_factor(call.op, len(group))}
+    detail = {"time_s": t, "algbw_GBps": algbw, "busbw_GBps": algbw * busbw_factor(call.op, len(group))}
+    return detail, gpu_types_label(env.gpu_type(g) for g in group)
 
 
 def simulate_incast(case: Case) -> dict[str, float]:
@@ -246,11 +263,15 @@ class Outcome:
     detail: dict[str, float]
     failure: str = ""
     """Why the case could not be simulated (its input error, as the CLI would print it); "" when it ran."""
+    gpu_types: str = ""
+    """The GPU types the case simulates (:func:`gpu_types_label`); "" for the incast (hosts, no GPU) and a failure."""
 
     def record(self) -> dict[str, Any]:
         c = self.case
         return {
             "case": c.name,
+            "kind": c.kind,
+            "gpu_types": self.gpu_types,
             "metric": c.metric,
             "published": c.published,
             "simulated": None if self.failure else self.simulated,
@@ -268,17 +289,19 @@ class Outcome:
 def run_case(case: Case, base: Path) -> Outcome:
     """Simulate one case and compare it with its published value."""
     t0 = time.perf_counter()
+    types = ""
     if case.kind == "scenario":
-        detail = simulate_scenario(base / case.scenario, case.overrides)
+        detail, types = _simulate_scenario(base / case.scenario, case.overrides)
     elif case.kind == "incast":
         detail = simulate_incast(case)
     elif case.kind == "layer":
-        detail = simulate_layer(case)
+        detail, types = simulate_layer(case), case.gpu_type
     else:
-        detail = simulate_collective(case, base)
+        detail, types = _simulate_collective(case, base)
     sim = detail[case.metric]
     err = 100.0 * (sim - case.published) / case.published
-    return Outcome(case, sim, err, abs(err) <= 100.0 * case.tolerance, time.perf_counter() - t0, detail)
+    within = abs(err) <= 100.0 * case.tolerance
+    return Outcome(case, sim, err, within, time.perf_counter() - t0, detail, gpu_types=types)
 
 
 def run_case_or_failure(case: Case, base: Path) -> Outcome:

@@ -30,7 +30,7 @@ TEMPLATE = "report.html.j2"
 MAX_GROUPS = 12
 
 
-def _env():
+def template_env():
     import jinja2
 
     return jinja2.Environment(
@@ -40,7 +40,7 @@ def _env():
     )
 
 
-def _png(fig: Figure) -> str:
+def png_uri(fig: Figure) -> str:
     buf = io.BytesIO()
     FigureCanvasAgg(fig)
     fig.savefig(buf, format="png", dpi=90)
@@ -83,7 +83,7 @@ def _ports_figure(series: pd.DataFrame) -> str:
     ax.legend(fontsize=7, ncol=2, loc="upper right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    return _png(fig)
+    return png_uri(fig)
 
 
 def _href(target: Path, page_dir: Path | None) -> str:
@@ -186,7 +186,7 @@ def _short(text: str, n: int = MAX_LABEL) -> str:
 
 
 def _axis_figure(df: pd.DataFrame, axis: str, others: list[str], kind: str) -> str:
-    return _png(axis_figure(df, axis, others, kind))
+    return png_uri(axis_figure(df, axis, others, kind))
 
 
 def axis_figure(df: pd.DataFrame, axis: str, others: list[str], kind: str) -> Figure:
@@ -284,6 +284,10 @@ def render_report(path: str | Path, out: str | Path | None = None, top: int = 15
     """Render the report of a run or study directory to ``out`` (default: ``<dir>/report.html``)."""
     root = Path(path)
     dest = Path(out) if out else root / "report.html"
+    if (root / "validation.json").is_file() and not (root / "summary.json").is_file():
+        from hetero_ns3.studies.validation_report import render_validation
+
+        return render_validation(root, out)
     if (root / "study.parquet").is_file():
         ctx = study_context(root)
     elif (root / "summary.json").is_file():
@@ -293,9 +297,10 @@ def render_report(path: str | Path, out: str | Path | None = None, top: int = 15
 
         hint = unfinished_study_hint(root) if (root / "study.json").is_file() else "give one of those"
         raise ScenarioError(
-            f"{root} is neither a run directory (summary.json) nor a study directory (study.parquet); {hint}"
+            f"{root} is neither a run directory (summary.json), a study directory (study.parquet) nor a validation "
+            f"directory (validation.json); {hint}"
         )
-    html = _env().get_template(TEMPLATE).render(**ctx)
+    html = template_env().get_template(TEMPLATE).render(**ctx)
     from hetero_ns3.results import atomic
 
     return atomic.write_text(dest, html)

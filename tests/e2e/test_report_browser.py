@@ -88,3 +88,25 @@ def test_the_check_sees_a_broken_image(small_study, tmp_path):
     broken.write_text(text, encoding="utf-8")
     ok, total = _images(dump_dom(broken, tmp_path))
     assert total == 2 and ok == 1
+
+
+def test_validation_page_renders_in_chromium(tmp_path):
+    """``hetero-ns3 validate --out`` on three real cases (two collectives, one H200 layer), its page in Chromium:
+    headings, the scorecard's groups, both figures decoded, the case rows with their source links."""
+    cases = ["nccl.h100x8.all_reduce.1GiB", "nic.hdr200.all_reduce.2ranks", "h200.layer.llama2-7b-tp1"]
+    out = tmp_path / "val"
+    cmd = [sys.executable, "-m", "hetero_ns3", "validate", "--out", str(out)]
+    for c in cases:
+        cmd += ["--case", c]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    dom = dump_dom(out / "validation.html", tmp_path)
+    for heading in ("Summary", "Scorecard", "Error per case", "Cumulative |error| per set", "Cases"):
+        assert f">{heading}</h" in dom, heading
+    assert ">calibration / collective<" in dom and ">calibration / kernel<" in dom
+    for c in cases:
+        assert f"<td>{c}</td>" in dom, c
+    assert dom.count('<a href="https://') == 2  # the layer case's source is a file of the project, not a URL
+    assert "hetero_ns3/data/measured/h200/layer_sustained.csv" in dom
+    ok, total = _images(dom)
+    assert total == 2 and ok == total

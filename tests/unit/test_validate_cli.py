@@ -22,6 +22,15 @@ def test_validate_quick_passes_and_writes_tables(tmp_path, capsys) -> None:
     assert all(r["source"] for r in records)
     with open(tmp_path / "validation.csv") as fh:
         assert len(list(csv.DictReader(fh))) == len(records)
+    # each record names its kind and the GPU types it simulates; the scorecard follows the table
+    by_name = {r["case"]: r for r in records}
+    assert by_name["megatron.gpt-1.7b"]["kind"] == "scenario"
+    assert by_name["megatron.gpt-1.7b"]["gpu_types"] == "A100-SXM-80GB"
+    assert by_name["nccl.h100x8.all_reduce.1GiB"]["gpu_types"] == "H100-SXM"
+    assert by_name["h200.layer.llama2-7b-tp1"]["gpu_types"] == "H200-SXM"
+    assert "calibration / training" in out and "calibration / collective" in out
+    page = (tmp_path / "validation.html").read_text()
+    assert "<h2>Scorecard</h2>" in page and "megatron.gpt-1.7b" in page
 
 
 def test_suite_cases_are_complete() -> None:
@@ -75,3 +84,6 @@ def test_a_case_that_cannot_be_simulated_is_recorded_and_the_rest_kept(tmp_path,
     assert "no-such-model" in records["b"]["failure"] and records["a"]["failure"] is None
     with open(out / "validation.csv") as fh:
         assert [r["case"] for r in csv.DictReader(fh)] == ["a", "b", "c"]
+    # the scorecard counts the failed case as a case not within tolerance, without an error
+    assert "[1 failed]" in printed.out
+    assert 'class="failed"' in (out / "validation.html").read_text()

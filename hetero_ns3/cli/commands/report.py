@@ -1,16 +1,25 @@
-"""``hetero-ns3 report``: a self-contained HTML page of a run directory or a study directory."""
+"""``hetero-ns3 report``: a self-contained HTML page of a run, study or validation directory."""
 
 from __future__ import annotations
 
 import argparse
 
 NAME = "report"
-HELP = "render a self-contained HTML report of a run directory or a study directory (hetero-ns3 sweep)"
+HELP = (
+    "render a self-contained HTML report of a run directory, a study directory (hetero-ns3 sweep) or a validation "
+    "directory (hetero-ns3 validate --out)"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", help="a run directory (summary.json) or a study directory (study.parquet)")
-    p.add_argument("--out", default=None, help="HTML file to write (default: DIR/report.html)")
+    p.add_argument(
+        "dir", help="a run directory (summary.json), a study directory (study.parquet) or a validation directory"
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        help="HTML file to write (default: DIR/report.html; DIR/validation.html for a validation directory)",
+    )
     p.add_argument("--top", type=int, default=15, help="slowest flows listed in a run report (default 15)")
 
 

@@ -1,6 +1,8 @@
 """``hetero-ns3 validate``: run the validation suite (simulated vs published) and report the errors.
 
-Exit status 0 only if every counted case is within its tolerance; cases marked ``pending`` in the
+With ``--out DIR`` it writes ``validation.csv`` / ``.json`` after every case and ``validation.html`` (the scorecard,
+figures and case table: :mod:`hetero_ns3.studies.validation_report`) after the last; it prints the scorecard
+(:mod:`hetero_ns3.results.scorecard`). Exit status 0 only if every counted case is within its tolerance; cases marked ``pending`` in the
 suite are reported but not counted (and run only with ``--pending``). Cases and sources:
 ``hetero_ns3/data/validation/suite.toml``, docs/validation.md.
 """
@@ -22,7 +24,11 @@ HELP = (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="only the quick cases (analytic backend, about a minute)")
-    p.add_argument("--out", metavar="DIR", help="write validation.csv and validation.json here")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write validation.csv and validation.json here (after every case) and validation.html",
+    )
     p.add_argument("--suite", help="suite TOML (default: the one shipped in hetero_ns3/data/validation)")
     p.add_argument("--pending", action="store_true", help="also run cases marked pending (reported, not counted)")
     p.add_argument(
@@ -99,9 +105,16 @@ def run(args: argparse.Namespace) -> int:
     bad = [o for o in counted if not o.within]
     failed = [o for o in outcomes if o.failure]
     print(f"{len(counted) - len(bad)}/{len(counted)} counted cases within tolerance; {len(skipped)} pending not run")
+    if counted:
+        from hetero_ns3.results.scorecard import format_scorecard, scorecard
+
+        print("\n" + format_scorecard(scorecard([o.record() for o in counted])))
     if out is not None:
+        from hetero_ns3.studies.validation_report import render_validation
+
         _write_tables(out, outcomes, skipped)
-        print(f"wrote {out / 'validation.csv'} and {out / 'validation.json'}", file=sys.stderr)
+        page = render_validation(out)
+        print(f"wrote {out / 'validation.csv'}, {out / 'validation.json'} and {page}", file=sys.stderr)
     if failed:
         names = ", ".join(o.case.name for o in failed)
         print(f"hetero-ns3 validate: error: {len(failed)} case(s) could not be simulated: {names}", file=sys.stderr)

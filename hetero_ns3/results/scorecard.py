@@ -1,0 +1,159 @@
+"""Scorecard of a validation run: how many cases land within tolerance and how large the errors are, per group.
+
+Input: the records ``hetero-ns3 validate`` writes (``validation.json``: one dict per case with ``case``,
+``metric``, ``error_pct``, ``within_tolerance``, ``pending``, ``heldout``, ``failure`` and, since session 22,
+``kind`` and ``gpu_types``). Pure functions; the CLI prints :func:`format_scorecard`, the HTML validation
+report (:mod:`hetero_ns3.studies.validation_report`) shows the same rows.
+
+Definitions (docs/validation.md, "Scorecard"): a group counts its cases that are not ``pending``; a case that
+could not be simulated counts as a case not within tolerance and has no error. MAPE is the mean of
+``|error_pct|`` over the counted cases that ran, the bias the mean signed error (negative: the simulator is
+faster, or gives a lower value, than the measurement), the worst case the largest ``|error_pct|``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: Display name of each case kind (``Case.kind``).
+KIND_LABELS = {"scenario": "training", "collective": "collective", "layer": "kernel", "incast": "congestion"}
+SETS = ("calibration", "held-out")
+
+_SCENARIO_METRICS = frozenset({"step_time_s", "mfu_pct", "compute_only_s"})
+_INCAST_METRICS = frozenset({"makespan_over_ideal", "jain_index"})
+
+
+@dataclass(frozen=True)
+class GroupScore:
+    """One row of the scorecard.
+
+    Attributes:
+        group: ``all``, a set (``calibration`` / ``held-out``), ``<set> / <kind>`` or ``<set> / <GPU types>``.
+        cases: counted cases (not pending), including those that could not be simulated.
+        within: cases within their tolerance.
+        failed: cases that could not be simulated.
+        mape_pct: mean absolute error over the cases that ran (percent); NaN when none ran.
+        median_abs_pct: median absolute error (percent); NaN when none ran.
+        bias_pct: mean signed error (percent); NaN when none ran.
+        worst_case: name of the case with the largest absolute error ("" when none ran).
+        worst_error_pct: its signed error (percent); NaN when none ran.
+    """
+
+    group: str
+    cases: int
+    within: int
+    failed: int
+    mape_pct: float
+    median_abs_pct: float
+    bias_pct: float
+    worst_case: str
+    worst_error_pct: float
+
+
+def case_kind(record: Mapping[str, Any]) -> str:
+    """The case kind of a record (``scenario``, ``collective``, ``layer``, ``incast``); records written before the
+    ``kind`` column are classified by their metric (and ``.layer.`` in the name)."""
+    kind = record.get("kind")
+    if kind:
+        return str(kind)
+    metric = str(record.get("metric", ""))
+    if metric in _SCENARIO_METRICS:
+        return "scenario"
+    if metric in _INCAST_METRICS:
+        return "incast"
+    return "layer" if ".layer." in str(record.get("case", "")) else "collective"
+
+
+def kind_label(record: Mapping[str, Any]) -> str:
+    """The display name of the record's kind (``training`` for a scenario case; :data:`KIND_LABELS`)."""
+    kind = case_kind(record)
+    return KIND_LABELS.get(kind, kind)
+
+
+def case_set(record: Mapping[str, Any]) -> str:
+    return "held-out" if record.get("heldout") else "calibration"
+
+
+def _error(record: Mapping[str, Any]) -> float | None:
+    e = record.get("error_pct")
+    if e is None or record.get("failure"):
+        return None
+    e = float(e)
+    return None if math.isnan(e) else e
+
+
+def score(group: str, records: Iterable[Mapping[str, Any]]) -> GroupScore:
+    """The :class:`GroupScore` of ``records`` (pending ones are left out)."""
+    counted = [r for r in records if not r.get("pending")]
+    errors = [(str(r["case"]), e) for r in counted if (e := _error(r)) is not None]
+    within = sum(1 for r in counted if r.get("within_tolerance") and _error(r) is not None)
+    nan = math.nan
+    if not errors:
+        return GroupScore(group, len(counted), within, len(counted), nan, nan, nan, "", nan)
+    absolute = [abs(e) for _, e in errors]
+    worst_case, worst = max(errors, key=lambda ce: abs(ce[1]))
+    return GroupScore(
+        group=group,
+        cases=len(counted),
+        within=within,
+        failed=len(counted) - len(errors),
+        mape_pct=statistics.fmean(absolute),
+        median_abs_pct=statistics.median(absolute),
+        bias_pct=statistics.fmean(e for _, e in errors),
+        worst_case=worst_case,
+        worst_error_pct=worst,
+    )
+
+
+def _grouped(
+    records: Sequence[Mapping[str, Any]], key: Callable[[Mapping[str, Any]], str], prefix: str = ""
+) -> list[GroupScore]:
+    keys = sorted({key(r) for r in records})
+    return [score(prefix + k, [r for r in records if key(r) == k]) for k in keys]
+
+
+def scorecard(records: Sequence[Mapping[str, Any]]) -> list[GroupScore]:
+    """Rows ``all``, then per set (calibration, held-out) the set and its kinds (training, collective, ...);
+    groups without a counted case are left out."""
+    counted = [r for r in records if not r.get("pending")]
+    rows = [score("all", counted)]
+    for s in SETS:
+        members = [r for r in counted if case_set(r) == s]
+        if not members:
+            continue
+        rows.append(score(s, members))
+        rows += _grouped(members, kind_label, prefix=f"{s} / ")
+    return rows
+
+
+def by_gpu(records: Sequence[Mapping[str, Any]], held_out_only: bool = True) -> list[GroupScore]:
+    """Rows per GPU type (``gpu_types`` of the record: the sorted types of the GPUs the case simulates, joined by
+    ``+``; "-" for the incast, which has none), over the held-out cases by default."""
+    counted = [r for r in records if not r.get("pending") and (not held_out_only or r.get("heldout"))]
+    return _grouped(counted, lambda r: str(r.get("gpu_types") or "-"))
+
+
+def _pct(v: float) -> str:
+    return "-" if math.isnan(v) else f"{v:.1f}"
+
+
+def _sgn(v: float) -> str:
+    return "-" if math.isnan(v) else f"{v:+.1f}"
+
+
+def format_scorecard(rows: Sequence[GroupScore]) -> str:
+    """Fixed-width text table of ``rows`` (what ``hetero-ns3 validate`` prints after the cases)."""
+    width = max([len("group"), *(len(r.group) for r in rows)])
+    lines = [f"{'group':<{width}} {'cases':>5} {'within':>6} {'MAPE%':>6} {'median%':>7} {'bias%':>6}  worst case"]
+    for r in rows:
+        worst = f"{r.worst_case} ({r.worst_error_pct:+.1f}%)" if r.worst_case else "-"
+        failed = f" [{r.failed} failed]" if r.failed else ""
+        lines.append(
+            f"{r.group:<{width}} {r.cases:>5} {r.within:>6} {_pct(r.mape_pct):>6} {_pct(r.median_abs_pct):>7} "
+            f"{_sgn(r.bias_pct):>6}  {worst}{failed}"
+        )
+    return "\n".join(lines)
