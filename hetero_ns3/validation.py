@@ -265,6 +265,8 @@ class Outcome:
     """Why the case could not be simulated (its input error, as the CLI would print it); "" when it ran."""
     gpu_types: str = ""
     """The GPU types the case simulates (:func:`gpu_types_label`); "" for the incast (hosts, no GPU) and a failure."""
+    applied: tuple[str, ...] = ()
+    """``validate --set`` overrides this case ran with (training cases only; the others ignore them)."""
 
     def record(self) -> dict[str, Any]:
         c = self.case
@@ -283,15 +285,17 @@ class Outcome:
             "source": c.source,
             "wall_s": self.wall_s,
             "failure": self.failure or None,
+            "set": "; ".join(self.applied),
         }
 
 
-def run_case(case: Case, base: Path) -> Outcome:
-    """Simulate one case and compare it with its published value."""
+def run_case(case: Case, base: Path, extra: Sequence[str] = ()) -> Outcome:
+    """Simulate one case and compare it with its published value; ``extra``: ``--set`` overrides applied after the
+    case's own to a training (scenario) case, ignored by the other kinds (``validate --set``, a what-if)."""
     t0 = time.perf_counter()
     types = ""
     if case.kind == "scenario":
-        detail, types = _simulate_scenario(base / case.scenario, case.overrides)
+        detail, types = _simulate_scenario(base / case.scenario, (*case.overrides, *extra))
     elif case.kind == "incast":
         detail = simulate_incast(case)
     elif case.kind == "layer":
@@ -301,24 +305,41 @@ def run_case(case: Case, base: Path) -> Outcome:
     sim = detail[case.metric]
     err = 100.0 * (sim - case.published) / case.published
     within = abs(err) <= 100.0 * case.tolerance
-    return Outcome(case, sim, err, within, time.perf_counter() - t0, detail, gpu_types=types)
+    applied = tuple(extra) if case.kind == "scenario" else ()
+    return Outcome(case, sim, err, within, time.perf_counter() - t0, detail, gpu_types=types, applied=applied)
 
 
-def run_case_or_failure(case: Case, base: Path) -> Outcome:
+def run_case_or_failure(case: Case, base: Path, extra: Sequence[str] = ()) -> Outcome:
     """:func:`run_case`, with an input or planning error of this case (``HeteroNs3Error``: a scenario that does not
     load, a plan that does not fit) recorded as a failed outcome instead of ending the suite."""
     t0 = time.perf_counter()
     try:
-        return run_case(case, base)
+        return run_case(case, base, extra)
     except HeteroNs3Error as e:
         msg = f"{type(e).__name__}: {e}"
-        return Outcome(case, math.nan, math.nan, False, time.perf_counter() - t0, {}, msg)
+        applied = tuple(extra) if case.kind == "scenario" else ()
+        return Outcome(case, math.nan, math.nan, False, time.perf_counter() - t0, {}, msg, applied=applied)
 
 
-def run_suite(cases: Sequence[Case], base: Path, on_done: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+def check_overrides(cases: Sequence[Case], base: Path, extra: Sequence[str]) -> None:
+    """Load the first training case's scenario with ``extra`` (``validate --set``) so that a bad key or value
+    fails once, naming the field, before any case runs (``ScenarioError``)."""
+    first = next((c for c in cases if c.kind == "scenario"), None)
+    if extra and first is not None:
+        from hetero_ns3.scenario.loader import load_scenario
+
+        load_scenario(base / first.scenario, [*first.overrides, *extra])
+
+
+def run_suite(
+    cases: Sequence[Case],
+    base: Path,
+    on_done: Callable[[Outcome], None] | None = None,
+    extra: Sequence[str] = (),
+) -> list[Outcome]:
     out = []
     for c in cases:
-        o = run_case_or_failure(c, base)
+        o = run_case_or_failure(c, base, extra)
         out.append(o)
         if on_done:
             on_done(o)

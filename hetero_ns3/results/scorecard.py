@@ -157,3 +157,75 @@ def format_scorecard(rows: Sequence[GroupScore]) -> str:
             f"{_sgn(r.bias_pct):>6}  {worst}{failed}"
         )
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Change:
+    """A case whose simulated value differs between a baseline run and this one (``validate --baseline``).
+
+    Attributes:
+        case: the case name.
+        before, after: simulated values (None: the case could not be simulated in that run).
+        error_before_pct, error_after_pct: errors against the published value (None as above).
+        within_before, within_after: within tolerance in each run.
+    """
+
+    case: str
+    before: float | None
+    after: float | None
+    error_before_pct: float | None
+    error_after_pct: float | None
+    within_before: bool
+    within_after: bool
+
+
+def _value(record: Mapping[str, Any]) -> float | None:
+    v = record.get("simulated")
+    return None if v is None or record.get("failure") else float(v)
+
+
+def compare(
+    records: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, Any]], rel_tol: float = 1e-9
+) -> list[Change]:
+    """The cases of both runs (neither pending nor unrun) whose simulated value differs by more than ``rel_tol``
+    (relative), or that ran in one run only; in the order of ``records``."""
+    old = {str(r["case"]): r for r in baseline if not r.get("pending")}
+    out = []
+    for r in records:
+        b = old.get(str(r["case"]))
+        if b is None or r.get("pending"):
+            continue
+        after, before = _value(r), _value(b)
+        if after is not None and before is not None and abs(after - before) <= rel_tol * max(abs(before), 1e-300):
+            continue
+        out.append(
+            Change(str(r["case"]), before, after, _error(b), _error(r),
+                   bool(b.get("within_tolerance")), bool(r.get("within_tolerance")))
+        )  # fmt: skip
+    return out
+
+
+def common_cases(
+    records: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, Any]]
+) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """The records of each run restricted to the cases both counted (for scorecards on the same set)."""
+    names = {str(r["case"]) for r in records if not r.get("pending")}
+    names &= {str(r["case"]) for r in baseline if not r.get("pending")}
+    return [r for r in records if r["case"] in names], [r for r in baseline if r["case"] in names]
+
+
+def format_changes(changes: Sequence[Change]) -> str:
+    """Fixed-width table of ``changes``."""
+
+    def v(x: float | None, fmt: str) -> str:
+        return "-" if x is None else format(x, fmt)
+
+    width = max([len("case"), *(len(c.case) for c in changes)])
+    lines = [f"{'case':<{width}} {'before':>11} {'after':>11} {'err before%':>11} {'err after%':>10}  within"]
+    for c in changes:
+        within = f"{'yes' if c.within_before else 'no'} -> {'yes' if c.within_after else 'no'}"
+        lines.append(
+            f"{c.case:<{width}} {v(c.before, '.5g'):>11} {v(c.after, '.5g'):>11} "
+            f"{v(c.error_before_pct, '+.2f'):>11} {v(c.error_after_pct, '+.2f'):>10}  {within}"
+        )
+    return "\n".join(lines)

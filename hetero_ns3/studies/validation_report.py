@@ -4,7 +4,9 @@ The page holds the scorecard (:mod:`hetero_ns3.results.scorecard`: within-tolera
 worst case, per set and case kind, and the held-out cases per GPU type), two figures (each case's error against
 its tolerance band; the cumulative distribution of |error| per set) and the case table with a link to each
 source. ``hetero-ns3 validate --out DIR`` writes it as ``DIR/validation.html`` after the last case;
-``hetero-ns3 report DIR`` renders it again from the JSON (e.g. of a run that was stopped).
+``hetero-ns3 report DIR`` renders it again from the JSON (e.g. of a run that was stopped). With
+``DIR/baseline.json`` (``validate --baseline``) it adds the cases whose value changed and both scorecards over
+the cases the two runs share.
 """
 
 from __future__ import annotations
@@ -19,24 +21,45 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from hetero_ns3.errors import ScenarioError
-from hetero_ns3.results.scorecard import GroupScore, by_gpu, case_kind, case_set, kind_label, scorecard
+from hetero_ns3.results.scorecard import (
+    GroupScore,
+    by_gpu,
+    case_kind,
+    case_set,
+    common_cases,
+    compare,
+    kind_label,
+    scorecard,
+)
 from hetero_ns3.studies.report import png_uri, template_env
 
 TEMPLATE = "validation.html.j2"
 JSON_NAME = "validation.json"
+BASELINE_NAME = "baseline.json"
 _URL = re.compile(r"https?://[^\s;,)]+")
 COLUMNS = ("case", "set", "kind", "GPU types", "metric", "published", "simulated", "error %", "tolerance %", "within")
 WITHIN_COLOUR, OUT_COLOUR, PENDING_COLOUR, BAND_COLOUR = "#2a8a4a", "#c0392b", "#999999", "#dddddd"
 
 
-def read_records(root: Path) -> list[dict[str, Any]]:
-    """The records of ``root/validation.json``; a clear error when it is missing or not a list of cases."""
-    path = root / JSON_NAME
-    if not path.is_file():
-        raise ScenarioError(f"{root} has no {JSON_NAME}; run `hetero-ns3 validate --out {root}` first")
-    data = json.loads(path.read_text(encoding="utf-8"))
+def read_records(path: Path, what: str = "validation directory") -> list[dict[str, Any]]:
+    """The records of ``path`` (a ``validation.json``, or a directory holding one); a clear error naming ``what``
+    when it is missing or not a list of cases."""
+    file = path / JSON_NAME if path.is_dir() else path
+    if not file.is_file():
+        raise ScenarioError(
+            f"{what} ({str(path)!r}) has no {JSON_NAME}; run `hetero-ns3 validate --out DIR` first and give DIR or "
+            f"DIR/{JSON_NAME}"
+        )
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ScenarioError(
+            f"{what} ({str(file)!r}) is not JSON ({err}); give a {JSON_NAME} of hetero-ns3 validate"
+        ) from None
     if not isinstance(data, list) or not all(isinstance(r, dict) and "case" in r for r in data):
-        raise ScenarioError(f"{path} is not a validation table (a JSON list of cases, as hetero-ns3 validate writes)")
+        raise ScenarioError(
+            f"{what} ({str(file)!r}) is not a validation table (a JSON list of cases, as hetero-ns3 validate writes)"
+        )
     return data
 
 
@@ -151,8 +174,12 @@ def validation_context(root: Path) -> dict[str, Any]:
         ("pending (not counted)", str(sum(1 for r in records if r.get("pending")))),
         ("simulation wall time", f"{sum(float(r.get('wall_s') or 0.0) for r in records):.0f} s"),
     ]
+    applied = sorted({str(r["set"]) for r in records if r.get("set")})
+    if applied:
+        facts.append(("--set on the training cases (a what-if, not the shipped model)", " | ".join(applied)))
     return {
         "title": f"Validation {root.resolve().name}",
+        "baseline": _baseline_context(root, records),
         "facts": facts,
         "scorecard": [_score_row(s) for s in scorecard(records)],
         "gpus": [_score_row(s) for s in by_gpu(records)],
@@ -160,6 +187,29 @@ def validation_context(root: Path) -> dict[str, Any]:
         "columns": COLUMNS,
         "cases": [_case_row(r) for r in sorted(records, key=_order)],
         "json_name": JSON_NAME,
+    }
+
+
+def _baseline_context(root: Path, records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The comparison with ``root/baseline.json`` (written by ``validate --baseline``), or None without one."""
+    if not (root / BASELINE_NAME).is_file():
+        return None
+    baseline = read_records(root / BASELINE_NAME, "baseline")
+    now, before = common_cases(records, baseline)
+
+    def v(x: float | None, fmt: str) -> str:
+        return "" if x is None else format(x, fmt)
+
+    changes = [
+        [c.case, v(c.before, ".5g"), v(c.after, ".5g"), v(c.error_before_pct, "+.2f"), v(c.error_after_pct, "+.2f"),
+         f"{'yes' if c.within_before else 'no'} -> {'yes' if c.within_after else 'no'}"]
+        for c in compare(records, baseline)
+    ]  # fmt: skip
+    return {
+        "common": len(now),
+        "changes": changes,
+        "before": [_score_row(x) for x in scorecard(before)],
+        "now": [_score_row(x) for x in scorecard(now)],
     }
 
 

@@ -91,8 +91,22 @@ def test_validation_page_from_json(tmp_path) -> None:
 
 
 def test_validation_page_errors_name_the_problem(tmp_path) -> None:
-    with pytest.raises(ScenarioError, match="has no validation.json; run `hetero-ns3 validate --out"):
+    with pytest.raises(ScenarioError, match=r"has no validation.json; run `hetero-ns3 validate --out DIR`"):
         read_records(tmp_path)
     (tmp_path / "validation.json").write_text('{"case": "a"}')
     with pytest.raises(ScenarioError, match="is not a validation table"):
         read_records(tmp_path)
+
+
+def test_compare_lists_changed_and_one_sided_cases() -> None:
+    from hetero_ns3.results.scorecard import common_cases, compare
+
+    base = [rec("a", 5.0), rec("b", -3.0), rec("c", 1.0), rec("d", 2.0), rec("p", 1.0, pending="x")]
+    now = [rec("a", 5.0), rec("b", -20.0), rec("c", 0.0, failure="boom"), rec("e", 1.0), rec("p", 9.0, pending="x")]
+    changes = compare(now, base)
+    assert [c.case for c in changes] == ["b", "c"]  # a unchanged, d / e in one run only, p pending
+    b, c = changes
+    assert (b.error_before_pct, b.error_after_pct, b.within_before, b.within_after) == (-3.0, -20.0, True, False)
+    assert c.after is None and c.error_after_pct is None and c.before == pytest.approx(1.01)
+    now_common, base_common = common_cases(now, base)
+    assert [r["case"] for r in now_common] == ["a", "b", "c"] == [r["case"] for r in base_common]

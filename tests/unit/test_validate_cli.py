@@ -87,3 +87,37 @@ def test_a_case_that_cannot_be_simulated_is_recorded_and_the_rest_kept(tmp_path,
     # the scorecard counts the failed case as a case not within tolerance, without an error
     assert "[1 failed]" in printed.out
     assert 'class="failed"' in (out / "validation.html").read_text()
+
+
+def test_set_is_a_what_if_and_baseline_shows_what_changed(tmp_path, capsys) -> None:
+    """``--set`` reaches the training cases only (recorded per case), and ``--baseline`` lists exactly the cases
+    whose value moved, with both scorecards over the shared cases, in the printout and on the page."""
+    cases = ["--case", "megatron.gpt-1.7b", "--case", "nic.hdr200.all_reduce.2ranks"]
+    base = tmp_path / "base"
+    assert main(["validate", *cases, "--out", str(base)]) == 0
+    capsys.readouterr()
+    what_if = tmp_path / "what-if"
+    argv = ["validate", *cases, "--set", "compute.launch_overhead=20us", "--baseline", str(base), "--out", str(what_if)]
+    main(argv)  # exit status: whatever the what-if gives against the tolerance
+    out = capsys.readouterr().out
+    before = {r["case"]: r for r in json.loads((base / "validation.json").read_text())}
+    after = {r["case"]: r for r in json.loads((what_if / "validation.json").read_text())}
+    assert after["megatron.gpt-1.7b"]["set"] == "compute.launch_overhead=20us"
+    assert after["nic.hdr200.all_reduce.2ranks"]["set"] == ""  # collectives ignore --set
+    assert after["megatron.gpt-1.7b"]["simulated"] > before["megatron.gpt-1.7b"]["simulated"]  # 3 -> 20 us per kernel
+    assert after["nic.hdr200.all_reduce.2ranks"]["simulated"] == before["nic.hdr200.all_reduce.2ranks"]["simulated"]
+    assert "2 counted cases in common, 1 changed" in out
+    assert "baseline, same cases:" in out and "this run, same cases:" in out
+    page = (what_if / "validation.html").read_text()
+    assert "<h2>Against the baseline</h2>" in page and "compute.launch_overhead=20us" in page
+    assert json.loads((what_if / "baseline.json").read_text()) == list(before.values())
+
+
+def test_bad_set_and_baseline_fail_before_any_case(tmp_path, capsys) -> None:
+    out = tmp_path / "out"
+    assert main(["validate", "--quick", "--set", "compute.no_such_key=1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "no_such_key" in err and "Traceback" not in err
+    assert not (out / "validation.json").exists()
+    assert main(["validate", "--quick", "--baseline", str(tmp_path / "nothing")]) == 2
+    assert "--baseline" in capsys.readouterr().err

@@ -35,6 +35,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--heldout", action="store_true", help="only the held-out cases (public measurements no constant was fitted to)"
     )
     p.add_argument("--case", action="append", default=[], metavar="NAME", help="run only these cases (repeatable)")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+        help="override a scenario field in every training case, after the case's own overrides (a what-if over the "
+        "suite; repeatable), e.g. --set compute.launch_overhead=5us",
+    )  # fmt: skip
+    p.add_argument(
+        "--baseline", metavar="PATH",
+        help="validation.json of an earlier run (or its directory): print the cases whose value changed and both "
+        "scorecards over the cases the two runs share",
+    )  # fmt: skip
 
 
 def _row(o) -> str:
@@ -45,16 +55,35 @@ def _row(o) -> str:
     return f"{c.name:<38} {c.metric:<12} {c.published:>11.4g} {o.simulated:>11.4g} {o.error_pct:>+8.2f} {100 * c.tolerance:>5.0f}  {flag}"
 
 
-def _write_tables(out: Path, outcomes: list, skipped: list) -> None:
+def _against_baseline(records: list[dict], baseline: list[dict], path: str) -> str:
+    """What ``--baseline`` prints: the changed cases, then both scorecards over the cases the runs share."""
+    from hetero_ns3.results.scorecard import common_cases, compare, format_changes, format_scorecard, scorecard
+
+    changes = compare(records, baseline)
+    now, before = common_cases(records, baseline)
+    lines = [f"against the baseline {path}: {len(now)} counted cases in common, {len(changes)} changed"]
+    if changes:
+        lines.append(format_changes(changes))
+    if now:
+        lines += ["", "baseline, same cases:", format_scorecard(scorecard(before))]
+        lines += ["this run, same cases:", format_scorecard(scorecard(now))]
+    return "\n".join(lines)
+
+
+def _write_tables(out: Path, outcomes: list, skipped: list, baseline: list[dict] | None = None) -> None:
     """validation.json and validation.csv of the cases run so far (and the pending ones not run), each written
-    atomically: rewritten after every case, so a stopped or failing run keeps what it finished."""
+    atomically: rewritten after every case, so a stopped or failing run keeps what it finished; with a baseline,
+    its records as baseline.json (the page compares with them)."""
     from hetero_ns3.results import atomic
+
+    if baseline is not None:
+        atomic.write_text(out / "baseline.json", json.dumps(baseline, indent=1))
 
     records = [o.record() for o in outcomes]
     records += [
-        {"case": c.name, "metric": c.metric, "published": c.published, "simulated": None, "error_pct": None,
+        {"case": c.name, "kind": c.kind, "gpu_types": "", "metric": c.metric, "published": c.published, "simulated": None, "error_pct": None,
          "tolerance_pct": 100 * c.tolerance, "within_tolerance": None, "pending": c.pending, "heldout": c.heldout, "source": c.source,
-         "wall_s": 0.0, "failure": None}
+         "wall_s": 0.0, "failure": None, "set": ""}
         for c in skipped
     ]  # fmt: skip
     atomic.write_text(out / "validation.json", json.dumps(records, indent=1))
@@ -67,7 +96,7 @@ def _write_tables(out: Path, outcomes: list, skipped: list) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hetero_ns3.errors import ScenarioError
-    from hetero_ns3.validation import load_suite, run_case_or_failure
+    from hetero_ns3.validation import check_overrides, load_suite, run_case_or_failure
 
     if args.out:
         from hetero_ns3.outputs import check_out_dir
@@ -86,17 +115,23 @@ def run(args: argparse.Namespace) -> int:
         cases = tuple(c for c in cases if c.heldout)
     skipped = [c for c in cases if c.pending and not args.pending]
     cases = tuple(c for c in cases if args.pending or not c.pending)
+    check_overrides(cases, base, args.overrides)  # a bad --set fails once, before any case runs
+    baseline = None
+    if args.baseline:
+        from hetero_ns3.studies.validation_report import read_records
+
+        baseline = read_records(Path(args.baseline), "--baseline")
     out = Path(args.out) if args.out else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     print(f"{'case':<38} {'metric':<12} {'published':>11} {'simulated':>11} {'error%':>8} {'tol%':>5}  within")
     outcomes = []
     for c in cases:
-        o = run_case_or_failure(c, base)
+        o = run_case_or_failure(c, base, args.overrides)
         outcomes.append(o)
         print(_row(o), flush=True)
         if out is not None:
-            _write_tables(out, outcomes, skipped)
+            _write_tables(out, outcomes, skipped, baseline)
     for c in skipped:
         print(
             f"{c.name:<38} {c.metric:<12} {c.published:>11.4g} {'-':>11} {'-':>8} {100 * c.tolerance:>5.0f}  pending (not run)"
@@ -109,10 +144,12 @@ def run(args: argparse.Namespace) -> int:
         from hetero_ns3.results.scorecard import format_scorecard, scorecard
 
         print("\n" + format_scorecard(scorecard([o.record() for o in counted])))
+    if baseline is not None:
+        print("\n" + _against_baseline([o.record() for o in outcomes], baseline, args.baseline))
     if out is not None:
         from hetero_ns3.studies.validation_report import render_validation
 
-        _write_tables(out, outcomes, skipped)
+        _write_tables(out, outcomes, skipped, baseline)
         page = render_validation(out)
         print(f"wrote {out / 'validation.csv'}, {out / 'validation.json'} and {page}", file=sys.stderr)
     if failed:
