@@ -22,6 +22,10 @@ class ComputeConfig:
         efficiency_table: CSV of measured efficiencies (gpu_type, op, compute_efficiency,
             memory_efficiency), relative to the scenario file; replaces the catalog constants.
         launch_overhead: per-kernel fixed cost, seconds (``"3us"``); unset = catalog value.
+        sustained: the tensor-core rate inside a training step over its microbenchmark rate, the factor fitted to
+            Megatron SC'21 (catalog: 0.849; docs/compute.md "Calibration"); unset = catalog value. Set it for GPUs
+            held at a lower power cap or clock than the calibration's, or to see what the assumption is worth
+            (``hetero-ns3 validate --set compute.sustained=...``).
         host_overhead: per-iteration host time on every GPU after the optimizer step (data loading,
             logging, Python between iterations), seconds; default 0: the Megatron SC'21 fit puts it at
             0 within its bound (docs/compute.md).
@@ -62,6 +66,7 @@ class ComputeConfig:
     precision: Literal["bf16", "fp16", "fp8"] = "bf16"
     efficiency_table: str | None = None
     launch_overhead: float | None = field(default=None, metadata={"unit": "time"})
+    sustained: float | None = None
     host_overhead: float = field(default=0.0, metadata={"unit": "time"})
     flash_attention: bool = True
     attention_kernel: Literal["auto", "flash2"] = "auto"
@@ -78,6 +83,10 @@ class ComputeConfig:
     gpus: Mapping[str, Any] = field(default_factory=dict)
 
     def validate(self, where: str = "compute") -> None:
+        if self.sustained is not None and not 0 < self.sustained <= 1.5:
+            raise field_error(
+                f"{where}.sustained", self.sustained, "must be in (0, 1.5]", "e.g. 0.849 (the fitted value) or 0.8"
+            )
         if self.host_overhead < 0:
             raise field_error(f"{where}.host_overhead", self.host_overhead, "must be >= 0", "e.g. '5ms'")
         for name in ("host_op", "host_launch", "host_graph", "host_sync_gap"):  # types, signs: the loader's coercion
@@ -127,4 +136,5 @@ class ComputeConfig:
             self.launch_overhead,
             attention_kernel=self.attention_kernel,
             fp8_recipe=self.fp8_recipe,
+            sustained=None if self.sustained is None else float(self.sustained),
         )

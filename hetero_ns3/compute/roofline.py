@@ -376,6 +376,8 @@ class Roofline:
         fp8_recipe: FP8 scaling under ``precision = "fp8"``: ``delayed`` (scales from the amax history, the
             amax taken inside the cast) or ``current`` (each cast first reads its input for the amax,
             :data:`FP8_AMAX_BYTES_PER_ELEMENT` and one launch more).
+        sustained: replaces every GPU's ``sustained`` factor when given (``[compute] sustained``), like
+            ``launch_overhead_s`` also for constant sets given in ``efficiency``.
     """
 
     def __init__(
@@ -386,6 +388,7 @@ class Roofline:
         efficiency: Mapping[str, Efficiency] | None = None,
         attention_kernel: str = "auto",
         fp8_recipe: str = "delayed",
+        sustained: float | None = None,
     ) -> None:
         if fp8_recipe not in FP8_RECIPES:
             raise ValueError(f"fp8_recipe {fp8_recipe!r}: use one of {FP8_RECIPES}")
@@ -393,6 +396,7 @@ class Roofline:
         self.fp8_recipe = fp8_recipe
         self.measured = measured
         self.launch_overhead_s = launch_overhead_s
+        self.sustained = sustained
         self.attention_kernel = attention_kernel
         self._given = dict(efficiency or {})
         self._eff: dict[str, Efficiency] = {}
@@ -405,6 +409,8 @@ class Roofline:
                 e = flash2_efficiency(gpu, e)
             if self.launch_overhead_s is not None:
                 e = replace(e, launch_overhead_s=self.launch_overhead_s)
+            if self.sustained is not None:
+                e = replace(e, sustained=self.sustained)
             self._eff[gpu.name] = e
         return self._eff[gpu.name]
 

@@ -141,3 +141,18 @@ def test_fp8_uses_fp8_peak() -> None:
     """A linear-layer GEMM (Transformer Engine FP8) runs at the FP8 peak: well under the BF16 time."""
     k = gemm("fc1", 8192, 8192, 8192)
     assert Roofline("fp8").kernel_time(k, H100) < 0.65 * RF.kernel_time(k, H100)
+
+
+def test_sustained_override_scales_tensor_kernels_only() -> None:
+    """``[compute] sustained`` replaces the fitted factor on every GPU: a compute-bound GEMM's time (launch gap
+    aside) scales by the ratio, a memory-bound kernel does not move; the catalog value gives the catalog's times."""
+    fitted = default_efficiency(H100).sustained
+    big, m = gemm("g", 8192, 8192, 8192), mem("x", 1e9)
+    base = ComputeConfig().roofline()
+    half = ComputeConfig(sustained=fitted / 2).roofline()
+    assert half.efficiency(A100).sustained == fitted / 2
+    assert half.kernel_time(big, H100) - 3e-6 == pytest.approx(2 * (base.kernel_time(big, H100) - 3e-6))
+    assert half.kernel_time(m, H100) == base.kernel_time(m, H100)
+    assert ComputeConfig(sustained=fitted).roofline().kernel_time(big, A100) == base.kernel_time(big, A100)
+    with pytest.raises(ScenarioError, match=r"compute\.sustained \(0\.0\) must be in \(0, 1\.5\]"):
+        ComputeConfig(sustained=0.0).validate()
