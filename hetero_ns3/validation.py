@@ -3,7 +3,7 @@
 Cases are data (``hetero_ns3/data/validation/suite.toml``): each names what to simulate (a scenario
 file, or one collective on a topology), the published value with its source URL, the metric and a
 relative tolerance. :func:`run_case` simulates one case on the analytic backend without writing a
-run directory; :func:`run_suite` runs a list of them. docs/validation.md lists the cases.
+run directory; :func:`run_cases` runs a list of them, in worker processes if asked. docs/validation.md lists the cases.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 import tomllib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -331,16 +331,35 @@ def check_overrides(cases: Sequence[Case], base: Path, extra: Sequence[str]) -> 
         load_scenario(base / first.scenario, [*first.overrides, *extra])
 
 
-def run_suite(
-    cases: Sequence[Case],
-    base: Path,
-    on_done: Callable[[Outcome], None] | None = None,
-    extra: Sequence[str] = (),
-) -> list[Outcome]:
-    out = []
-    for c in cases:
-        o = run_case_or_failure(c, base, extra)
-        out.append(o)
-        if on_done:
-            on_done(o)
-    return out
+def run_cases(
+    cases: Sequence[Case], base: Path, extra: Sequence[str] = (), workers: int = 1
+) -> Iterator[tuple[int, Outcome]]:
+    """Simulate ``cases``, yielding ``(index in cases, outcome)`` as each finishes.
+
+    ``workers`` > 1 runs up to that many cases at once, each in a fresh spawned process that ends with its case
+    (its memory goes back to the system before the next case starts there; the peak is up to ``workers`` times
+    one case's). A worker that dies (killed for memory) raises :class:`SimulationError` naming its case; the
+    outcomes yielded before it stand.
+    """
+    if workers <= 1:
+        for i, c in enumerate(cases):
+            yield i, run_case_or_failure(c, base, extra)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    pool = ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), max_tasks_per_child=1)
+    try:
+        futures = {pool.submit(run_case_or_failure, c, base, tuple(extra)): i for i, c in enumerate(cases)}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            try:
+                yield i, fut.result()
+            except BrokenProcessPool:
+                raise SimulationError(
+                    f"a worker process died while case {cases[i].name!r} ran (out of memory?); the cases finished "
+                    "so far are kept; rerun with fewer --workers"
+                ) from None
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)

@@ -121,3 +121,26 @@ def test_bad_set_and_baseline_fail_before_any_case(tmp_path, capsys) -> None:
     assert not (out / "validation.json").exists()
     assert main(["validate", "--quick", "--baseline", str(tmp_path / "nothing")]) == 2
     assert "--baseline" in capsys.readouterr().err
+
+
+def test_workers_give_the_serial_results_in_suite_order(tmp_path, capsys) -> None:
+    """``--workers 2`` runs each case in its own spawned process: the same values to the last digit as one
+    process, the tables in the suite's order whatever order the workers finish in."""
+    cases = [
+        "--case",
+        "megatron.gpt-1.7b",
+        "--case",
+        "nic.hdr200.all_reduce.2ranks",
+        "--case",
+        "h200.layer.llama2-7b-tp1",
+    ]
+    assert main(["validate", *cases, "--out", str(tmp_path / "one")]) == 0
+    assert main(["validate", *cases, "--workers", "2", "--out", str(tmp_path / "two")]) == 0
+    one = json.loads((tmp_path / "one" / "validation.json").read_text())
+    two = json.loads((tmp_path / "two" / "validation.json").read_text())
+    order = ["megatron.gpt-1.7b", "nic.hdr200.all_reduce.2ranks", "h200.layer.llama2-7b-tp1"]  # the suite's
+    assert [r["case"] for r in one] == [r["case"] for r in two] == order
+    assert [r["simulated"] for r in one] == [r["simulated"] for r in two]
+    capsys.readouterr()
+    assert main(["validate", "--quick", "--workers", "0"]) == 2
+    assert "--workers (0) must be >= 1" in capsys.readouterr().err

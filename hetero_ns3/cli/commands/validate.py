@@ -15,6 +15,7 @@ import io
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 NAME = "validate"
 HELP = (
@@ -39,6 +40,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
         help="override a scenario field in every training case, after the case's own overrides (a what-if over the "
         "suite; repeatable), e.g. --set compute.launch_overhead=5us",
+    )  # fmt: skip
+    p.add_argument(
+        "--workers", type=int, default=1, metavar="N",
+        help="cases run at once, each in its own process (default 1); memory peaks at up to N times one case's",
     )  # fmt: skip
     p.add_argument(
         "--baseline", metavar="PATH",
@@ -96,8 +101,12 @@ def _write_tables(out: Path, outcomes: list, skipped: list, baseline: list[dict]
 
 def run(args: argparse.Namespace) -> int:
     from hetero_ns3.errors import ScenarioError
-    from hetero_ns3.validation import check_overrides, load_suite, run_case_or_failure
+    from hetero_ns3.validation import check_overrides, load_suite, run_cases
 
+    if args.workers < 1:
+        from hetero_ns3.errors import field_error
+
+        raise field_error("--workers", args.workers, "must be >= 1", "e.g. --workers 2 (cases run at once)")
     if args.out:
         from hetero_ns3.outputs import check_out_dir
 
@@ -125,13 +134,13 @@ def run(args: argparse.Namespace) -> int:
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     print(f"{'case':<38} {'metric':<12} {'published':>11} {'simulated':>11} {'error%':>8} {'tol%':>5}  within")
-    outcomes = []
-    for c in cases:
-        o = run_case_or_failure(c, base, args.overrides)
-        outcomes.append(o)
+    done: dict[int, Any] = {}
+    for i, o in run_cases(cases, base, args.overrides, args.workers):
+        done[i] = o
         print(_row(o), flush=True)
-        if out is not None:
-            _write_tables(out, outcomes, skipped, baseline)
+        if out is not None:  # in the suite's order, whatever order the workers finish in
+            _write_tables(out, [done[k] for k in sorted(done)], skipped, baseline)
+    outcomes = [done[k] for k in sorted(done)]
     for c in skipped:
         print(
             f"{c.name:<38} {c.metric:<12} {c.published:>11.4g} {'-':>11} {'-':>8} {100 * c.tolerance:>5.0f}  pending (not run)"
