@@ -7,8 +7,10 @@ report (:mod:`hetero_ns3.studies.validation_report`) shows the same rows.
 
 Definitions (docs/validation.md, "Scorecard"): a group counts its cases that are not ``pending``; a case that
 could not be simulated counts as a case not within tolerance and has no error. MAPE is the mean of
-``|error_pct|`` over the counted cases that ran, the bias the mean signed error (negative: the simulator is
-faster, or gives a lower value, than the measurement), the worst case the largest ``|error_pct|``.
+``|error_pct|`` over the counted cases that ran, the worst case the largest ``|error_pct|``. The optimism is the
+mean signed error oriented by the metric (:func:`optimism_pct`): positive when the simulator is optimistic, i.e.
+gives a shorter time (step, collective, kernel, incast makespan) or a higher rate (bandwidth, MFU, fairness)
+than measured, so that step-time and MFU cases of the same group add up with one meaning.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ SETS = ("calibration", "held-out")
 
 _SCENARIO_METRICS = frozenset({"step_time_s", "mfu_pct", "compute_only_s"})
 _INCAST_METRICS = frozenset({"makespan_over_ideal", "jain_index"})
+#: Metrics whose higher value means a faster (or better) system; the others are times (lower is faster).
+HIGHER_IS_BETTER = frozenset({"busbw_GBps", "algbw_GBps", "mfu_pct", "jain_index"})
 
 
 @dataclass(frozen=True)
@@ -38,7 +42,8 @@ class GroupScore:
         failed: cases that could not be simulated.
         mape_pct: mean absolute error over the cases that ran (percent); NaN when none ran.
         median_abs_pct: median absolute error (percent); NaN when none ran.
-        bias_pct: mean signed error (percent); NaN when none ran.
+        optimism_pct: mean of :func:`optimism_pct` (percent; positive: the simulator is optimistic); NaN when
+            none ran.
         worst_case: name of the case with the largest absolute error ("" when none ran).
         worst_error_pct: its signed error (percent); NaN when none ran.
     """
@@ -49,7 +54,7 @@ class GroupScore:
     failed: int
     mape_pct: float
     median_abs_pct: float
-    bias_pct: float
+    optimism_pct: float
     worst_case: str
     worst_error_pct: float
 
@@ -72,6 +77,15 @@ def kind_label(record: Mapping[str, Any]) -> str:
     """The display name of the record's kind (``training`` for a scenario case; :data:`KIND_LABELS`)."""
     kind = case_kind(record)
     return KIND_LABELS.get(kind, kind)
+
+
+def optimism_pct(record: Mapping[str, Any]) -> float:
+    """The record's error oriented so that positive means the simulator is optimistic: ``error_pct`` for a rate
+    (:data:`HIGHER_IS_BETTER`), ``-error_pct`` for a time. NaN for a case that did not run."""
+    e = _error(record)
+    if e is None:
+        return math.nan
+    return e if record.get("metric") in HIGHER_IS_BETTER else -e
 
 
 def case_set(record: Mapping[str, Any]) -> str:
@@ -103,7 +117,7 @@ def score(group: str, records: Iterable[Mapping[str, Any]]) -> GroupScore:
         failed=len(counted) - len(errors),
         mape_pct=statistics.fmean(absolute),
         median_abs_pct=statistics.median(absolute),
-        bias_pct=statistics.fmean(e for _, e in errors),
+        optimism_pct=statistics.fmean(optimism_pct(r) for r in counted if _error(r) is not None),
         worst_case=worst_case,
         worst_error_pct=worst,
     )
@@ -148,13 +162,13 @@ def _sgn(v: float) -> str:
 def format_scorecard(rows: Sequence[GroupScore]) -> str:
     """Fixed-width text table of ``rows`` (what ``hetero-ns3 validate`` prints after the cases)."""
     width = max([len("group"), *(len(r.group) for r in rows)])
-    lines = [f"{'group':<{width}} {'cases':>5} {'within':>6} {'MAPE%':>6} {'median%':>7} {'bias%':>6}  worst case"]
+    lines = [f"{'group':<{width}} {'cases':>5} {'within':>6} {'MAPE%':>6} {'median%':>7} {'optim%':>6}  worst case"]
     for r in rows:
         worst = f"{r.worst_case} ({r.worst_error_pct:+.1f}%)" if r.worst_case else "-"
         failed = f" [{r.failed} failed]" if r.failed else ""
         lines.append(
             f"{r.group:<{width}} {r.cases:>5} {r.within:>6} {_pct(r.mape_pct):>6} {_pct(r.median_abs_pct):>7} "
-            f"{_sgn(r.bias_pct):>6}  {worst}{failed}"
+            f"{_sgn(r.optimism_pct):>6}  {worst}{failed}"
         )
     return "\n".join(lines)
 

@@ -1,6 +1,6 @@
 """HTML page of a validation run (``validation.json`` of ``hetero-ns3 validate --out DIR``).
 
-The page holds the scorecard (:mod:`hetero_ns3.results.scorecard`: within-tolerance counts, MAPE, bias and the
+The page holds the scorecard (:mod:`hetero_ns3.results.scorecard`: within-tolerance counts, MAPE, optimism and the
 worst case, per set and case kind, and the held-out cases per GPU type), two figures (each case's error against
 its tolerance band; the cumulative distribution of |error| per set) and the case table with a link to each
 source. ``hetero-ns3 validate --out DIR`` writes it as ``DIR/validation.html`` after the last case;
@@ -83,7 +83,7 @@ def _score_row(s: GroupScore) -> dict[str, Any]:
 
     return {
         "group": s.group, "cases": s.cases, "within": s.within, "failed": s.failed,
-        "mape": f(s.mape_pct, ".1f"), "median": f(s.median_abs_pct, ".1f"), "bias": f(s.bias_pct, "+.1f"),
+        "mape": f(s.mape_pct, ".1f"), "median": f(s.median_abs_pct, ".1f"), "optimism": f(s.optimism_pct, "+.1f"),
         "worst_case": s.worst_case, "worst_error": f(s.worst_error_pct, "+.1f"),
     }  # fmt: skip
 

@@ -42,7 +42,8 @@ def test_group_score_by_hand() -> None:
     assert (s.cases, s.within, s.failed) == (6, 2, 1)
     assert s.mape_pct == pytest.approx((12 + 4 + 20 + 30 + 2) / 5)
     assert s.median_abs_pct == pytest.approx(12.0)
-    assert s.bias_pct == pytest.approx((-12 + 4 - 20 + 30 - 2) / 5)
+    # optimism: -error for the step times (t1 t2 t3), +error for the bandwidths (c1 c2)
+    assert s.optimism_pct == pytest.approx((12 - 4 + 20 + 30 - 2) / 5)
     assert (s.worst_case, s.worst_error_pct) == ("c1", 30.0)
 
 
@@ -55,10 +56,11 @@ def test_scorecard_rows_and_gpu_groups() -> None:
     assert (rows["all"].cases, rows["all"].within) == (8, 4)
     assert rows["held-out / training"].cases == 4 and rows["held-out / training"].failed == 1
     assert rows["held-out / training"].mape_pct == pytest.approx(12.0)
-    assert rows["calibration / kernel"].bias_pct == pytest.approx(6.0)
+    assert rows["calibration / kernel"].optimism_pct == pytest.approx(-6.0)  # a kernel time 6% long: pessimistic
     gpus = {r.group: r for r in by_gpu(RECORDS)}
     assert set(gpus) == {"B200", "H100-SXM"}  # held-out only, pending left out
-    assert gpus["B200"].mape_pct == pytest.approx(11.0) and gpus["B200"].bias_pct == pytest.approx(-11.0)
+    assert gpus["B200"].mape_pct == pytest.approx(11.0)
+    assert gpus["B200"].optimism_pct == pytest.approx((20 - 2) / 2)  # t3 20% fast, c2 2% low
     text = format_scorecard(scorecard(RECORDS))
     assert "held-out / training" in text and "[1 failed]" in text and "c1 (+30.0%)" in text
 
@@ -67,6 +69,17 @@ def test_group_without_a_run_case_has_no_error() -> None:
     s = score("x", [rec("f", 0.0, failure="boom")])
     assert (s.cases, s.within, s.failed) == (1, 0, 1) and math.isnan(s.mape_pct) and s.worst_case == ""
     assert "-" in format_scorecard([s])
+
+
+def test_optimism_orients_rates_and_times() -> None:
+    """A step time 10% short and an MFU 10% high are both +10% optimistic; a bandwidth 10% low is -10%."""
+    from hetero_ns3.results.scorecard import optimism_pct
+
+    assert optimism_pct(rec("a", -10.0)) == pytest.approx(10.0)
+    assert optimism_pct(rec("b", 10.0, metric="mfu_pct")) == pytest.approx(10.0)
+    assert optimism_pct(rec("c", -10.0, metric="busbw_GBps")) == pytest.approx(-10.0)
+    assert optimism_pct(rec("d", 5.0, metric="makespan_over_ideal")) == pytest.approx(-5.0)
+    assert math.isnan(optimism_pct(rec("e", 0.0, failure="boom")))
 
 
 def test_records_without_a_kind_column_are_classified_by_metric() -> None:
