@@ -3,7 +3,8 @@
 Cases are data (``hetero_ns3/data/validation/suite.toml``): each names what to simulate (a scenario
 file, or one collective on a topology), the published value with its source URL, the metric and a
 relative tolerance. :func:`run_case` simulates one case on the analytic backend without writing a
-run directory; :func:`run_cases` runs a list of them, in worker processes if asked. docs/validation.md lists the cases.
+run directory; :func:`run_cases` runs a list of them, in worker processes if asked. docs/validation.md lists
+the cases.
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ def load_suite(path: str | Path | None = None) -> tuple[Path, tuple[Case, ...]]:
 
 
 def gpu_types_label(types: Iterable[str]) -> str:
-    """The GPU types of a case as one label: sorted, distinct, joined by ``+`` (``A100-SXM4-80GB+H100-SXM``)."""
+    """The GPU types of a case as one label: sorted, distinct, joined by ``+`` (``A100-SXM-80GB+H100-SXM``)."""
     return "+".join(sorted({t for t in types if t}))
 
 

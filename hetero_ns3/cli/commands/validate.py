@@ -1,10 +1,10 @@
 """``hetero-ns3 validate``: run the validation suite (simulated vs published) and report the errors.
 
-With ``--out DIR`` it writes ``validation.csv`` / ``.json`` after every case and ``validation.html`` (the scorecard,
-figures and case table: :mod:`hetero_ns3.studies.validation_report`) after the last; it prints the scorecard
-(:mod:`hetero_ns3.results.scorecard`). Exit status 0 only if every counted case is within its tolerance; cases marked ``pending`` in the
-suite are reported but not counted (and run only with ``--pending``). Cases and sources:
-``hetero_ns3/data/validation/suite.toml``, docs/validation.md.
+With ``--out DIR`` it writes ``validation.csv`` / ``.json`` after every case and ``validation.html`` (the
+scorecard, figures and case table: :mod:`hetero_ns3.studies.validation_report`) after the last; it prints the
+scorecard (:mod:`hetero_ns3.results.scorecard`). Exit status 0 only if every counted case is within its
+tolerance; cases marked ``pending`` in the suite are reported but not counted (and run only with ``--pending``).
+Cases and sources: ``hetero_ns3/data/validation/suite.toml``, docs/validation.md.
 """
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ import io
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hetero_ns3.validation import Outcome
 
 NAME = "validate"
 HELP = (
@@ -75,14 +78,10 @@ def _against_baseline(records: list[dict], baseline: list[dict], path: str) -> s
     return "\n".join(lines)
 
 
-def _write_tables(out: Path, outcomes: list, skipped: list, baseline: list[dict] | None = None) -> None:
+def _write_tables(out: Path, outcomes: list, skipped: list) -> None:
     """validation.json and validation.csv of the cases run so far (and the pending ones not run), each written
-    atomically: rewritten after every case, so a stopped or failing run keeps what it finished; with a baseline,
-    its records as baseline.json (the page compares with them)."""
+    atomically: rewritten after every case, so a stopped or failing run keeps what it finished."""
     from hetero_ns3.results import atomic
-
-    if baseline is not None:
-        atomic.write_text(out / "baseline.json", json.dumps(baseline, indent=1))
 
     records = [o.record() for o in outcomes]
     records += [
@@ -132,14 +131,18 @@ def run(args: argparse.Namespace) -> int:
         baseline = read_records(Path(args.baseline), "--baseline")
     out = Path(args.out) if args.out else None
     if out is not None:
+        from hetero_ns3.results import atomic
+
         out.mkdir(parents=True, exist_ok=True)
+        if baseline is not None:  # the page compares with it (studies/validation_report.py)
+            atomic.write_text(out / "baseline.json", json.dumps(baseline, indent=1))
     print(f"{'case':<38} {'metric':<12} {'published':>11} {'simulated':>11} {'error%':>8} {'tol%':>5}  within")
-    done: dict[int, Any] = {}
+    done: dict[int, Outcome] = {}
     for i, o in run_cases(cases, base, args.overrides, args.workers):
         done[i] = o
         print(_row(o), flush=True)
         if out is not None:  # in the suite's order, whatever order the workers finish in
-            _write_tables(out, [done[k] for k in sorted(done)], skipped, baseline)
+            _write_tables(out, [done[k] for k in sorted(done)], skipped)
     outcomes = [done[k] for k in sorted(done)]
     for c in skipped:
         print(
@@ -158,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     if out is not None:
         from hetero_ns3.studies.validation_report import render_validation
 
-        _write_tables(out, outcomes, skipped, baseline)
+        _write_tables(out, outcomes, skipped)
         page = render_validation(out)
         print(f"wrote {out / 'validation.csv'}, {out / 'validation.json'} and {page}", file=sys.stderr)
     if failed:
