@@ -281,7 +281,9 @@ def study_context(root: Path) -> dict[str, Any]:
 
 
 def render_report(path: str | Path, out: str | Path | None = None, top: int = 15) -> Path:
-    """Render the report of a run or study directory to ``out`` (default: ``<dir>/report.html``)."""
+    """Render the report of a run or study directory to ``out`` (default: ``<dir>/report.html``), or the page of a
+    validation directory (:func:`~hetero_ns3.studies.validation_report.render_validation`; default
+    ``<dir>/validation.html``)."""
     root = Path(path)
     dest = Path(out) if out else root / "report.html"
     if (root / "validation.json").is_file() and not (root / "summary.json").is_file():
