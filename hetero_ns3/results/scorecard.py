@@ -1,11 +1,11 @@
 """Scorecard of a validation run: how many cases land within tolerance and how large the errors are, per group.
 
 Input: the records ``hetero-ns3 validate`` writes (``validation.json``: one dict per case with ``case``,
-``metric``, ``error_pct``, ``within_tolerance``, ``pending``, ``heldout``, ``failure`` and, since session 22,
-``kind`` and ``gpu_types``). Pure functions; the CLI prints :func:`format_scorecard`, the HTML validation
+``metric``, ``error_pct``, ``within_tolerance``, ``pending``, ``heldout``, ``failure`` and, in tables written
+since 2026-12-05, ``kind`` and ``gpu_types``). Pure functions; the CLI prints :func:`format_scorecard`, the HTML validation
 report (:mod:`hetero_ns3.studies.validation_report`) shows the same rows.
 
-Definitions (docs/validation.md, "Scorecard"): a group counts its cases that are not ``pending``; a case that
+Definitions (docs/validation.md, "Scorecard and page"): a group counts its cases that are not ``pending``; a case that
 could not be simulated counts as a case not within tolerance and has no error. MAPE is the mean of
 ``|error_pct|`` over the counted cases that ran, the worst case the largest ``|error_pct|``. The optimism is the
 mean signed error oriented by the metric (:func:`optimism_pct`): positive when the simulator is optimistic, i.e.
@@ -36,7 +36,8 @@ class GroupScore:
     """One row of the scorecard.
 
     Attributes:
-        group: ``all``, a set (``calibration`` / ``held-out``), ``<set> / <kind>`` or ``<set> / <GPU types>``.
+        group: ``all``, a set (``calibration`` / ``held-out``), ``<set> / <kind>``, or the GPU types of
+            :func:`by_gpu`.
         cases: counted cases (not pending), including those that could not be simulated.
         within: cases within their tolerance.
         failed: cases that could not be simulated.
@@ -201,8 +202,8 @@ def _value(record: Mapping[str, Any]) -> float | None:
 def compare(
     records: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, Any]], rel_tol: float = 1e-9
 ) -> list[Change]:
-    """The cases of both runs (neither pending nor unrun) whose simulated value differs by more than ``rel_tol``
-    (relative), or that ran in one run only; in the order of ``records``."""
+    """The cases counted in both runs (pending ones left out) whose simulated value differs by more than ``rel_tol``
+    (relative), or that could be simulated in one of the two runs only; in the order of ``records``."""
     old = {str(r["case"]): r for r in baseline if not r.get("pending")}
     out = []
     for r in records:
