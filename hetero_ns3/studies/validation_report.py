@@ -77,6 +77,11 @@ def _status(r: Mapping[str, Any]) -> str:
     return "within" if r.get("within_tolerance") else "out"
 
 
+def _has_error(r: Mapping[str, Any]) -> bool:
+    """The case ran and has an error against its published value (pending cases run with --pending included)."""
+    return _status(r) != "failed" and r.get("error_pct") is not None
+
+
 def _score_row(s: GroupScore) -> dict[str, Any]:
     def f(v: float, fmt: str) -> str:
         return "-" if math.isnan(v) else format(v, fmt)
@@ -96,7 +101,7 @@ def _order(r: Mapping[str, Any]) -> tuple[str, str, float]:
 def errors_figure(records: Sequence[Mapping[str, Any]]) -> Figure | None:
     """One horizontal bar per case that ran: its error (%), over a grey band of +- its tolerance; green within,
     red out of tolerance, grey when pending. Cases grouped by set and kind, sorted by error inside a group."""
-    ran = sorted((r for r in records if _status(r) != "failed" and r.get("error_pct") is not None), key=_order)
+    ran = sorted((r for r in records if _has_error(r)), key=_order)
     if not ran:
         return None
     n = len(ran)
@@ -104,7 +109,7 @@ def errors_figure(records: Sequence[Mapping[str, Any]]) -> Figure | None:
     ax = fig.add_subplot()
     ys = list(range(n))[::-1]
     tol = [float(r["tolerance_pct"]) for r in ran]
-    ax.barh(ys, [2 * t for t in tol], left=[-t for t in tol], height=0.8, color=BAND_COLOUR, label="tolerance")
+    ax.barh(ys, [2 * t for t in tol], left=[-t for t in tol], height=0.8, color=BAND_COLOUR)
     colours = [
         PENDING_COLOUR if r.get("pending") else WITHIN_COLOUR if r.get("within_tolerance") else OUT_COLOUR for r in ran
     ]
@@ -126,9 +131,7 @@ def cdf_figure(records: Sequence[Mapping[str, Any]]) -> Figure | None:
     drawn = False
     for s in ("calibration", "held-out"):
         errs = sorted(
-            abs(float(r["error_pct"]))
-            for r in records
-            if case_set(r) == s and not r.get("pending") and _status(r) != "failed" and r.get("error_pct") is not None
+            abs(float(r["error_pct"])) for r in records if case_set(r) == s and not r.get("pending") and _has_error(r)
         )
         if not errs:
             continue
@@ -172,7 +175,7 @@ def validation_context(root: Path) -> dict[str, Any]:
         ("out of tolerance", str(statuses.count("out"))),
         ("could not be simulated", str(statuses.count("failed"))),
         ("pending (not counted)", str(sum(1 for r in records if r.get("pending")))),
-        ("simulation wall time", f"{sum(float(r.get('wall_s') or 0.0) for r in records):.0f} s"),
+        ("simulation wall time, summed over cases", f"{sum(float(r.get('wall_s') or 0.0) for r in records):.0f} s"),
     ]
     applied = sorted({str(r["set"]) for r in records if r.get("set")})
     if applied:
