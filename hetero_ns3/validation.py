@@ -340,7 +340,8 @@ def run_cases(
     ``workers`` > 1 runs up to that many cases at once, each in a fresh spawned process that ends with its case
     (its memory goes back to the system before the next case starts there; the peak is up to ``workers`` times
     one case's). A worker that dies (killed for memory) raises :class:`SimulationError` naming its case; the
-    outcomes yielded before it stand.
+    outcomes yielded before it stand. When the caller stops early (Ctrl-C, SIGTERM, an error), the running workers
+    are terminated rather than left to finish their cases.
     """
     if workers <= 1:
         for i, c in enumerate(cases):
@@ -362,5 +363,11 @@ def run_cases(
                     f"a worker process died while case {cases[i].name!r} ran (out of memory?); the cases finished "
                     "so far are kept; rerun with fewer --workers"
                 ) from None
+    except BaseException:
+        # The executor has no public way to stop a running task before Python 3.14 (terminate_workers): end the
+        # worker processes themselves, so that an interrupted run exits now instead of after its longest case.
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            proc.terminate()
+        raise
     finally:
         pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,54 @@
+"""``hetero-ns3 validate --workers``: SIGTERM mid-run ends the worker processes at once and keeps the finished
+cases in the tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+SHORT = "heldout.nemo.llama2-7b.h100x8"  # under a second of simulation
+LONG = "heldout.nemo.llama3-405b.b200x128.cp2"  # about 90 s alone on a 2-core machine
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(x) for x in path.read_text().split()] if path.is_file() else []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.is_file() and stat.read_text().split(")")[-1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc to list the worker processes")
+def test_sigterm_ends_the_workers_and_keeps_finished_cases(tmp_path):
+    out = tmp_path / "val"
+    cmd = [sys.executable, "-m", "hetero_ns3", "validate", "--case", SHORT, "--case", LONG, "--workers", "2",
+           "--out", str(out)]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (out / "validation.json").is_file():
+        time.sleep(0.2)
+    assert (out / "validation.json").is_file(), "the short case did not finish"
+    workers = [p for p in _children(proc.pid) if _alive(p)]
+    assert workers, "no worker process is running the long case"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)  # the long case alone needs about 90 s: the run must not wait for it
+    assert proc.returncode == 143, err
+    assert "interrupted (SIGTERM)" in err and "Traceback" not in err
+    time.sleep(1.0)
+    assert not [p for p in workers if _alive(p)], "worker processes outlived the run"
+    records = json.loads((out / "validation.json").read_text())
+    assert [r["case"] for r in records] == [SHORT] and records[0]["simulated"] is not None
