@@ -1,5 +1,5 @@
-"""``hetero-ns3 validate --workers``: SIGTERM mid-run ends the worker processes at once and keeps the finished
-cases in the tables."""
+"""``hetero-ns3 validate --workers``: SIGTERM to the run, or Ctrl-C to its process group, mid-run ends the worker
+processes at once, without their tracebacks, and keeps the finished cases in the tables."""
 
 from __future__ import annotations
 
@@ -33,21 +33,26 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc to list the worker processes")
-def test_sigterm_ends_the_workers_and_keeps_finished_cases(tmp_path):
+@pytest.mark.parametrize(("signame", "group", "status"), [("SIGTERM", False, 143), ("SIGINT", True, 130)])
+def test_a_signal_ends_the_workers_and_keeps_finished_cases(tmp_path, signame, group, status):
     out = tmp_path / "val"
     cmd = [sys.executable, "-m", "hetero_ns3", "validate", "--case", SHORT, "--case", LONG, "--workers", "2",
            "--out", str(out)]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (out / "validation.json").is_file():
         time.sleep(0.2)
     assert (out / "validation.json").is_file(), "the short case did not finish"
     workers = [p for p in _children(proc.pid) if _alive(p)]
     assert workers, "no worker process is running the long case"
-    proc.send_signal(signal.SIGTERM)
+    signum = getattr(signal, signame)
+    if group:  # what Ctrl-C in a terminal does: every process of the group, workers included, gets it
+        os.killpg(proc.pid, signum)
+    else:
+        proc.send_signal(signum)
     _, err = proc.communicate(timeout=30)  # the long case alone needs about 90 s: the run must not wait for it
-    assert proc.returncode == 143, err
-    assert "interrupted (SIGTERM)" in err and "Traceback" not in err
+    assert proc.returncode == status, err
+    assert f"interrupted ({signame})" in err and "Traceback" not in err
     time.sleep(1.0)
     assert not [p for p in workers if _alive(p)], "worker processes outlived the run"
     records = json.loads((out / "validation.json").read_text())
