@@ -290,6 +290,13 @@ class Outcome:
         }
 
 
+def unrun_record(case: Case) -> dict[str, Any]:
+    """The table record of a case that was not run (pending), with the columns of :meth:`Outcome.record`."""
+    rec = Outcome(case, math.nan, math.nan, False, 0.0, {}).record()
+    rec.update(simulated=None, error_pct=None, within_tolerance=None)
+    return rec
+
+
 def run_case(case: Case, base: Path, extra: Sequence[str] = ()) -> Outcome:
     """Simulate one case and compare it with its published value; ``extra``: ``--set`` overrides applied after the
     case's own to a training (scenario) case, ignored by the other kinds (``validate --set``, a what-if)."""

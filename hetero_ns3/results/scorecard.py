@@ -152,12 +152,12 @@ def by_gpu(records: Sequence[Mapping[str, Any]], held_out_only: bool = True) -> 
     return _grouped(counted, lambda r: str(r.get("gpu_types") or "-"))
 
 
-def _pct(v: float) -> str:
-    return "-" if math.isnan(v) else f"{v:.1f}"
-
-
-def _sgn(v: float) -> str:
-    return "-" if math.isnan(v) else f"{v:+.1f}"
+def fmt(value: Any, spec: str, missing: str = "-") -> str:
+    """``value`` formatted with ``spec`` (``".1f"``, ``"+.2f"``); ``missing`` for None or NaN (a case that did not
+    run, a group without a run case)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return missing
+    return format(float(value), spec)
 
 
 def format_scorecard(rows: Sequence[GroupScore]) -> str:
@@ -168,8 +168,8 @@ def format_scorecard(rows: Sequence[GroupScore]) -> str:
         worst = f"{r.worst_case} ({r.worst_error_pct:+.1f}%)" if r.worst_case else "-"
         failed = f" [{r.failed} failed]" if r.failed else ""
         lines.append(
-            f"{r.group:<{width}} {r.cases:>5} {r.within:>6} {_pct(r.mape_pct):>6} {_pct(r.median_abs_pct):>7} "
-            f"{_sgn(r.optimism_pct):>6}  {worst}{failed}"
+            f"{r.group:<{width}} {r.cases:>5} {r.within:>6} {fmt(r.mape_pct, '.1f'):>6} {fmt(r.median_abs_pct, '.1f'):>7} "
+            f"{fmt(r.optimism_pct, '+.1f'):>6}  {worst}{failed}"
         )
     return "\n".join(lines)
 
@@ -220,6 +220,29 @@ def compare(
     return out
 
 
+def within_change(c: Change) -> str:
+    """``yes -> no`` and the like: within tolerance before and after."""
+    return f"{'yes' if c.within_before else 'no'} -> {'yes' if c.within_after else 'no'}"
+
+
+@dataclass(frozen=True)
+class BaselineComparison:
+    """A run against a baseline run (``validate --baseline``): the changed cases, the number of counted cases the two
+    share and the scorecards of each run over those shared cases."""
+
+    changes: list[Change]
+    common: int
+    before: list[GroupScore]
+    now: list[GroupScore]
+
+
+def baseline_comparison(
+    records: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, Any]]
+) -> BaselineComparison:
+    now, before = common_cases(records, baseline)
+    return BaselineComparison(compare(records, baseline), len(now), scorecard(before), scorecard(now))
+
+
 def common_cases(
     records: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, Any]]
 ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
@@ -231,16 +254,11 @@ def common_cases(
 
 def format_changes(changes: Sequence[Change]) -> str:
     """Fixed-width table of ``changes``."""
-
-    def v(x: float | None, fmt: str) -> str:
-        return "-" if x is None else format(x, fmt)
-
     width = max([len("case"), *(len(c.case) for c in changes)])
     lines = [f"{'case':<{width}} {'before':>11} {'after':>11} {'err before%':>11} {'err after%':>10}  within"]
     for c in changes:
-        within = f"{'yes' if c.within_before else 'no'} -> {'yes' if c.within_after else 'no'}"
         lines.append(
-            f"{c.case:<{width}} {v(c.before, '.5g'):>11} {v(c.after, '.5g'):>11} "
-            f"{v(c.error_before_pct, '+.2f'):>11} {v(c.error_after_pct, '+.2f'):>10}  {within}"
+            f"{c.case:<{width}} {fmt(c.before, '.5g'):>11} {fmt(c.after, '.5g'):>11} "
+            f"{fmt(c.error_before_pct, '+.2f'):>11} {fmt(c.error_after_pct, '+.2f'):>10}  {within_change(c)}"
         )
     return "\n".join(lines)

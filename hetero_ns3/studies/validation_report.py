@@ -23,13 +23,14 @@ from matplotlib.figure import Figure
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.results.scorecard import (
     GroupScore,
+    baseline_comparison,
     by_gpu,
     case_kind,
     case_set,
-    common_cases,
-    compare,
+    fmt,
     kind_label,
     scorecard,
+    within_change,
 )
 from hetero_ns3.studies.report import png_uri, template_env
 
@@ -63,12 +64,6 @@ def read_records(path: Path, what: str = "validation directory") -> list[dict[st
     return data
 
 
-def _num(v: Any, fmt: str) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return ""
-    return format(float(v), fmt)
-
-
 def _status(r: Mapping[str, Any]) -> str:
     if r.get("failure"):
         return "failed"
@@ -83,13 +78,11 @@ def _has_error(r: Mapping[str, Any]) -> bool:
 
 
 def _score_row(s: GroupScore) -> dict[str, Any]:
-    def f(v: float, fmt: str) -> str:
-        return "-" if math.isnan(v) else format(v, fmt)
-
     return {
         "group": s.group, "cases": s.cases, "within": s.within, "failed": s.failed,
-        "mape": f(s.mape_pct, ".1f"), "median": f(s.median_abs_pct, ".1f"), "optimism": f(s.optimism_pct, "+.1f"),
-        "worst_case": s.worst_case, "worst_error": f(s.worst_error_pct, "+.1f"),
+        "mape": fmt(s.mape_pct, ".1f"), "median": fmt(s.median_abs_pct, ".1f"),
+        "optimism": fmt(s.optimism_pct, "+.1f"), "worst_case": s.worst_case,
+        "worst_error": fmt(s.worst_error_pct, "+.1f"),
     }  # fmt: skip
 
 
@@ -155,8 +148,8 @@ def _case_row(r: Mapping[str, Any]) -> dict[str, Any]:
     url = _URL.search(source)
     cells = [
         r["case"], case_set(r), kind_label(r), r.get("gpu_types") or "", r.get("metric", ""),
-        _num(r.get("published"), ".5g"), _num(r.get("simulated"), ".5g"), _num(r.get("error_pct"), "+.2f"),
-        _num(r.get("tolerance_pct"), ".0f"), within if not r.get("failure") else f"FAILED: {r['failure']}",
+        fmt(r.get("published"), ".5g", ""), fmt(r.get("simulated"), ".5g", ""), fmt(r.get("error_pct"), "+.2f", ""),
+        fmt(r.get("tolerance_pct"), ".0f", ""), within if not r.get("failure") else f"FAILED: {r['failure']}",
     ]  # fmt: skip
     text = source if len(source) <= 90 else source[:87] + "..."
     return {"status": status, "cells": cells, "source": text, "source_url": url.group(0) if url else None}
@@ -197,22 +190,17 @@ def _baseline_context(root: Path, records: Sequence[Mapping[str, Any]]) -> dict[
     """The comparison with ``root/baseline.json`` (written by ``validate --baseline``), or None without one."""
     if not (root / BASELINE_NAME).is_file():
         return None
-    baseline = read_records(root / BASELINE_NAME, "baseline")
-    now, before = common_cases(records, baseline)
-
-    def v(x: float | None, fmt: str) -> str:
-        return "" if x is None else format(x, fmt)
-
+    cmp = baseline_comparison(records, read_records(root / BASELINE_NAME, "baseline"))
     changes = [
-        [c.case, v(c.before, ".5g"), v(c.after, ".5g"), v(c.error_before_pct, "+.2f"), v(c.error_after_pct, "+.2f"),
-         f"{'yes' if c.within_before else 'no'} -> {'yes' if c.within_after else 'no'}"]
-        for c in compare(records, baseline)
+        [c.case, fmt(c.before, ".5g", ""), fmt(c.after, ".5g", ""), fmt(c.error_before_pct, "+.2f", ""),
+         fmt(c.error_after_pct, "+.2f", ""), within_change(c)]
+        for c in cmp.changes
     ]  # fmt: skip
     return {
-        "common": len(now),
+        "common": cmp.common,
         "changes": changes,
-        "before": [_score_row(x) for x in scorecard(before)],
-        "now": [_score_row(x) for x in scorecard(now)],
+        "before": [_score_row(x) for x in cmp.before],
+        "now": [_score_row(x) for x in cmp.now],
     }
 
 

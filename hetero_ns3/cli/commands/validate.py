@@ -65,16 +65,15 @@ def _row(o) -> str:
 
 def _against_baseline(records: list[dict], baseline: list[dict], path: str) -> str:
     """What ``--baseline`` prints: the changed cases, then both scorecards over the cases the runs share."""
-    from hetero_ns3.results.scorecard import common_cases, compare, format_changes, format_scorecard, scorecard
+    from hetero_ns3.results.scorecard import baseline_comparison, format_changes, format_scorecard
 
-    changes = compare(records, baseline)
-    now, before = common_cases(records, baseline)
-    lines = [f"against the baseline {path}: {len(now)} counted cases in common, {len(changes)} changed"]
-    if changes:
-        lines.append(format_changes(changes))
-    if now:
-        lines += ["", "baseline, same cases:", format_scorecard(scorecard(before))]
-        lines += ["this run, same cases:", format_scorecard(scorecard(now))]
+    cmp = baseline_comparison(records, baseline)
+    lines = [f"against the baseline {path}: {cmp.common} counted cases in common, {len(cmp.changes)} changed"]
+    if cmp.changes:
+        lines.append(format_changes(cmp.changes))
+    if cmp.common:
+        lines += ["", "baseline, same cases:", format_scorecard(cmp.before)]
+        lines += ["this run, same cases:", format_scorecard(cmp.now)]
     return "\n".join(lines)
 
 
@@ -82,14 +81,9 @@ def _write_tables(out: Path, outcomes: list, skipped: list) -> None:
     """validation.json and validation.csv of the cases run so far (and the pending ones not run), each written
     atomically: rewritten after every case, so a stopped or failing run keeps what it finished."""
     from hetero_ns3.results import atomic
+    from hetero_ns3.validation import unrun_record
 
-    records = [o.record() for o in outcomes]
-    records += [
-        {"case": c.name, "kind": c.kind, "gpu_types": "", "metric": c.metric, "published": c.published, "simulated": None, "error_pct": None,
-         "tolerance_pct": 100 * c.tolerance, "within_tolerance": None, "pending": c.pending, "heldout": c.heldout, "source": c.source,
-         "wall_s": 0.0, "failure": None, "set": ""}
-        for c in skipped
-    ]  # fmt: skip
+    records = [o.record() for o in outcomes] + [unrun_record(c) for c in skipped]
     atomic.write_text(out / "validation.json", json.dumps(records, indent=1))
     buf = io.StringIO(newline="")
     w = csv.DictWriter(buf, fieldnames=list(records[0]) if records else ["case"])
