@@ -377,4 +377,6 @@ def run_cases(
             proc.terminate()
         raise
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        # Wait for the executor's manager thread to see the ended workers: without waiting, shutdown clears the
+        # process table under that thread, which then dies with a traceback (seen once, in a CI run of the e2e test).
+        pool.shutdown(wait=True, cancel_futures=True)
