@@ -116,6 +116,27 @@ class CollectiveEnv:
             return ""
         return _architecture(gt)
 
+    def pcie_domain(self, gpu: str) -> str | None:
+        """The PCIe switch (role ``pcie-switch``) behind which ``gpu`` talks to the GPUs of its node, or None.
+
+        None unless the GPU's traffic to another GPU of its node goes over PCIe (``pcie`` and
+        ``nvlink_bridge`` nodes): on NVLink nodes the PCIe switches carry NIC traffic only.
+        """
+        key = ("pcie_domain", gpu)
+        if key in self.cache:
+            return self.cache[key]  # type: ignore[return-value]
+        node = self._node[gpu]
+        peers = [g for g in self.gpus if g != gpu and self._node[g] == node]
+        dom = None
+        if any(self.path(gpu, g).kind == PCIE for g in peers):
+            graph = self.graph
+            for v, li in self._adj[graph.index(gpu)]:
+                if graph.links[li].kind == PCIE and graph.nodes[v].role == "pcie-switch":
+                    dom = graph.nodes[v].name
+                    break
+        self.cache[key] = dom
+        return dom
+
     def nodes_of(self, group: tuple[str, ...]) -> list[list[int]]:
         """Rank indices of ``group`` per node, nodes in order of first appearance, ranks in rank order."""
         order: dict[str, list[int]] = {}
