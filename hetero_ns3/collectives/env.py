@@ -82,6 +82,7 @@ class CollectiveEnv:
                 self._nic_of.setdefault(h, n.name)
         self._rail: dict[str, str] = {}
         self._hbm: dict[str, float] = {}
+        self._members: dict[str, list[str]] | None = None
         self.cache: dict[object, object] = {}
         """Per-env memo for algorithms (ring orders, trees) keyed by their own tuples."""
 
@@ -125,10 +126,8 @@ class CollectiveEnv:
         key = ("pcie_domain", gpu)
         if key in self.cache:
             return self.cache[key]  # type: ignore[return-value]
-        node = self._node[gpu]
-        peers = [g for g in self.gpus if g != gpu and self._node[g] == node]
         dom = None
-        if any(self.path(gpu, g).kind == PCIE for g in peers):
+        if self._pcie_node(self._node[gpu]):
             graph = self.graph
             for v, li in self._adj[graph.index(gpu)]:
                 if graph.links[li].kind == PCIE and graph.nodes[v].role == "pcie-switch":
@@ -136,6 +135,19 @@ class CollectiveEnv:
                     break
         self.cache[key] = dom
         return dom
+
+    def _pcie_node(self, node: str) -> bool:
+        """Whether a GPU of ``node`` reaches another GPU of it over PCIe (decided once per node, from its first GPU)."""
+        key = ("pcie_node", node)
+        hit = self.cache.get(key)
+        if hit is None:
+            if self._members is None:
+                self._members = {}
+                for g in self.gpus:
+                    self._members.setdefault(self._node[g], []).append(g)
+            first, *peers = self._members[node]
+            hit = self.cache[key] = any(self.path(first, g).kind == PCIE for g in peers)
+        return bool(hit)
 
     def nodes_of(self, group: tuple[str, ...]) -> list[list[int]]:
         """Rank indices of ``group`` per node, nodes in order of first appearance, ranks in rank order."""
