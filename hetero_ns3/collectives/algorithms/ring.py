@@ -71,37 +71,12 @@ def ring_orders(env: CollectiveEnv, group: tuple[str, ...], channels: int) -> li
             if pos % 2:
                 a, b = b, a
             order.append(a)
-            order.extend(_by_pcie_switch(env, group, [r for r in local if r != a and r != b], a, b))
+            order.extend(env.by_pcie_switch(group, [r for r in local if r != a and r != b], a, b))
             order.append(b)
             entry = local.index(b)
         orders.append(order)
     env.cache[key] = orders
     return orders
-
-
-def _by_pcie_switch(env: CollectiveEnv, group: tuple[str, ...], middle: list[int], a: int, b: int) -> list[int]:
-    """``middle`` (the ranks of a node between entry ``a`` and exit ``b``) so that the GPUs behind each PCIe
-    switch follow one another: ``a``'s switch first, ``b``'s last, the others in order of first appearance
-    (a stable sort; unchanged on nodes whose GPUs talk over NVLink). The ring then crosses the root complex
-    twice per switch boundary, as the rings of NCCL's topology search do, instead of once per hop that happens to
-    change switch (a channel entering at GPU 7 of 2 x 4 GPUs in index order crossed it four times)."""
-    doms = [env.pcie_domain(group[r]) for r in middle]
-    if all(d is None for d in doms):
-        return middle
-    da, db = env.pcie_domain(group[a]), env.pcie_domain(group[b])
-    first: dict[str | None, int] = {}
-    for d in doms:
-        first.setdefault(d, len(first))
-
-    def key(i: int) -> tuple[int, int]:
-        d = doms[i]
-        if d == da:
-            return (0, 0)
-        if d == db:
-            return (2, 0)
-        return (1, first[d])
-
-    return [middle[i] for i in sorted(range(len(middle)), key=key)]
 
 
 def _mesh_path(m: int, c: int, entry: int | None) -> list[int]:
