@@ -163,6 +163,17 @@ class CollectiveEnv:
 
         return [ranks[i] for i in sorted(range(len(ranks)), key=key)]
 
+    def pcie_root_pairs(self, group: tuple[str, ...]) -> bool:
+        """Whether two GPUs of ``group`` in one node sit behind different PCIe switches and talk over PCIe.
+
+        The planner moves such pairs' data P2P through the root complex; NCCL by default does not (``p2pLevel``
+        ``PATH_PXB``: P2P only under one switch) and copies through host memory (its SHM transport), slower.
+        """
+        by_node: dict[str, set[str | None]] = {}
+        for g in group:
+            by_node.setdefault(self._node[g], set()).add(self.pcie_domain(g))
+        return any(len(d) > 1 and None not in d for d in by_node.values())
+
     def _pcie_node(self, node: str) -> bool:
         """Whether a GPU of ``node`` reaches another GPU of it over PCIe (decided once per node, from its first GPU)."""
         key = ("pcie_node", node)

@@ -10,7 +10,7 @@ from hetero_ns3.topology.analysis import bisection_bandwidth, ecmp_path_count
 from hetero_ns3.topology.fabric import private_pcie_switches
 from hetero_ns3.topology.graph import HOST, NVLS_ROLE, NetGraph
 from hetero_ns3.topology.routing import routing_tables
-from hetero_ns3.topology.spec import MESH, ClusterSpec, NodeGroup
+from hetero_ns3.topology.spec import MESH, SCALE_UP_KINDS, ClusterSpec, NodeGroup
 from hetero_ns3.units import format_rate
 
 
@@ -98,6 +98,7 @@ def summarize(
             + _scale_up_note(g)
             + f", PCIe Gen{g.fabric.pcie_gen} x{g.fabric.pcie_lanes}, {g.nics.count} x {format_rate(g.nics.rate_bps)} NICs"
             + _attach_note(g)
+            + _root_note(g)
             for g in cluster.groups
         )
     links = Counter((link.kind, link.rate_bps) for link in graph.links)
@@ -149,6 +150,14 @@ def _scale_up_note(g: NodeGroup) -> str:
     if g.fabric.kind == MESH:
         return f" ({g.gpus_per_node - 1} links x {format_rate(rate)}/GPU)"
     return f" (NVLink {format_rate(rate)}/GPU)"
+
+
+def _root_note(g: NodeGroup) -> str:
+    """A note for nodes whose GPUs sit behind several PCIe switches and talk over PCIe (docs/collectives.md)."""
+    f = g.fabric
+    if f.kind in SCALE_UP_KINDS or sum(1 for sw in f.pcie_switches if sw.gpus) < 2:
+        return ""
+    return "; GPUs of different PCIe switches: P2P through the root complex (NCCL's default: SHM, not modelled)"
 
 
 def _attach_note(g: NodeGroup) -> str:

@@ -87,3 +87,30 @@ def test_bad_p2p_table_names_the_row(tmp_path):
         load_p2p(p)
     with pytest.raises(ScenarioError, match="cannot read"):
         load_p2p(tmp_path / "missing.csv")
+
+
+def test_root_complex_pairs_are_flagged(two_switch, capsys):
+    """The planner's P2P through the root complex is where NCCL's default would copy through host memory:
+    `collective` says so in its header and `topo show` on the group's line; NVLink nodes and one-switch
+    groups get no note."""
+    from hetero_ns3.cli.main import main
+    from hetero_ns3.topology.loader import load_cluster
+    from hetero_ns3.topology.summary import summarize
+
+    graph, env = two_switch
+    assert env.pcie_root_pairs(env.gpus)
+    assert not env.pcie_root_pairs(env.gpus[:4])  # one switch: NCCL's default P2P as simulated
+    nv = CollectiveEnv.from_graph(resolve_topology("dgx-h100-rail"))
+    assert not nv.pcie_root_pairs(nv.gpus[:8])
+
+    path = str(HELDOUT / "rtxpro6000-pcie-8.toml")
+    for ranks, noted in ((None, True), ("n0.g0,n0.g1,n0.g2,n0.g3", False)):
+        args = ["collective", "all_reduce", "-t", path, "-s", "1MiB", "-b", "model"]
+        assert main(args + (["--ranks", ranks] if ranks else [])) == 0
+        out = capsys.readouterr().out
+        assert ("#  note: GPUs under different PCIe switches" in out) is noted
+
+    spec = load_cluster("h3")
+    lines = {line.split(":")[0]: line for line in summarize(resolve_topology("h3"), spec).groups}
+    assert "NCCL's default: SHM, not modelled" in lines["l40s"]
+    assert "PCIe switches" not in lines["h100"] and "PCIe switches" not in lines["a100"]

@@ -211,15 +211,23 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print_table(rows, op, group, args)
+    print_table(rows, op, group, args, PCIE_ROOT_NOTE if env.pcie_root_pairs(group) else "")
     return 0
 
 
-def print_table(rows: list[dict], op: str, group: tuple[str, ...], args: argparse.Namespace) -> None:
+PCIE_ROOT_NOTE = (
+    "GPUs under different PCIe switches: simulated as P2P through the root complex; NCCL's default copies "
+    "through host memory there (SHM, slower) unless NCCL_P2P_LEVEL=SYS (docs/collectives.md, 'PCIe links')"
+)
+
+
+def print_table(rows: list[dict], op: str, group: tuple[str, ...], args: argparse.Namespace, note: str = "") -> None:
     redop = "sum" if op in ("all_reduce", "reduce_scatter", "reduce") else "none"
     root = args.root if op in ("broadcast", "reduce") else -1
     print(f"# hetero-ns3 collective {op}: {len(group)} ranks on {args.topology} (backend {args.backend})")
     print(f"#  ranks: {', '.join(group[:8])}{' ...' if len(group) > 8 else ''}")
+    if note:
+        print(f"#  note: {note}")
     print("#")
     head = f"#{'size':>11} {'count':>13} {'type':>9} {'redop':>6} {'root':>5} {'time':>10} {'algbw':>8} {'busbw':>8}"
     print(head + f"  {'algo/proto':<16} {'ch':>3} {'model':>10}  bottleneck")
