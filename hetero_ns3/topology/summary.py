@@ -96,9 +96,9 @@ def summarize(
         groups = tuple(
             f"{g.name}: {g.count} x {g.gpus_per_node} {g.gpu_type}, {g.fabric.kind}"
             + _scale_up_note(g)
+            + _root_note(g)
             + f", PCIe Gen{g.fabric.pcie_gen} x{g.fabric.pcie_lanes}, {g.nics.count} x {format_rate(g.nics.rate_bps)} NICs"
             + _attach_note(g)
-            + _root_note(g)
             for g in cluster.groups
         )
     links = Counter((link.kind, link.rate_bps) for link in graph.links)
@@ -157,7 +157,7 @@ def _root_note(g: NodeGroup) -> str:
     f = g.fabric
     if f.kind in SCALE_UP_KINDS or sum(1 for sw in f.pcie_switches if sw.gpus) < 2:
         return ""
-    return "; GPUs of different PCIe switches: P2P through the root complex (NCCL's default: SHM, not modelled)"
+    return " (GPUs of different PCIe switches: P2P through the root complex; NCCL's default, SHM, not modelled)"
 
 
 def _attach_note(g: NodeGroup) -> str:

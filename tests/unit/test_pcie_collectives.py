@@ -112,5 +112,5 @@ def test_root_complex_pairs_are_flagged(two_switch, capsys):
 
     spec = load_cluster("h3")
     lines = {line.split(":")[0]: line for line in summarize(resolve_topology("h3"), spec).groups}
-    assert "NCCL's default: SHM, not modelled" in lines["l40s"]
+    assert "NCCL's default, SHM, not modelled" in lines["l40s"]
     assert "PCIe switches" not in lines["h100"] and "PCIe switches" not in lines["a100"]
