@@ -114,3 +114,14 @@ def test_root_complex_pairs_are_flagged(two_switch, capsys):
     lines = {line.split(":")[0]: line for line in summarize(resolve_topology("h3"), spec).groups}
     assert "NCCL's default, SHM, not modelled" in lines["l40s"]
     assert "PCIe switches" not in lines["h100"] and "PCIe switches" not in lines["a100"]
+
+
+def test_fit_script_checks_the_shipped_constant(capsys):
+    import runpy
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    mod = runpy.run_path(str(root / "scripts" / "fit_pcie_overhead.py"))
+    assert mod["main"](["--check"]) == 0
+    out = capsys.readouterr().out
+    assert "fitted 1.1756601607" in out and out.count("| 5 |") == 6 and out.count("| 4 |") == 3
