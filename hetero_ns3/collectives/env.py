@@ -136,30 +136,23 @@ class CollectiveEnv:
         self.cache[key] = dom
         return dom
 
-    def by_pcie_switch(
-        self, group: tuple[str, ...], ranks: list[int], first: int, last: int | None = None
-    ) -> list[int]:
-        """``ranks`` (indices into ``group``, GPUs of one node that a ring or chain visits between ``first`` and
-        ``last``) ordered so that the GPUs behind each PCIe switch follow one another: ``first``'s switch first,
-        ``last``'s last, the others in order of first appearance (a stable sort; unchanged on nodes whose GPUs talk
-        over NVLink). A ring then crosses the root complex twice per switch boundary, as the rings of NCCL's topology
-        search do (in index order, the ring channel entering at GPU 7 of 2 x 4 GPUs crossed it four times)."""
+    def by_pcie_switch(self, group: tuple[str, ...], ranks: list[int], first: int, last: int) -> list[int]:
+        """``ranks`` (indices into ``group``: the GPUs of one node that a ring visits between ``first`` and ``last``)
+        ordered so that the GPUs behind each PCIe switch follow one another: ``first``'s switch first, ``last``'s
+        last, the others in order of first appearance (a stable sort; unchanged on nodes whose GPUs talk over
+        NVLink). The ring then crosses the root complex twice per switch boundary, as the rings of NCCL's topology
+        search do (in index order, the channel entering at GPU 7 of 2 x 4 GPUs crossed it four times)."""
         doms = [self.pcie_domain(group[r]) for r in ranks]
         if all(d is None for d in doms):
             return ranks
-        d_first = self.pcie_domain(group[first])
-        d_last = self.pcie_domain(group[last]) if last is not None else None
+        d_first, d_last = self.pcie_domain(group[first]), self.pcie_domain(group[last])
         seen: dict[str | None, int] = {}
         for d in doms:
             seen.setdefault(d, len(seen))
 
         def key(i: int) -> tuple[int, int]:
             d = doms[i]
-            if d == d_first:
-                return (0, 0)
-            if last is not None and d == d_last:
-                return (2, 0)
-            return (1, seen[d])
+            return (0, 0) if d == d_first else (2, 0) if d == d_last else (1, seen[d])
 
         return [ranks[i] for i in sorted(range(len(ranks)), key=key)]
 
