@@ -35,7 +35,7 @@ from hetero_ns3.scenario.faults import FaultsSection
 from hetero_ns3.scenario.loader import Scenario
 from hetero_ns3.signals import Interrupted, last_signal
 from hetero_ns3.topology import ClusterSpec, build_graph, load_cluster
-from hetero_ns3.topology.fabric import resolve_nic_attach, with_nic_attach
+from hetero_ns3.topology.fabric import gpus_across_pcie_switches, resolve_nic_attach, with_nic_attach
 from hetero_ns3.topology.graph import NetGraph
 from hetero_ns3.workload.planner import CompiledIteration, check_scenario_plan, plan_scenario
 
@@ -73,7 +73,26 @@ def load_run_cluster(scenario: Scenario, backend: str | None = None) -> ClusterS
         spec = with_nic_attach(spec, cluster.nic_attach, "cluster.nic_attach")
     spec = spec.with_routing(cluster.routing)
     lean = backend is not None and get_backend(backend).nic_attach_auto == "direct"
+    _note_pcie_root(spec)
     return resolve_nic_attach(spec, lean)
+
+
+_NOTED_PCIE: set[tuple[str, str]] = set()
+
+
+def _note_pcie_root(spec: ClusterSpec) -> None:
+    """Warn once per process and group where GPUs of a node sit behind different PCIe switches (a model limit)."""
+    for g in spec.groups:
+        key = (spec.name, g.name)
+        if key not in _NOTED_PCIE and gpus_across_pcie_switches(g):
+            _NOTED_PCIE.add(key)
+            log.warning(
+                "cluster group %r (%s): GPUs of different PCIe switches are simulated P2P through the root complex; "
+                "NCCL's default copies through host memory there (SHM, slower, not modelled), so this group's "
+                "intra-node collectives are optimistic unless NCCL_P2P_LEVEL=SYS (docs/collectives.md, 'PCIe links')",
+                g.name,
+                g.fabric.kind,
+            )
 
 
 def gpu_slowdowns(faults: FaultsSection, cluster: ClusterSpec) -> dict[str, float]:

@@ -59,6 +59,14 @@ NVLINK_COST = 0.5
 """Routing cost of an NVLink link (others cost 1): prefer NVLink inside a node."""
 
 
+def gpus_across_pcie_switches(group: NodeGroup) -> bool:
+    """Whether the group's GPUs talk over PCIe and sit behind more than one PCIe switch of a node: pairs that the
+    simulator moves P2P through the root complex, where NCCL's default copies through host memory (SHM, not
+    modelled; docs/collectives.md "PCIe links")."""
+    f = group.fabric
+    return f.kind not in SCALE_UP_KINDS and sum(1 for sw in f.pcie_switches if sw.gpus) > 1
+
+
 def private_pcie_switches(group: NodeGroup) -> dict[int, tuple[int, int]]:
     """PCIe switches that only join one GPU to one NIC: ``{switch index: (GPU, NIC)}`` (local indices).
 

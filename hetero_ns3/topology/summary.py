@@ -7,10 +7,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from hetero_ns3.topology.analysis import bisection_bandwidth, ecmp_path_count
-from hetero_ns3.topology.fabric import private_pcie_switches
+from hetero_ns3.topology.fabric import gpus_across_pcie_switches, private_pcie_switches
 from hetero_ns3.topology.graph import HOST, NVLS_ROLE, NetGraph
 from hetero_ns3.topology.routing import routing_tables
-from hetero_ns3.topology.spec import MESH, SCALE_UP_KINDS, ClusterSpec, NodeGroup
+from hetero_ns3.topology.spec import MESH, ClusterSpec, NodeGroup
 from hetero_ns3.units import format_rate
 
 
@@ -154,8 +154,7 @@ def _scale_up_note(g: NodeGroup) -> str:
 
 def _root_note(g: NodeGroup) -> str:
     """A note for nodes whose GPUs sit behind several PCIe switches and talk over PCIe (docs/collectives.md)."""
-    f = g.fabric
-    if f.kind in SCALE_UP_KINDS or sum(1 for sw in f.pcie_switches if sw.gpus) < 2:
+    if not gpus_across_pcie_switches(g):
         return ""
     return " (GPUs of different PCIe switches: P2P through the root complex; NCCL's default, SHM, not modelled)"
 

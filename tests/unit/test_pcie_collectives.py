@@ -125,3 +125,16 @@ def test_fit_script_checks_the_shipped_constant(capsys):
     assert mod["main"](["--check"]) == 0
     out = capsys.readouterr().out
     assert "fitted 1.1756601607" in out and out.count("| 5 |") == 6 and out.count("| 4 |") == 3
+
+
+def test_runs_on_such_groups_warn_once(caplog):
+    from hetero_ns3 import pipeline
+    from hetero_ns3.scenario import scenario_from_dict
+
+    pipeline._NOTED_PCIE.clear()
+    with caplog.at_level("WARNING", logger="hetero_ns3.pipeline"):
+        for _ in range(2):
+            pipeline.load_run_cluster(scenario_from_dict({"cluster": {"topology": "h3"}}))
+        pipeline.load_run_cluster(scenario_from_dict({"cluster": {"topology": "h0"}}))
+    msgs = [r.getMessage() for r in caplog.records if "PCIe switches" in r.getMessage()]
+    assert len(msgs) == 1 and "'l40s' (pcie)" in msgs[0] and "NCCL_P2P_LEVEL=SYS" in msgs[0]
