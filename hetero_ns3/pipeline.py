@@ -35,7 +35,12 @@ from hetero_ns3.scenario.faults import FaultsSection
 from hetero_ns3.scenario.loader import Scenario
 from hetero_ns3.signals import Interrupted, last_signal
 from hetero_ns3.topology import ClusterSpec, build_graph, load_cluster
-from hetero_ns3.topology.fabric import gpus_across_pcie_switches, resolve_nic_attach, with_nic_attach
+from hetero_ns3.topology.fabric import (
+    PCIE_ROOT_NOTE,
+    gpus_across_pcie_switches,
+    resolve_nic_attach,
+    with_nic_attach,
+)
 from hetero_ns3.topology.graph import NetGraph
 from hetero_ns3.workload.planner import CompiledIteration, check_scenario_plan, plan_scenario
 
@@ -86,13 +91,7 @@ def _note_pcie_root(spec: ClusterSpec) -> None:
         key = (spec.name, g.name)
         if key not in _NOTED_PCIE and gpus_across_pcie_switches(g):
             _NOTED_PCIE.add(key)
-            log.warning(
-                "cluster group %r (%s): GPUs of different PCIe switches are simulated P2P through the root complex; "
-                "NCCL's default copies through host memory there (SHM, slower, not modelled), so this group's "
-                "intra-node collectives are optimistic unless NCCL_P2P_LEVEL=SYS (docs/collectives.md, 'PCIe links')",
-                g.name,
-                g.fabric.kind,
-            )
+            log.warning("cluster group %r (%s): %s", g.name, g.fabric.kind, PCIE_ROOT_NOTE)
 
 
 def gpu_slowdowns(faults: FaultsSection, cluster: ClusterSpec) -> dict[str, float]:

@@ -59,6 +59,13 @@ NVLINK_COST = 0.5
 """Routing cost of an NVLink link (others cost 1): prefer NVLink inside a node."""
 
 
+PCIE_ROOT_NOTE = (
+    "GPUs of different PCIe switches are simulated P2P through the root complex; NCCL's default copies through "
+    "host memory there (SHM, slower, not modelled) unless NCCL_P2P_LEVEL=SYS (docs/collectives.md, 'PCIe links')"
+)
+"""What the CLI says wherever :func:`gpus_across_pcie_switches` holds (collective header, topo show, run log)."""
+
+
 def gpus_across_pcie_switches(group: NodeGroup) -> bool:
     """Whether the group's GPUs talk over PCIe and sit behind more than one PCIe switch of a node: pairs that the
     simulator moves P2P through the root complex, where NCCL's default copies through host memory (SHM, not

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from hetero_ns3.topology.analysis import bisection_bandwidth, ecmp_path_count
-from hetero_ns3.topology.fabric import gpus_across_pcie_switches, private_pcie_switches
+from hetero_ns3.topology.fabric import PCIE_ROOT_NOTE, gpus_across_pcie_switches, private_pcie_switches
 from hetero_ns3.topology.graph import HOST, NVLS_ROLE, NetGraph
 from hetero_ns3.topology.routing import routing_tables
 from hetero_ns3.topology.spec import MESH, ClusterSpec, NodeGroup
@@ -156,7 +156,7 @@ def _root_note(g: NodeGroup) -> str:
     """A note for nodes whose GPUs sit behind several PCIe switches and talk over PCIe (docs/collectives.md)."""
     if not gpus_across_pcie_switches(g):
         return ""
-    return " (GPUs of different PCIe switches: P2P through the root complex; NCCL's default, SHM, not modelled)"
+    return f" ({PCIE_ROOT_NOTE})"
 
 
 def _attach_note(g: NodeGroup) -> str:

@@ -108,11 +108,11 @@ def test_root_complex_pairs_are_flagged(two_switch, capsys):
         args = ["collective", "all_reduce", "-t", path, "-s", "1MiB", "-b", "model"]
         assert main(args + (["--ranks", ranks] if ranks else [])) == 0
         out = capsys.readouterr().out
-        assert ("#  note: GPUs under different PCIe switches" in out) is noted
+        assert ("#  note: GPUs of different PCIe switches are simulated P2P" in out) is noted
 
     spec = load_cluster("h3")
     lines = {line.split(":")[0]: line for line in summarize(resolve_topology("h3"), spec).groups}
-    assert "NCCL's default, SHM, not modelled" in lines["l40s"]
+    assert "(GPUs of different PCIe switches are simulated P2P" in lines["l40s"]
     assert "PCIe switches" not in lines["h100"] and "PCIe switches" not in lines["a100"]
 
 

@@ -29,6 +29,7 @@ from hetero_ns3.errors import ScenarioError, SimulationError, field_error
 from hetero_ns3.network.backend import backend_names
 from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.plan.dag import ExecutionPlan
+from hetero_ns3.topology.fabric import PCIE_ROOT_NOTE
 from hetero_ns3.topology.graph import ROUTING_KINDS, NetGraph
 from hetero_ns3.units import parse_size
 
@@ -213,12 +214,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print_table(rows, op, group, args, PCIE_ROOT_NOTE if env.pcie_root_pairs(group) else "")
     return 0
-
-
-PCIE_ROOT_NOTE = (
-    "GPUs under different PCIe switches: simulated as P2P through the root complex; NCCL's default copies "
-    "through host memory there (SHM, slower) unless NCCL_P2P_LEVEL=SYS (docs/collectives.md, 'PCIe links')"
-)
 
 
 def print_table(rows: list[dict], op: str, group: tuple[str, ...], args: argparse.Namespace, note: str = "") -> None:
