@@ -31,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from hetero_ns3.compute.attention_fit import AttentionFit, TimedAttention, fit_attention_cases
 from hetero_ns3.compute.gpus import GpuSpec, get_gpu
 from hetero_ns3.compute.roofline import Kernel, Roofline, default_efficiency
 from hetero_ns3.paths import PACKAGE_DATA
@@ -220,80 +221,22 @@ def residuals(gpu_type: str = "H200-SXM", gpu_dir: Path | None = None) -> list[R
     ]
 
 
-CAUSAL_TILES = (0.0, 128.0, 256.0, 384.0)
-"""Candidate causal-mask tile sides of :func:`fit_attention` (tokens; 0 = exactly half the square)."""
-
-
-@dataclass(frozen=True)
-class AttentionFit:
-    """Fused-attention constants fitted to measured kernels (fractions of peak; tokens), with the RMS and
-    worst log error (percent) of each direction over the fitted cases."""
-
-    attention_fwd: float
-    attention_bwd: float
-    attention_seq_half: float
-    attention_causal_tile: float
-    rms_fwd_pct: float
-    rms_bwd_pct: float
-    worst_fwd_pct: float
-    worst_bwd_pct: float
-    cases: int
-
-
 def fit_attention(
     gpu_type: str = "H200-SXM",
     gpu_dir: Path | None = None,
     backend: str = "cudnn",
     head_dim: int = 128,
 ) -> AttentionFit:
-    """Grid fit of ``attention_fwd``, ``attention_bwd`` (0.40 .. 1.00 by 0.01), one shared
-    ``attention_seq_half`` (0 .. 600 tokens by 25) and the causal tile (:data:`CAUSAL_TILES`) to the measured
-    attention of one back end and head dimension: least squares on log time over forward and backward, the
-    catalog's other constants (``sustained``, memory, launch) held, the backward's pre-pass and dQ kernels
+    """:func:`~hetero_ns3.compute.attention_fit.fit_attention_cases` (``attention_seq_half`` 0 .. 600 tokens by
+    25) on the measured attention of one back end and head dimension, the backward's pre-pass and dQ kernels
     included as the layer programs run them."""
     d = gpu_dir or MEASURED_DIR / "h200"
-    gpu = get_gpu(gpu_type)
-    base = default_efficiency(gpu)
     rows = [r for r in read_table(d, "attention") if r["backend"] == backend and int(r["head_dim"]) == head_dim]
     cases = []
     for r in rows:
         fwd, bwd = attention_kernels(int(r["batch"]), int(r["heads"]), int(r["seq"]), head_dim, r["causal"] == "1")
-        cases.append((fwd, float(r["fwd_s"]), bwd, float(r["bwd_s"])))
-    effs = [round(0.40 + 0.01 * i, 2) for i in range(61)]
-
-    def errors(tile: float, half: float, e_fwd: float, e_bwd: float) -> tuple[list[float], list[float]]:
-        eff = replace(
-            base, attention_fwd=e_fwd, attention_bwd=e_bwd, attention_seq_half=half, attention_causal_tile=tile
-        )
-        rf = Roofline("bf16", efficiency={gpu.name: eff})
-        ef = [math.log(rf.time(f, gpu)[2] / tf) for f, tf, _b, _tb in cases]
-        eb = [math.log(rf.time(b, gpu)[2] / tb) for _f, _tf, b, tb in cases]
-        return ef, eb
-
-    best: tuple[float, float, float, float, float] | None = None
-    for tile in CAUSAL_TILES:
-        for step in range(25):
-            h = 25.0 * step
-            e_f = min(effs, key=lambda e: sum(x * x for x in errors(tile, h, e, base.attention_bwd)[0]))
-            e_b = min(effs, key=lambda e: sum(x * x for x in errors(tile, h, base.attention_fwd, e)[1]))
-            ef, eb = errors(tile, h, e_f, e_b)
-            loss = sum(x * x for x in ef) + sum(x * x for x in eb)
-            if best is None or loss < best[0]:
-                best = (loss, tile, h, e_f, e_b)
-    assert best is not None
-    _loss, tile, half, e_f, e_b = best
-    ef, eb = errors(tile, half, e_f, e_b)
-    return AttentionFit(
-        e_f,
-        e_b,
-        half,
-        tile,
-        100 * math.sqrt(statistics.fmean(x * x for x in ef)),
-        100 * math.sqrt(statistics.fmean(x * x for x in eb)),
-        100 * max(ef, key=abs),
-        100 * max(eb, key=abs),
-        len(cases),
-    )
+        cases.append(TimedAttention(fwd, float(r["fwd_s"]), bwd, float(r["bwd_s"])))
+    return fit_attention_cases(gpu_type, cases)
 
 
 HEAD_TILES = (0, 32, 64)

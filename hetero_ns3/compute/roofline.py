@@ -167,10 +167,17 @@ def _eff_tables() -> Mapping[str, Mapping[str, float]]:
         return tomllib.load(fh).get("efficiency", {})
 
 
+def efficiency_table(name: str) -> Mapping[str, float]:
+    """The catalog's ``[efficiency.<name>]`` table as written (an architecture, a GPU type or ``default``;
+    empty when absent)."""
+    return _eff_tables().get(name, {})
+
+
 def default_efficiency(gpu: GpuSpec) -> Efficiency:
-    """The catalog efficiency constants for ``gpu``'s architecture (``default`` filling gaps)."""
+    """The catalog efficiency constants for ``gpu``: its own table where the catalog has one (keyed by the GPU's
+    name: constants fitted to that GPU's published kernels), over its architecture's, over ``default``."""
     tables = _eff_tables()
-    merged = {**tables.get("default", {}), **tables.get(gpu.architecture, {})}
+    merged = {**tables.get("default", {}), **tables.get(gpu.architecture, {}), **tables.get(gpu.name, {})}
     gemm = float(merged["gemm"])
     gemm_fp8 = None
     ref, ref_gemm = merged.get("mamf_ref"), merged.get("mamf_ref_gemm")

@@ -1,0 +1,242 @@
+"""Fused-attention constants fitted to attention kernel times: our own H200 measurements and NVIDIA's published ones.
+
+The roofline runs a fused attention kernel at ``peak x attention_fwd (_bwd) x sustained x s / (s +
+attention_seq_half) x occupancy``, executing ``(n + 1) / (2 n)`` of the square under a causal mask with ``n =
+ceil(s / attention_causal_tile)`` (:mod:`hetero_ns3.compute.roofline`). :func:`fit_attention_cases` fits the four
+constants to kernel times by a grid search on log time; :func:`hetero_ns3.compute.measured.fit_attention` feeds it
+the tables measured on one H200 (``hetero_ns3/data/measured/h200/``), :func:`fit_published` the published table
+below.
+
+Published table: ``hetero_ns3/data/validation/attention_published.csv``, NVIDIA's cuDNN SDPA training benchmark
+(cudnn-frontend ``benchmark/sdpa_benchmark_training``; source URL at a commit per row): BF16, head dimension
+128, Llama 3.1 405B's grouped-query shapes (128 or 64 query heads, 8 key / value heads), batch 1, forward and
+backward times in ms. Two timing methods:
+
+* ``events`` (cudnn-frontend up to v1.17, B200 rows, cuDNN 9.10.2 and 9.13.0): CUDA events around one PyTorch
+  SDPA call, which includes PyTorch's dispatch. Below 8192 tokens that shows as a floor (0.10-0.16 ms forward at
+  512 tokens where the FLOPs take ~0.01 ms), so only rows of :data:`EVENTS_MIN_SEQ` tokens and more are fitted.
+* ``profiler`` (v1.18 on, GB200 and H200 rows, cuDNN 9.18.1 and 9.19.1): the kernels' device time from the
+  PyTorch profiler; every row is fitted.
+
+Fitted: B200 gives the Blackwell architecture's table, GB200 (the same die at 1200 W, measured on cuDNN releases
+half a year newer) its own table (:data:`FIT_TABLES`). H200 is not fitted here: its rows check the Hopper
+constants fitted to our own H200 measurements (:data:`CHECK_ONLY`). Bandwidth-bound parts (the backward's
+pre-pass and dQ conversion) are included as the layer programs run them; FLOPs count the query heads.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from hetero_ns3.compute.gpus import get_gpu
+from hetero_ns3.compute.roofline import Kernel, Roofline, default_efficiency
+from hetero_ns3.errors import ScenarioError
+from hetero_ns3.paths import PACKAGE_DATA
+from hetero_ns3.workload.layers import flash_attention_kernels
+
+PUBLISHED_CSV = PACKAGE_DATA / "validation" / "attention_published.csv"
+CAUSAL_TILES = (0.0, 128.0, 256.0, 384.0)
+"""Candidate causal-mask tile sides of the fit (tokens; 0 = exactly half the square)."""
+EFFICIENCIES = tuple(round(0.30 + 0.01 * i, 2) for i in range(71))
+"""Candidate ``attention_fwd`` / ``attention_bwd`` values (fractions of the dense BF16 peak)."""
+MEASURED_HALVES = tuple(25.0 * i for i in range(25))
+"""Candidate ``attention_seq_half`` values for our own H200 measurements (0 .. 600 tokens)."""
+PUBLISHED_HALVES = tuple(25.0 * i for i in range(81))
+"""Candidate ``attention_seq_half`` values for the published tables (0 .. 2000 tokens: B200's optimum is 800)."""
+EVENTS_MIN_SEQ = 8192
+"""Shortest sequence (tokens) of an ``events``-timed row that enters the fit (PyTorch's dispatch below it)."""
+FIT_TABLES = {"B200": "Blackwell", "GB200": "GB200"}
+"""GPU type of the published rows -> the ``[efficiency.<table>]`` of ``gpus.toml`` their fit gives."""
+CHECK_ONLY = ("H200-SXM",)
+"""GPU types whose published rows only check constants fitted elsewhere."""
+COLUMNS = ("gpu_type", "cudnn", "timing", "batch", "heads", "kv_heads", "seq", "head_dim", "causal", "fwd_ms", "bwd_ms")
+
+
+@dataclass(frozen=True)
+class AttentionFit:
+    """Fused-attention constants fitted to kernel times (fractions of peak; tokens), with the RMS and worst log
+    error (percent) of each direction over the fitted cases."""
+
+    attention_fwd: float
+    attention_bwd: float
+    attention_seq_half: float
+    attention_causal_tile: float
+    rms_fwd_pct: float
+    rms_bwd_pct: float
+    worst_fwd_pct: float
+    worst_bwd_pct: float
+    cases: int
+
+
+@dataclass(frozen=True)
+class TimedAttention:
+    """One attention shape with its forward and backward kernels and their times (s)."""
+
+    fwd: tuple[Kernel, ...]
+    fwd_s: float
+    bwd: tuple[Kernel, ...]
+    bwd_s: float
+
+
+@dataclass(frozen=True)
+class PublishedRow:
+    """One row of the published table (times in seconds)."""
+
+    gpu_type: str
+    cudnn: str
+    timing: str
+    batch: int
+    heads: int
+    kv_heads: int
+    seq: int
+    head_dim: int
+    causal: bool
+    fwd_s: float
+    bwd_s: float
+    source: str
+
+    @property
+    def fitted(self) -> bool:
+        """Whether the row enters its GPU's fit (profiler rows always; event rows from EVENTS_MIN_SEQ tokens)."""
+        return self.timing == "profiler" or self.seq >= EVENTS_MIN_SEQ
+
+    def timed(self) -> TimedAttention:
+        """The layer programs' forward and backward kernels for this shape, with the published times."""
+        b, s, hq, hkv, hd = self.batch, self.seq, self.heads, self.kv_heads, self.head_dim
+        return TimedAttention(
+            flash_attention_kernels(b, s, hq, hkv, hd, self.causal, backward=False),
+            self.fwd_s,
+            flash_attention_kernels(b, s, hq, hkv, hd, self.causal, backward=True),
+            self.bwd_s,
+        )
+
+
+def load_published(path: str | Path | None = None) -> tuple[PublishedRow, ...]:
+    """Rows of the published attention table. Raises ScenarioError naming the bad row and field."""
+    p = Path(path) if path is not None else PUBLISHED_CSV
+    try:
+        lines = p.read_text().splitlines()
+    except OSError as e:
+        raise ScenarioError(f"{p}: cannot read the published attention table ({e.strerror})") from None
+    rows = []
+    for i, r in enumerate(csv.DictReader(lines), start=1):
+        missing = [c for c in (*COLUMNS, "source") if not (r.get(c) or "").strip()]
+        if missing:
+            raise ScenarioError(f"{p}: data row {i} has no {missing[0]!r}; give every column of {', '.join(COLUMNS)}")
+        if r["causal"] not in ("0", "1"):
+            raise ScenarioError(f"{p}: data row {i}: causal {r['causal']!r}; use 1 (causal mask) or 0 (none)")
+        try:
+            row = PublishedRow(
+                r["gpu_type"],
+                r["cudnn"],
+                r["timing"],
+                batch=int(r["batch"]),
+                heads=int(r["heads"]),
+                kv_heads=int(r["kv_heads"]),
+                seq=int(r["seq"]),
+                head_dim=int(r["head_dim"]),
+                causal=r["causal"] == "1",
+                fwd_s=float(r["fwd_ms"]) / 1e3,
+                bwd_s=float(r["bwd_ms"]) / 1e3,
+                source=r["source"],
+            )
+        except ValueError as e:
+            raise ScenarioError(f"{p}: data row {i}: {e}; counts are integers and times are ms") from None
+        if row.timing not in ("events", "profiler"):
+            raise ScenarioError(f"{p}: data row {i}: timing {row.timing!r}; use 'events' or 'profiler'")
+        if min(row.fwd_s, row.bwd_s) <= 0 or not math.isfinite(row.fwd_s + row.bwd_s):
+            raise ScenarioError(f"{p}: data row {i}: times must be positive and finite ms")
+        try:
+            get_gpu(row.gpu_type)
+        except ScenarioError as e:
+            raise ScenarioError(f"{p}: data row {i}: {e}") from None
+        rows.append(row)
+    if not rows:
+        raise ScenarioError(f"{p}: no data rows; the fit needs published attention times")
+    return tuple(rows)
+
+
+def _log_errors(
+    gpu_type: str, cases: Sequence[TimedAttention], tile: float, half: float, e_fwd: float, e_bwd: float
+) -> tuple[list[float], list[float]]:
+    gpu = get_gpu(gpu_type)
+    eff = replace(
+        default_efficiency(gpu),
+        attention_fwd=e_fwd,
+        attention_bwd=e_bwd,
+        attention_seq_half=half,
+        attention_causal_tile=tile,
+    )
+    rf = Roofline("bf16", efficiency={gpu.name: eff})
+    ef = [math.log(rf.time(c.fwd, gpu)[2] / c.fwd_s) for c in cases]
+    eb = [math.log(rf.time(c.bwd, gpu)[2] / c.bwd_s) for c in cases]
+    return ef, eb
+
+
+def fit_attention_cases(
+    gpu_type: str,
+    cases: Sequence[TimedAttention],
+    halves: Sequence[float] = MEASURED_HALVES,
+    effs: Sequence[float] = EFFICIENCIES,
+) -> AttentionFit:
+    """Grid fit of ``attention_fwd``, ``attention_bwd`` (``effs``), one shared ``attention_seq_half``
+    (``halves``) and the causal tile (:data:`CAUSAL_TILES`) to ``cases`` on ``gpu_type``: least squares on log
+    time over forward and backward, the catalog's other constants (``sustained``, memory, launch) held."""
+    if not cases:
+        raise ScenarioError(f"no attention times to fit for {gpu_type}")
+    best: tuple[float, float, float, float, float] | None = None
+    for tile in CAUSAL_TILES:
+        for h in halves:
+            e_f = min(effs, key=lambda e: sum(x * x for x in _log_errors(gpu_type, cases, tile, h, e, 0.5)[0]))
+            e_b = min(effs, key=lambda e: sum(x * x for x in _log_errors(gpu_type, cases, tile, h, 0.5, e)[1]))
+            ef, eb = _log_errors(gpu_type, cases, tile, h, e_f, e_b)
+            loss = sum(x * x for x in ef) + sum(x * x for x in eb)
+            if best is None or loss < best[0]:
+                best = (loss, tile, h, e_f, e_b)
+    assert best is not None
+    _loss, tile, half, e_f, e_b = best
+    ef, eb = _log_errors(gpu_type, cases, tile, half, e_f, e_b)
+    return AttentionFit(
+        e_f,
+        e_b,
+        half,
+        tile,
+        100 * math.sqrt(statistics.fmean(x * x for x in ef)),
+        100 * math.sqrt(statistics.fmean(x * x for x in eb)),
+        100 * max(ef, key=abs),
+        100 * max(eb, key=abs),
+        len(cases),
+    )
+
+
+def fit_published(gpu_type: str, rows: Sequence[PublishedRow] | None = None) -> AttentionFit:
+    """The fit of ``gpu_type``'s fitted published rows (:attr:`PublishedRow.fitted`)."""
+    rows = load_published() if rows is None else rows
+    cases = [r.timed() for r in rows if r.gpu_type == gpu_type and r.fitted]
+    return fit_attention_cases(gpu_type, cases, halves=PUBLISHED_HALVES)
+
+
+@dataclass(frozen=True)
+class PublishedResidual:
+    """One published row against the catalog's constants: model / published - 1 (percent)."""
+
+    row: PublishedRow
+    fwd_pct: float
+    bwd_pct: float
+
+
+def published_residuals(rows: Sequence[PublishedRow] | None = None) -> list[PublishedResidual]:
+    """Every published row timed with the catalog's constants (``sustained`` applied, as in the fits)."""
+    rows = load_published() if rows is None else rows
+    rf = Roofline("bf16")
+    out = []
+    for r in rows:
+        gpu, t = get_gpu(r.gpu_type), r.timed()
+        fwd, bwd = rf.time(t.fwd, gpu)[2], rf.time(t.bwd, gpu)[2]
+        out.append(PublishedResidual(r, 100 * (fwd / t.fwd_s - 1), 100 * (bwd / t.bwd_s - 1)))
+    return out

@@ -1,0 +1,61 @@
+"""Fit fused-attention constants on NVIDIA's published cuDNN SDPA benchmarks and print the residual table.
+
+    PYTHONPATH=. python scripts/fit_attention_published.py            # fit B200 and GB200, print the tables
+    PYTHONPATH=. python scripts/fit_attention_published.py --check    # exit 1 if gpus.toml does not hold the fits
+
+The data and the fit are :mod:`hetero_ns3.compute.attention_fit` (``hetero_ns3/data/validation/
+attention_published.csv``); the fitted constants are ``[efficiency.Blackwell]`` (B200) and ``[efficiency."GB200"]``
+of ``hetero_ns3/data/gpus.toml``, which this script prints but does not edit. H200's rows check the Hopper
+constants fitted to our own H200 measurements. docs/compute.md ("Blackwell attention") shows the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from hetero_ns3.compute.attention_fit import (
+    CHECK_ONLY,
+    FIT_TABLES,
+    fit_published,
+    load_published,
+    published_residuals,
+)
+from hetero_ns3.compute.roofline import efficiency_table
+
+KEYS = ("attention_fwd", "attention_bwd", "attention_seq_half", "attention_causal_tile")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="compare the shipped constants with the fits")
+    args = ap.parse_args(argv)
+    rows = load_published()
+    stale = []
+    for gpu_type, table in FIT_TABLES.items():
+        fit = fit_published(gpu_type, rows)
+        shipped = efficiency_table(table)
+        got = {k: getattr(fit, k) for k in KEYS}
+        print(
+            f"{gpu_type} -> [efficiency.{table}]: "
+            + ", ".join(f"{k} {v:g} (shipped {shipped.get(k)})" for k, v in got.items())
+            + f"; {fit.cases} cases, RMS {fit.rms_fwd_pct:.1f}% fwd / {fit.rms_bwd_pct:.1f}% bwd"
+        )
+        if any(float(shipped.get(k, float("nan"))) != v for k, v in got.items()):
+            stale.append(table)
+    print("\n| GPU | cuDNN | timing | mask | tokens | fwd ms | model | bwd ms | model | fitted |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for res in published_residuals(rows):
+        r = res.row
+        role = "check" if r.gpu_type in CHECK_ONLY else ("yes" if r.fitted else "no")
+        print(
+            f"| {r.gpu_type} | {r.cudnn} | {r.timing} | {'causal' if r.causal else 'none'} | {r.seq} "
+            f"| {r.fwd_s * 1e3:.3f} | {res.fwd_pct:+.1f}% | {r.bwd_s * 1e3:.3f} | {res.bwd_pct:+.1f}% | {role} |"
+        )
+    if args.check and stale:
+        print(f"gpus.toml does not hold the fit of [efficiency.{'], ['.join(stale)}]: edit hetero_ns3/data/gpus.toml")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
