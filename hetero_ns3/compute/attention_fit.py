@@ -12,10 +12,10 @@ Published table: ``hetero_ns3/data/validation/attention_published.csv``, NVIDIA'
 128, Llama 3.1 405B's grouped-query shapes (128 or 64 query heads, 8 key / value heads), batch 1, forward and
 backward times in ms. Two timing methods:
 
-* ``events`` (cudnn-frontend up to v1.17, B200 rows, cuDNN 9.10.2 and 9.13.0): CUDA events around one PyTorch
+* ``events`` (cudnn-frontend 1.13 and 1.15, B200 rows, cuDNN 9.10.2 and 9.13.0): CUDA events around one PyTorch
   SDPA call, which includes PyTorch's dispatch. Below 8192 tokens that shows as a floor (0.10-0.16 ms forward at
   512 tokens where the FLOPs take ~0.01 ms), so only rows of :data:`EVENTS_MIN_SEQ` tokens and more are fitted.
-* ``profiler`` (v1.18 on, GB200 and H200 rows, cuDNN 9.18.1 and 9.19.1): the kernels' device time from the
+* ``profiler`` (1.17 on; GB200 and H200 rows, cudnn-frontend 1.18 / 1.19, cuDNN 9.18.1 and 9.19.1): the kernels' device time from the
   PyTorch profiler; every row is fitted.
 
 Fitted: B200 gives the Blackwell architecture's table, GB200 (the same die at 1200 W, measured on cuDNN releases
