@@ -42,13 +42,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         if any(float(shipped.get(k, float("nan"))) != v for k, v in got.items()):
             stale.append(table)
-    print("\n| GPU | cuDNN | timing | mask | tokens | fwd ms | model | bwd ms | model | fitted |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| GPU | cuDNN | timing | head dim | mask | tokens | fwd ms | model | bwd ms | model | fitted |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for res in published_residuals(rows):
         r = res.row
         role = "check" if r.gpu_type in CHECK_ONLY else ("yes" if r.fitted else "no")
+        mask = f"window {r.window}" if r.window else ("causal" if r.causal else "none")
         print(
-            f"| {r.gpu_type} | {r.cudnn} | {r.timing} | {'causal' if r.causal else 'none'} | {r.seq} "
+            f"| {r.gpu_type} | {r.cudnn} | {r.timing} | {r.head_dim} | {mask} | {r.seq} "
             f"| {r.fwd_s * 1e3:.3f} | {res.fwd_pct:+.1f}% | {r.bwd_s * 1e3:.3f} | {res.bwd_pct:+.1f}% | {role} |"
         )
     if args.check and stale:

@@ -10,7 +10,8 @@ below.
 Published table: ``hetero_ns3/data/validation/attention_published.csv``, NVIDIA's cuDNN SDPA training benchmark
 (cudnn-frontend ``benchmark/sdpa_benchmark_training``; source URL at a commit per row): BF16, head dimension
 128, Llama 3.1 405B's grouped-query shapes (128 or 64 query heads, 8 key / value heads), batch 1, forward and
-backward times in ms. Two timing methods:
+backward times in ms; also GPT-OSS's shape (head dimension 64, causal sliding windows of 1024 or 128 tokens, batch
+2), which is reported, not fitted (:data:`FIT_HEAD_DIM`). Two timing methods:
 
 * ``events`` (cudnn-frontend 1.13 and 1.15, B200 rows, cuDNN 9.10.2 and 9.13.0): CUDA events around one PyTorch
   SDPA call, which includes PyTorch's dispatch. Below 8192 tokens that shows as a floor (0.10-0.16 ms forward at
@@ -50,11 +51,27 @@ PUBLISHED_HALVES = tuple(25.0 * i for i in range(81))
 """Candidate ``attention_seq_half`` values for the published tables (0 .. 2000 tokens: B200's optimum is 800)."""
 EVENTS_MIN_SEQ = 8192
 """Shortest sequence (tokens) of an ``events``-timed row that enters the fit (PyTorch's dispatch below it)."""
+FIT_HEAD_DIM = 128
+"""Head dimension of the fitted rows: the constants are those at 128; Blackwell has no head-dimension factors, so
+rows at other head dimensions (and sliding windows) are reported against the model, not fitted."""
 FIT_TABLES = {"B200": "Blackwell", "GB200": "GB200"}
 """GPU type of the published rows -> the ``[efficiency.<table>]`` of ``gpus.toml`` their fit gives."""
 CHECK_ONLY = ("H200-SXM",)
 """GPU types whose published rows only check constants fitted elsewhere."""
-COLUMNS = ("gpu_type", "cudnn", "timing", "batch", "heads", "kv_heads", "seq", "head_dim", "causal", "fwd_ms", "bwd_ms")
+COLUMNS = (
+    "gpu_type",
+    "cudnn",
+    "timing",
+    "batch",
+    "heads",
+    "kv_heads",
+    "seq",
+    "head_dim",
+    "causal",
+    "window",
+    "fwd_ms",
+    "bwd_ms",
+)
 
 
 @dataclass(frozen=True)
@@ -96,22 +113,26 @@ class PublishedRow:
     seq: int
     head_dim: int
     causal: bool
+    window: int
     fwd_s: float
     bwd_s: float
     source: str
 
     @property
     def fitted(self) -> bool:
-        """Whether the row enters its GPU's fit (profiler rows always; event rows from EVENTS_MIN_SEQ tokens)."""
+        """Whether the row enters its GPU's fit: head dimension FIT_HEAD_DIM, no sliding window, and profiler timing
+        or at least EVENTS_MIN_SEQ tokens."""
+        if self.head_dim != FIT_HEAD_DIM or self.window:
+            return False
         return self.timing == "profiler" or self.seq >= EVENTS_MIN_SEQ
 
     def timed(self) -> TimedAttention:
         """The layer programs' forward and backward kernels for this shape, with the published times."""
-        b, s, hq, hkv, hd = self.batch, self.seq, self.heads, self.kv_heads, self.head_dim
+        b, s, hq, hkv, hd, w = self.batch, self.seq, self.heads, self.kv_heads, self.head_dim, self.window
         return TimedAttention(
-            flash_attention_kernels(b, s, hq, hkv, hd, self.causal, backward=False),
+            flash_attention_kernels(b, s, hq, hkv, hd, self.causal, backward=False, window=w),
             self.fwd_s,
-            flash_attention_kernels(b, s, hq, hkv, hd, self.causal, backward=True),
+            flash_attention_kernels(b, s, hq, hkv, hd, self.causal, backward=True, window=w),
             self.bwd_s,
         )
 
@@ -141,6 +162,7 @@ def load_published(path: str | Path | None = None) -> tuple[PublishedRow, ...]:
                 seq=int(r["seq"]),
                 head_dim=int(r["head_dim"]),
                 causal=r["causal"] == "1",
+                window=int(r["window"]),
                 fwd_s=float(r["fwd_ms"]) / 1e3,
                 bwd_s=float(r["bwd_ms"]) / 1e3,
                 source=r["source"],
