@@ -4,8 +4,9 @@
     PYTHONPATH=. python scripts/fit_attention_published.py --check    # exit 1 if gpus.toml does not hold the fits
 
 The data and the fit are :mod:`hetero_ns3.compute.attention_fit` (``hetero_ns3/data/validation/
-attention_published.csv``); the fitted constants are ``[efficiency.Blackwell]`` (B200) and ``[efficiency."GB200"]``
-of ``hetero_ns3/data/gpus.toml``, which this script prints but does not edit. H200's rows check the Hopper
+attention_published.csv``); the fitted constants are ``[efficiency.Blackwell]`` (B200), ``[efficiency."GB200"]`` and ``[efficiency.Hopper]``'s
+``flash2_attention_fwd`` / ``_bwd`` (H200, PyTorch's FlashAttention-2) of ``hetero_ns3/data/gpus.toml``, which this
+script prints but does not edit. H200's rows check the Hopper
 constants fitted to our own H200 measurements. docs/compute.md ("Blackwell attention") shows the tables.
 """
 
@@ -13,13 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from hetero_ns3.compute.attention_fit import (
-    CHECK_ONLY,
-    FIT_TABLES,
-    fit_published,
-    load_published,
-    published_residuals,
-)
+from hetero_ns3.compute.attention_fit import CHECK_ONLY, FITS, fit_published, load_published, published_residuals
 from hetero_ns3.compute.roofline import efficiency_table
 
 KEYS = ("attention_fwd", "attention_bwd", "attention_seq_half", "attention_causal_tile")
@@ -31,25 +26,26 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rows = load_published()
     stale = []
-    for gpu_type, table in FIT_TABLES.items():
-        fit = fit_published(gpu_type, rows)
-        shipped = efficiency_table(table)
-        got = {k: getattr(fit, k) for k in KEYS}
+    for spec in FITS:
+        fit = fit_published(spec, rows)
+        shipped = efficiency_table(spec.table)
+        keys = KEYS if spec.laws else KEYS[:2]
+        got = {spec.prefix + k: getattr(fit, k) for k in keys}
         print(
-            f"{gpu_type} -> [efficiency.{table}]: "
+            f"{spec.gpu_type} {spec.backend} -> [efficiency.{spec.table}]: "
             + ", ".join(f"{k} {v:g} (shipped {shipped.get(k)})" for k, v in got.items())
             + f"; {fit.cases} cases, RMS {fit.rms_fwd_pct:.1f}% fwd / {fit.rms_bwd_pct:.1f}% bwd"
         )
         if any(float(shipped.get(k, float("nan"))) != v for k, v in got.items()):
-            stale.append(table)
-    print("\n| GPU | cuDNN | timing | head dim | mask | tokens | fwd ms | model | bwd ms | model | fitted |")
+            stale.append(spec.table)
+    print("\n| GPU | software | timing | head dim | mask | tokens | fwd ms | model | bwd ms | model | fitted |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for res in published_residuals(rows):
         r = res.row
-        role = "check" if r.gpu_type in CHECK_ONLY else ("yes" if r.fitted else "no")
+        role = "check" if (r.gpu_type, r.backend) in CHECK_ONLY else ("yes" if r.fitted else "no")
         mask = f"window {r.window}" if r.window else ("causal" if r.causal else "none")
         print(
-            f"| {r.gpu_type} | {r.cudnn} | {r.timing} | {r.head_dim} | {mask} | {r.seq} "
+            f"| {r.gpu_type} | {r.software} | {r.timing} | {r.head_dim} | {mask} | {r.seq} "
             f"| {r.fwd_s * 1e3:.3f} | {res.fwd_pct:+.1f}% | {r.bwd_s * 1e3:.3f} | {res.bwd_pct:+.1f}% | {role} |"
         )
     if args.check and stale:

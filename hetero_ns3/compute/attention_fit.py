@@ -7,22 +7,28 @@ constants to kernel times by a grid search on log time; :func:`hetero_ns3.comput
 the tables measured on one H200 (``hetero_ns3/data/measured/h200/``), :func:`fit_published` the published table
 below.
 
-Published table: ``hetero_ns3/data/validation/attention_published.csv``, NVIDIA's cuDNN SDPA training benchmark
-(cudnn-frontend ``benchmark/sdpa_benchmark_training``; source URL at a commit per row): BF16, head dimension
-128, Llama 3.1 405B's grouped-query shapes (128 or 64 query heads, 8 key / value heads), batch 1, forward and
-backward times in ms; also GPT-OSS's shape (head dimension 64, causal sliding windows of 1024 or 128 tokens, batch
-2), which is reported, not fitted (:data:`FIT_HEAD_DIM`). Two timing methods:
+Published table: ``hetero_ns3/data/validation/attention_published.csv`` (source URL at a commit per row), BF16
+forward and backward times in ms of fused attention (``backend`` ``cudnn``: cuDNN's SDPA; ``flash2``: PyTorch
+SDPA's FlashAttention-2) from NVIDIA's cudnn-frontend benchmarks: the SDPA training benchmark on B200, GB200 and
+H200 (head dimension 128, Llama 3.1 405B's grouped-query shapes, batch 1; and GPT-OSS's shape, head dimension 64
+under causal sliding windows of 1024 or 128 tokens, batch 2, reported, not fitted: :data:`FIT_HEAD_DIM`), and its
+first attention benchmark of May 2024 on H200 (PyTorch 24.03 container, cuDNN 9.1.0 against PyTorch's
+FlashAttention-2, 16 heads of 128, 4k-64k tokens; times from the published TFLOP/s and the script's FLOP count).
+Three timing methods:
 
 * ``events`` (cudnn-frontend 1.13 and 1.15, B200 rows, cuDNN 9.10.2 and 9.13.0): CUDA events around one PyTorch
   SDPA call, which includes PyTorch's dispatch. Below 8192 tokens that shows as a floor (0.10-0.16 ms forward at
   512 tokens where the FLOPs take ~0.01 ms), so only rows of :data:`EVENTS_MIN_SEQ` tokens and more are fitted.
-* ``profiler`` (1.17 on; GB200 and H200 rows, cudnn-frontend 1.18 / 1.19, cuDNN 9.18.1 and 9.19.1): the kernels' device time from the
-  PyTorch profiler; every row is fitted.
+* ``timer`` (May 2024, H200): ``torch.utils.benchmark`` means over 30 calls (ms-long kernels, dispatch hidden).
+* ``profiler`` (1.17 on; GB200 and H200 rows, cudnn-frontend 1.18 / 1.19, cuDNN 9.18.1 and 9.19.1): the kernels'
+  device time from the PyTorch profiler.
 
-Fitted: B200 gives the Blackwell architecture's table, GB200 (the same die at 1200 W, measured on cuDNN releases
-half a year newer) its own table (:data:`FIT_TABLES`). H200 is not fitted here: its rows check the Hopper
-constants fitted to our own H200 measurements (:data:`CHECK_ONLY`). Bandwidth-bound parts (the backward's
-pre-pass and dQ conversion) are included as the layer programs run them; FLOPs count the query heads.
+Fitted (:data:`FITS`): B200's cuDNN rows give the Blackwell architecture's table, GB200's (the same die at 1200 W,
+measured on cuDNN releases half a year newer) its own table, and H200's PyTorch FlashAttention-2 rows Hopper's
+``flash2_attention_fwd`` / ``_bwd`` (the sequence and causal-tile laws held at Hopper's). H200's cuDNN rows are not
+fitted: they check the Hopper constants fitted to our own H200 measurements (:data:`CHECK_ONLY`). Every fit and
+check applies ``sustained``, as the fits to our own continuous measurements do. Bandwidth-bound parts (the
+backward's pre-pass and dQ conversion) are included as the layer programs run them; FLOPs count the query heads.
 """
 
 from __future__ import annotations
@@ -54,13 +60,34 @@ EVENTS_MIN_SEQ = 8192
 FIT_HEAD_DIM = 128
 """Head dimension of the fitted rows: the constants are those at 128; Blackwell has no head-dimension factors, so
 rows at other head dimensions (and sliding windows) are reported against the model, not fitted."""
-FIT_TABLES = {"B200": "Blackwell", "GB200": "GB200"}
-"""GPU type of the published rows -> the ``[efficiency.<table>]`` of ``gpus.toml`` their fit gives."""
-CHECK_ONLY = ("H200-SXM",)
-"""GPU types whose published rows only check constants fitted elsewhere."""
+
+
+@dataclass(frozen=True)
+class FitSpec:
+    """Which published rows give which catalog constants: rows of ``gpu_type`` and ``backend`` fit
+    ``[efficiency.<table>]``'s ``<prefix>attention_fwd`` / ``_bwd`` and, when ``laws``, its
+    ``attention_seq_half`` and ``attention_causal_tile`` too (else those are held at the table's)."""
+
+    gpu_type: str
+    backend: str
+    table: str
+    prefix: str = ""
+    laws: bool = True
+
+
+FITS = (
+    FitSpec("B200", "cudnn", "Blackwell"),
+    FitSpec("GB200", "cudnn", "GB200"),
+    FitSpec("H200-SXM", "flash2", "Hopper", prefix="flash2_", laws=False),
+)
+"""The published fits (:func:`fit_published`)."""
+CHECK_ONLY = (("H200-SXM", "cudnn"),)
+"""(GPU type, back end) whose published rows only check constants fitted elsewhere."""
+BACKENDS = ("cudnn", "flash2")
 COLUMNS = (
     "gpu_type",
-    "cudnn",
+    "backend",
+    "software",
     "timing",
     "batch",
     "heads",
@@ -105,7 +132,8 @@ class PublishedRow:
     """One row of the published table (times in seconds)."""
 
     gpu_type: str
-    cudnn: str
+    backend: str
+    software: str
     timing: str
     batch: int
     heads: int
@@ -120,11 +148,11 @@ class PublishedRow:
 
     @property
     def fitted(self) -> bool:
-        """Whether the row enters its GPU's fit: head dimension FIT_HEAD_DIM, no sliding window, and profiler timing
-        or at least EVENTS_MIN_SEQ tokens."""
-        if self.head_dim != FIT_HEAD_DIM or self.window:
+        """Whether the row enters a fit of :data:`FITS`: head dimension FIT_HEAD_DIM, no sliding window, and at
+        least EVENTS_MIN_SEQ tokens under ``events`` timing."""
+        if self.head_dim != FIT_HEAD_DIM or self.window or _spec(self.gpu_type, self.backend) is None:
             return False
-        return self.timing == "profiler" or self.seq >= EVENTS_MIN_SEQ
+        return self.timing != "events" or self.seq >= EVENTS_MIN_SEQ
 
     def timed(self) -> TimedAttention:
         """The layer programs' forward and backward kernels for this shape, with the published times."""
@@ -154,7 +182,8 @@ def load_published(path: str | Path | None = None) -> tuple[PublishedRow, ...]:
         try:
             row = PublishedRow(
                 r["gpu_type"],
-                r["cudnn"],
+                r["backend"],
+                r["software"],
                 r["timing"],
                 batch=int(r["batch"]),
                 heads=int(r["heads"]),
@@ -169,8 +198,10 @@ def load_published(path: str | Path | None = None) -> tuple[PublishedRow, ...]:
             )
         except ValueError as e:
             raise ScenarioError(f"{p}: data row {i}: {e}; counts are integers and times are ms") from None
-        if row.timing not in ("events", "profiler"):
-            raise ScenarioError(f"{p}: data row {i}: timing {row.timing!r}; use 'events' or 'profiler'")
+        if row.timing not in ("events", "timer", "profiler"):
+            raise ScenarioError(f"{p}: data row {i}: timing {row.timing!r}; use 'events', 'timer' or 'profiler'")
+        if row.backend not in BACKENDS:
+            raise ScenarioError(f"{p}: data row {i}: backend {row.backend!r}; use one of {', '.join(BACKENDS)}")
         if min(row.fwd_s, row.bwd_s) <= 0 or not math.isfinite(row.fwd_s + row.bwd_s):
             raise ScenarioError(f"{p}: data row {i}: times must be positive and finite ms")
         try:
@@ -205,14 +236,15 @@ def fit_attention_cases(
     cases: Sequence[TimedAttention],
     halves: Sequence[float] = MEASURED_HALVES,
     effs: Sequence[float] = EFFICIENCIES,
+    tiles: Sequence[float] = CAUSAL_TILES,
 ) -> AttentionFit:
     """Grid fit of ``attention_fwd``, ``attention_bwd`` (``effs``), one shared ``attention_seq_half``
-    (``halves``) and the causal tile (:data:`CAUSAL_TILES`) to ``cases`` on ``gpu_type``: least squares on log
+    (``halves``) and the causal tile (``tiles``) to ``cases`` on ``gpu_type``: least squares on log
     time over forward and backward, the catalog's other constants (``sustained``, memory, launch) held."""
     if not cases:
         raise ScenarioError(f"no attention times to fit for {gpu_type}")
     best: tuple[float, float, float, float, float] | None = None
-    for tile in CAUSAL_TILES:
+    for tile in tiles:
         for h in halves:
             e_f = min(effs, key=lambda e: sum(x * x for x in _log_errors(gpu_type, cases, tile, h, e, 0.5)[0]))
             e_b = min(effs, key=lambda e: sum(x * x for x in _log_errors(gpu_type, cases, tile, h, 0.5, e)[1]))
@@ -236,11 +268,19 @@ def fit_attention_cases(
     )
 
 
-def fit_published(gpu_type: str, rows: Sequence[PublishedRow] | None = None) -> AttentionFit:
-    """The fit of ``gpu_type``'s fitted published rows (:attr:`PublishedRow.fitted`)."""
+def _spec(gpu_type: str, backend: str) -> FitSpec | None:
+    return next((f for f in FITS if (f.gpu_type, f.backend) == (gpu_type, backend)), None)
+
+
+def fit_published(spec: FitSpec, rows: Sequence[PublishedRow] | None = None) -> AttentionFit:
+    """The fit of ``spec``'s fitted published rows (:attr:`PublishedRow.fitted`); without ``spec.laws`` the
+    sequence-length half point and the causal tile stay at the catalog table's."""
     rows = load_published() if rows is None else rows
-    cases = [r.timed() for r in rows if r.gpu_type == gpu_type and r.fitted]
-    return fit_attention_cases(gpu_type, cases, halves=PUBLISHED_HALVES)
+    cases = [r.timed() for r in rows if (r.gpu_type, r.backend) == (spec.gpu_type, spec.backend) and r.fitted]
+    if spec.laws:
+        return fit_attention_cases(spec.gpu_type, cases, halves=PUBLISHED_HALVES)
+    e = default_efficiency(get_gpu(spec.gpu_type))
+    return fit_attention_cases(spec.gpu_type, cases, halves=(e.attention_seq_half,), tiles=(e.attention_causal_tile,))
 
 
 @dataclass(frozen=True)
@@ -253,12 +293,13 @@ class PublishedResidual:
 
 
 def published_residuals(rows: Sequence[PublishedRow] | None = None) -> list[PublishedResidual]:
-    """Every published row timed with the catalog's constants (``sustained`` applied, as in the fits)."""
+    """Every published row timed with the catalog's constants for its back end (``sustained`` applied, as in the
+    fits)."""
     rows = load_published() if rows is None else rows
-    rf = Roofline("bf16")
+    rfs = {"cudnn": Roofline("bf16"), "flash2": Roofline("bf16", attention_kernel="flash2")}
     out = []
     for r in rows:
-        gpu, t = get_gpu(r.gpu_type), r.timed()
+        gpu, t, rf = get_gpu(r.gpu_type), r.timed(), rfs[r.backend]
         fwd, bwd = rf.time(t.fwd, gpu)[2], rf.time(t.bwd, gpu)[2]
         out.append(PublishedResidual(r, 100 * (fwd / t.fwd_s - 1), 100 * (bwd / t.bwd_s - 1)))
     return out
