@@ -54,7 +54,7 @@ EFFICIENCIES = tuple(round(0.30 + 0.01 * i, 2) for i in range(71))
 MEASURED_HALVES = tuple(25.0 * i for i in range(25))
 """Candidate ``attention_seq_half`` values for our own H200 measurements (0 .. 600 tokens)."""
 PUBLISHED_HALVES = tuple(25.0 * i for i in range(81))
-"""Candidate ``attention_seq_half`` values for the published tables (0 .. 2000 tokens: B200's optimum is 800)."""
+"""Candidate ``attention_seq_half`` values for the published tables (0 .. 2000 tokens: B200's optimum is 650)."""
 EVENTS_MIN_SEQ = 8192
 """Shortest sequence (tokens) of an ``events``-timed row that enters the fit (PyTorch's dispatch below it)."""
 FIT_HEAD_DIM = 128
