@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hetero_ns3.errors import ScenarioError
+from hetero_ns3.inputs import read_csv_text
 from hetero_ns3.paths import PACKAGE_DATA
 from hetero_ns3.topology.loader import pcie_rate_bps
 
@@ -51,10 +52,8 @@ class P2pRow:
 def load_p2p(path: str | Path | None = None) -> tuple[P2pRow, ...]:
     """Rows of the P2P table (``#`` lines are comments). Raises ScenarioError naming a bad row."""
     p = Path(path) if path is not None else P2P_CSV
-    try:
-        lines = [ln for ln in p.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
-    except OSError as e:
-        raise ScenarioError(f"{p}: cannot read the P2P table ({e.strerror})") from None
+    text = read_csv_text(p, "P2P table")
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     rows = []
     for i, r in enumerate(csv.DictReader(lines), start=1):
         try:

@@ -40,9 +40,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hetero_ns3.compute.gpus import get_gpu
-from hetero_ns3.compute.roofline import Kernel, Roofline, default_efficiency
+from hetero_ns3.compute.gpus import GpuSpec, get_gpu
+from hetero_ns3.compute.roofline import Efficiency, Kernel, Roofline, default_efficiency
 from hetero_ns3.errors import ScenarioError
+from hetero_ns3.inputs import read_csv_text
 from hetero_ns3.paths import PACKAGE_DATA
 from hetero_ns3.workload.layers import flash_attention_kernels
 
@@ -83,7 +84,9 @@ FITS = (
 """The published fits (:func:`fit_published`)."""
 CHECK_ONLY = (("H200-SXM", "cudnn"),)
 """(GPU type, back end) whose published rows only check constants fitted elsewhere."""
-BACKENDS = ("cudnn", "flash2")
+_ROOFLINES = {"cudnn": Roofline("bf16"), "flash2": Roofline("bf16", attention_kernel="flash2")}
+"""The roofline each published back end is timed with (its catalog constants: cuDNN's, or ``flash2``'s)."""
+BACKENDS = tuple(_ROOFLINES)
 COLUMNS = (
     "gpu_type",
     "backend",
@@ -168,12 +171,8 @@ class PublishedRow:
 def load_published(path: str | Path | None = None) -> tuple[PublishedRow, ...]:
     """Rows of the published attention table. Raises ScenarioError naming the bad row and field."""
     p = Path(path) if path is not None else PUBLISHED_CSV
-    try:
-        lines = p.read_text().splitlines()
-    except OSError as e:
-        raise ScenarioError(f"{p}: cannot read the published attention table ({e.strerror})") from None
     rows = []
-    for i, r in enumerate(csv.DictReader(lines), start=1):
+    for i, r in enumerate(csv.DictReader(read_csv_text(p, "published attention table").splitlines()), start=1):
         missing = [c for c in (*COLUMNS, "source") if not (r.get(c) or "").strip()]
         if missing:
             raise ScenarioError(f"{p}: data row {i} has no {missing[0]!r}; give every column of {', '.join(COLUMNS)}")
@@ -215,11 +214,16 @@ def load_published(path: str | Path | None = None) -> tuple[PublishedRow, ...]:
 
 
 def _log_errors(
-    gpu_type: str, cases: Sequence[TimedAttention], tile: float, half: float, e_fwd: float, e_bwd: float
+    gpu: GpuSpec,
+    base: Efficiency,
+    cases: Sequence[TimedAttention],
+    tile: float,
+    half: float,
+    e_fwd: float,
+    e_bwd: float,
 ) -> tuple[list[float], list[float]]:
-    gpu = get_gpu(gpu_type)
     eff = replace(
-        default_efficiency(gpu),
+        base,
         attention_fwd=e_fwd,
         attention_bwd=e_bwd,
         attention_seq_half=half,
@@ -237,24 +241,28 @@ def fit_attention_cases(
     halves: Sequence[float] = MEASURED_HALVES,
     effs: Sequence[float] = EFFICIENCIES,
     tiles: Sequence[float] = CAUSAL_TILES,
+    base: Efficiency | None = None,
 ) -> AttentionFit:
     """Grid fit of ``attention_fwd``, ``attention_bwd`` (``effs``), one shared ``attention_seq_half``
     (``halves``) and the causal tile (``tiles``) to ``cases`` on ``gpu_type``: least squares on log
-    time over forward and backward, the catalog's other constants (``sustained``, memory, launch) held."""
+    time over forward and backward, the other constants of ``base`` (default: the catalog's; ``sustained``,
+    memory, launch, occupancy) held."""
     if not cases:
         raise ScenarioError(f"no attention times to fit for {gpu_type}")
+    gpu = get_gpu(gpu_type)
+    base = base or default_efficiency(gpu)
     best: tuple[float, float, float, float, float] | None = None
     for tile in tiles:
         for h in halves:
-            e_f = min(effs, key=lambda e: sum(x * x for x in _log_errors(gpu_type, cases, tile, h, e, 0.5)[0]))
-            e_b = min(effs, key=lambda e: sum(x * x for x in _log_errors(gpu_type, cases, tile, h, 0.5, e)[1]))
-            ef, eb = _log_errors(gpu_type, cases, tile, h, e_f, e_b)
+            e_f = min(effs, key=lambda e: sum(x * x for x in _log_errors(gpu, base, cases, tile, h, e, 0.5)[0]))
+            e_b = min(effs, key=lambda e: sum(x * x for x in _log_errors(gpu, base, cases, tile, h, 0.5, e)[1]))
+            ef, eb = _log_errors(gpu, base, cases, tile, h, e_f, e_b)
             loss = sum(x * x for x in ef) + sum(x * x for x in eb)
             if best is None or loss < best[0]:
                 best = (loss, tile, h, e_f, e_b)
     assert best is not None
     _loss, tile, half, e_f, e_b = best
-    ef, eb = _log_errors(gpu_type, cases, tile, half, e_f, e_b)
+    ef, eb = _log_errors(gpu, base, cases, tile, half, e_f, e_b)
     return AttentionFit(
         e_f,
         e_b,
@@ -279,8 +287,10 @@ def fit_published(spec: FitSpec, rows: Sequence[PublishedRow] | None = None) -> 
     cases = [r.timed() for r in rows if (r.gpu_type, r.backend) == (spec.gpu_type, spec.backend) and r.fitted]
     if spec.laws:
         return fit_attention_cases(spec.gpu_type, cases, halves=PUBLISHED_HALVES)
-    e = default_efficiency(get_gpu(spec.gpu_type))
-    return fit_attention_cases(spec.gpu_type, cases, halves=(e.attention_seq_half,), tiles=(e.attention_causal_tile,))
+    gpu = get_gpu(spec.gpu_type)
+    e = _ROOFLINES[spec.backend].efficiency(gpu)
+    halves, tiles = (e.attention_seq_half,), (e.attention_causal_tile,)
+    return fit_attention_cases(spec.gpu_type, cases, halves=halves, tiles=tiles, base=e)
 
 
 @dataclass(frozen=True)
@@ -296,10 +306,9 @@ def published_residuals(rows: Sequence[PublishedRow] | None = None) -> list[Publ
     """Every published row timed with the catalog's constants for its back end (``sustained`` applied, as in the
     fits)."""
     rows = load_published() if rows is None else rows
-    rfs = {"cudnn": Roofline("bf16"), "flash2": Roofline("bf16", attention_kernel="flash2")}
     out = []
     for r in rows:
-        gpu, t, rf = get_gpu(r.gpu_type), r.timed(), rfs[r.backend]
+        gpu, t, rf = get_gpu(r.gpu_type), r.timed(), _ROOFLINES[r.backend]
         fwd, bwd = rf.time(t.fwd, gpu)[2], rf.time(t.bwd, gpu)[2]
         out.append(PublishedResidual(r, 100 * (fwd / t.fwd_s - 1), 100 * (bwd / t.bwd_s - 1)))
     return out

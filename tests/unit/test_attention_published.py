@@ -112,8 +112,11 @@ def test_bad_table_names_the_row(tmp_path, edit, message):
 
 
 def test_missing_or_empty_table(tmp_path):
-    with pytest.raises(ScenarioError, match="cannot read the published attention table"):
+    with pytest.raises(ScenarioError, match="published attention table .* does not exist"):
         load_published(tmp_path / "absent.csv")
+    (tmp_path / "binary.csv").write_bytes(b"gpu_type\xff\n")
+    with pytest.raises(ScenarioError, match="published attention table .* is not UTF-8"):
+        load_published(tmp_path / "binary.csv")
     (tmp_path / "empty.csv").write_text(PUBLISHED_CSV.read_text().splitlines()[0] + "\n")
     with pytest.raises(ScenarioError, match="no data rows"):
         load_published(tmp_path / "empty.csv")

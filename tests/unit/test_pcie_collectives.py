@@ -85,7 +85,7 @@ def test_bad_p2p_table_names_the_row(tmp_path):
     p.write_text("# only a comment\n")
     with pytest.raises(ScenarioError, match="no data rows"):
         load_p2p(p)
-    with pytest.raises(ScenarioError, match="cannot read"):
+    with pytest.raises(ScenarioError, match="P2P table .* does not exist"):
         load_p2p(tmp_path / "missing.csv")
 
 
