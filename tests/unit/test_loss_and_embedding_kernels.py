@@ -54,7 +54,7 @@ def test_cross_entropy_keeps_the_tp_reductions_and_the_logits_gemm() -> None:
 
 
 def test_unfused_loss_on_h100_llama3_8b_closed_form() -> None:
-    """Llama 3 8B, 8192 tokens, TP 1, H100: 52 bytes x 8192 x 128256 logits at 0.85 of 3.35 TB/s = 19.2 ms of
+    """Llama 3 8B, 8192 tokens, TP 1, H100: 52 bytes x 8192 x 128256 logits at 0.79 of 3.35 TB/s = 20.6 ms of
     loss kernels per micro-batch (plus launches and 12 bytes of per-token scalars); TE's kernels take 6 / 52 of that."""
     rf = Roofline("bf16")
     times = {}
@@ -63,9 +63,9 @@ def test_unfused_loss_on_h100_llama3_8b_closed_form() -> None:
         ks = [k for k in _kernels(L.head_forward(c) + L.head_backward(c)) if k.name.startswith("ce.")]
         times[impl] = sum(rf.kernel_time(k, H100) - rf.efficiency(H100).launch_overhead_s for k in ks)
     n = 8192 * 128256
-    assert times["unfused"] == pytest.approx((52 * n + 12 * 8192) / (H100.hbm_bw_Bps * 0.85), rel=1e-9)
-    assert times["unfused"] == pytest.approx(19.2e-3, rel=0.01)
-    assert times["te"] == pytest.approx((6 * n + 12 * 8192) / (H100.hbm_bw_Bps * 0.85), rel=1e-9)
+    assert times["unfused"] == pytest.approx((52 * n + 12 * 8192) / (H100.hbm_bw_Bps * 0.79), rel=1e-9)
+    assert times["unfused"] == pytest.approx(20.6e-3, rel=0.01)
+    assert times["te"] == pytest.approx((6 * n + 12 * 8192) / (H100.hbm_bw_Bps * 0.79), rel=1e-9)
 
 
 @pytest.mark.parametrize("tp", [1, 4])
