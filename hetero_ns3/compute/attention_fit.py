@@ -65,20 +65,23 @@ rows at other head dimensions (and sliding windows) are reported against the mod
 
 @dataclass(frozen=True)
 class FitSpec:
-    """Which published rows give which catalog constants: rows of ``gpu_type`` and ``backend`` fit
-    ``[efficiency.<table>]``'s ``<prefix>attention_fwd`` / ``_bwd`` and, when ``laws``, its
-    ``attention_seq_half`` and ``attention_causal_tile`` too (else those are held at the table's)."""
+    """Which published rows give which catalog constants: rows of ``gpu_type`` and ``backend`` (of the
+    ``software`` releases only, when given) fit ``[efficiency.<table>]``'s ``<prefix>attention_fwd`` / ``_bwd``
+    and, when ``laws``, its ``attention_seq_half`` and ``attention_causal_tile`` too (else those are held at the
+    table's)."""
 
     gpu_type: str
     backend: str
     table: str
     prefix: str = ""
     laws: bool = True
+    software: tuple[str, ...] = ()
 
 
 FITS = (
     FitSpec("B200", "cudnn", "Blackwell"),
-    FitSpec("GB200", "cudnn", "GB200"),
+    FitSpec("GB200", "cudnn", "GB200", software=("cuDNN 9.18.1", "cuDNN 9.19.1")),
+    FitSpec("GB300", "cudnn", "GB300"),
     FitSpec("H200-SXM", "flash2", "Hopper", prefix="flash2_", laws=False),
 )
 """The published fits (:func:`fit_published`)."""
@@ -153,7 +156,10 @@ class PublishedRow:
     def fitted(self) -> bool:
         """Whether the row enters a fit of :data:`FITS`: head dimension FIT_HEAD_DIM, no sliding window, and at
         least EVENTS_MIN_SEQ tokens under ``events`` timing."""
-        if self.head_dim != FIT_HEAD_DIM or self.window or _spec(self.gpu_type, self.backend) is None:
+        spec = _spec(self.gpu_type, self.backend)
+        if self.head_dim != FIT_HEAD_DIM or self.window or spec is None:
+            return False
+        if spec.software and self.software not in spec.software:
             return False
         return self.timing != "events" or self.seq >= EVENTS_MIN_SEQ
 
