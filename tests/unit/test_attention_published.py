@@ -41,7 +41,7 @@ def test_fit_is_the_catalog_constants(rows, spec):
     # the stated fit quality (docs/compute.md): RMS under 5%, no fitted row beyond 9%
     assert max(fit.rms_fwd_pct, fit.rms_bwd_pct) < 5.0
     assert max(abs(fit.worst_fwd_pct), abs(fit.worst_bwd_pct)) < 9.0
-    assert fit.cases == {"B200": 10, "GB200": 20, "H200-SXM": 10}[spec.gpu_type]
+    assert fit.cases == {"B200": 10, "GB200": 20, "GB300": 10, "H200-SXM": 10}[spec.gpu_type]
 
 
 def test_gpu_table_overrides_its_architecture():
@@ -80,10 +80,30 @@ def test_event_timed_short_rows_carry_dispatch_and_are_not_fitted(rows):
 
 
 def test_only_head_dim_128_without_window_is_fitted(rows):
-    """Blackwell has no head-dimension factors: GB200's head-dim-64 sliding-window rows are reported, not fitted."""
+    """Blackwell has no head-dimension factors: GB200's head-dim-64 sliding-window rows are reported, not fitted; so
+    are its cuDNN 9.22 rows (GB200's constants come from 9.18 / 9.19)."""
     gb200 = [r for r in rows if r.gpu_type == "GB200"]
     assert sum(r.fitted for r in gb200) == 20
-    assert {(r.head_dim, r.window) for r in gb200 if not r.fitted} == {(64, 1024), (64, 128)}
+    assert {(r.head_dim, r.window) for r in gb200 if not r.fitted} == {(64, 1024), (64, 128), (128, 0)}
+    assert sum(r.software == "cuDNN 9.22.0" and r.head_dim == 128 and not r.fitted for r in gb200) == 10
+
+
+def test_gb300_fit_and_gb200_on_the_same_release(rows):
+    """GB300 (Blackwell Ultra, doubled SFU rate) gets its own attention table from its cuDNN 9.22 rows; GB200's rows of
+    the same release and table, never fitted, sit within 8% of GB200's 9.18 / 9.19 constants forward and 9% backward
+    up to 16k tokens (the 32k kernels, 22-139 ms long, run 7% / 18-19% slower than the model), and GB300 runs the same
+    forward shapes in 11-21% less time than GB200."""
+    e300, e200 = default_efficiency(get_gpu("GB300")), default_efficiency(get_gpu("GB200"))
+    assert (e300.attention_fwd, e300.attention_bwd, e300.attention_seq_half) == (0.93, 0.60, 100)
+    assert (e300.memory, e300.gemm) == (e200.memory, e200.gemm)
+    res = [r for r in published_residuals(rows) if r.row.gpu_type == "GB200" and r.row.software == "cuDNN 9.22.0"]
+    short = [r for r in res if r.row.head_dim == 128 and r.row.seq <= 16384]
+    assert len(short) == 8
+    assert all(abs(r.fwd_pct) < 8.0 and abs(r.bwd_pct) < 9.0 for r in short)
+    t300 = {(r.seq, r.causal): r.fwd_s for r in rows if r.gpu_type == "GB300"}
+    t200 = {(r.seq, r.causal): r.fwd_s for r in rows if r.gpu_type == "GB200" and r.software == "cuDNN 9.22.0"}
+    t200 = {k: v for k, v in t200.items() if k in t300}
+    assert len(t200) == 10 and all(0.78 < t300[k] / t200[k] < 0.91 for k in t200)
 
 
 def _table(tmp_path, edit):

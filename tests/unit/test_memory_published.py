@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from hetero_ns3.compute.gpus import get_gpu
-from hetero_ns3.compute.memory_fit import FITS, PUBLISHED_CSV, fit_published, load_published, published_residuals
+from hetero_ns3.compute.memory_fit import (
+    FITS,
+    PUBLISHED_CSV,
+    fit_memory,
+    fit_published,
+    load_published,
+    published_residuals,
+)
 from hetero_ns3.compute.roofline import Kernel, Roofline, default_efficiency, efficiency_table
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.paths import PACKAGE_DATA
@@ -154,3 +161,13 @@ def test_fit_script_checks_the_shipped_constants(capsys):
     out = capsys.readouterr().out
     assert "memory 0.79 (shipped 0.79)" in out and "memory 0.74 (shipped 0.74)" in out
     assert out.count("| yes |") == 40
+
+
+def test_gb300_rows_check_the_blackwell_constant(rows):
+    """GB300's table (same benchmark and commit; never fitted) gives 0.75 by the same fit, within 0.01 of the
+    Blackwell constant it runs at: the HBM3e at 8 TB/s, not the die, sets the rate."""
+
+    gb300 = [r for r in rows if r.gpu_type == "GB300" and r.backend == "cudnn" and r.kernel == "rmsnorm"]
+    fit = fit_memory("GB300", [r for r in gb300 if r.cols >= 2048])
+    assert fit.cases == 20 and not any(r.fitted for r in gb300)
+    assert abs(fit.memory - default_efficiency(get_gpu("GB300")).memory) <= 0.011
