@@ -10,7 +10,8 @@ below.
 Published table: ``hetero_ns3/data/validation/attention_published.csv`` (source URL at a commit per row), BF16
 forward and backward times in ms of fused attention (``backend`` ``cudnn``: cuDNN's SDPA; ``flash2``: PyTorch
 SDPA's FlashAttention-2) from NVIDIA's cudnn-frontend benchmarks: the SDPA training benchmark on B200, GB200 and
-H200 (head dimension 128, Llama 3.1 405B's grouped-query shapes, batch 1; and GPT-OSS's shape, head dimension 64
+H200 (head dimension 128, Llama 3.1 405B's grouped-query shapes, batch 1, and batch 2 on GB200 / GB300 in
+cuDNN 9.22; and GPT-OSS's shape, head dimension 64
 under causal sliding windows of 1024 or 128 tokens, batch 2, reported, not fitted: :data:`FIT_HEAD_DIM`), and its
 first attention benchmark of May 2024 on H200 (PyTorch 24.03 container, cuDNN 9.1.0 against PyTorch's
 FlashAttention-2, 16 heads of 128, 4k-64k tokens; times from the published TFLOP/s and the script's FLOP count).
@@ -24,7 +25,9 @@ Three timing methods:
   device time from the PyTorch profiler.
 
 Fitted (:data:`FITS`): B200's cuDNN rows give the Blackwell architecture's table, GB200's (the same die at 1200 W,
-measured on cuDNN releases half a year newer) its own table, and H200's PyTorch FlashAttention-2 rows Hopper's
+measured on cuDNN releases half a year newer; its 9.18 / 9.19 rows, :attr:`FitSpec.software`) its own table, GB300's
+(Blackwell Ultra, cuDNN 9.22.0, April 2026; GB200's rows of that release and table are reported) its own, and H200's
+PyTorch FlashAttention-2 rows Hopper's
 ``flash2_attention_fwd`` / ``_bwd`` (the sequence and causal-tile laws held at Hopper's). H200's cuDNN rows are not
 fitted: they check the Hopper constants fitted to our own H200 measurements (:data:`CHECK_ONLY`). Every fit and
 check applies ``sustained``, as the fits to our own continuous measurements do. Bandwidth-bound parts (the

@@ -113,7 +113,7 @@ def test_our_h200_elementwise_kernels_sit_near_the_constant():
 def test_head_rows_and_layernorm_backward_are_reported_not_fitted(rows):
     """Rows of 128 elements (head norms) and LayerNorm are outside the fit; cuDNN's LayerNorm backward runs at a
     fifth of the HBM rate on both GPUs, the model's largest miss in the table."""
-    cudnn = [r for r in rows if r.backend == "cudnn"]
+    cudnn = [r for r in rows if r.backend == "cudnn" and r.gpu_type in ("H200-SXM", "GB200")]
     assert sum(r.fitted for r in cudnn) == 40
     assert {(r.kernel, r.cols) for r in cudnn if not r.fitted} == {("rmsnorm", 128), ("layernorm", 12288)}
     ln_bwd = [r for r in cudnn if r.kernel == "layernorm" and r.direction == "bwd"]
