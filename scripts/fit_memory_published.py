@@ -15,7 +15,7 @@ import argparse
 import statistics
 from collections import defaultdict
 
-from hetero_ns3.compute.memory_fit import FITS, fit_published, load_published, published_residuals
+from hetero_ns3.compute.memory_fit import FIT_MIN_COLS, FITS, fit_published, load_published, published_residuals
 from hetero_ns3.compute.roofline import efficiency_table
 
 
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r.gpu_type} | {r.backend} | {r.kernel} | {r.direction} | {r.rows} x {r.cols} | {r.bytes / 1e6:.1f} "
             f"| {r.bytes / r.time_s / 1e9:.0f} | {r.fraction:.3f} | {res.error_pct:+.1f}% | {'yes' if r.fitted else 'no'} |"
         )
-        kind = r.kernel + (" (head rows)" if r.cols < 2048 and r.backend != "babelstream" else "")
+        kind = r.kernel + (" (head rows)" if r.cols < FIT_MIN_COLS and r.backend != "babelstream" else "")
         groups[(r.gpu_type, r.backend, f"{kind} {r.direction}")].append(res.error_pct)
     print("\n| GPU | back end | kernels | cases | median model error |")
     print("|---|---|---|---|---|")

@@ -166,7 +166,6 @@ def test_fit_script_checks_the_shipped_constants(capsys):
 def test_gb300_rows_check_the_blackwell_constant(rows):
     """GB300's table (same benchmark and commit; never fitted) gives 0.75 by the same fit, within 0.01 of the
     Blackwell constant it runs at: the HBM3e at 8 TB/s, not the die, sets the rate."""
-
     gb300 = [r for r in rows if r.gpu_type == "GB300" and r.backend == "cudnn" and r.kernel == "rmsnorm"]
     fit = fit_memory("GB300", [r for r in gb300 if r.cols >= 2048])
     assert fit.cases == 20 and not any(r.fitted for r in gb300)
