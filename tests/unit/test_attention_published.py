@@ -21,6 +21,7 @@ from hetero_ns3.compute.attention_fit import (
 from hetero_ns3.compute.gpus import get_gpu
 from hetero_ns3.compute.roofline import Roofline, default_efficiency
 from hetero_ns3.errors import ScenarioError
+from tests.table_helpers import edited_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -107,14 +108,6 @@ def test_gb300_fit_and_gb200_on_the_same_release(rows):
     assert len(t200) == 10 and all(0.78 < t300[k] / t200[k] < 0.91 for k in t200)
 
 
-def _table(tmp_path, edit):
-    lines = PUBLISHED_CSV.read_text().splitlines()[:3]
-    lines[2] = edit(lines[2])
-    p = tmp_path / "t.csv"
-    p.write_text("\n".join(lines) + "\n")
-    return p
-
-
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
@@ -129,7 +122,7 @@ def _table(tmp_path, edit):
 )
 def test_bad_table_names_the_row(tmp_path, edit, message):
     with pytest.raises(ScenarioError, match=message):
-        load_published(_table(tmp_path, edit))
+        load_published(edited_table(PUBLISHED_CSV, tmp_path, edit))
 
 
 def test_missing_or_empty_table(tmp_path):

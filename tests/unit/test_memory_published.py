@@ -25,6 +25,7 @@ from hetero_ns3.compute.memory_fit import (
 from hetero_ns3.compute.roofline import Kernel, Roofline, default_efficiency, efficiency_table
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.paths import PACKAGE_DATA
+from tests.table_helpers import edited_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,14 +121,6 @@ def test_head_rows_and_layernorm_backward_are_reported_not_fitted(rows):
     assert len(ln_bwd) == 2 and all(0.15 < r.fraction < 0.25 for r in ln_bwd)
 
 
-def _table(tmp_path, edit):
-    lines = PUBLISHED_CSV.read_text().splitlines()[:3]
-    lines[2] = edit(lines[2])
-    p = tmp_path / "t.csv"
-    p.write_text("\n".join(lines) + "\n")
-    return p
-
-
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
@@ -142,7 +135,7 @@ def _table(tmp_path, edit):
 )
 def test_bad_table_names_the_row(tmp_path, edit, message):
     with pytest.raises(ScenarioError, match=message):
-        load_published(_table(tmp_path, edit))
+        load_published(edited_table(PUBLISHED_CSV, tmp_path, edit))
 
 
 def test_missing_or_empty_table(tmp_path):
