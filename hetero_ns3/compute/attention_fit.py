@@ -9,10 +9,10 @@ below.
 
 Published table: ``hetero_ns3/data/validation/attention_published.csv`` (source URL at a commit per row), BF16
 forward and backward times in ms of fused attention (``backend`` ``cudnn``: cuDNN's SDPA; ``flash2``: PyTorch
-SDPA's FlashAttention-2) from NVIDIA's cudnn-frontend benchmarks: the SDPA training benchmark on B200, GB200 and
+SDPA's FlashAttention-2) from NVIDIA's cudnn-frontend benchmarks: the SDPA training benchmark on B200, GB200, GB300 and
 H200 (head dimension 128, Llama 3.1 405B's grouped-query shapes, batch 1, and batch 2 on GB200 / GB300 in
-cuDNN 9.22; and GPT-OSS's shape, head dimension 64
-under causal sliding windows of 1024 or 128 tokens, batch 2, reported, not fitted: :data:`FIT_HEAD_DIM`), and its
+cuDNN 9.22; and GPT-OSS's shape, head dimension 64 under causal sliding windows of 1024 or 128 tokens, batch 2,
+reported, not fitted: :data:`FIT_HEAD_DIM`), and its
 first attention benchmark of May 2024 on H200 (PyTorch 24.03 container, cuDNN 9.1.0 against PyTorch's
 FlashAttention-2, 16 heads of 128, 4k-64k tokens; times from the published TFLOP/s and the script's FLOP count).
 Three timing methods:
@@ -157,8 +157,8 @@ class PublishedRow:
 
     @property
     def fitted(self) -> bool:
-        """Whether the row enters a fit of :data:`FITS`: head dimension FIT_HEAD_DIM, no sliding window, and at
-        least EVENTS_MIN_SEQ tokens under ``events`` timing."""
+        """Whether the row enters a fit of :data:`FITS`: head dimension FIT_HEAD_DIM, no sliding window, a release
+        the fit takes (:attr:`FitSpec.software`), and at least EVENTS_MIN_SEQ tokens under ``events`` timing."""
         spec = _spec(self.gpu_type, self.backend)
         if self.head_dim != FIT_HEAD_DIM or self.window or spec is None:
             return False

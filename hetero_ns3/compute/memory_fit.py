@@ -10,8 +10,8 @@ kernel and pass with the bytes the benchmark counts (read + written) and the ban
 * ``cudnn``, ``pytorch``, ``torch_compile``: cudnn-frontend's normalization benchmark (March 2026, NGC PyTorch 25.12
   with cuDNN 9.19.1; kernel device time from the PyTorch profiler), RMSNorm and LayerNorm forward and backward in
   BF16 at the shapes of eleven training recipes (tokens x hidden size; Qwen3's and DeepSeek-V3's head norms too,
-  rows of 128), on H200, GB200 and GB300 (GB300's rows check the Blackwell constant, never fitted). PyTorch's backward is several kernels of which the bandwidth counts the bytes of
-  one; reported, never fitted.
+  rows of 128), on H200, GB200 and GB300 (GB300's rows check the Blackwell constant, never fitted). PyTorch's
+  backward is several kernels of which the bandwidth counts the bytes of one; reported, never fitted.
 * ``babelstream``: Azure's HBM bandwidth runs (BabelStream's copy, mul, add, triad and dot, best of 100 runs, the
   default 2^25 doubles per array, which sets the bytes) on A100 80GB, H100, H200 and MI300X: the rate simple
   streams reach, an upper bound for the kernels of a training step, which do more per element.
