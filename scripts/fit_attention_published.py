@@ -4,10 +4,11 @@
     PYTHONPATH=. python scripts/fit_attention_published.py --check    # exit 1 if gpus.toml does not hold the fits
 
 The data and the fit are :mod:`hetero_ns3.compute.attention_fit` (``hetero_ns3/data/validation/
-attention_published.csv``); the fitted constants are ``[efficiency.Blackwell]`` (B200), ``[efficiency."GB200"]`` and ``[efficiency.Hopper]``'s
-``flash2_attention_fwd`` / ``_bwd`` (H200, PyTorch's FlashAttention-2) of ``hetero_ns3/data/gpus.toml``, which this
-script prints but does not edit. H200's rows check the Hopper
-constants fitted to our own H200 measurements. docs/compute.md ("Blackwell attention") shows the tables.
+attention_published.csv``); the fitted constants are ``[efficiency.Blackwell]`` (B200), ``[efficiency."GB200"]``,
+``[efficiency."GB300"]`` and ``[efficiency.Hopper]``'s ``flash2_attention_fwd`` / ``_bwd`` (H200, PyTorch's
+FlashAttention-2) of ``hetero_ns3/data/gpus.toml``, which this script prints but does not edit. H200's cuDNN rows
+check the Hopper constants fitted to our own H200 measurements. docs/compute.md ("Blackwell attention", "GB300")
+shows the tables.
 """
 
 from __future__ import annotations
