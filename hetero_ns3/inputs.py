@@ -24,7 +24,7 @@ import difflib
 import io
 import stat
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +122,15 @@ def read_csv_text(path: str | Path, what: str = "CSV file") -> str:
     except csv.Error as err:
         raise ScenarioError(f"{_describe(p, what)} is not valid CSV: line {reader.line_num}: {err}") from None
     return text
+
+
+def read_csv_rows(path: str | Path, what: str, required: Sequence[str]) -> list[dict[str, str]]:
+    """Data rows of a CSV file with a header (:func:`read_csv_text`), each checked to give every ``required``
+    column a value; the error names the data row (1 = the first after the header) and the missing column."""
+    p = Path(path).expanduser()
+    rows = list(csv.DictReader(io.StringIO(read_csv_text(p, what))))
+    for i, r in enumerate(rows, start=1):
+        missing = [c for c in required if not (r.get(c) or "").strip()]
+        if missing:
+            raise ScenarioError(f"{p}: data row {i} has no {missing[0]!r}; give every column of {', '.join(required)}")
+    return rows

@@ -36,7 +36,6 @@ backward's pre-pass and dQ conversion) are included as the layer programs run th
 
 from __future__ import annotations
 
-import csv
 import math
 import statistics
 from collections.abc import Sequence
@@ -46,7 +45,7 @@ from pathlib import Path
 from hetero_ns3.compute.gpus import GpuSpec, get_gpu
 from hetero_ns3.compute.roofline import Efficiency, Kernel, Roofline, default_efficiency
 from hetero_ns3.errors import ScenarioError
-from hetero_ns3.inputs import read_csv_text
+from hetero_ns3.inputs import read_csv_rows
 from hetero_ns3.paths import PACKAGE_DATA
 from hetero_ns3.workload.layers import flash_attention_kernels
 
@@ -58,7 +57,7 @@ EFFICIENCIES = tuple(round(0.30 + 0.01 * i, 2) for i in range(71))
 MEASURED_HALVES = tuple(25.0 * i for i in range(25))
 """Candidate ``attention_seq_half`` values for our own H200 measurements (0 .. 600 tokens)."""
 PUBLISHED_HALVES = tuple(25.0 * i for i in range(81))
-"""Candidate ``attention_seq_half`` values for the published tables (0 .. 2000 tokens: B200's optimum is 650)."""
+"""Candidate ``attention_seq_half`` values for the published tables (0 .. 2000 tokens: B200's optimum is 525)."""
 EVENTS_MIN_SEQ = 8192
 """Shortest sequence (tokens) of an ``events``-timed row that enters the fit (PyTorch's dispatch below it)."""
 FIT_HEAD_DIM = 128
@@ -181,10 +180,7 @@ def load_published(path: str | Path | None = None) -> tuple[PublishedRow, ...]:
     """Rows of the published attention table. Raises ScenarioError naming the bad row and field."""
     p = Path(path) if path is not None else PUBLISHED_CSV
     rows = []
-    for i, r in enumerate(csv.DictReader(read_csv_text(p, "published attention table").splitlines()), start=1):
-        missing = [c for c in (*COLUMNS, "source") if not (r.get(c) or "").strip()]
-        if missing:
-            raise ScenarioError(f"{p}: data row {i} has no {missing[0]!r}; give every column of {', '.join(COLUMNS)}")
+    for i, r in enumerate(read_csv_rows(p, "published attention table", (*COLUMNS, "source")), start=1):
         if r["causal"] not in ("0", "1"):
             raise ScenarioError(f"{p}: data row {i}: causal {r['causal']!r}; use 1 (causal mask) or 0 (none)")
         try:

@@ -24,7 +24,6 @@ reported against the model (:func:`published_residuals`).
 
 from __future__ import annotations
 
-import csv
 import math
 import statistics
 from collections.abc import Sequence
@@ -34,7 +33,7 @@ from pathlib import Path
 from hetero_ns3.compute.gpus import GpuSpec, get_gpu
 from hetero_ns3.compute.roofline import Kernel, Roofline, default_efficiency
 from hetero_ns3.errors import ScenarioError
-from hetero_ns3.inputs import read_csv_text
+from hetero_ns3.inputs import read_csv_rows
 from hetero_ns3.paths import PACKAGE_DATA
 
 PUBLISHED_CSV = PACKAGE_DATA / "validation" / "memory_published.csv"
@@ -99,10 +98,7 @@ def load_published(path: str | Path | None = None) -> tuple[PublishedKernel, ...
     """Rows of the published table. Raises ScenarioError naming the bad row and field."""
     p = Path(path) if path is not None else PUBLISHED_CSV
     rows = []
-    for i, r in enumerate(csv.DictReader(read_csv_text(p, "published memory-kernel table").splitlines()), start=1):
-        missing = [c for c in COLUMNS if not (r.get(c) or "").strip()]
-        if missing:
-            raise ScenarioError(f"{p}: data row {i} has no {missing[0]!r}; give every column of {', '.join(COLUMNS)}")
+    for i, r in enumerate(read_csv_rows(p, "published memory-kernel table", COLUMNS), start=1):
         for col, allowed in (("backend", BACKENDS), ("kernel", KERNELS), ("pass", PASSES)):
             if r[col] not in allowed:
                 raise ScenarioError(f"{p}: data row {i}: {col} {r[col]!r}; use one of {', '.join(allowed)}")
