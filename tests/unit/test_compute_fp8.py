@@ -120,6 +120,10 @@ def test_a100_gemm_unchanged_by_mamf_rule() -> None:
         ("H100-SXM", "fp8", 0.709),
         ("B200", "bf16", 0.776),
         ("B200", "fp8", 0.763),
+        ("GB200", "bf16", 0.7288),
+        ("GB200", "fp8", 0.7231),
+        ("B300", "bf16", 0.7862),
+        ("B300", "fp8", 0.7452),
         ("MI300X", "bf16", 0.5415),
         ("MI300X", "fp8", 0.4868),
     ],
@@ -164,3 +168,14 @@ def test_mamf_values_cite_a_source() -> None:
     for g in gpu_catalog().values():
         if g.mamf_bf16 is not None or g.mamf_fp8 is not None:
             assert g.mamf_source.startswith("https://")
+
+
+def test_b300_carries_gb300s_attention() -> None:
+    """B300 is GB300's die on the HGX board: its attention constants are GB300's (fitted to GB300's published cuDNN
+    times), applied to its own peak; its GEMM ceilings are its own MAMF row, and GB300 keeps the Blackwell rule."""
+    b300, gb300 = default_efficiency(get_gpu("B300")), default_efficiency(get_gpu("GB300"))
+    for field in ("attention_fwd", "attention_bwd", "attention_seq_half", "attention_causal_tile"):
+        assert getattr(b300, field) == getattr(gb300, field), field
+    assert b300.memory == gb300.memory == 0.74
+    assert gb300.gemm == 0.78 and gb300.gemm_fp8 is None
+    assert b300.gemm == pytest.approx(0.85 * 0.7862 / 0.869)
