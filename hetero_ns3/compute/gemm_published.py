@@ -14,7 +14,8 @@ limit (``sustained`` = 1: the ceilings are burst rates), and no FP8 cast (the be
 timed as a weight-gradient product, which casts nothing). Each rate is compared as a fraction of its own GPU's best
 row, measured against modelled (:func:`published_residuals`), so the ceiling and the two methods' offset (docs/compute.md
 "Azure's method against MAMF") cancel and the shape law is what is left. Rows whose every dimension is at least
-:data:`LARGE` are the check; smaller ones are reported (a 2048^3 FP8 product is 17 GFLOP, 7-15 us).
+:data:`LARGE` are the check; smaller ones are reported (a 2048^3 FP8 product is 17 GFLOP, 7-15 us), also with the
+catalog's launch cost added (``with_launch``), the per-call cost a step's kernels pay.
 """
 
 from __future__ import annotations
@@ -97,18 +98,21 @@ def load_published(path: str | Path | None = None) -> tuple[PublishedGemm, ...]:
     return tuple(rows)
 
 
-def model_tflops(row: PublishedGemm) -> float:
-    """The roofline's rate for ``row``'s product: catalog constants, no launch cost, ``sustained`` 1, no FP8 cast."""
+def model_tflops(row: PublishedGemm, with_launch: bool = False) -> float:
+    """The roofline's rate for ``row``'s product: catalog constants, ``sustained`` 1, no FP8 cast; no launch cost
+    unless ``with_launch``."""
     gpu = get_gpu(row.gpu_type)
-    eff = replace(default_efficiency(gpu), launch_overhead_s=0.0, sustained=1.0)
+    eff = replace(default_efficiency(gpu), sustained=1.0)
+    if not with_launch:
+        eff = replace(eff, launch_overhead_s=0.0)
     rf = Roofline(row.precision, efficiency={gpu.name: eff})
     kernel = gemm("fc1.wgrad" if row.precision == "fp8" else "g", row.m, row.n, row.k)
     return 2.0 * row.m * row.n * row.k / rf.kernel_time(kernel, gpu) / 1e12
 
 
-def published_residuals(rows: Sequence[PublishedGemm]) -> list[GemmResidual]:
+def published_residuals(rows: Sequence[PublishedGemm], with_launch: bool = False) -> list[GemmResidual]:
     """Every row against the model, rates as fractions of the best row of the same GPU type and precision."""
-    model = [model_tflops(r) for r in rows]
+    model = [model_tflops(r, with_launch) for r in rows]
     best_meas: dict[tuple[str, str], float] = {}
     best_model: dict[tuple[str, str], float] = {}
     for r, t in zip(rows, model, strict=True):
