@@ -10,9 +10,9 @@ generation for the part of the law no ceiling measures.
 Published table: ``hetero_ns3/data/validation/gemm_published.csv`` (source URL at a commit per row). The model's
 rate for a row is its roofline time of that product (:func:`model_tflops`): the precision's peak, no launch cost
 (the benchmark's loop of asynchronous calls hides it wherever a kernel outlasts the host's issue time), no power
-limit (``sustained`` = 1: the ceilings are burst rates), and no FP8 cast (the benchmark's operands are FP8 already;
-timed as a weight-gradient product, which casts nothing). Each rate is compared as a fraction of its own GPU's best
-row, measured against modelled (:func:`published_residuals`), so the ceiling and the two methods' offset (docs/compute.md
+limit (``sustained`` = 1: the ceilings are burst rates), and no FP8 cast (the benchmark's operands are FP8 already:
+:func:`hetero_ns3.workload.steps.benchmark_gemm`). Each rate is compared as a fraction of its own GPU's best row,
+measured against modelled (:func:`published_residuals`), so the ceiling and the two methods' offset (docs/compute.md
 "Azure's method against MAMF") cancel and the shape law is what is left. Rows whose every dimension is at least
 :data:`LARGE` are the check; smaller ones are reported (a 2048^3 FP8 product is 17 GFLOP, 7-15 us), also with the
 catalog's launch cost added (``with_launch``), the per-call cost a step's kernels pay.
@@ -30,13 +30,17 @@ from hetero_ns3.compute.roofline import Roofline, default_efficiency
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.inputs import read_csv_rows
 from hetero_ns3.paths import PACKAGE_DATA
-from hetero_ns3.workload.layers import gemm
+from hetero_ns3.workload.steps import benchmark_gemm
 
 PUBLISHED_CSV = PACKAGE_DATA / "validation" / "gemm_published.csv"
 COLUMNS = ("gpu_type", "precision", "m", "n", "k", "tflops", "software", "source")
 PRECISIONS = ("bf16", "fp8")
 LARGE = 4096
 """Smallest dimension (elements) of a row the check compares; smaller rows are reported."""
+BOUND_PCT = {"MI300X": 13.0}
+"""Stated bound (per cent) on a large row's error per GPU type, :data:`DEFAULT_BOUND_PCT` where absent: hipBLASLt's
+MI300X curve is not monotonic (16384^3 runs 12% below 8192^3), which no law rising with size follows."""
+DEFAULT_BOUND_PCT = 7.0
 
 
 @dataclass(frozen=True)
@@ -106,7 +110,7 @@ def model_tflops(row: PublishedGemm, with_launch: bool = False) -> float:
     if not with_launch:
         eff = replace(eff, launch_overhead_s=0.0)
     rf = Roofline(row.precision, efficiency={gpu.name: eff})
-    kernel = gemm("fc1.wgrad" if row.precision == "fp8" else "g", row.m, row.n, row.k)
+    kernel = benchmark_gemm(row.m, row.n, row.k, row.precision)
     return 2.0 * row.m * row.n * row.k / rf.kernel_time(kernel, gpu) / 1e12
 
 
@@ -123,12 +127,6 @@ def published_residuals(rows: Sequence[PublishedGemm], with_launch: bool = False
         GemmResidual(r, t, r.tflops / best_meas[(r.gpu_type, r.precision)], t / best_model[(r.gpu_type, r.precision)])
         for r, t in zip(rows, model, strict=True)
     ]
-
-
-BOUND_PCT = {"MI300X": 13.0}
-"""Stated bound (per cent) on a large row's error per GPU type, :data:`DEFAULT_BOUND_PCT` where absent: hipBLASLt's
-MI300X curve is not monotonic (16384^3 runs 12% below 8192^3), which no law rising with size follows."""
-DEFAULT_BOUND_PCT = 7.0
 
 
 def out_of_bound(residuals: Sequence[GemmResidual]) -> list[GemmResidual]:

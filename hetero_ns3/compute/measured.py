@@ -40,6 +40,7 @@ from hetero_ns3.workload.layers import flash_attention_kernels, gemm
 from hetero_ns3.workload.models import ModelSpec
 from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.planner import program_time
+from hetero_ns3.workload.steps import benchmark_gemm
 
 MEASURED_DIR = PACKAGE_DATA / "measured"
 FUSED_MEMORY_KERNELS = ("copy", "add", "gelu", "layernorm", "rmsnorm", "adam_fused_fp32")
@@ -80,13 +81,10 @@ def gemm_residuals(rows: Iterable[dict[str, str]], gpu: GpuSpec) -> list[Residua
     out = []
     for r in rows:
         m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
-        if r["dtype"] == "bf16":
-            t = bf16.kernel_time(gemm("gemm", m, n, k), gpu)
-        elif r["dtype"] == "fp8":
-            # a wgrad-named linear GEMM is FP8 with no input cast: what _scaled_mm on FP8 operands times
-            t = fp8.kernel_time(gemm("fc1.wgrad", m, n, k), gpu)
-        else:
+        if r["dtype"] not in ("bf16", "fp8"):
             continue
+        # FP8: no input cast, what _scaled_mm on FP8 operands times
+        t = (fp8 if r["dtype"] == "fp8" else bf16).kernel_time(benchmark_gemm(m, n, k, r["dtype"]), gpu)
         label = r["kind"] if r["kind"] == "square" else f"{r['layer']}.{r['pass']} h{r['hidden']} tp{r['tp']}"
         out.append(Residual("gemm", f"{r['dtype']} {label} {r['layout']} {m}x{n}x{k}", float(r["time_s"]), t))
     return out
