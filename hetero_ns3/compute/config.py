@@ -43,7 +43,9 @@ class ComputeConfig:
             recipes: 6 bytes); docs/workload.md "Loss, rotary and embedding kernels".
         fp8_recipe: FP8 scaling with ``precision = "fp8"``: ``delayed`` (Transformer Engine's
             ``DelayedScaling``, NeMo 2.0's ``bf16_with_fp8_mixed``) or ``current`` (``Float8CurrentScaling``, the
-            "FP8-CS" of Megatron-Bridge's tables: one more read of every cast input for its amax).
+            "FP8-CS" of Megatron-Bridge's tables: one more read of every cast input for its amax) or ``mxfp8``
+            (``MXFP8BlockScaling``, the "FP8-MX" / MXFP8 of those tables: 1 x 32 blocks with E8M0 scales, Blackwell
+            only; docs/compute.md "MXFP8").
         host_op: host time to issue one modelled kernel or collective call eagerly (Python, framework
             dispatch, launch), seconds; with ``host_launch`` 0 (both default) the host thread is not modelled
             (docs/compute.md "Host issue model", :mod:`hetero_ns3.workload.host`).
@@ -71,7 +73,7 @@ class ComputeConfig:
     flash_attention: bool = True
     attention_kernel: Literal["auto", "flash2"] = "auto"
     cross_entropy: Literal["unfused", "fused", "te"] = "unfused"
-    fp8_recipe: Literal["delayed", "current"] = "delayed"
+    fp8_recipe: Literal["delayed", "current", "mxfp8"] = "delayed"
     host_op: float = field(default=0.0, metadata={"unit": "time"})
     host_launch: float = field(default=0.0, metadata={"unit": "time"})
     host_graph: float = field(default=0.0, metadata={"unit": "time"})

@@ -22,7 +22,9 @@
 * Element-wise (``memory``) kernels: bytes over ``memory`` x HBM bandwidth.
 * ``precision = "fp8"`` follows Transformer Engine: only the linear layers' GEMMs (QKV, projection,
   FC1, FC2: forward, dgrad, wgrad) run at the FP8 peak, each forward / dgrad GEMM preceded by a
-  memory-bound cast-transpose of its input to FP8; attention and everything else stays BF16.
+  memory-bound cast-transpose of its input to FP8; attention and everything else stays BF16. Under the
+  ``mxfp8`` recipe (1 x 32 block scaling, Blackwell) the cast writes its row- and column-wise copies with
+  their E8M0 scales in one pass and the GEMMs run at ``mxfp8_gemm`` of the per-tensor FP8 rate.
 * GPUs with a measured matmul ceiling (``mamf_bf16`` / ``mamf_fp8`` in the catalog) get
   ``gemm = mamf_ref_gemm x mamf / mamf_ref``: A100's benchmark GEMM efficiency scaled by the measured
   ratio of their achievable fraction of peak to A100's.
@@ -44,7 +46,7 @@ from pathlib import Path
 from typing import Literal, cast
 
 from hetero_ns3.compute.gpus import CATALOG_PATH, GpuSpec
-from hetero_ns3.errors import ScenarioError
+from hetero_ns3.errors import PlanningError, ScenarioError
 
 OpClass = Literal["gemm", "attention_fwd", "attention_bwd", "memory"]
 OP_CLASSES: tuple[str, ...] = ("gemm", "attention_fwd", "attention_bwd", "memory")
@@ -113,6 +115,9 @@ class Efficiency:
     power, stream gaps). Fitted on A100 (Megatron SC'21 Table 1), carried to every generation."""
     gemm_fp8: float | None = None
     """Large-GEMM efficiency with FP8 inputs, fraction of the FP8 peak; None = same as ``gemm``."""
+    mxfp8_gemm: float = 0.0
+    """Rate of a block-scaled (MXFP8: 1 x 32 blocks, E8M0 scales) FP8 GEMM as a fraction of the per-tensor scaled
+    FP8 GEMM's (``gemm_fp8``); 0 = the GPU has no block-scaled tensor cores (``fp8_recipe = "mxfp8"`` is refused)."""
     attention_seq_half: float = 0.0
     """Sequence length (tokens) at which fused attention reaches half its ``attention_fwd`` / ``_bwd``
     efficiency: the factor ``s / (s + attention_seq_half)``; 0 = no sequence-length dependence."""
@@ -197,6 +202,7 @@ def default_efficiency(gpu: GpuSpec) -> Efficiency:
         launch_overhead_s=float(merged["launch_overhead_us"]) * 1e-6,
         sustained=float(merged.get("sustained", 1.0)),
         gemm_fp8=gemm_fp8,
+        mxfp8_gemm=float(merged.get("mxfp8_gemm", 0.0)),
         attention_seq_half=float(merged.get("attention_seq_half", 0.0)),
         attention_causal_tile=float(merged.get("attention_causal_tile", 0.0)),
         attention_block_rows=int(merged.get("attention_block_rows", 0)),
@@ -355,16 +361,25 @@ def fp8_cast_bytes(k: Kernel) -> float:
     return FP8_CAST_BYTES_PER_ELEMENT * k.m * k.k * k.batch
 
 
-FP8_RECIPES = ("delayed", "current")
+FP8_RECIPES = ("delayed", "current", "mxfp8")
 FP8_AMAX_BYTES_PER_ELEMENT = 2.0
 """Current scaling's extra pass per FP8 cast: Transformer Engine computes the tensor's amax in a kernel of its
 own (``nvte_compute_amax``, one read of the 2-byte input) before the scale and the cast; delayed scaling takes
 the scale from the amax history instead and reduces the new amax inside the cast."""
+MXFP8_BLOCK = 32
+"""Elements per MXFP8 scaling block (OCP Microscaling Formats v1.0: 1 x 32, one E8M0 byte of scale each)."""
+MXFP8_SCALE_BYTES_PER_ELEMENT = 2.0 / MXFP8_BLOCK
+"""Scale bytes an MXFP8 cast writes per element: one E8M0 byte per 32-element block of the row-wise copy and one of
+the column-wise copy (Transformer Engine's MXFP8 quantizer produces both in the pass that writes the two FP8
+copies; the block amax is reduced in registers, so no separate amax pass as under current scaling)."""
 
 
-def _fp8_gemm_bytes(k: Kernel) -> float:
-    """HBM traffic of an FP8 GEMM: 1-byte operands, 2-byte (BF16) output."""
-    return float((k.m * k.k + k.k * k.n + 2 * k.m * k.n) * k.batch)
+def _fp8_gemm_bytes(k: Kernel, block_scaled: bool = False) -> float:
+    """HBM traffic of an FP8 GEMM: 1-byte operands (plus one scale byte per 32 elements of each when
+    ``block_scaled``), 2-byte (BF16) output."""
+    operands = k.m * k.k + k.k * k.n
+    scales = operands / MXFP8_BLOCK if block_scaled else 0.0
+    return float((operands + 2 * k.m * k.n) * k.batch + scales * k.batch)
 
 
 class Roofline:
@@ -381,8 +396,10 @@ class Roofline:
             Hopper, measured; FlashAttention-2's on Ampere) or ``flash2`` (:func:`flash2_efficiency` applied to
             the catalog constants).
         fp8_recipe: FP8 scaling under ``precision = "fp8"``: ``delayed`` (scales from the amax history, the
-            amax taken inside the cast) or ``current`` (each cast first reads its input for the amax,
-            :data:`FP8_AMAX_BYTES_PER_ELEMENT` and one launch more).
+            amax taken inside the cast), ``current`` (each cast first reads its input for the amax,
+            :data:`FP8_AMAX_BYTES_PER_ELEMENT` and one launch more) or ``mxfp8`` (1 x 32 block scaling: the cast
+            also writes :data:`MXFP8_SCALE_BYTES_PER_ELEMENT`, no amax pass, and the FP8 GEMMs run at the GPU's
+            ``mxfp8_gemm`` fraction of the per-tensor rate; refused on GPUs without block-scaled tensor cores).
         sustained: replaces every GPU's ``sustained`` factor when given (``[compute] sustained``), like
             ``launch_overhead_s`` also for constant sets given in ``efficiency``.
     """
@@ -433,6 +450,8 @@ class Roofline:
         else:
             base = e.compute_eff(k.op, precision)
         base *= e.sustained
+        if k.op == "gemm" and precision == "fp8" and self.fp8_recipe == "mxfp8":
+            base *= self._mxfp8_factor(gpu, e)
         if k.op == "gemm":
             base *= _shape_factor(e, (k.m, k.n, k.k)) * _wave_factor(e, k.m, k.n * k.batch, gpu.sm_count)
         else:
@@ -446,6 +465,16 @@ class Roofline:
                 base *= attention_occupancy(k.batch, -(-k.m // rows), k.causal, gpu.sm_count, band)
         return base
 
+    @staticmethod
+    def _mxfp8_factor(gpu: GpuSpec, e: Efficiency) -> float:
+        """``e.mxfp8_gemm``; PlanningError naming the GPU and the fix where it has no block-scaled tensor cores."""
+        if e.mxfp8_gemm <= 0:
+            raise PlanningError(
+                f"compute.fp8_recipe ('mxfp8'): GPU {gpu.name} ({gpu.architecture}) has no block-scaled FP8 tensor "
+                "cores (MXFP8 needs Blackwell); set compute.fp8_recipe to 'current' or 'delayed'"
+            )
+        return e.mxfp8_gemm
+
     def _mem_eff(self, gpu: GpuSpec, k: Kernel, e: Efficiency) -> float:
         if self.measured and (gpu.name, k.op) in self.measured.memory:
             return self.measured.memory[(gpu.name, k.op)]
@@ -456,7 +485,8 @@ class Roofline:
         e = self.efficiency(gpu)
         prec = self.kernel_precision(k)
         fp8 = prec == "fp8" and k.op == "gemm"
-        nbytes = _fp8_gemm_bytes(k) if fp8 else k.bytes
+        mx = fp8 and self.fp8_recipe == "mxfp8"
+        nbytes = _fp8_gemm_bytes(k, block_scaled=mx) if fp8 else k.bytes
         bw = gpu.hbm_bw_Bps * self._mem_eff(gpu, k, e)
         t_mem = nbytes / bw if nbytes else 0.0
         t_comp = 0.0
@@ -474,6 +504,8 @@ class Roofline:
         t = max(t_comp, t_mem) + e.launch_overhead_s
         cast = fp8_cast_bytes(k) if fp8 else 0.0
         if cast:
+            if mx:
+                cast += cast * MXFP8_SCALE_BYTES_PER_ELEMENT / FP8_CAST_BYTES_PER_ELEMENT
             t += cast / (gpu.hbm_bw_Bps * e.memory) + e.launch_overhead_s
             if self.fp8_recipe == "current":
                 amax = cast * FP8_AMAX_BYTES_PER_ELEMENT / FP8_CAST_BYTES_PER_ELEMENT

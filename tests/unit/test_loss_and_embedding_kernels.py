@@ -130,7 +130,7 @@ def test_fp8_current_scaling_adds_one_read_per_cast() -> None:
         Roofline("fp8", fp8_recipe="mx")
 
 
-@pytest.mark.parametrize(("key", "value"), [("compute.cross_entropy", "native"), ("compute.fp8_recipe", "mxfp8")])
+@pytest.mark.parametrize(("key", "value"), [("compute.cross_entropy", "native"), ("compute.fp8_recipe", "nvfp4")])
 def test_bad_choices_exit_2_naming_the_field(key: str, value: str, capsys) -> None:
     assert main(["plan", "scenarios/demo.toml", "--set", f"{key}={value}"]) == 2
     err = capsys.readouterr().err
