@@ -374,6 +374,16 @@ the column-wise copy (Transformer Engine's MXFP8 quantizer produces both in the 
 copies; the block amax is reduced in registers, so no separate amax pass as under current scaling)."""
 
 
+def require_block_scaling(gpu: GpuSpec, e: Efficiency | None = None) -> None:
+    """PlanningError naming the GPU, the field and the fix unless ``gpu`` (constants ``e``, the catalog's when None)
+    has block-scaled FP8 tensor cores (``mxfp8_gemm`` > 0), which ``fp8_recipe = "mxfp8"`` needs."""
+    if (e or default_efficiency(gpu)).mxfp8_gemm <= 0:
+        raise PlanningError(
+            f"compute.fp8_recipe ('mxfp8'): GPU {gpu.name} ({gpu.architecture}) has no block-scaled FP8 tensor "
+            "cores (MXFP8 needs Blackwell); set compute.fp8_recipe to 'current' or 'delayed'"
+        )
+
+
 def _fp8_gemm_bytes(k: Kernel, block_scaled: bool = False) -> float:
     """HBM traffic of an FP8 GEMM: 1-byte operands (plus one scale byte per 32 elements of each when
     ``block_scaled``), 2-byte (BF16) output."""
@@ -465,14 +475,8 @@ class Roofline:
                 base *= attention_occupancy(k.batch, -(-k.m // rows), k.causal, gpu.sm_count, band)
         return base
 
-    @staticmethod
-    def _mxfp8_factor(gpu: GpuSpec, e: Efficiency) -> float:
-        """``e.mxfp8_gemm``; PlanningError naming the GPU and the fix where it has no block-scaled tensor cores."""
-        if e.mxfp8_gemm <= 0:
-            raise PlanningError(
-                f"compute.fp8_recipe ('mxfp8'): GPU {gpu.name} ({gpu.architecture}) has no block-scaled FP8 tensor "
-                "cores (MXFP8 needs Blackwell); set compute.fp8_recipe to 'current' or 'delayed'"
-            )
+    def _mxfp8_factor(self, gpu: GpuSpec, e: Efficiency) -> float:
+        require_block_scaling(gpu, e)
         return e.mxfp8_gemm
 
     def _mem_eff(self, gpu: GpuSpec, k: Kernel, e: Efficiency) -> float:

@@ -90,6 +90,12 @@ class ParallelismSpec:
             ``uniform`` (equal split, Megatron's default).
         stage_layers: explicit layers per pipeline stage (per virtual stage when vpp > 1).
         replica_microbatches: explicit microbatches per data-parallel replica.
+        account_for_embedding_in_pipeline_split: the input embedding takes one layer's slot in the pipeline split
+            (Megatron-Core's flag of that name): the ``layers`` plus the accounted slots are split evenly over the
+            ``pp x vpp`` virtual stages, which they must divide, and the first virtual stage builds one layer fewer
+            (none where the split is one slot per stage). Fixes the split: not with ``stage_layers``, and
+            ``partition = "auto"`` no longer moves layers between stages.
+        account_for_loss_in_pipeline_split: the same for the output layer and loss on the last virtual stage.
     """
 
     tp: int = 1
@@ -119,6 +125,8 @@ class ParallelismSpec:
     partition: Literal["auto", "uniform"] = "auto"
     stage_layers: tuple[int, ...] | None = None
     replica_microbatches: tuple[int, ...] | None = None
+    account_for_embedding_in_pipeline_split: bool = False
+    account_for_loss_in_pipeline_split: bool = False
 
     def validate(self, where: str = "parallelism") -> None:
         """Checks that need no model or cluster."""
@@ -158,6 +166,21 @@ class ParallelismSpec:
             )
 
     @property
+    def accounted_slots(self) -> int:
+        """Pipeline-split slots taken by the embedding and the loss (0-2; the ``account_for_*`` flags)."""
+        return int(self.account_for_embedding_in_pipeline_split) + int(self.account_for_loss_in_pipeline_split)
+
+    def accounted_split(self, layers: int) -> tuple[int, ...]:
+        """Layers per virtual stage under the ``account_for_*`` flags (index v = chunk x pp + stage): ``layers``
+        plus the accounted slots split evenly, one fewer on the first (embedding) and the last (loss) stage."""
+        vstages = self.pp * self.chunks
+        per = (layers + self.accounted_slots) // vstages
+        split = [per] * vstages
+        split[0] -= int(self.account_for_embedding_in_pipeline_split)
+        split[-1] -= int(self.account_for_loss_in_pipeline_split)
+        return tuple(split)
+
+    @property
     def recomputed(self) -> frozenset[str]:
         """Modules recomputed in the backward under ``recompute = "selective"``: ``recompute_modules``, or the
         attention core alone when it is empty (Megatron-Core's default); empty for ``none`` and ``full``."""
@@ -174,6 +197,33 @@ class ParallelismSpec:
     def chunks(self) -> int:
         """Model chunks per pipeline stage (vpp for interleaved, else 1)."""
         return self.vpp if self.schedule == "interleaved" else 1
+
+
+def _check_accounted_split(plan: ParallelismSpec, model: ModelSpec, vstages: int, where: str, mwhere: str) -> None:
+    """Megatron-Core's conditions on the ``account_for_*`` pipeline split: the layers plus the accounted slots divide
+    evenly over the virtual stages, every stage keeps at least a slot, and no explicit ``stage_layers``."""
+    flag = (
+        "account_for_embedding_in_pipeline_split"
+        if plan.account_for_embedding_in_pipeline_split
+        else "account_for_loss_in_pipeline_split"
+    )
+    if plan.stage_layers is not None:
+        raise field_error(
+            f"{where}.stage_layers",
+            list(plan.stage_layers),
+            f"cannot be combined with {where}.{flag} (the flag fixes the split)",
+            "drop one of the two",
+        )
+    slots = model.layers + plan.accounted_slots
+    what = f"{where}.pp" if plan.chunks == 1 else f"{where}.pp x {where}.vpp"
+    val = plan.pp if plan.chunks == 1 else f"{plan.pp} x {plan.vpp} = {vstages}"
+    if slots % vstages or slots < vstages:
+        raise field_error(
+            what,
+            val,
+            f"must divide {mwhere}.layers + {plan.accounted_slots} accounted slot(s) ({slots}) under {where}.{flag}",
+            f"choose pp x vpp among {[d for d in _divisors(slots) if d > 1]}",
+        )
 
 
 def _divisors(n: int) -> list[int]:
@@ -225,7 +275,9 @@ def check_plan(
     if model.ffn_hidden % tp:
         raise field_error(f"{where}.tp", tp, f"must divide {mwhere}.ffn_hidden ({model.ffn_hidden})")
     vstages = pp * plan.chunks
-    if vstages > model.layers:
+    if plan.accounted_slots:
+        _check_accounted_split(plan, model, vstages, where, mwhere)
+    elif vstages > model.layers:
         what = f"{where}.pp" if plan.chunks == 1 else f"{where}.pp x {where}.vpp"
         val = pp if plan.chunks == 1 else f"{pp} x {plan.vpp} = {vstages}"
         raise field_error(what, val, f"is larger than {mwhere}.layers ({model.layers})", "every stage needs a layer")

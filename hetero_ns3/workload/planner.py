@@ -18,6 +18,7 @@ from typing import Any
 
 from hetero_ns3.compute.config import ComputeConfig
 from hetero_ns3.compute.gpus import GpuSpec, get_gpu
+from hetero_ns3.compute.roofline import require_block_scaling
 from hetero_ns3.errors import PlanningError, ScenarioError, field_error
 from hetero_ns3.workload import layers as L
 from hetero_ns3.workload.artefact import Workload
@@ -168,6 +169,8 @@ def partition(
     fixed[-1] += max(head_t[placement.slot(0, pp - 1, d).gpu_type] for d in range(dp))
     if plan.stage_layers is not None:
         vlayers = tuple(plan.stage_layers)
+    elif plan.accounted_slots:
+        vlayers = plan.accounted_split(model.layers)
     elif plan.partition == "uniform":
         vlayers = uniform_split(model.layers, pp * chunks)
     else:
@@ -336,6 +339,8 @@ def resolve(
         raise ScenarioError("the cluster has no GPUs")
     for t in sorted({g.gpu_type for g in gpus}):
         lookup(t).peak_flops(compute.precision)
+        if compute.precision == "fp8" and compute.fp8_recipe == "mxfp8":
+            require_block_scaling(lookup(t))
     dp = resolve_dp(plan, len(gpus))
     check_plan(plan, model, dp)
     plan = replace(plan, dp=dp)
