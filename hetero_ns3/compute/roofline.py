@@ -389,7 +389,7 @@ def _fp8_gemm_bytes(k: Kernel, block_scaled: bool = False) -> float:
     ``block_scaled``), 2-byte (BF16) output."""
     operands = k.m * k.k + k.k * k.n
     scales = operands / MXFP8_BLOCK if block_scaled else 0.0
-    return float((operands + 2 * k.m * k.n) * k.batch + scales * k.batch)
+    return float((operands + scales + 2 * k.m * k.n) * k.batch)
 
 
 class Roofline:
@@ -461,7 +461,8 @@ class Roofline:
             base = e.compute_eff(k.op, precision)
         base *= e.sustained
         if k.op == "gemm" and precision == "fp8" and self.fp8_recipe == "mxfp8":
-            base *= self._mxfp8_factor(gpu, e)
+            require_block_scaling(gpu, e)
+            base *= e.mxfp8_gemm
         if k.op == "gemm":
             base *= _shape_factor(e, (k.m, k.n, k.k)) * _wave_factor(e, k.m, k.n * k.batch, gpu.sm_count)
         else:
@@ -474,10 +475,6 @@ class Roofline:
                 band = -(-k.window // rows) + 1 if k.window else 0
                 base *= attention_occupancy(k.batch, -(-k.m // rows), k.causal, gpu.sm_count, band)
         return base
-
-    def _mxfp8_factor(self, gpu: GpuSpec, e: Efficiency) -> float:
-        require_block_scaling(gpu, e)
-        return e.mxfp8_gemm
 
     def _mem_eff(self, gpu: GpuSpec, k: Kernel, e: Efficiency) -> float:
         if self.measured and (gpu.name, k.op) in self.measured.memory:

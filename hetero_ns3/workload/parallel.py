@@ -201,7 +201,7 @@ class ParallelismSpec:
 
 def _check_accounted_split(plan: ParallelismSpec, model: ModelSpec, vstages: int, where: str, mwhere: str) -> None:
     """Megatron-Core's conditions on the ``account_for_*`` pipeline split: the layers plus the accounted slots divide
-    evenly over the virtual stages, every stage keeps at least a slot, and no explicit ``stage_layers``."""
+    evenly over the virtual stages (one slot each at least), and no explicit ``stage_layers``."""
     flag = (
         "account_for_embedding_in_pipeline_split"
         if plan.account_for_embedding_in_pipeline_split
@@ -217,7 +217,7 @@ def _check_accounted_split(plan: ParallelismSpec, model: ModelSpec, vstages: int
     slots = model.layers + plan.accounted_slots
     what = f"{where}.pp" if plan.chunks == 1 else f"{where}.pp x {where}.vpp"
     val = plan.pp if plan.chunks == 1 else f"{plan.pp} x {plan.vpp} = {vstages}"
-    if slots % vstages or slots < vstages:
+    if slots % vstages:
         raise field_error(
             what,
             val,
