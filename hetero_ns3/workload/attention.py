@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hetero_ns3.compute.roofline import Kernel, OpClass, window_fraction
+from hetero_ns3.compute.attention_grid import window_fraction
+from hetero_ns3.compute.roofline import Kernel, OpClass
 from hetero_ns3.workload.steps import ACT_BYTES, Comm, Compute, Join, LayerContext, Step, gemm, mem
 
 FLASH_BWD_PRE_BYTES = 2 * ACT_BYTES

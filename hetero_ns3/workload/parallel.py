@@ -199,7 +199,9 @@ class ParallelismSpec:
         return self.vpp if self.schedule == "interleaved" else 1
 
 
-def _check_accounted_split(plan: ParallelismSpec, model: ModelSpec, vstages: int, where: str, mwhere: str) -> None:
+def _check_accounted_split(
+    plan: ParallelismSpec, model: ModelSpec, what: str, val: object, where: str, mwhere: str
+) -> None:
     """Megatron-Core's conditions on the ``account_for_*`` pipeline split: the layers plus the accounted slots divide
     evenly over the virtual stages (one slot each at least), and no explicit ``stage_layers``."""
     flag = (
@@ -215,9 +217,7 @@ def _check_accounted_split(plan: ParallelismSpec, model: ModelSpec, vstages: int
             "drop one of the two",
         )
     slots = model.layers + plan.accounted_slots
-    what = f"{where}.pp" if plan.chunks == 1 else f"{where}.pp x {where}.vpp"
-    val = plan.pp if plan.chunks == 1 else f"{plan.pp} x {plan.vpp} = {vstages}"
-    if slots % vstages:
+    if slots % (plan.pp * plan.chunks):
         raise field_error(
             what,
             val,
@@ -275,11 +275,11 @@ def check_plan(
     if model.ffn_hidden % tp:
         raise field_error(f"{where}.tp", tp, f"must divide {mwhere}.ffn_hidden ({model.ffn_hidden})")
     vstages = pp * plan.chunks
+    what = f"{where}.pp" if plan.chunks == 1 else f"{where}.pp x {where}.vpp"
+    val = pp if plan.chunks == 1 else f"{pp} x {plan.vpp} = {vstages}"
     if plan.accounted_slots:
-        _check_accounted_split(plan, model, vstages, where, mwhere)
+        _check_accounted_split(plan, model, what, val, where, mwhere)
     elif vstages > model.layers:
-        what = f"{where}.pp" if plan.chunks == 1 else f"{where}.pp x {where}.vpp"
-        val = pp if plan.chunks == 1 else f"{pp} x {plan.vpp} = {vstages}"
         raise field_error(what, val, f"is larger than {mwhere}.layers ({model.layers})", "every stage needs a layer")
     cp = plan.cp
     if cp > 1:

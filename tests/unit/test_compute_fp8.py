@@ -12,13 +12,13 @@ from dataclasses import replace
 
 import pytest
 
+from hetero_ns3.compute.attention_grid import attention_occupancy
 from hetero_ns3.compute.gpus import get_gpu, gpu_spec_from_table
 from hetero_ns3.compute.roofline import (
     FP8_LINEAR_GEMMS,
     Kernel,
     Roofline,
     _wave_factor,
-    attention_occupancy,
     default_efficiency,
     fp8_cast_bytes,
     is_fp8_linear,

@@ -210,7 +210,7 @@ def test_attention_occupancy_schedules_blocks_onto_sms() -> None:
     """The occupancy law's schedule: a full mask is wave quantization of its blocks; a causal grid of one
     sequence and head with n <= SMs row blocks keeps (n + 1) / (2 x SMs) of the SMs busy (the longest block,
     n units, sets the time); large grids approach full occupancy."""
-    from hetero_ns3.compute.roofline import attention_occupancy
+    from hetero_ns3.compute.attention_grid import attention_occupancy
 
     assert attention_occupancy(12, 16, False, 132) == pytest.approx(192 / 264)
     assert attention_occupancy(64, 16, False, 132) == pytest.approx(1024 / (8 * 132))

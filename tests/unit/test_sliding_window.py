@@ -8,9 +8,10 @@ from dataclasses import replace
 
 import pytest
 
+from hetero_ns3.compute.attention_grid import window_fraction, window_tiles
 from hetero_ns3.compute.config import ComputeConfig
 from hetero_ns3.compute.gpus import get_gpu
-from hetero_ns3.compute.roofline import Roofline, window_fraction, window_tiles
+from hetero_ns3.compute.roofline import Roofline
 from hetero_ns3.errors import PlanningError, ScenarioError
 from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gpus
 from hetero_ns3.workload.attention import flash_attention_kernels
