@@ -28,7 +28,7 @@ def patch(variant: str) -> None:
     if variant in ("old", "mamf_only"):
         R.Roofline.kernel_precision = lambda self, k: self.precision  # type: ignore[method-assign]
     if variant in ("old", "mamf_only", "no_cast"):
-        R.fp8_cast_bytes = lambda k: 0.0
+        R.cast_elements = lambda k: 0
 
 
 def main(argv: list[str]) -> int:

@@ -18,7 +18,10 @@ class ComputeConfig:
     """How compute time and memory are estimated.
 
     Attributes:
-        precision: tensor-core precision of GEMMs and attention: bf16, fp16 or fp8.
+        precision: tensor-core precision of the linear layers' GEMMs: bf16, fp16, fp8 (Transformer Engine's FP8, the
+            recipe in ``fp8_recipe``) or fp4 (Transformer Engine's ``NVFP4BlockScaling``, the NVFP4 of
+            Megatron-Bridge's tables: E2M1 values with an E4M3 scale per 16 elements, Blackwell only;
+            docs/compute.md "NVFP4"). Under fp8 / fp4 everything but those GEMMs runs in BF16.
         efficiency_table: CSV of measured efficiencies (gpu_type, op, compute_efficiency,
             memory_efficiency), relative to the scenario file; replaces the catalog constants.
         launch_overhead: per-kernel fixed cost, seconds (``"3us"``); unset = catalog value.
@@ -41,7 +44,7 @@ class ComputeConfig:
             helpers, NeMo 2.0's default: 40 bytes) or ``te`` (``cross_entropy_fusion_impl = "te"``:
             Transformer Engine's online-softmax kernels on the BF16 logits, Megatron-Bridge's performance
             recipes: 6 bytes); docs/workload.md "Loss, rotary and embedding kernels".
-        fp8_recipe: FP8 scaling with ``precision = "fp8"``: ``delayed`` (Transformer Engine's
+        fp8_recipe: FP8 scaling with ``precision = "fp8"`` (ignored otherwise): ``delayed`` (Transformer Engine's
             ``DelayedScaling``, NeMo 2.0's ``bf16_with_fp8_mixed``) or ``current`` (``Float8CurrentScaling``, the
             "FP8-CS" of Megatron-Bridge's tables: one more read of every cast input for its amax) or ``mxfp8``
             (``MXFP8BlockScaling``, the "FP8-MX" / MXFP8 of those tables: 1 x 32 blocks with E8M0 scales, Blackwell
@@ -65,7 +68,7 @@ class ComputeConfig:
         gpus: extra GPU types, ``{NAME = {fp16_tflops = ..., hbm_gib = ..., ...}}`` as in gpus.toml.
     """
 
-    precision: Literal["bf16", "fp16", "fp8"] = "bf16"
+    precision: Literal["bf16", "fp16", "fp8", "fp4"] = "bf16"
     efficiency_table: str | None = None
     launch_overhead: float | None = field(default=None, metadata={"unit": "time"})
     sustained: float | None = None

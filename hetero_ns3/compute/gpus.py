@@ -18,7 +18,7 @@ from hetero_ns3.errors import PlanningError, ScenarioError, field_error
 from hetero_ns3.paths import PACKAGE_DATA
 
 CATALOG_PATH = PACKAGE_DATA / "gpus.toml"
-PRECISIONS = ("bf16", "fp16", "fp8")
+PRECISIONS = ("bf16", "fp16", "fp8", "fp4")
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class GpuSpec:
         bf16_tflops: dense BF16 tensor peak, TFLOP/s (None: no BF16 tensor cores, e.g. V100).
         fp16_tflops: dense FP16 tensor peak, TFLOP/s.
         fp8_tflops: dense FP8 tensor peak, TFLOP/s (None if not supported).
+        fp4_tflops: dense FP4 (E2M1, block-scaled: NVFP4 / MXFP4) tensor peak, TFLOP/s (None if not supported).
         hbm_bytes: device memory capacity, bytes (datasheet GB read as GiB).
         hbm_bw_Bps: device memory bandwidth, bytes/s.
         nvlink_bw_Bps: per-GPU unidirectional bandwidth into a switched scale-up fabric
@@ -74,9 +75,10 @@ class GpuSpec:
     mamf_source: str = ""
     nvlink_bridge_bw_Bps: float = 0.0
     mesh_link_bw_Bps: float = 0.0
+    fp4_tflops: float | None = None
 
     def peak_flops(self, precision: str = "bf16") -> float:
-        """Dense tensor-core peak in FLOP/s for ``precision`` (bf16, fp16 or fp8).
+        """Dense tensor-core peak in FLOP/s for ``precision`` (bf16, fp16, fp8 or fp4).
 
         Raises PlanningError when the GPU lacks that precision (e.g. BF16 on V100).
         """
@@ -96,6 +98,7 @@ _KNOWN = set(_REQUIRED) | {
     "vendor",
     "bf16_tflops",
     "fp8_tflops",
+    "fp4_tflops",
     "nvlink_gbps_bidir",
     "nvlink_bridge_gbps_bidir",
     "mesh_link_gbps_bidir",
@@ -152,6 +155,7 @@ def gpu_spec_from_table(name: str, table: Mapping[str, Any], where: str) -> GpuS
         mamf_source=str(table.get("mamf_source", "")),
         nvlink_bridge_bw_Bps=num("nvlink_bridge_gbps_bidir") * 1e9 / 2,
         mesh_link_bw_Bps=num("mesh_link_gbps_bidir") * 1e9 / 2,
+        fp4_tflops=opt("fp4_tflops"),
     )
 
 

@@ -20,11 +20,11 @@
   without a tile law); the sequence-length law reads the length of the causal kernel with as much work per
   query row, the occupancy law row blocks that cost at most the band's key blocks.
 * Element-wise (``memory``) kernels: bytes over ``memory`` x HBM bandwidth.
-* ``precision = "fp8"`` follows Transformer Engine: only the linear layers' GEMMs (QKV, projection,
-  FC1, FC2: forward, dgrad, wgrad) run at the FP8 peak, each forward / dgrad GEMM preceded by a
-  memory-bound cast-transpose of its input to FP8; attention and everything else stays BF16. Under the
-  ``mxfp8`` recipe (1 x 32 block scaling, Blackwell) the cast writes its row- and column-wise copies with
-  their E8M0 scales in one pass and the GEMMs run at ``mxfp8_gemm`` of the per-tensor FP8 rate.
+* ``precision = "fp8"`` / ``"fp4"`` follow Transformer Engine (:mod:`hetero_ns3.compute.recipes`): only the linear
+  layers' GEMMs (QKV, projection, FC1, FC2: forward, dgrad, wgrad) run at the FP8 / FP4 peak, each forward / dgrad
+  GEMM preceded by a memory-bound cast of its input; attention and everything else stays BF16. Under the
+  block-scaled recipes (``mxfp8``: 1 x 32 blocks, E8M0 scales; NVFP4: 1 x 16 blocks, E4M3 scales; Blackwell) the
+  GEMMs run at ``mxfp8_gemm`` / ``nvfp4_gemm`` times the per-tensor FP8 GEMM's fraction of peak.
 * GPUs with a measured matmul ceiling (``mamf_bf16`` / ``mamf_fp8`` in the catalog) get
   ``gemm = mamf_ref_gemm x mamf / mamf_ref``: A100's benchmark GEMM efficiency scaled by the measured
   ratio of their achievable fraction of peak to A100's.
@@ -46,21 +46,20 @@ from typing import Literal, cast
 
 from hetero_ns3.compute.attention_grid import attention_occupancy, window_tiles
 from hetero_ns3.compute.gpus import CATALOG_PATH, GpuSpec
+from hetero_ns3.compute.recipes import (
+    FP8_RECIPES,
+    RECIPES,
+    Recipe,
+    cast_elements,
+    is_fp8_linear,
+    quantized_gemm_bytes,
+    recipe_for,
+)
 from hetero_ns3.errors import PlanningError, ScenarioError
 
 OpClass = Literal["gemm", "attention_fwd", "attention_bwd", "memory"]
 OP_CLASSES: tuple[str, ...] = ("gemm", "attention_fwd", "attention_bwd", "memory")
 _TILE_PENALTY = 0.95
-
-FP8_LINEAR_GEMMS = frozenset({"qkv", "proj", "fc1", "fc2"})
-"""Kernel-name stems of the GEMMs Transformer Engine runs in FP8 (its Linear / LayerNormLinear /
-LayerNormMLP / GroupedLinear modules); names follow ``workload/layers.py`` (``qkv``, ``qkv.dgrad``,
-``qkv.wgrad``, ...). The logits GEMM (Megatron's own output layer), the MoE router and attention's
-batched products are not TE linear layers and stay BF16."""
-FP8_CAST_BYTES_PER_ELEMENT = 4.0
-"""Cast-transpose of one GEMM input to FP8 under delayed scaling: read 2 B (BF16), write 1 B FP8 and
-1 B of its FP8 transpose (kept for the other backward GEMM); the amax is reduced inside the same
-pass (Transformer Engine, "FP8 Delayed Scaling": one tensor read per quantization)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +117,9 @@ class Efficiency:
     mxfp8_gemm: float = 0.0
     """Rate of a block-scaled (MXFP8: 1 x 32 blocks, E8M0 scales) FP8 GEMM as a fraction of the per-tensor scaled
     FP8 GEMM's (``gemm_fp8``); 0 = the GPU has no block-scaled tensor cores (``fp8_recipe = "mxfp8"`` is refused)."""
+    nvfp4_gemm: float = 0.0
+    """An NVFP4 GEMM's fraction of the FP4 peak over the per-tensor FP8 GEMM's fraction of the FP8 peak
+    (``gemm_fp8``); 0 = the GPU has no NVFP4 tensor cores (``precision = "fp4"`` is refused)."""
     attention_seq_half: float = 0.0
     """Sequence length (tokens) at which fused attention reaches half its ``attention_fwd`` / ``_bwd``
     efficiency: the factor ``s / (s + attention_seq_half)``; 0 = no sequence-length dependence."""
@@ -161,7 +163,7 @@ class Efficiency:
     def compute_eff(self, op: str, precision: str = "bf16") -> float:
         if op == "memory":
             return 1.0
-        if op == "gemm" and precision == "fp8" and self.gemm_fp8 is not None:
+        if op == "gemm" and precision in ("fp8", "fp4") and self.gemm_fp8 is not None:
             return self.gemm_fp8
         return float(getattr(self, op))
 
@@ -203,6 +205,7 @@ def default_efficiency(gpu: GpuSpec) -> Efficiency:
         sustained=float(merged.get("sustained", 1.0)),
         gemm_fp8=gemm_fp8,
         mxfp8_gemm=float(merged.get("mxfp8_gemm", 0.0)),
+        nvfp4_gemm=float(merged.get("nvfp4_gemm", 0.0)),
         attention_seq_half=float(merged.get("attention_seq_half", 0.0)),
         attention_causal_tile=float(merged.get("attention_causal_tile", 0.0)),
         attention_block_rows=int(merged.get("attention_block_rows", 0)),
@@ -306,63 +309,28 @@ def _wave_factor(eff: Efficiency, m: int, n: int, sms: int) -> float:
     return best
 
 
-def is_fp8_linear(k: Kernel) -> bool:
-    """Whether ``k`` is a linear-layer GEMM Transformer Engine runs in FP8 (forward, dgrad or wgrad)."""
-    if k.op != "gemm":
-        return False
-    stem, _, rest = k.name.partition(".")
-    return stem in FP8_LINEAR_GEMMS and rest in ("", "dgrad", "wgrad")
-
-
-def fp8_cast_bytes(k: Kernel) -> float:
-    """HBM bytes of casting the input of FP8 GEMM ``k`` (its ``m x k`` operand) to FP8 and transposing it.
-
-    Forward GEMMs cast their activation input, dgrad GEMMs the incoming gradient; wgrad GEMMs reuse the
-    transposes both produced, so cast nothing. Weights are cast once per step on the first microbatch
-    (Megatron-Core passes ``is_first_microbatch``), not per GEMM, and are left out.
-    """
-    if not is_fp8_linear(k) or k.name.endswith(".wgrad"):
-        return 0.0
-    return FP8_CAST_BYTES_PER_ELEMENT * k.m * k.k * k.batch
-
-
-FP8_RECIPES = ("delayed", "current", "mxfp8")
-FP8_AMAX_BYTES_PER_ELEMENT = 2.0
-"""Current scaling's extra pass per FP8 cast: Transformer Engine computes the tensor's amax in a kernel of its
-own (``nvte_compute_amax``, one read of the 2-byte input) before the scale and the cast; delayed scaling takes
-the scale from the amax history instead and reduces the new amax inside the cast."""
-MXFP8_BLOCK = 32
-"""Elements per MXFP8 scaling block (OCP Microscaling Formats v1.0: 1 x 32, one E8M0 byte of scale each)."""
-MXFP8_SCALE_BYTES_PER_ELEMENT = 2.0 / MXFP8_BLOCK
-"""Scale bytes an MXFP8 cast writes per element: one E8M0 byte per 32-element block of the row-wise copy and one of
-the column-wise copy (Transformer Engine's MXFP8 quantizer produces both in the pass that writes the two FP8
-copies; the block amax is reduced in registers, so no separate amax pass as under current scaling)."""
-
-
-def require_block_scaling(gpu: GpuSpec, e: Efficiency | None = None) -> None:
+def require_block_scaling(gpu: GpuSpec, e: Efficiency | None = None, recipe: str = "mxfp8") -> None:
     """PlanningError naming the GPU, the field and the fix unless ``gpu`` (constants ``e``, the catalog's when None)
-    has block-scaled FP8 tensor cores (``mxfp8_gemm`` > 0), which ``fp8_recipe = "mxfp8"`` needs."""
-    if (e or default_efficiency(gpu)).mxfp8_gemm <= 0:
+    has the block-scaled tensor cores ``recipe`` (``mxfp8`` or ``nvfp4``) needs: its ``gemm_factor`` > 0."""
+    if getattr(e or default_efficiency(gpu), RECIPES[recipe].gemm_factor) > 0:
+        return
+    if recipe == "nvfp4":
         raise PlanningError(
-            f"compute.fp8_recipe ('mxfp8'): GPU {gpu.name} ({gpu.architecture}) has no block-scaled FP8 tensor "
-            "cores (MXFP8 needs Blackwell); set compute.fp8_recipe to 'current' or 'delayed'"
+            f"compute.precision ('fp4'): GPU {gpu.name} ({gpu.architecture}) has no NVFP4 tensor cores (NVFP4 needs "
+            "Blackwell); set compute.precision to 'fp8' or 'bf16'"
         )
-
-
-def _fp8_gemm_bytes(k: Kernel, block_scaled: bool = False) -> float:
-    """HBM traffic of an FP8 GEMM: 1-byte operands (plus one scale byte per 32 elements of each when
-    ``block_scaled``), 2-byte (BF16) output."""
-    operands = k.m * k.k + k.k * k.n
-    scales = operands / MXFP8_BLOCK if block_scaled else 0.0
-    return float((operands + scales + 2 * k.m * k.n) * k.batch)
+    raise PlanningError(
+        f"compute.fp8_recipe ('mxfp8'): GPU {gpu.name} ({gpu.architecture}) has no block-scaled FP8 tensor "
+        "cores (MXFP8 needs Blackwell); set compute.fp8_recipe to 'current' or 'delayed'"
+    )
 
 
 class Roofline:
     """Kernel timing for one precision, optionally with measured efficiencies.
 
     Args:
-        precision: bf16, fp16 or fp8. Under fp8 only linear-layer GEMMs (:func:`is_fp8_linear`) use
-            the FP8 peak, plus an FP8 cast of their input; every other kernel runs in BF16.
+        precision: bf16, fp16, fp8 or fp4. Under fp8 / fp4 only linear-layer GEMMs (:func:`is_fp8_linear`) use
+            the FP8 / FP4 peak, plus a cast of their input (:class:`Recipe`); every other kernel runs in BF16.
         measured: table from :func:`load_efficiency_csv`; its entries replace the defaults.
         launch_overhead_s: replaces every GPU's per-kernel launch overhead when given.
         efficiency: whole constant sets by GPU type name, replacing the catalog's (fits, sensitivity
@@ -371,10 +339,11 @@ class Roofline:
             Hopper, measured; FlashAttention-2's on Ampere) or ``flash2`` (:func:`flash2_efficiency` applied to
             the catalog constants).
         fp8_recipe: FP8 scaling under ``precision = "fp8"``: ``delayed`` (scales from the amax history, the
-            amax taken inside the cast), ``current`` (each cast first reads its input for the amax,
-            :data:`FP8_AMAX_BYTES_PER_ELEMENT` and one launch more) or ``mxfp8`` (1 x 32 block scaling: the cast
-            also writes :data:`MXFP8_SCALE_BYTES_PER_ELEMENT`, no amax pass, and the FP8 GEMMs run at the GPU's
-            ``mxfp8_gemm`` fraction of the per-tensor rate; refused on GPUs without block-scaled tensor cores).
+            amax taken inside the cast), ``current`` (each cast first reads its input for the amax, one launch
+            more) or ``mxfp8`` (1 x 32 block scaling: the cast also writes the scales, no amax pass, and the FP8
+            GEMMs run at the GPU's ``mxfp8_gemm`` fraction of the per-tensor rate; refused on GPUs without
+            block-scaled tensor cores); ``precision = "fp4"`` runs NVFP4 (``nvfp4_gemm``). Bytes per recipe:
+            :data:`hetero_ns3.compute.recipes.RECIPES`.
         sustained: replaces every GPU's ``sustained`` factor when given (``[compute] sustained``), like
             ``launch_overhead_s`` also for constant sets given in ``efficiency``.
     """
@@ -393,6 +362,7 @@ class Roofline:
             raise ValueError(f"fp8_recipe {fp8_recipe!r}: use one of {FP8_RECIPES}")
         self.precision = precision
         self.fp8_recipe = fp8_recipe
+        self.recipe: Recipe | None = recipe_for(precision, fp8_recipe)
         self.measured = measured
         self.launch_overhead_s = launch_overhead_s
         self.sustained = sustained
@@ -414,8 +384,8 @@ class Roofline:
         return self._eff[gpu.name]
 
     def kernel_precision(self, k: Kernel) -> str:
-        """Precision ``k`` runs in: fp8 only for linear-layer GEMMs of an fp8 roofline, else bf16."""
-        if self.precision == "fp8" and not is_fp8_linear(k):
+        """Precision ``k`` runs in: fp8 / fp4 only for linear-layer GEMMs of an fp8 / fp4 roofline, else bf16."""
+        if self.recipe is not None and not is_fp8_linear(k):
             return "bf16"
         return self.precision
 
@@ -425,9 +395,9 @@ class Roofline:
         else:
             base = e.compute_eff(k.op, precision)
         base *= e.sustained
-        if k.op == "gemm" and precision == "fp8" and self.fp8_recipe == "mxfp8":
-            require_block_scaling(gpu, e)
-            base *= e.mxfp8_gemm
+        if k.op == "gemm" and self.recipe is not None and precision == self.recipe.peak and self.recipe.gemm_factor:
+            require_block_scaling(gpu, e, self.recipe.name)
+            base *= getattr(e, self.recipe.gemm_factor)
         if k.op == "gemm":
             base *= _shape_factor(e, (k.m, k.n, k.k)) * _wave_factor(e, k.m, k.n * k.batch, gpu.sm_count)
         else:
@@ -450,9 +420,8 @@ class Roofline:
         """Seconds kernel ``k`` takes on ``gpu``."""
         e = self.efficiency(gpu)
         prec = self.kernel_precision(k)
-        fp8 = prec == "fp8" and k.op == "gemm"
-        mx = fp8 and self.fp8_recipe == "mxfp8"
-        nbytes = _fp8_gemm_bytes(k, block_scaled=mx) if fp8 else k.bytes
+        recipe = self.recipe if prec != "bf16" and k.op == "gemm" else None
+        nbytes = quantized_gemm_bytes(k, recipe) if recipe else k.bytes
         bw = gpu.hbm_bw_Bps * self._mem_eff(gpu, k, e)
         t_mem = nbytes / bw if nbytes else 0.0
         t_comp = 0.0
@@ -468,14 +437,11 @@ class Roofline:
                 work *= e.padded_head_dim(k.k) / k.k
             t_comp = k.flops * work / (gpu.peak_flops(prec) * self._comp_eff(gpu, k, e, prec))
         t = max(t_comp, t_mem) + e.launch_overhead_s
-        cast = fp8_cast_bytes(k) if fp8 else 0.0
-        if cast:
-            if mx:
-                cast += cast * MXFP8_SCALE_BYTES_PER_ELEMENT / FP8_CAST_BYTES_PER_ELEMENT
-            t += cast / (gpu.hbm_bw_Bps * e.memory) + e.launch_overhead_s
-            if self.fp8_recipe == "current":
-                amax = cast * FP8_AMAX_BYTES_PER_ELEMENT / FP8_CAST_BYTES_PER_ELEMENT
-                t += amax / (gpu.hbm_bw_Bps * e.memory) + e.launch_overhead_s
+        elements = cast_elements(k) if recipe else 0
+        if recipe and elements:
+            t += recipe.cast_bytes * elements / (gpu.hbm_bw_Bps * e.memory) + e.launch_overhead_s
+            if recipe.amax_bytes:
+                t += recipe.amax_bytes * elements / (gpu.hbm_bw_Bps * e.memory) + e.launch_overhead_s
         return t
 
     def time(self, kernels: Iterable[Kernel], gpu: GpuSpec) -> tuple[float, float, float]:

@@ -111,7 +111,7 @@ def layer_activation_bytes(
     recompute: str,
     flash: bool,
     cp: int = 1,
-    fp8: bool = False,
+    lin_bytes: float = 2.0,
     modules: frozenset[str] | None = None,
 ) -> float:
     """Activation bytes one layer keeps for backward, per microbatch, on one rank (``s / cp`` tokens per sequence
@@ -122,10 +122,11 @@ def layer_activation_bytes(
     expert FC2 input, ``mlp`` / ``moe`` only the MLP / MoE module's BF16 input instead of everything inside it;
     ``core_attn`` keeps no attention scores (the unfused path's ``s x s`` tensors; fused kernels keep none anyway).
 
-    ``fp8`` (Transformer Engine FP8 training): the linear layers keep their inputs as the FP8 copies their
-    GEMMs used (1 byte: the QKV and fc1 inputs, the fc2 input after the activation, and the projection's
-    input, which attention keeps in BF16 besides); TE's ``Linear`` / ``LayerNormLinear`` / ``LayerNormMLP``
-    save the quantized input for the weight gradient."""
+    ``lin_bytes``: bytes per element of a linear layer's saved input: 2 (BF16), or under Transformer Engine's FP8 /
+    FP4 training the quantized copy the GEMMs used (``Recipe.saved_bytes``: 1 for FP8, 0.5625 for NVFP4: the QKV
+    and fc1 inputs, the fc2 input after the activation, and the projection's input, which attention keeps in BF16
+    besides); TE's ``Linear`` / ``LayerNormLinear`` / ``LayerNormMLP`` save the quantized input for the weight
+    gradient."""
     s, b, h = model.seq_len // cp, micro_batch, model.hidden
     sbh = float(s * b)
     sp_div = tp if (sp and tp > 1) else 1
@@ -136,7 +137,8 @@ def layer_activation_bytes(
     elif modules is None:
         modules = frozenset(("core_attn",))
     drop = 1.0 if model.dropout else 0.0
-    lin_in = 1.0 if fp8 else 2.0  # bytes per element of a saved linear-layer input
+    lin_in = lin_bytes
+    quantized = lin_bytes < 2.0
     moe = model.is_moe_layer(layer)
     whole = ("moe" if moe else "mlp") in modules  # the MLP / MoE module checkpointed: its BF16 input kept
     qkv_in = 0.0 if "layernorm" in modules else lin_in
@@ -144,7 +146,7 @@ def layer_activation_bytes(
     # two norm inputs, the QKV and fc1 (MLP module) inputs, dropout masks
     non_par = (4.0 + qkv_in + mlp_in + 2 * drop) * sbh * h
     q, kv = model.q_dim, model.kv_dim
-    attn = (4.0 * q + 4.0 * kv + (q if fp8 else 0.0)) * sbh  # Q, K, V, O (+ O's FP8 copy)
+    attn = (4.0 * q + 4.0 * kv + (lin_bytes * q if quantized else 0.0)) * sbh  # Q, K, V, O (+ O's quantized copy)
     if model.qk_norm:
         attn += 2.0 * (q + kv) * sbh  # the query and key head norms' inputs
     k = model.top_k if moe else 1

@@ -18,6 +18,7 @@ from typing import Any
 
 from hetero_ns3.compute.config import ComputeConfig
 from hetero_ns3.compute.gpus import GpuSpec, get_gpu
+from hetero_ns3.compute.recipes import recipe_for
 from hetero_ns3.compute.roofline import require_block_scaling
 from hetero_ns3.errors import PlanningError, ScenarioError, field_error
 from hetero_ns3.workload import layers as L
@@ -223,7 +224,8 @@ def estimate_memory(
     sp = plan.sequence_parallel
     out = []
     firsts = [sum(spec.stage_layers[:v]) for v in range(n_v)]
-    fp8 = compute.precision == "fp8"
+    recipe = recipe_for(compute.precision, compute.fp8_recipe)
+    lin_bytes = recipe.saved_bytes if recipe else 2.0  # bytes per element of a saved linear-layer input
     cache: dict[tuple[int, int], tuple[RankParams, float]] = {}
     gathered: dict[int, float] = {}  # FSDP: the largest unit of each stage, parameters gathered
     for slot in placement.slots:
@@ -249,7 +251,7 @@ def estimate_memory(
                         plan.recompute,
                         compute.flash_attention,
                         plan.cp,
-                        fp8,
+                        lin_bytes,
                         plan.recomputed,
                     )
                     for i in range(firsts[v], firsts[v] + spec.stage_layers[v])
@@ -264,7 +266,7 @@ def estimate_memory(
             act = peak_in_flight(steps, weights)
             if plan.recompute == "full":  # one layer's activations live while it is recomputed
                 act += layer_activation_bytes(
-                    model, firsts[s], plan.micro_batch, tp, sp, "selective", compute.flash_attention, plan.cp, fp8
+                    model, firsts[s], plan.micro_batch, tp, sp, "selective", compute.flash_attention, plan.cp, lin_bytes
                 )
             if s == pp - 1:  # the loss's logits of the microbatch in flight at the last stage
                 per_logit = LOSS_LOGIT_BYTES[compute.cross_entropy]
@@ -339,8 +341,9 @@ def resolve(
         raise ScenarioError("the cluster has no GPUs")
     for t in sorted({g.gpu_type for g in gpus}):
         lookup(t).peak_flops(compute.precision)
-        if compute.precision == "fp8" and compute.fp8_recipe == "mxfp8":
-            require_block_scaling(lookup(t))
+        recipe = recipe_for(compute.precision, compute.fp8_recipe)
+        if recipe is not None and recipe.gemm_factor:
+            require_block_scaling(lookup(t), recipe=recipe.name)
     dp = resolve_dp(plan, len(gpus))
     check_plan(plan, model, dp)
     plan = replace(plan, dp=dp)

@@ -117,7 +117,7 @@ def gemm_bwd(name: str, m: int, n: int, k: int, batch: int = 1) -> tuple[Kernel,
 def benchmark_gemm(m: int, n: int, k: int, precision: str) -> Kernel:
     """One product (m x k) @ (k x n) as a GEMM benchmark runs it: BF16, or FP8 on operands already in FP8 (named as
     Transformer Engine's weight-gradient GEMM, the FP8 linear GEMM that casts no input)."""
-    return gemm("fc1.wgrad" if precision == "fp8" else "gemm", m, n, k)
+    return gemm("fc1.wgrad" if precision in ("fp8", "fp4") else "gemm", m, n, k)
 
 
 def mem(name: str, nbytes: float) -> Kernel:

@@ -14,15 +14,8 @@ import pytest
 
 from hetero_ns3.compute.attention_grid import attention_occupancy
 from hetero_ns3.compute.gpus import get_gpu, gpu_spec_from_table
-from hetero_ns3.compute.roofline import (
-    FP8_LINEAR_GEMMS,
-    Kernel,
-    Roofline,
-    _wave_factor,
-    default_efficiency,
-    fp8_cast_bytes,
-    is_fp8_linear,
-)
+from hetero_ns3.compute.recipes import FP8_LINEAR_GEMMS, fp8_cast_bytes, is_fp8_linear
+from hetero_ns3.compute.roofline import Kernel, Roofline, _wave_factor, default_efficiency
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.workload.compiler import CompileSpec, StepPrograms
 from hetero_ns3.workload.layers import (

@@ -10,12 +10,8 @@ import pytest
 
 from hetero_ns3.cli.main import main
 from hetero_ns3.compute.gpus import get_gpu
-from hetero_ns3.compute.roofline import (
-    FP8_CAST_BYTES_PER_ELEMENT,
-    MXFP8_SCALE_BYTES_PER_ELEMENT,
-    Roofline,
-    efficiency_table,
-)
+from hetero_ns3.compute.recipes import FP8_CAST_BYTES_PER_ELEMENT, MXFP8_SCALE_BYTES_PER_ELEMENT
+from hetero_ns3.compute.roofline import Roofline, efficiency_table
 from hetero_ns3.errors import PlanningError
 from hetero_ns3.workload.steps import benchmark_gemm, gemm
 
@@ -79,9 +75,9 @@ def test_mxfp8_on_hopper_exits_2_naming_the_field(capsys) -> None:
 
 
 def test_fit_reproduces_the_catalog_value(capsys) -> None:
-    """scripts/fit_mxfp8.py --check: the DGX-B200 pair's published MX / CS ratio gives the catalog's constant."""
-    mod = runpy.run_path(str(ROOT / "scripts" / "fit_mxfp8.py"))
-    assert mod["main"](["--check"]) == 0
+    """scripts/fit_block_scaled.py mxfp8 --check: the DGX-B200 pair's published MX / CS ratio gives the catalog's constant."""
+    mod = runpy.run_path(str(ROOT / "scripts" / "fit_block_scaled.py"))
+    assert mod["main"](["mxfp8", "--check"]) == 0
     out = capsys.readouterr().out
     ratio = next(line for line in out.splitlines() if line.startswith("| MX / CS"))
     published, fitted, catalog = (float(c) for c in ratio.strip("|").split("|")[1:])

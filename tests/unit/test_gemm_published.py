@@ -23,7 +23,8 @@ from hetero_ns3.compute.gemm_published import (
     published_residuals,
 )
 from hetero_ns3.compute.gpus import get_gpu
-from hetero_ns3.compute.roofline import Roofline, default_efficiency, fp8_cast_bytes
+from hetero_ns3.compute.recipes import fp8_cast_bytes
+from hetero_ns3.compute.roofline import Roofline, default_efficiency
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.workload.layers import gemm
 from tests.table_helpers import edited_table

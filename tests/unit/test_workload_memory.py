@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hetero_ns3.compute.config import ComputeConfig
+from hetero_ns3.compute.recipes import RECIPES
 from hetero_ns3.errors import PlanningError
 from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gpus
 from hetero_ns3.workload.memory import layer_activation_bytes
@@ -108,7 +109,10 @@ def test_fp8_activations_keep_linear_inputs_in_one_byte() -> None:
     model = get_model("llama3-405b")
     h, f, t = model.hidden, model.ffn_hidden, 4
     bf16 = layer_activation_bytes(model, 0, 1, t, True, "none", True)
-    fp8 = layer_activation_bytes(model, 0, 1, t, True, "none", True, fp8=True)
+    fp8 = layer_activation_bytes(model, 0, 1, t, True, "none", True, lin_bytes=RECIPES["current"].saved_bytes)
     s = model.seq_len
     assert (bf16 - fp8) / s == pytest.approx(2 * h / t + f / t - h / t)
-    assert layer_activation_bytes(model, 0, 1, t, True, "full", True, fp8=True) == pytest.approx(2 * s * h / t)
+    assert layer_activation_bytes(model, 0, 1, t, True, "full", True, lin_bytes=1.0) == pytest.approx(2 * s * h / t)
+    # NVFP4 keeps 0.5 + 1/16 bytes per element (E2M1 values and their E4M3 block scales) of the same inputs
+    fp4 = layer_activation_bytes(model, 0, 1, t, True, "none", True, lin_bytes=RECIPES["nvfp4"].saved_bytes)
+    assert (bf16 - fp4) / s == pytest.approx(1.4375 * (2 * h / t + f / t) - 0.5625 * h / t)
