@@ -43,7 +43,7 @@ from hetero_ns3.workload.compiler import (
 from hetero_ns3.workload.ep_overlap import combined_step
 from hetero_ns3.workload.placement import Placement
 from hetero_ns3.workload.schedule import Step as PipelineStep
-from hetero_ns3.workload.schedule import combined_schedule, pipeline_schedule
+from hetero_ns3.workload.schedule import combined_schedule, next_of_phase, pipeline_schedule
 
 Groups = tuple[tuple[str, ...], ...]
 
@@ -164,10 +164,19 @@ class IterationCompiler:
         return deps
 
     def pipeline_p2p(
-        self, w: _ProgramBuilder, peer_stage: int, send: bool, phase: str, mb: int, chunk: int, v_from: int
+        self,
+        w: _ProgramBuilder,
+        peer_stage: int,
+        send: bool,
+        phase: str,
+        mb: int,
+        chunk: int,
+        v_from: int,
+        early: bool = False,
     ) -> int:
         """Send to / receive from ``peer_stage`` the activation (F) or gradient (B) of virtual stage ``v_from``;
-        returns the op."""
+        returns the op. A receive is joined (the next compute waits for it) unless posted ``early``, for a later
+        step (:meth:`receive`)."""
         coll = "send" if send else "recv"
         rep, tp = w.replica, self.tp
         if send:
@@ -186,11 +195,35 @@ class IterationCompiler:
             phase,
             mb,
             chunk,
-            join=not send,
+            join=not send and not early,
         )
-        if not send:
+        if not send and not early:
             w.join()
         return oid
+
+    def _source(self, s: PipelineStep, stage: int) -> tuple[int, int] | None:
+        """(peer stage, virtual stage) step ``s`` of ``stage`` receives from; None at the pipeline's ends."""
+        v = s.chunk * self.pp + stage
+        if s.phase == "F":
+            return ((v - 1) % self.pp, v - 1) if v > 0 else None
+        return ((v + 1) % self.pp, v + 1) if v < self.n_v - 1 else None
+
+    def receive(self, w: _ProgramBuilder, s: PipelineStep, post_only: bool = False) -> None:
+        """The receive step ``s`` starts with, joined; posted now unless posted already. ``post_only``: post it now
+        for a later step (``overlap_p2p_comm``: Megatron-Core posts it with the send of the same direction's step
+        before), to be joined when ``s`` runs."""
+        src, key = self._source(s, w.stage), (s.phase, s.microbatch, s.chunk)
+        if src is None:
+            return
+        oid = self._posted.pop(key, None)
+        if oid is None:
+            oid = self.pipeline_p2p(w, src[0], False, s.phase, s.microbatch, s.chunk, src[1], early=True)
+        if post_only:
+            self._posted[key] = oid
+            return
+        w.flush()
+        w.outstanding.append(oid)
+        w.join()
 
     def _dp_parts(
         self,
@@ -360,8 +393,7 @@ class IterationCompiler:
         v = s.chunk * pp + w.stage
         first, n_layers = self.firsts[v], self.spec.stage_layers[v]
         tag, mb, ch = f"{s.phase}{s.microbatch}.c{s.chunk}", s.microbatch, s.chunk
-        if v > 0:
-            self.pipeline_p2p(w, (v - 1) % pp, False, "F", mb, ch, v - 1)
+        self.receive(w, s)
         units = (["emb"] if v == 0 else []) + [f"L{i}" for i in range(first, first + n_layers)]
         units += ["head"] if v == n_v - 1 else []
 
@@ -386,8 +418,7 @@ class IterationCompiler:
         tag, mb, ch = f"{s.phase}{s.microbatch}.c{s.chunk}", s.microbatch, s.chunk
         fsdp = self.fsdp
         ready = {bk.last_unit: bk for bk in self.buckets[v]} if final and plan.overlap_grad_reduce and not fsdp else {}
-        if v < n_v - 1:
-            self.pipeline_p2p(w, (v + 1) % pp, False, "B", mb, ch, v + 1)
+        self.receive(w, s)
         units = (["head"] if v == n_v - 1 else []) + [f"L{i}" for i in reversed(range(first, first + n_layers))]
         units += ["emb"] if v == 0 else []
 
@@ -419,6 +450,9 @@ class IterationCompiler:
         if self.zero >= 1 and plan.overlap_param_gather and not self.fsdp:
             self.prefetch_params(w)
         last_b = {s.chunk: i for i, g in enumerate(groups) for s in g if s.phase == "B"}
+        self._posted: dict[tuple[str, int, int], int] = {}
+        early = plan.p2p_overlapped and pp > 1 and not plan.overlap_moe_expert_parallel_comm
+        following = next_of_phase(groups) if early else {}
         for i, g in enumerate(groups):
             if len(g) == 2:
                 combined_step(self, w, g[0], g[1], i == last_b[g[1].chunk])
@@ -426,6 +460,8 @@ class IterationCompiler:
                 self.forward_step(w, g[0])
             else:
                 self.backward_step(w, g[0], i == last_b[g[0].chunk])
+            if i in following:
+                self.receive(w, groups[following[i]][0], post_only=True)
         if not plan.overlap_grad_reduce and not self.fsdp:
             for c in range(self.chunks):
                 for bk in self.buckets[c * pp + stage]:

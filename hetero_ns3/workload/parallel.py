@@ -96,6 +96,10 @@ class ParallelismSpec:
             (none where the split is one slot per stage). Fixes the split: not with ``stage_layers``, and
             ``partition = "auto"`` no longer moves layers between stages.
         account_for_loss_in_pipeline_split: the same for the output layer and loss on the last virtual stage.
+        overlap_p2p_comm: the interleaved schedule posts each pipeline receive right after the step of the same
+            direction before it (with that step's send), so the transfer overlaps the step in between (Megatron-Core
+            ``overlap_p2p_comm``); off, a receive is posted when its step is reached. Unset: on under the
+            interleaved schedule, as Megatron-Bridge sets it whenever vpp > 1 (docs/workload.md "Pipeline p2p").
     """
 
     tp: int = 1
@@ -127,6 +131,7 @@ class ParallelismSpec:
     replica_microbatches: tuple[int, ...] | None = None
     account_for_embedding_in_pipeline_split: bool = False
     account_for_loss_in_pipeline_split: bool = False
+    overlap_p2p_comm: bool | None = None
 
     def validate(self, where: str = "parallelism") -> None:
         """Checks that need no model or cluster."""
@@ -154,6 +159,14 @@ class ParallelismSpec:
                 self.vpp,
                 f"needs {where}.schedule = 'interleaved' (is {self.schedule!r})",
                 "or set vpp = 1",
+            )
+        if self.overlap_p2p_comm and self.schedule != "interleaved":
+            raise field_error(
+                f"{where}.overlap_p2p_comm",
+                True,
+                f"needs {where}.schedule = 'interleaved' (is {self.schedule!r}): Megatron-Core overlaps pipeline "
+                "sends and receives only in its interleaved schedule",
+                "leave it unset",
             )
         if self.schedule == "interleaved" and self.pp < 2:
             raise field_error(f"{where}.schedule", self.schedule, f"needs {where}.pp >= 2 (is {self.pp})")
@@ -192,6 +205,14 @@ class ParallelismSpec:
     def microbatches(self) -> int:
         """Microbatches per iteration over all replicas (global_batch / micro_batch)."""
         return self.global_batch // self.micro_batch
+
+    @property
+    def p2p_overlapped(self) -> bool:
+        """Whether pipeline receives are posted one same-direction step early (``overlap_p2p_comm``; unset: under
+        the interleaved schedule)."""
+        if self.overlap_p2p_comm is None:
+            return self.schedule == "interleaved"
+        return self.overlap_p2p_comm
 
     @property
     def chunks(self) -> int:

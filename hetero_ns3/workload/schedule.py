@@ -126,3 +126,16 @@ def peak_in_flight(steps: Sequence[Step], chunk_weight: Mapping[int, float] | No
         cur += w if s.phase == "F" else -w
         peak = max(peak, cur)
     return peak
+
+
+def next_of_phase(groups: Sequence[Sequence[Step]]) -> dict[int, int]:
+    """For each single-step group of a worker's schedule, the index of the next single-step group of the same phase
+    (F or B), where there is one: the step whose pipeline receive Megatron-Core's ``overlap_p2p_comm`` posts with it."""
+    out: dict[int, int] = {}
+    last: dict[str, int] = {}
+    for i, g in enumerate(groups):
+        if len(g) == 1:
+            if g[0].phase in last:
+                out[last[g[0].phase]] = i
+            last[g[0].phase] = i
+    return out
