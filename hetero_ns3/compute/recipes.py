@@ -128,11 +128,6 @@ def cast_elements(k: Kernel) -> int:
     return k.m * k.k * k.batch
 
 
-def fp8_cast_bytes(k: Kernel) -> float:
-    """HBM bytes of casting the input of FP8 GEMM ``k`` to FP8 and transposing it under delayed scaling."""
-    return FP8_CAST_BYTES_PER_ELEMENT * cast_elements(k)
-
-
 def quantized_gemm_bytes(k: Kernel, recipe: Recipe) -> float:
     """HBM traffic of GEMM ``k`` under ``recipe``: quantized operands with their block scales, a 2-byte (BF16)
     output."""

@@ -14,7 +14,7 @@ import pytest
 
 from hetero_ns3.compute.attention_grid import attention_occupancy
 from hetero_ns3.compute.gpus import get_gpu, gpu_spec_from_table
-from hetero_ns3.compute.recipes import FP8_LINEAR_GEMMS, fp8_cast_bytes, is_fp8_linear
+from hetero_ns3.compute.recipes import FP8_CAST_BYTES_PER_ELEMENT, FP8_LINEAR_GEMMS, cast_elements, is_fp8_linear
 from hetero_ns3.compute.roofline import Kernel, Roofline, _wave_factor, default_efficiency
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.workload.compiler import CompileSpec, StepPrograms
@@ -73,10 +73,11 @@ def test_cast_bytes_of_fp8_gemms() -> None:
     m, n, k = 4096, 11008, 4096
     fwd = gemm("fc1", m, n, k)
     dgrad, wgrad = gemm_bwd("fc1", m, n, k)
-    assert fp8_cast_bytes(fwd) == 4.0 * m * k
-    assert fp8_cast_bytes(dgrad) == 4.0 * m * n  # the incoming gradient, m x n
-    assert fp8_cast_bytes(wgrad) == 0.0
-    assert fp8_cast_bytes(gemm("logits", m, n, k)) == 0.0
+    assert FP8_CAST_BYTES_PER_ELEMENT == 4.0
+    assert cast_elements(fwd) == m * k
+    assert cast_elements(dgrad) == m * n  # the incoming gradient, m x n
+    assert cast_elements(wgrad) == 0
+    assert cast_elements(gemm("logits", m, n, k)) == 0
     e = default_efficiency(H100)
     no_cast = FP8.kernel_time(wgrad, H100)  # same FLOPs as fwd, no cast
     t_cast = 4.0 * m * k / (3.35e12 * e.memory) + e.launch_overhead_s
@@ -129,7 +130,8 @@ def test_large_gemm_fraction_follows_measured_ceiling(gpu: str, prec: str, mamf:
     def frac(rf: Roofline, gp) -> float:
         rf._eff[gp.name] = replace(default_efficiency(gp), sustained=1.0, launch_overhead_s=0.0)
         k = gemm("fc1", 8192, 8192, 8192) if rf.precision == "fp8" else gemm("g", 8192, 8192, 8192)
-        t = rf.kernel_time(k, gp) - fp8_cast_bytes(k) / (gp.hbm_bw_Bps * default_efficiency(gp).memory)
+        cast = FP8_CAST_BYTES_PER_ELEMENT * cast_elements(k)
+        t = rf.kernel_time(k, gp) - cast / (gp.hbm_bw_Bps * default_efficiency(gp).memory)
         return k.flops / t / gp.peak_flops(rf.precision)
 
     ours = frac(Roofline(prec), g) / frac(Roofline("bf16"), A100)
