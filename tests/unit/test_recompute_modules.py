@@ -85,7 +85,7 @@ def test_recomputed_modules_redo_their_communication() -> None:
 def _act(model, modules: tuple[str, ...] | None, fp8: bool = False) -> float:
     rec = "none" if modules is None else "selective"
     mods = None if modules is None else frozenset(modules or ("core_attn",))
-    return layer_activation_bytes(model, 0, 1, 1, False, rec, True, 1, fp8, mods)
+    return layer_activation_bytes(model, 0, 1, 1, False, rec, True, 1, 1.0 if fp8 else 2.0, mods)
 
 
 @pytest.mark.parametrize("fp8", [False, True])
