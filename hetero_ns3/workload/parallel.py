@@ -99,7 +99,7 @@ class ParallelismSpec:
         overlap_p2p_comm: the interleaved schedule posts each pipeline receive right after the step of the same
             direction before it (with that step's send), so the transfer overlaps the step in between (Megatron-Core
             ``overlap_p2p_comm``); off, a receive is posted when its step is reached. Unset: on under the
-            interleaved schedule, as Megatron-Bridge sets it whenever vpp > 1 (docs/workload.md "Pipeline p2p").
+            interleaved schedule with vpp > 1, as Megatron-Bridge sets it (docs/workload.md "Pipeline p2p").
     """
 
     tp: int = 1
@@ -209,9 +209,9 @@ class ParallelismSpec:
     @property
     def p2p_overlapped(self) -> bool:
         """Whether pipeline receives are posted one same-direction step early (``overlap_p2p_comm``; unset: under
-        the interleaved schedule)."""
+        the interleaved schedule with vpp > 1)."""
         if self.overlap_p2p_comm is None:
-            return self.schedule == "interleaved"
+            return self.chunks > 1
         return self.overlap_p2p_comm
 
     @property

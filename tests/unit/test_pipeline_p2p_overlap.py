@@ -39,6 +39,7 @@ def _exposed(p, d: float) -> float:
 def test_default_follows_the_schedule_and_false_restores_late_receives() -> None:
     assert ParallelismSpec(pp=2, vpp=2, schedule="interleaved").p2p_overlapped
     assert not ParallelismSpec(pp=2).p2p_overlapped
+    assert not ParallelismSpec(pp=2, vpp=1, schedule="interleaved").p2p_overlapped  # Megatron: vp_size > 1
     assert not ParallelismSpec(pp=2, vpp=2, schedule="interleaved", overlap_p2p_comm=False).p2p_overlapped
     with pytest.raises(ScenarioError, match=r"parallelism.overlap_p2p_comm .* needs parallelism.schedule"):
         ParallelismSpec(pp=2, global_batch=8, overlap_p2p_comm=True).validate()
