@@ -63,7 +63,8 @@ class Recipe:
         gemm_factor: the :class:`Efficiency` attribute scaling its GEMMs' rate, a fraction of the per-tensor FP8
             GEMM's fraction of peak ("" = none); a GPU whose value is 0 refuses the recipe.
         saved_bytes: bytes per element of a linear layer's input kept for the backward pass (the quantized copy
-            Transformer Engine saves for the weight gradient).
+            Transformer Engine saves for the weight gradient; 1 for the FP8 recipes, MXFP8's 1/32 B of scales not
+            counted).
     """
 
     name: str

@@ -137,6 +137,8 @@ def layer_activation_bytes(
     elif modules is None:
         modules = frozenset(("core_attn",))
     drop = 1.0 if model.dropout else 0.0
+    if isinstance(lin_bytes, bool) or not 0 < lin_bytes <= 2:
+        raise ValueError(f"lin_bytes ({lin_bytes!r}) must be the bytes per saved element, in (0, 2]")
     lin_in = lin_bytes
     quantized = lin_bytes < 2.0
     moe = model.is_moe_layer(layer)

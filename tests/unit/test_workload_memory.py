@@ -116,3 +116,11 @@ def test_fp8_activations_keep_linear_inputs_in_one_byte() -> None:
     # NVFP4 keeps 0.5 + 1/16 bytes per element (E2M1 values and their E4M3 block scales) of the same inputs
     fp4 = layer_activation_bytes(model, 0, 1, t, True, "none", True, lin_bytes=RECIPES["nvfp4"].saved_bytes)
     assert (bf16 - fp4) / s == pytest.approx(1.4375 * (2 * h / t + f / t) - 0.5625 * h / t)
+
+
+def test_saved_element_bytes_must_be_bytes() -> None:
+    """The old ``fp8`` flag passed where bytes per saved element are expected is refused, not read as 0 or 1 byte."""
+    model = get_model("llama3-8b")
+    for bad in (True, False, 0.0, 4.0):
+        with pytest.raises(ValueError, match="lin_bytes"):
+            layer_activation_bytes(model, 0, 1, 1, False, "none", True, 1, bad)
