@@ -65,6 +65,8 @@ class Recipe:
         saved_bytes: bytes per element of a linear layer's input kept for the backward pass (the quantized copy
             Transformer Engine saves for the weight gradient; 1 for the FP8 recipes, MXFP8's 1/32 B of scales not
             counted).
+        refusal: the planning error for a GPU without ``gemm_factor`` (``{gpu}``, ``{arch}`` filled in): the field,
+            the value, what the hardware lacks and the fix.
     """
 
     name: str
@@ -75,9 +77,9 @@ class Recipe:
     amax_bytes: float
     gemm_factor: str = ""
     saved_bytes: float = 1.0
+    refusal: str = ""
 
 
-FP8_RECIPES = ("delayed", "current", "mxfp8")
 RECIPES = {
     "delayed": Recipe("delayed", "fp8", 1.0, 0.0, FP8_CAST_BYTES_PER_ELEMENT, 0.0),
     "current": Recipe("current", "fp8", 1.0, 0.0, FP8_CAST_BYTES_PER_ELEMENT, FP8_AMAX_BYTES_PER_ELEMENT),
@@ -89,6 +91,8 @@ RECIPES = {
         FP8_CAST_BYTES_PER_ELEMENT + MXFP8_SCALE_BYTES_PER_ELEMENT,
         0.0,
         "mxfp8_gemm",
+        refusal="compute.fp8_recipe ('mxfp8'): GPU {gpu} ({arch}) has no block-scaled FP8 tensor cores (MXFP8 needs "
+        "Blackwell); set compute.fp8_recipe to 'current' or 'delayed'",
     ),
     "nvfp4": Recipe(
         "nvfp4",
@@ -99,9 +103,13 @@ RECIPES = {
         NVFP4_AMAX_BYTES_PER_ELEMENT,
         "nvfp4_gemm",
         NVFP4_OPERAND_BYTES,
+        "compute.precision ('fp4'): GPU {gpu} ({arch}) has no NVFP4 tensor cores (NVFP4 needs Blackwell); set "
+        "compute.precision to 'fp8' or 'bf16'",
     ),
 }
 """The recipes by name: FP8 delayed and current (per-tensor) scaling, MXFP8 (1 x 32 blocks, E8M0 scales) and NVFP4."""
+FP8_RECIPES = tuple(name for name, r in RECIPES.items() if r.peak == "fp8")
+"""The values of ``[compute] fp8_recipe``."""
 
 
 def recipe_for(precision: str, fp8_recipe: str = "delayed") -> Recipe | None:

@@ -312,17 +312,9 @@ def _wave_factor(eff: Efficiency, m: int, n: int, sms: int) -> float:
 def require_block_scaling(gpu: GpuSpec, e: Efficiency | None = None, recipe: str = "mxfp8") -> None:
     """PlanningError naming the GPU, the field and the fix unless ``gpu`` (constants ``e``, the catalog's when None)
     has the block-scaled tensor cores ``recipe`` (``mxfp8`` or ``nvfp4``) needs: its ``gemm_factor`` > 0."""
-    if getattr(e or default_efficiency(gpu), RECIPES[recipe].gemm_factor) > 0:
-        return
-    if recipe == "nvfp4":
-        raise PlanningError(
-            f"compute.precision ('fp4'): GPU {gpu.name} ({gpu.architecture}) has no NVFP4 tensor cores (NVFP4 needs "
-            "Blackwell); set compute.precision to 'fp8' or 'bf16'"
-        )
-    raise PlanningError(
-        f"compute.fp8_recipe ('mxfp8'): GPU {gpu.name} ({gpu.architecture}) has no block-scaled FP8 tensor "
-        "cores (MXFP8 needs Blackwell); set compute.fp8_recipe to 'current' or 'delayed'"
-    )
+    r = RECIPES[recipe]
+    if getattr(e or default_efficiency(gpu), r.gemm_factor) <= 0:
+        raise PlanningError(r.refusal.format(gpu=gpu.name, arch=gpu.architecture))
 
 
 class Roofline:
@@ -361,7 +353,6 @@ class Roofline:
         if fp8_recipe not in FP8_RECIPES:
             raise ValueError(f"fp8_recipe {fp8_recipe!r}: use one of {FP8_RECIPES}")
         self.precision = precision
-        self.fp8_recipe = fp8_recipe
         self.recipe: Recipe | None = recipe_for(precision, fp8_recipe)
         self.measured = measured
         self.launch_overhead_s = launch_overhead_s

@@ -139,11 +139,10 @@ def layer_activation_bytes(
     drop = 1.0 if model.dropout else 0.0
     if isinstance(lin_bytes, bool) or not 0 < lin_bytes <= 2:
         raise ValueError(f"lin_bytes ({lin_bytes!r}) must be the bytes per saved element, in (0, 2]")
-    lin_in = lin_bytes
     quantized = lin_bytes < 2.0
     moe = model.is_moe_layer(layer)
     whole = ("moe" if moe else "mlp") in modules  # the MLP / MoE module checkpointed: its BF16 input kept
-    qkv_in = 0.0 if "layernorm" in modules else lin_in
+    qkv_in = 0.0 if "layernorm" in modules else lin_bytes
     mlp_in = 2.0 if whole else qkv_in
     # two norm inputs, the QKV and fc1 (MLP module) inputs, dropout masks
     non_par = (4.0 + qkv_in + mlp_in + 2 * drop) * sbh * h
@@ -152,15 +151,15 @@ def layer_activation_bytes(
     if model.qk_norm:
         attn += 2.0 * (q + kv) * sbh  # the query and key head norms' inputs
     k = model.top_k if moe else 1
-    fc2_in = 0.0 if moe and "moe_act" in modules else lin_in
+    fc2_in = 0.0 if moe and "moe_act" in modules else lin_bytes
     f = model.ffn_hidden
     mlp = 0.0 if whole else (2.0 * f * (2 if model.gated_mlp else 1) + fc2_in * f) * sbh * k
     # the experts' FC1 input: every routed copy of the token after dispatch, whole on every TP rank (the experts
     # split their inner size over TP, not the tokens gathered for them)
-    dispatched = lin_in * h * sbh * k if moe and not whole else 0.0
+    dispatched = lin_bytes * h * sbh * k if moe and not whole else 0.0
     if moe and model.shared_ffn and not whole:  # the shared expert: its FC1 output and FC2 input (input: the norm's)
         sf = model.shared_ffn
-        mlp += (2.0 * sf * (2 if model.gated_mlp else 1) + lin_in * sf) * sbh
+        mlp += (2.0 * sf * (2 if model.gated_mlp else 1) + lin_bytes * sf) * sbh
     scores = 0.0
     if "core_attn" not in modules and not flash:
         scores = (2.0 + 3.0 * drop) * model.heads * s * s * b

@@ -339,9 +339,9 @@ def resolve(
     lookup = gpu_of or (lambda name: get_gpu(name, extra))
     if not gpus:
         raise ScenarioError("the cluster has no GPUs")
+    recipe = recipe_for(compute.precision, compute.fp8_recipe)
     for t in sorted({g.gpu_type for g in gpus}):
         lookup(t).peak_flops(compute.precision)
-        recipe = recipe_for(compute.precision, compute.fp8_recipe)
         if recipe is not None and recipe.gemm_factor:
             require_block_scaling(lookup(t), recipe=recipe.name)
     dp = resolve_dp(plan, len(gpus))
