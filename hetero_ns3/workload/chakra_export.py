@@ -35,17 +35,8 @@ from typing import Any
 from hetero_ns3.errors import PlanningError
 from hetero_ns3.workload.artefact import Op, Workload
 from hetero_ns3.workload.chakra_format import COMM_GROUP_FILE, chakra_modules, write_comm_groups, write_trace
-from hetero_ns3.workload.chakra_import import (
-    ATTR_DIM,
-    ATTR_DURATION,
-    ATTR_HOST,
-    ATTR_HOST_GAP,
-    ATTR_HOST_SYNC,
-    ATTR_HOST_WAIT,
-    ATTR_MOE_EXPERTS,
-    ATTR_MOE_TOP_K,
-    ATTR_STREAM,
-)
+from hetero_ns3.workload.chakra_host import ATTR_HOST, ATTR_HOST_GAP, ATTR_HOST_SYNC, ATTR_HOST_WAIT
+from hetero_ns3.workload.chakra_import import ATTR_DIM, ATTR_DURATION, ATTR_MOE_EXPERTS, ATTR_MOE_TOP_K, ATTR_STREAM
 
 #: Our collective -> Chakra ``CollectiveCommType`` name.
 COMM_TYPE_OF = {

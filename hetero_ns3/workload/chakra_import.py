@@ -36,8 +36,9 @@ from hetero_ns3.compute.roofline import Roofline
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.plan.dag import COMM_STREAM, COMPUTE_STREAM, ExecutionPlan
-from hetero_ns3.plan.lower import DEFAULT_PRIORITY, SyncGaps, host_gate, host_wait_gate
+from hetero_ns3.plan.lower import DEFAULT_PRIORITY
 from hetero_ns3.workload.chakra_format import RankTrace, attr_value, chakra_modules
+from hetero_ns3.workload.chakra_host import HostReplay
 
 #: Chakra ``CollectiveCommType`` name -> our collective (None: a cross-rank barrier).
 COMM_TYPES: Mapping[str, str | None] = {
@@ -58,13 +59,6 @@ ATTR_DIM = "hns3_dim"
 #: count and top-k, so that the import plans it with ``expert_dispatch`` as :mod:`hetero_ns3.plan.lower` does.
 ATTR_MOE_EXPERTS = "hns3_moe_experts"
 ATTR_MOE_TOP_K = "hns3_moe_top_k"
-#: Host issue model (:mod:`hetero_ns3.workload.host`): the op's issue cost in seconds, whether the host waits for
-#: the op on the GPU, and (on such an op) the mean host gap after the wait.
-ATTR_HOST = "hns3_host_s"
-ATTR_HOST_SYNC = "hns3_host_sync"
-ATTR_HOST_GAP = "hns3_host_sync_gap_s"
-#: The host waits for the op's dependencies on the GPU before issuing it (``ProgramOp.host_wait``).
-ATTR_HOST_WAIT = "hns3_host_wait"
 
 
 @dataclass(frozen=True)
@@ -337,7 +331,7 @@ class _Importer:
         untimed = 0
         flops_total = 0.0
         emitted = 0
-        host = _HostState()
+        host = HostReplay()
 
         def deps_of(i: int) -> list[int]:
             return [t for d in nodes[i].deps for t in exit_of[d]]
@@ -391,7 +385,7 @@ class _Importer:
         exit_of: list[tuple[int, ...]],
         deps_of: Any,
         choices: dict[str, int],
-        host: _HostState,
+        host: HostReplay,
     ) -> None:
         """One call: planned by the collective planner; barriers when it moves nothing or syncs only. Each member's
         host issues it first where the host model is on (as :func:`~hetero_ns3.plan.lower.lower_workload`)."""
@@ -427,44 +421,6 @@ class _Importer:
         choices[k] = choices.get(k, 0) + 1
         for g, m in by_gpu.items():
             exit_of[m] = tuple(res.exits[g])
-
-
-class _HostState:
-    """The host issue model of an exported workload (``hns3_host_*`` attributes), replayed as
-    :func:`~hetero_ns3.plan.lower.lower_workload` does: a host task before an op with an issue cost, a
-    synchronising op or the first op after a synchronisation, in emission order."""
-
-    def __init__(self) -> None:
-        self.wait: dict[int, int] = {}
-        """Rank -> the GPU task its host waits for before issuing its next op."""
-        self.gaps: SyncGaps | None = None
-
-    @staticmethod
-    def waits(n: _Node) -> bool:
-        """Whether the host synchronises on node ``n``'s dependencies before issuing it."""
-        return bool(attr_value(n.node, ATTR_HOST_WAIT, False))
-
-    def _gaps_of(self, n: _Node) -> None:
-        """Start the gap draws at the first node that carries their mean."""
-        gap_s = float(attr_value(n.node, ATTR_HOST_GAP, 0.0) or 0.0)
-        if gap_s > 0 and self.gaps is None:
-            self.gaps = SyncGaps(gap_s)
-
-    def gate(self, builder: PlanBuilder, gpu: str, n: _Node, deps: list[int]) -> list[int]:
-        """``deps`` with the host task that issues node ``n`` on ``gpu``, where the model gives it one."""
-        host_s = float(attr_value(n.node, ATTR_HOST, 0.0) or 0.0)
-        if self.waits(n):
-            self._gaps_of(n)
-            return host_wait_gate(builder, builder.gpu_index(gpu), host_s, n.node.name, deps, self.gaps)
-        if host_s > 0 or bool(attr_value(n.node, ATTR_HOST_SYNC, False)) or n.rank in self.wait:
-            return host_gate(builder, builder.gpu_index(gpu), host_s, n.node.name, deps, self.wait, n.rank, self.gaps)
-        return deps
-
-    def after(self, n: _Node, task: int) -> None:
-        """Record a synchronising compute op (the host waits for ``task``) and the gaps' mean it carries."""
-        if bool(attr_value(n.node, ATTR_HOST_SYNC, False)):
-            self.wait[n.rank] = task
-            self._gaps_of(n)
 
 
 def _routing_text(routing: tuple[int, int] | None) -> str:
