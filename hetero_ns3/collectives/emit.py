@@ -34,7 +34,7 @@ STREAMS_PER_COMMUNICATOR = 64
 #: their own CUDA streams (PyTorch's ProcessGroupNCCL keeps one stream per process group and device),
 #: so a DP bucket waiting for a slower replica does not hold back the TP or PP kernels issued after
 #: it. Calls of one communicator stay in order. Other categories share the first communicator's streams.
-_COMMUNICATOR = {"tp": 0, "pp": 1, "dp": 2, "ep": 3, "cp": 4}
+_COMMUNICATOR = {"tp": 0, "pp": 1, "dp": 2, "ep": 3, "cp": 4, "offload": 5}  # offload: host copies, one stream
 #: Pipeline send/recv calls: first stream (less ``COMM_STREAM``) of the per-pair stream sets, and the
 #: number of 8-channel sets ordered GPU pairs are hashed onto (a collision puts two pairs in one queue).
 PP_PAIR_STREAM_BASE = 1024

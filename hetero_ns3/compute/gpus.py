@@ -54,6 +54,8 @@ class GpuSpec:
             generations relative to A100 (docs/compute.md, "Cross-generation rule").
         mamf_fp8: the same with FP8 (E4M3) inputs, as a fraction of the dense FP8 peak.
         mamf_source: where the two fractions were published.
+        c2c_bw_Bps: per-direction bandwidth of the NVLink-C2C link to the CPU of a Grace superchip, bytes/s; 0 when
+            the host is reached over PCIe (CPU activation offloading, :mod:`hetero_ns3.workload.offload`).
     """
 
     name: str
@@ -76,6 +78,7 @@ class GpuSpec:
     nvlink_bridge_bw_Bps: float = 0.0
     mesh_link_bw_Bps: float = 0.0
     fp4_tflops: float | None = None
+    c2c_bw_Bps: float = 0.0
 
     def peak_flops(self, precision: str = "bf16") -> float:
         """Dense tensor-core peak in FLOP/s for ``precision`` (bf16, fp16, fp8 or fp4).
@@ -108,6 +111,7 @@ _KNOWN = set(_REQUIRED) | {
     "mamf_bf16",
     "mamf_fp8",
     "mamf_source",
+    "c2c_gbps_bidir",
 }
 
 
@@ -156,6 +160,7 @@ def gpu_spec_from_table(name: str, table: Mapping[str, Any], where: str) -> GpuS
         nvlink_bridge_bw_Bps=num("nvlink_bridge_gbps_bidir") * 1e9 / 2,
         mesh_link_bw_Bps=num("mesh_link_gbps_bidir") * 1e9 / 2,
         fp4_tflops=opt("fp4_tflops"),
+        c2c_bw_Bps=num("c2c_gbps_bidir") * 1e9 / 2,
     )
 
 

@@ -31,6 +31,7 @@ from hetero_ns3.plan.dag import COMPUTE_STREAM, HOST_STREAM, ExecutionPlan
 from hetero_ns3.plan.fuse import Fuser, GroupKey, Shape, group_key
 from hetero_ns3.workload.artefact import ProgramOp, Workload
 from hetero_ns3.workload.gcpause import gc_paused
+from hetero_ns3.workload.offload import OFFLOAD_DIM
 from hetero_ns3.workload.optable import OpTable, op_graph, op_table
 
 
@@ -301,7 +302,10 @@ def _emit(
                     deps = host_wait_gate(builder, gidx_of[r], p.host, p.name, deps, gaps)
                 elif p.host > 0 or p.host_sync or r in host_wait:
                     deps = host_gate(builder, gidx_of[r], p.host, p.name, deps, host_wait, r, gaps)
-                tid = add_compute(gidx_of[r], p.duration * slow_of[r], deps, stream, p.name, "compute")
+                if p.dim == OFFLOAD_DIM:  # a host copy (CPU activation offloading): a copy engine's, not the SMs'
+                    tid = add_compute(gidx_of[r], p.duration, deps, stream, p.name, OFFLOAD_DIM)
+                else:
+                    tid = add_compute(gidx_of[r], p.duration * slow_of[r], deps, stream, p.name, "compute")
                 if p.host_sync:
                     host_wait[r] = tid
             else:  # a comm op outside any instance: nothing to move

@@ -11,8 +11,10 @@ compute    compute, fwd, bwd, forward, backward, opt,      model kernels: their 
 sync       sync                                            zero-time barriers; they only pass waiting on
 comm       tp, pp, dp, ep, cp, comm                        communication by parallel dimension; flows
                                                            and the reduction kernels of collectives
-other      host, anything else                             counted in ``other_s`` (``host``: the host
-                                                           thread issuing kernels, workload/host.py)
+other      host, offload, anything else                    counted in ``other_s`` (``host``: the host
+                                                           thread issuing kernels, workload/host.py;
+                                                           ``offload``: copies to and from host memory,
+                                                           workload/offload.py)
 =========  ==============================================  ==========================================
 
 A flow task is always communication whatever its category. The documented table lives in
@@ -50,6 +52,7 @@ CATEGORY_CLASSES: dict[str, str] = {
     "cp": "comm",
     "comm": "comm",
     "host": "other",
+    "offload": "other",
 }
 
 #: The communication category whose waits are pipeline bubble (other comm categories are collectives).

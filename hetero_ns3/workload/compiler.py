@@ -21,6 +21,7 @@ from hetero_ns3.workload.artefact import Program, ProgramOp, Workload
 from hetero_ns3.workload.host import HostModel
 from hetero_ns3.workload.memory import embedding_params_per_rank, head_params_per_rank, layer_params_per_rank
 from hetero_ns3.workload.models import ModelSpec
+from hetero_ns3.workload.offload import OffloadSpec
 from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.placement import Placement
 from hetero_ns3.workload.steps import CrossEntropyImpl
@@ -238,6 +239,8 @@ class CompileSpec:
         host_overhead_s: per-iteration host time after the optimizer (``[compute] host_overhead``).
         cross_entropy: the loss kernels (``[compute] cross_entropy``; :func:`hetero_ns3.workload.layers.head_forward`).
         host: the host issue model (``[compute] host_op`` ...; :mod:`hetero_ns3.workload.host`), off by default.
+        offload: CPU activation offloading (``[parallelism] cpu_offload_layers``; :mod:`hetero_ns3.workload.offload`);
+            None = off.
     """
 
     model: ModelSpec
@@ -250,6 +253,7 @@ class CompileSpec:
     host_overhead_s: float = 0.0
     cross_entropy: CrossEntropyImpl = "unfused"
     host: HostModel = HostModel()
+    offload: OffloadSpec | None = None
 
 
 class StepPrograms:

@@ -16,10 +16,10 @@ steps that follow Megatron-LM's iteration:
 * :meth:`~IterationCompiler.optimizer_step`: the Adam step over the local shard, the parameter
   all-gathers and the host overhead;
 * under expert-parallel overlap, :func:`~hetero_ns3.workload.ep_overlap.combined_step`: a forward and a backward
-  of two micro-batches together.
+  of two micro-batches together; under CPU activation offloading, :mod:`~hetero_ns3.workload.offload`'s copies.
 
-Ids are handed out in emission order, so the order of these calls fixes the workload (deterministic
-for a scenario). docs/workload.md describes what each step contains.
+Ids are handed out in emission order, so the order of these calls fixes the workload (deterministic for a scenario).
+docs/workload.md describes what each step contains.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from hetero_ns3.workload.compiler import (
     params_in_grad_order,
 )
 from hetero_ns3.workload.ep_overlap import combined_step
+from hetero_ns3.workload.offload import ActivationOffload
 from hetero_ns3.workload.placement import Placement
 from hetero_ns3.workload.schedule import Step as PipelineStep
 from hetero_ns3.workload.schedule import combined_schedule, next_of_phase, pipeline_schedule
@@ -375,7 +376,9 @@ class IterationCompiler:
         """Emit one unit's program (``emb``, ``head`` or ``L<i>``) in ``phase`` F or B, tagged ``{tag}.{unit}``."""
         kind = {"emb": "emb", "head": "head"}.get(unit, "layer")
         layer = int(unit[1:]) if kind == "layer" else 0
+        self.offload.before(w, unit, phase, mb)  # CPU activation offloading: wait for the copy this unit needs
         self.run_steps(w, self.progs.program(f"{kind}_{phase.lower()}", layer), f"{tag}.{unit}", phase, mb, chunk)
+        self.offload.after(w, unit, phase, f"{tag}.{unit}", mb, chunk)
 
     def backward_unit_done(
         self, w: _ProgramBuilder, unit: str, chunk: int, ready: dict[str, Bucket], final: bool
@@ -446,7 +449,7 @@ class IterationCompiler:
             groups = combined_schedule(plan.schedule, pp, stage, m, self.chunks)
         else:
             groups = tuple((s,) for s in pipeline_schedule(plan.schedule, pp, stage, m, self.chunks))
-        self._gates = {}
+        self._gates, self.offload = {}, ActivationOffload(self.spec.offload)
         if self.zero >= 1 and plan.overlap_param_gather and not self.fsdp:
             self.prefetch_params(w)
         last_b = {s.chunk: i for i, g in enumerate(groups) for s in g if s.phase == "B"}

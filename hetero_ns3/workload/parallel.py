@@ -100,6 +100,9 @@ class ParallelismSpec:
             direction before it (with that step's send), so the transfer overlaps the step in between (Megatron-Core
             ``overlap_p2p_comm``); off, a receive is posted when its step is reached. Unset: on under the
             interleaved schedule with vpp > 1, as Megatron-Bridge sets it (docs/workload.md "Pipeline p2p").
+        cpu_offload_layers: the activations of the model's first this many layers go to host memory during the
+            forward and come back for the backward (Megatron-Core ``cpu_offloading_num_layers``, activations only);
+            0 = off. Needs pp = 1 and no recomputation (docs/workload.md "CPU activation offloading").
     """
 
     tp: int = 1
@@ -132,6 +135,7 @@ class ParallelismSpec:
     account_for_embedding_in_pipeline_split: bool = False
     account_for_loss_in_pipeline_split: bool = False
     overlap_p2p_comm: bool | None = None
+    cpu_offload_layers: int = 0
 
     def validate(self, where: str = "parallelism") -> None:
         """Checks that need no model or cluster."""
@@ -168,6 +172,8 @@ class ParallelismSpec:
                 "sends and receives only in its interleaved schedule",
                 "leave it unset",
             )
+        if self.cpu_offload_layers:
+            _check_offload(self, where)
         if self.schedule == "interleaved" and self.pp < 2:
             raise field_error(f"{where}.schedule", self.schedule, f"needs {where}.pp >= 2 (is {self.pp})")
         if self.recompute_modules and self.recompute != "selective":
@@ -247,6 +253,24 @@ def _check_accounted_split(
         )
 
 
+def _check_offload(plan: ParallelismSpec, where: str) -> None:
+    """Megatron-Core's conditions on CPU activation offloading (``cpu_offloading``): no pipeline parallelism, no
+    recomputation."""
+    what, n = f"{where}.cpu_offload_layers", plan.cpu_offload_layers
+    if n < 0:
+        raise field_error(what, n, "must be >= 0", "0 turns offloading off")
+    if plan.pp > 1:
+        raise field_error(
+            what, n, f"needs {where}.pp = 1 (is {plan.pp}): Megatron-Core has no CPU offloading with pipeline "
+            "parallelism", f"set {where}.pp = 1 or cpu_offload_layers = 0",
+        )  # fmt: skip
+    if plan.recompute != "none":
+        raise field_error(
+            what, n, f"needs {where}.recompute = 'none' (is {plan.recompute!r}): Megatron-Core does not offload "
+            "with activation recomputation", f"set {where}.recompute = 'none' or cpu_offload_layers = 0",
+        )  # fmt: skip
+
+
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
@@ -295,6 +319,12 @@ def check_plan(
         )
     if model.ffn_hidden % tp:
         raise field_error(f"{where}.tp", tp, f"must divide {mwhere}.ffn_hidden ({model.ffn_hidden})")
+    if plan.cpu_offload_layers >= model.layers:
+        raise field_error(
+            f"{where}.cpu_offload_layers", plan.cpu_offload_layers,
+            f"must be below {mwhere}.layers ({model.layers}): one layer's activations stay on the GPU",
+            f"use at most {model.layers - 1}; {model.layers - 2} or less for copies that overlap the compute",
+        )  # fmt: skip
     vstages = pp * plan.chunks
     what = f"{where}.pp" if plan.chunks == 1 else f"{where}.pp x {where}.vpp"
     val = pp if plan.chunks == 1 else f"{pp} x {plan.vpp} = {vstages}"

@@ -35,6 +35,7 @@ from hetero_ns3.workload.memory import (
     state_bytes,
 )
 from hetero_ns3.workload.models import ModelSpec
+from hetero_ns3.workload.offload import offload_spec
 from hetero_ns3.workload.parallel import ParallelismSpec, check_plan, resolve_dp
 from hetero_ns3.workload.partition import chunk_layers, minmax_split, uniform_split
 from hetero_ns3.workload.placement import GpuLike, Placement, place
@@ -254,8 +255,8 @@ def estimate_memory(
                         lin_bytes,
                         plan.recomputed,
                     )
-                    for i in range(firsts[v], firsts[v] + spec.stage_layers[v])
-                )
+                    for i in range(max(firsts[v], plan.cpu_offload_layers), firsts[v] + spec.stage_layers[v])
+                )  # CPU offloading: the first cpu_offload_layers layers' activations are held in host memory
             if plan.overlap_moe_expert_parallel_comm:
                 # the extra warm-up forward counts; inside a pair the backward frees a layer as the forward fills one,
                 # so the pair is counted backward first (about one layer low at its peak)
@@ -369,6 +370,8 @@ def resolve(
     probe = CompileSpec(model, plan, (1,) * plan.pp * plan.chunks, (1,) * dp, roofline, lookup, flash, host, ce)
     vlayers, reps, layer_t = partition(model, plan, placement, StepPrograms(probe))
     spec = CompileSpec(model, plan, vlayers, reps, roofline, lookup, flash, host, ce, compute.host_model())
+    if plan.cpu_offload_layers:
+        spec = replace(spec, offload=offload_spec(model, plan, gpus, compute, lookup))
     memory = estimate_memory(model, plan, placement, spec, compute)
     return Resolved(plan, placement, spec, layer_t, memory)
 
