@@ -12,8 +12,9 @@ Two checkpoints, both cheap next to the work they guard:
 
 Calibration (measured on this project's runs, see docs/errors.md "Resource limits"):
 
-* ops per microbatch: ``tp x (2 x layers x 5.4 + 4 x pp x vpp)`` over all ranks (scenarios/demo.toml:
-  8 504 ops predicted 8 540; at ``global_batch = 32``: 33 368, predicted 33 890);
+* ops per microbatch: ``tp x cp x (L + 3 x layers under FSDP + 4 x pp x vpp)`` over all ranks, ``L`` the layer
+  programs' own ops (:func:`shape_ops`; demo 8 504 compiled, 9 952 predicted; Llama 3.1 405B on 1024 H100 with CP 2
+  35.3 M, 36.3 M predicted, where the earlier ``tp x (2 x layers x 5.4 + 4 x pp x vpp)`` said 6.6 M);
 * tasks per op, from the shape alone: 38 with the default collective tuning (demo: 322 664 tasks from
   8 504 ops; a lower bound where large groups dominate: Megatron 7.5B has 75); flows per task 0.48
   (156 352 of 322 664);
@@ -202,14 +203,29 @@ def estimate_from_ops(ops: float, iterations: int, backend: str, tasks_per_itera
 
 
 def shape_ops(scenario: object) -> float | None:
-    """Per-rank ops of one iteration from the model and parallel shape (None: not enough to tell)."""
+    """Per-rank ops of one iteration from the model and parallel shape (None: not enough to tell).
+
+    Each micro-batch passes every stage on ``tp x cp`` ranks (the ``cp`` ranks of a replica all run it); per pass the
+    layer programs' own ops (:func:`hetero_ns3.workload.compiler.layer_pass_ops`: their collectives and compute runs,
+    which TP overlap, sequence and context parallelism multiply), under FSDP three collectives per layer, and
+    ``4 x pp x vpp`` pipeline ops. A shape the layer programs cannot be built for (it fails validation later) falls
+    back to ``OPS_PER_LAYER_PASS`` per layer and pass."""
     model = getattr(scenario, "model", None)
     par = getattr(scenario, "parallelism", None)
     if model is None or par is None or not par.global_batch:
         return None
     microbatches = par.global_batch / max(par.micro_batch, 1)
-    per_mb = 2 * model.layers * OPS_PER_LAYER_PASS + 4 * par.pp * max(par.vpp, 1)
-    return par.tp * microbatches * per_mb
+    compute = getattr(scenario, "compute", None)
+    try:
+        from hetero_ns3.workload.compiler import layer_pass_ops
+
+        flash = getattr(compute, "flash_attention", True)
+        layer_ops = float(layer_pass_ops(model, par, flash, getattr(compute, "cross_entropy", "unfused")))
+    except Exception:  # noqa: BLE001 - an invalid shape: its own check reports it
+        layer_ops = 2 * model.layers * OPS_PER_LAYER_PASS
+    fsdp = 3 * model.layers if par.zero_stage >= 3 else 0
+    per_mb = layer_ops + fsdp + 4 * par.pp * max(par.vpp, 1)
+    return par.tp * par.cp * microbatches * per_mb
 
 
 def _refuse(what: str, est: Estimate, avail: int, knobs: str) -> PlanningError:

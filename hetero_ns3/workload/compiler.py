@@ -256,28 +256,58 @@ class CompileSpec:
     offload: OffloadSpec | None = None
 
 
+def layer_context(model: ModelSpec, p: ParallelismSpec, flash: bool, cross_entropy: CrossEntropyImpl) -> L.LayerContext:
+    """The shapes and software choices one rank's layer programs are built from."""
+    return L.LayerContext(
+        model,
+        p.micro_batch,
+        p.tp,
+        p.sequence_parallel,
+        p.ep,
+        p.recompute,
+        flash,
+        p.tp_comm_overlap,
+        p.cp,
+        p.cp_comm_type,
+        cross_entropy,
+        GRAD_BYTES[p.grad_reduce_dtype],
+        recomputed=p.recomputed,
+        ep_routing_gather=p.ep > 1 and p.moe_dispatcher == "flex" and p.moe_flex_backend == "hybridep",
+    )
+
+
+def program_ops(steps: Sequence[L.Step]) -> int:
+    """Program ops a step list becomes on its own: one per collective, one per run of consecutive compute steps (the
+    compiler merges them; a join ends a run)."""
+    n, in_run = 0, False
+    for st in steps:
+        is_compute = isinstance(st, L.Compute)
+        n += isinstance(st, L.Comm) or (is_compute and not in_run)
+        in_run = is_compute
+    return n
+
+
+def layer_pass_ops(model: ModelSpec, p: ParallelismSpec, flash: bool, cross_entropy: CrossEntropyImpl) -> int:
+    """Program ops of one micro-batch's forward and backward through every layer, the embedding and the head, as one
+    rank of each stage emits them (pipeline, data-parallel and optimizer ops not counted): what the workload size
+    scales with (:func:`hetero_ns3.limits.shape_ops`)."""
+    ctx = layer_context(model, p, flash, cross_entropy)
+    kinds: dict[tuple[bool, int], int] = {}
+    n = sum(program_ops(f(ctx)) for f in (L.embedding_forward, L.embedding_backward, L.head_forward, L.head_backward))
+    for i in range(model.layers):
+        key = model.layer_kind(i)
+        if key not in kinds:
+            kinds[key] = program_ops(L.layer_forward(ctx, i)) + program_ops(L.layer_backward(ctx, i))
+        n += kinds[key]
+    return n
+
+
 class StepPrograms:
     """Cached step programs and their per-GPU-type (flops, bytes, seconds) costs."""
 
     def __init__(self, spec: CompileSpec) -> None:
-        p = spec.plan
         self.spec = spec
-        self.ctx = L.LayerContext(
-            spec.model,
-            p.micro_batch,
-            p.tp,
-            p.sequence_parallel,
-            p.ep,
-            p.recompute,
-            spec.flash_attention,
-            p.tp_comm_overlap,
-            p.cp,
-            p.cp_comm_type,
-            spec.cross_entropy,
-            GRAD_BYTES[p.grad_reduce_dtype],
-            recomputed=p.recomputed,
-            ep_routing_gather=p.ep > 1 and p.moe_dispatcher == "flex" and p.moe_flex_backend == "hybridep",
-        )
+        self.ctx = layer_context(spec.model, spec.plan, spec.flash_attention, spec.cross_entropy)
         self._prog: dict[tuple[str, tuple[bool, int]], list[L.Step]] = {}
         self._cost: dict[tuple[str, tuple[Kernel, ...]], tuple[float, float, float]] = {}
         self._cost_by_id: dict[tuple[str, int], tuple[tuple[Kernel, ...], tuple[float, float, float]]] = {}

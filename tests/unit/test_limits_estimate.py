@@ -71,3 +71,30 @@ def test_reuse_estimate_counts_only_groups_the_fuser_can_isolate():
     assert est == pytest.approx(len(low.plan), rel=0.10), (est, len(low.plan))
     one_node = workload_tasks(wplan.workload, lambda g: len({env.node_of(x) for x in g}) == 1)
     assert one_node < len(low.plan) / 10  # the old predicate
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "scenarios/demo.toml",
+        "hetero_ns3/data/validation/heldout/llama3-8b-h100x8-fsdp-fp8cs.toml",  # FSDP: three collectives per layer
+        "hetero_ns3/data/validation/heldout/llama2-7b-32k-h100x32-cp2.toml",  # CP: every replica's cp ranks run it
+    ],
+)
+def test_shape_estimate_follows_the_compiled_workload(path):
+    """Checkpoint 1's per-rank op count from the shape alone is within 20% of the compiled workload's (the flat
+    5.4 ops per layer pass said 0.17x on the CP row, where TP overlap and the KV exchange multiply a layer's ops)."""
+    from hetero_ns3.limits import shape_ops
+
+    sc = load_scenario(path, [])
+    assert shape_ops(sc) == pytest.approx(plan_scenario(sc).workload.n_ops, rel=0.20)
+
+
+def test_plan_refuses_the_1024_gpu_row_it_used_to_let_through():
+    """Llama 3.1 405B on 1024 H100 (TP 8, CP 2, VP 8, GBS 512) compiles to 35.3 million per-rank ops (its `plan`
+    before the estimate counted CP and the layer programs' ops: 4.4 M in the per-TP-group form); the shape estimate
+    said 6.6 M and let a run through that outgrew 24 GB. It now counts within 5%."""
+    from hetero_ns3.limits import shape_ops
+
+    sc = load_scenario("hetero_ns3/data/validation/heldout/llama31-405b-h100x1024-fp8cs.toml", [])
+    assert shape_ops(sc) == pytest.approx(35_300_096, rel=0.05)
