@@ -63,6 +63,13 @@ EVENTS_PER_FLOW_NS3 = 1_470
 EVENTS_PER_S_NS3 = 3.2e6
 #: Above this many per-rank ops the workload compile alone runs for minutes (~10 us per op).
 MAX_WORKLOAD_OPS = 50_000_000
+#: ``hetero-ns3 plan`` (the compile alone) per op of a TP group's program, measured on `plan` (2026-12-06): Llama 3.1
+#: 405B on 256 GB200 (MXFP8, VP 8) 6.23 M program ops in 4.36 GB peak and 75 s; on 1024 H100 (CP 2) 4.41 M in 3.00 GB
+#: and 65 s.
+BYTES_PER_PROGRAM_OP = 700
+SECONDS_PER_PROGRAM_OP = 15e-6
+#: Above this many program ops ``plan`` refuses (about 7.5 min of compile).
+MAX_PROGRAM_OPS = 30_000_000
 
 
 @dataclass(frozen=True)
@@ -275,16 +282,22 @@ def check_shape(
 
 
 def check_plan_shape(scenario: object, *, force: bool = False) -> None:
-    """For ``hetero-ns3 plan`` (the workload compile only): refuse a workload too large to compile."""
+    """For ``hetero-ns3 plan`` (the workload compile only): refuse a workload too large to compile. The compile holds
+    one op per TP group (the per-rank ops over tp): ``BYTES_PER_PROGRAM_OP`` each, ``MAX_PROGRAM_OPS`` at most."""
     ops = shape_ops(scenario)
     if ops is None or force:
         return
-    est = Estimate(ops, 1, 0.0, 0.0, ops * BYTES_PER_OP_WORKLOAD)
-    if ops > MAX_WORKLOAD_OPS:
-        check_estimate(est, "this scenario")
-    avail = available_memory_bytes()
-    if avail and est.bytes > avail:
+    program_ops = ops / max(1, getattr(getattr(scenario, "parallelism", None), "tp", 1))
+    if program_ops > MAX_PROGRAM_OPS:
         raise PlanningError(
-            f"this scenario's workload would hold ~{ops:.3g} per-rank ops (~{_gib(est.bytes)}), more than the "
+            f"this scenario has ~{program_ops:.3g} ops per iteration in its TP groups (~{ops:.3g} per-rank; limit "
+            f"{MAX_PROGRAM_OPS:.3g}; compiling it alone would take ~{program_ops * SECONDS_PER_PROGRAM_OP / 60:.0f} "
+            "min); use fewer microbatches (parallelism.global_batch / micro_batch), or --force to try anyway"
+        )
+    need = program_ops * BYTES_PER_PROGRAM_OP
+    avail = available_memory_bytes()
+    if avail and need > avail:
+        raise PlanningError(
+            f"this scenario's workload would hold ~{ops:.3g} per-rank ops (~{_gib(need)}), more than the "
             f"{_gib(avail)} available; use fewer microbatches (parallelism.global_batch), or --force"
         )
