@@ -290,7 +290,7 @@ def check_plan_shape(scenario: object, *, force: bool = False) -> None:
     program_ops = ops / max(1, getattr(getattr(scenario, "parallelism", None), "tp", 1))
     if program_ops > MAX_PROGRAM_OPS:
         raise PlanningError(
-            f"this scenario has ~{program_ops:.3g} ops per iteration in its TP groups (~{ops:.3g} per-rank; limit "
+            f"this scenario has ~{ops:.3g} per-rank ops per iteration, ~{program_ops:.3g} per TP group (limit "
             f"{MAX_PROGRAM_OPS:.3g}; compiling it alone would take ~{program_ops * SECONDS_PER_PROGRAM_OP / 60:.0f} "
             "min); use fewer microbatches (parallelism.global_batch / micro_batch), or --force to try anyway"
         )
