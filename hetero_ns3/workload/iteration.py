@@ -3,18 +3,16 @@
 Each worker (the tp ranks of one pipeline stage of one replica) gets one program, built in named
 steps that follow Megatron-LM's iteration:
 
-* :meth:`IterationCompiler.forward_step` / :meth:`~IterationCompiler.backward_step`: one schedule
-  step of one microbatch and model chunk (embedding, layers, head) with its pipeline p2p;
-* :meth:`~IterationCompiler.pipeline_p2p`: the send or receive of activations / gradients between
-  neighbouring (virtual) stages;
-* :meth:`~IterationCompiler.gradient_sync`: one gradient bucket's DP reduction (or, after the
-  optimizer under the distributed optimizer, its parameter all-gather), dense and expert parts;
+* :meth:`IterationCompiler.forward_step` / :meth:`~IterationCompiler.backward_step`: one schedule step of one
+  microbatch and model chunk (embedding, layers, head) with its pipeline p2p;
+* :meth:`~IterationCompiler.pipeline_p2p`: the send or receive of activations / gradients between neighbouring stages;
+* :meth:`~IterationCompiler.gradient_sync`: one gradient bucket's DP reduction (or, after the optimizer under the
+  distributed optimizer, its parameter all-gather), dense and expert parts;
 * :meth:`~IterationCompiler.fsdp_units`: under zero_stage 3 (FSDP) the units of one step, each after its
   parameter all-gather (the next one's prefetched) and, in backward, followed by its gradient reduce-scatter, in
   every micro-batch;
 * :meth:`~IterationCompiler.tied_embeddings`: the embedding-gradient all-reduce between first and last stage;
-* :meth:`~IterationCompiler.optimizer_step`: the Adam step over the local shard, the parameter
-  all-gathers and the host overhead;
+* :meth:`~IterationCompiler.optimizer_step`: the Adam step over the local shard, the parameter all-gathers, the host;
 * under expert-parallel overlap, :func:`~hetero_ns3.workload.ep_overlap.combined_step`: a forward and a backward
   of two micro-batches together; under CPU activation offloading, :mod:`~hetero_ns3.workload.offload`'s copies.
 
