@@ -20,7 +20,7 @@ allows it only without pipeline parallelism and without recomputation; weights o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -81,7 +81,7 @@ class OffloadSpec:
     layers: int
     model_layers: int
     layer_bytes: tuple[float, ...]
-    links: dict[str, HostLink]
+    links: Mapping[str, HostLink]
 
 
 def offload_spec(
@@ -122,11 +122,10 @@ class ActivationOffload:
         nbytes = spec.layer_bytes[layer]
         rate = link.d2h_Bps if way == "d2h" else link.h2d_Bps
         after = w.flush()  # the unit's compute op
+        deps = [] if after is None else [after]
         self.copies[(way, layer, mb)] = w.side(
-            "compute", f"{name}.{way}", [] if after is None else [after], phase, mb, chunk, bytes=nbytes,
-            duration=nbytes / rate,
-            dim=OFFLOAD_DIM,
-        )  # fmt: skip
+            "compute", f"{name}.{way}", deps, phase, mb, chunk, bytes=nbytes, duration=nbytes / rate, dim=OFFLOAD_DIM
+        )
 
     def _wait(self, w: _ProgramBuilder, way: str, layer: int, mb: int) -> None:
         op = self.copies.pop((way, layer, mb), None)
