@@ -25,13 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hetero_ns3.collectives.tuning import load_tuning
-from hetero_ns3.compute.config import ComputeConfig
 from hetero_ns3.compute.gpus import GpuSpec
-from hetero_ns3.compute.recipes import recipe_for
 from hetero_ns3.topology.loader import pcie_rate_bps
-from hetero_ns3.workload.memory import layer_activation_bytes
-from hetero_ns3.workload.models import ModelSpec
-from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.placement import GpuLike
 
 if TYPE_CHECKING:
@@ -85,25 +80,18 @@ class OffloadSpec:
 
 
 def offload_spec(
-    model: ModelSpec,
-    plan: ParallelismSpec,
-    gpus: Sequence[GpuLike],
-    compute: ComputeConfig,
-    gpu_of: Callable[[str], GpuSpec],
+    layers: int, layer_bytes: Sequence[float], gpus: Sequence[GpuLike], gpu_of: Callable[[str], GpuSpec]
 ) -> OffloadSpec:
-    """The copies of ``plan.cpu_offload_layers``: each layer's saved activations of one micro-batch as the memory
-    model counts them, and each GPU type's host link (the slowest PCIe link among its GPUs; a GPU without a PCIe
-    rate, as a bare :class:`GpuLike`, counts as Gen5 x16)."""
-    recipe = recipe_for(compute.precision, compute.fp8_recipe)
-    lin = recipe.saved_bytes if recipe else 2.0
-    args = (plan.micro_batch, plan.tp, plan.sequence_parallel, plan.recompute, compute.flash_attention, plan.cp, lin)
-    per_layer = tuple(layer_activation_bytes(model, i, *args, plan.recomputed) for i in range(model.layers))
+    """The copies of ``layers`` offloaded layers: ``layer_bytes``, each layer's saved activations of one micro-batch as
+    the memory model counts them (:func:`hetero_ns3.workload.planner.saved_activations`), and each GPU type's host
+    link (the slowest PCIe link among its GPUs; a GPU without a PCIe rate, as a bare :class:`GpuLike`, counts as Gen5
+    x16)."""
     pcie: dict[str, float] = {}
     for g in gpus:
         rate = float(getattr(g, "pcie_rate_bps", 0.0)) or pcie_rate_bps(5, 16)
         pcie[g.gpu_type] = min(rate, pcie.get(g.gpu_type, rate))
     links = {t: host_link(gpu_of(t), r) for t, r in pcie.items()}
-    return OffloadSpec(plan.cpu_offload_layers, model.layers, per_layer, links)
+    return OffloadSpec(layers, len(layer_bytes), tuple(layer_bytes), links)
 
 
 class ActivationOffload:

@@ -212,6 +212,20 @@ def partition(
     return vlayers, reps, layer_t
 
 
+def _saved_linear_bytes(compute: ComputeConfig) -> float:
+    """Bytes per element of a saved linear-layer input: the recipe's quantized copy, else BF16."""
+    recipe = recipe_for(compute.precision, compute.fp8_recipe)
+    return recipe.saved_bytes if recipe else 2.0
+
+
+def saved_activations(model: ModelSpec, plan: ParallelismSpec, compute: ComputeConfig) -> tuple[float, ...]:
+    """Activation bytes each layer of the model keeps for backward, per micro-batch on one rank
+    (:func:`~hetero_ns3.workload.memory.layer_activation_bytes` with the scenario's recipe and kernels)."""
+    args = (plan.micro_batch, plan.tp, plan.sequence_parallel, plan.recompute, compute.flash_attention, plan.cp)
+    lin = _saved_linear_bytes(compute)
+    return tuple(layer_activation_bytes(model, i, *args, lin, plan.recomputed) for i in range(model.layers))
+
+
 def estimate_memory(
     model: ModelSpec,
     plan: ParallelismSpec,
@@ -225,8 +239,8 @@ def estimate_memory(
     sp = plan.sequence_parallel
     out = []
     firsts = [sum(spec.stage_layers[:v]) for v in range(n_v)]
-    recipe = recipe_for(compute.precision, compute.fp8_recipe)
-    lin_bytes = recipe.saved_bytes if recipe else 2.0  # bytes per element of a saved linear-layer input
+    lin_bytes = _saved_linear_bytes(compute)
+    per_layer = saved_activations(model, plan, compute)
     cache: dict[tuple[int, int], tuple[RankParams, float]] = {}
     gathered: dict[int, float] = {}  # FSDP: the largest unit of each stage, parameters gathered
     for slot in placement.slots:
@@ -242,21 +256,8 @@ def estimate_memory(
                     dense += dn
                     expert += ex
                     gathered[s] = max(gathered.get(s, 0.0), dn + ex)
-                weights[c] = sum(
-                    layer_activation_bytes(
-                        model,
-                        i,
-                        plan.micro_batch,
-                        tp,
-                        sp,
-                        plan.recompute,
-                        compute.flash_attention,
-                        plan.cp,
-                        lin_bytes,
-                        plan.recomputed,
-                    )
-                    for i in range(max(firsts[v], plan.cpu_offload_layers), firsts[v] + spec.stage_layers[v])
-                )  # CPU offloading: the first cpu_offload_layers layers' activations are held in host memory
+                # CPU offloading: the first cpu_offload_layers layers' activations are held in host memory
+                weights[c] = sum(per_layer[max(firsts[v], plan.cpu_offload_layers) : firsts[v] + spec.stage_layers[v]])
             if plan.overlap_moe_expert_parallel_comm:
                 # the extra warm-up forward counts; inside a pair the backward frees a layer as the forward fills one,
                 # so the pair is counted backward first (about one layer low at its peak)
@@ -371,7 +372,8 @@ def resolve(
     vlayers, reps, layer_t = partition(model, plan, placement, StepPrograms(probe))
     spec = CompileSpec(model, plan, vlayers, reps, roofline, lookup, flash, host, ce, compute.host_model())
     if plan.cpu_offload_layers:
-        spec = replace(spec, offload=offload_spec(model, plan, gpus, compute, lookup))
+        acts = saved_activations(model, plan, compute)
+        spec = replace(spec, offload=offload_spec(plan.cpu_offload_layers, acts, gpus, lookup))
     memory = estimate_memory(model, plan, placement, spec, compute)
     return Resolved(plan, placement, spec, layer_t, memory)
 
