@@ -8,6 +8,13 @@ Each mode runs in its own process (so that each peak RSS is its own), through th
     .venv/bin/python bench/bench_reuse.py hetero_ns3/data/validation/megatron/gpt-18b.toml \\
         --set parallelism.global_batch=64
     .venv/bin/python bench/bench_reuse.py hetero_ns3/data/validation/megatron/gpt-18b.toml --modes on
+
+Mode ``on-global`` is ``on`` with the calls' ordering check searching every dependency only, the rule before
+session 30 (:func:`hetero_ns3.plan.isolation.calls_ordered` also searches along each rank's own dependencies);
+on an interleaved pipeline it leaves the TP groups detailed::
+
+    .venv/bin/python bench/bench_reuse.py hetero_ns3/data/validation/heldout/llama3-70b-h100x64-fp8cs.toml \
+        --modes on-global,on
 """
 
 from __future__ import annotations
@@ -28,8 +35,13 @@ def one(path: str, mode: str, sets: list[str]) -> dict:
     from hetero_ns3.scenario.loader import load_scenario
     from hetero_ns3.topology import build_graph
 
+    if mode == "on-global":
+        import hetero_ns3.plan.isolation as iso
+
+        search = iso._reaches
+        iso._reaches = lambda ptr, pos, y, want, rank=None: rank is None and search(ptr, pos, y, want)
     t0 = time.perf_counter()
-    sc = load_scenario(path, [f"run.reuse_isolated_collectives={mode}", "run.backend=analytic", *sets])
+    sc = load_scenario(path, [f"run.reuse_isolated_collectives={mode.split('-')[0]}", "run.backend=analytic", *sets])
     cluster = load_run_cluster(sc)
     graph = build_graph(cluster)
     engine = get_backend("analytic")
@@ -66,12 +78,16 @@ def main(argv: list[str] | None = None) -> int:
         line = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
         out[mode] = r = json.loads(line)
         terms = " / ".join(f"{v:.4f}" for v in r["breakdown"].values())
-        print(f"{mode:>3}: step {r['step_s']:.6f} s  breakdown {terms} s  tasks {r['tasks']:,}  calls {r['calls']:,}  "
+        print(f"{mode:>9}: step {r['step_s']:.6f} s  breakdown {terms} s  tasks {r['tasks']:,}  calls {r['calls']:,}  "
               f"CPU {r['cpu_s']:.1f} s  wall {r['wall_s']:.1f} s  peak RSS {r['peak_rss_gib']:.2f} GiB  "
               f"fused {r['fused']}", flush=True)  # fmt: skip
     if "off" in out and "on" in out:
         a, b = out["off"], out["on"]
         print(f"on/off: step {100 * (b['step_s'] / a['step_s'] - 1):+.4f}%  tasks {b['tasks'] / a['tasks']:.3f}x  "
+              f"CPU {b['cpu_s'] / a['cpu_s']:.3f}x  peak RSS {b['peak_rss_gib'] / a['peak_rss_gib']:.3f}x")  # fmt: skip
+    if "on-global" in out and "on" in out:
+        a, b = out["on-global"], out["on"]
+        print(f"on/on-global: step {100 * (b['step_s'] / a['step_s'] - 1):+.6f}%  tasks {b['tasks'] / a['tasks']:.3f}x  "
               f"CPU {b['cpu_s'] / a['cpu_s']:.3f}x  peak RSS {b['peak_rss_gib'] / a['peak_rss_gib']:.3f}x")  # fmt: skip
     return 0
 

@@ -10,13 +10,17 @@ the switches on the routes must not be shared either. Pure functions of the rout
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
+from collections import deque
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 from hetero_ns3.collectives.env import CollectiveEnv
 from hetero_ns3.topology.graph import SWITCH
 
 #: A directed link: (link index, 0 for a -> b, 1 for b -> a).
 DirLink = tuple[int, int]
+
+#: Ancestors one search of :func:`calls_ordered` may visit per rank and pair of calls before it gives up.
+ORDER_BUDGET = 256
 
 
 def route_links(env: CollectiveEnv, src: str, dst: str) -> tuple[DirLink, ...]:
@@ -82,3 +86,51 @@ def isolated_groups(
             owners.setdefault(item, set()).add(gid)
     shared = {gid for own in owners.values() if len(own) > 1 for gid in own}
     return {gid for gid, links in links_of.items() if links and gid not in shared}
+
+
+def calls_ordered(
+    rank: Sequence[int], dep_ptr: Sequence[int], dep_pos: Sequence[int], calls: Sequence[Sequence[int]]
+) -> bool:
+    """Whether each of a group's calls follows the previous one on every rank through op dependencies.
+
+    ``calls``: the member op positions of each call, in the order of the calls' smallest op ids; ``rank``,
+    ``dep_ptr``, ``dep_pos``: the op table's columns (rank per op, the dependencies of op ``i`` at
+    ``dep_pos[dep_ptr[i]:dep_ptr[i + 1]]``). For consecutive calls X, Y each member op of Y must have X's member
+    on its rank among its ancestors. Then every rank enters Y after its part of X completed, so two calls of the
+    group never share the links in time. Two searches, each of at most :data:`ORDER_BUDGET` ops per member, and
+    either may find it: depth first over every dependency, then breadth first over the member's own rank's
+    dependencies only, which reaches the previous call in a few steps of the rank's stream chain where the first
+    wanders through other ranks (an interleaved pipeline schedule's forward and backward passes lie between).
+    """
+    for prev, cur in zip(calls, calls[1:], strict=False):
+        target = {rank[m]: m for m in prev}
+        for y in cur:
+            want = target.get(rank[y])
+            if want is None:
+                return False
+            if not (_reaches(dep_ptr, dep_pos, y, want) or _reaches(dep_ptr, dep_pos, y, want, rank)):
+                return False
+    return True
+
+
+def _reaches(
+    dep_ptr: Sequence[int], dep_pos: Sequence[int], y: int, want: int, rank: Sequence[int] | None = None
+) -> bool:
+    """Whether op ``want`` is an ancestor of op ``y`` within :data:`ORDER_BUDGET` visited ops: depth first over
+    every dependency, or, given ``rank``, breadth first over the dependencies on ``y``'s rank."""
+    own = None if rank is None else rank[y]
+    first = [d for d in dep_pos[dep_ptr[y] : dep_ptr[y + 1]] if own is None or rank[d] == own]  # type: ignore[index]
+    if want in first:
+        return True
+    seen = set(first)
+    todo = deque(first)
+    take = todo.pop if own is None else todo.popleft
+    while todo and len(seen) <= ORDER_BUDGET:
+        u = take()
+        for d in dep_pos[dep_ptr[u] : dep_ptr[u + 1]]:
+            if d == want:
+                return True
+            if d not in seen and (own is None or rank[d] == own):  # type: ignore[index]
+                seen.add(d)
+                todo.append(d)
+    return False

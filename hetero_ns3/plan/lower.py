@@ -29,6 +29,7 @@ from hetero_ns3.errors import PlanningError
 from hetero_ns3.plan.builder import PlanBuilder
 from hetero_ns3.plan.dag import COMPUTE_STREAM, HOST_STREAM, ExecutionPlan
 from hetero_ns3.plan.fuse import Fuser, GroupKey, Shape, group_key
+from hetero_ns3.plan.isolation import calls_ordered
 from hetero_ns3.workload.artefact import ProgramOp, Workload
 from hetero_ns3.workload.gcpause import gc_paused
 from hetero_ns3.workload.offload import OFFLOAD_DIM
@@ -418,10 +419,6 @@ def host_wait_gate(
     return [*deps, h]
 
 
-#: Ancestors an ordering check may visit per rank and pair of calls before it gives up (then: not ordered).
-ORDER_BUDGET = 256
-
-
 def _shapes(
     low: _Lowering,
     is_instance: np.ndarray,
@@ -434,7 +431,7 @@ def _shapes(
 ) -> tuple[dict[Shape, None], set[GroupKey]]:
     """Every distinct (call, category, traffic class) of the workload's collective instances with bytes to
     move, and the rank groups not to fuse: ranks of different speeds (:func:`_even`) or calls not provably
-    ordered (:func:`_ordered`). ``is_instance``, ``mem_ptr``, ``mem_pos``: the :class:`OpGraph` columns."""
+    ordered (:func:`~hetero_ns3.plan.isolation.calls_ordered`). ``is_instance``, ``mem_ptr``, ``mem_pos``: the :class:`OpGraph` columns."""
     prog_op = low.prog_op
     out: dict[Shape, None] = {}
     by_group: dict[GroupKey, list[array]] = {}
@@ -446,7 +443,11 @@ def _shapes(
             shape = (call, dim or "comm", prio.get(dim, 0))
             out[shape] = None
             by_group.setdefault(group_key(shape), []).append(members)
-    unordered = {g for g, calls in by_group.items() if not _even(g[1], env, slowdown) or not _ordered(low, calls)}
+    unordered = {
+        g
+        for g, calls in by_group.items()
+        if not _even(g[1], env, slowdown) or not calls_ordered(low.rank, low.dep_ptr, low.dep_pos, calls)
+    }
     return out, unordered
 
 
@@ -460,34 +461,3 @@ def _even(gpus: frozenset[str], env: CollectiveEnv, slowdown: Mapping[str, float
         and len({env.gpu_type(g) for g in gpus}) <= 1
         and len({slowdown.get(g, 1.0) for g in gpus}) <= 1
     )
-
-
-def _ordered(low: _Lowering, calls: list[array]) -> bool:
-    """Whether each call (member op positions) follows the previous one on every rank through op dependencies.
-
-    For consecutive calls X, Y: each member op of Y must have X's member on its rank among its ancestors
-    (a backward search over op dependencies, at most :data:`ORDER_BUDGET` ops per member). Then every
-    rank enters Y after its part of X completed, so two calls of the group never share the links in time.
-    """
-    rank, dep_ptr, dep_pos = low.rank, low.dep_ptr, low.dep_pos
-    for prev, cur in zip(calls, calls[1:], strict=False):
-        target = {rank[m]: m for m in prev}
-        for y in cur:
-            want = target.get(rank[y])
-            if want is None:
-                return False
-            stack = dep_pos[dep_ptr[y] : dep_ptr[y + 1]]
-            seen = set(stack)
-            found = want in seen
-            while stack and not found and len(seen) <= ORDER_BUDGET:
-                u = stack.pop()
-                for d in dep_pos[dep_ptr[u] : dep_ptr[u + 1]]:
-                    if d == want:
-                        found = True
-                        break
-                    if d not in seen:
-                        seen.add(d)
-                        stack.append(d)
-            if not found:
-                return False
-    return True

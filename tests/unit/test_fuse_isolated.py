@@ -15,7 +15,7 @@ import pytest
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.network.backend import get_backend
 from hetero_ns3.pipeline import collective_env, gpu_meta, isolated_fuser, load_run_cluster, lower_plan, simulate
-from hetero_ns3.plan.isolation import isolated_groups, pair_links
+from hetero_ns3.plan.isolation import ORDER_BUDGET, _reaches, calls_ordered, isolated_groups, pair_links
 from hetero_ns3.results import summarize
 from hetero_ns3.scenario.loader import load_scenario, scenario_from_dict
 from hetero_ns3.topology import build_graph
@@ -134,6 +134,48 @@ def test_sequence_parallel_tp_groups_are_fused_across_a_pipeline() -> None:
     assert fused.fused["fused_calls"] > 0
     assert len(fused.plan) * 5 < len(detailed.plan)
     assert t_f == pytest.approx(t_d, rel=EXACT_REL)
+
+
+def test_interleaved_pipeline_tp_groups_are_fused() -> None:
+    """An interleaved pipeline (PP 2, VP 2, 8 micro-batches, one stage per node): between a rank's last TP call of
+    a forward and its next one, of a backward, the search through every dependency wanders through the other
+    stage's passes beyond its budget; the search along the rank's own dependencies finds the previous call in a
+    few steps. So the TP groups are fused (before session 30 they stayed detailed: every interleaved row), the PP
+    pairs stay detailed, and the iteration time is the detailed one."""
+    model = {**TOY, "layers": 8}
+    par = {"pp": 2, "dp": 1, "vpp": 2, "schedule": "interleaved", "global_batch": 8, "sequence_parallel": True}
+    fused, detailed, t_f, t_d = _both(_scenario(par, model=model))
+    assert fused.fused["isolated_groups"] == fused.fused["groups"] == 10
+    assert fused.fused["excluded_groups"] == 8
+    assert fused.fused["fused_calls"] > 0
+    assert len(fused.plan) * 5 < len(detailed.plan)
+    assert t_f == pytest.approx(t_d, rel=EXACT_REL)
+
+
+def test_call_order_search_along_the_rank() -> None:
+    """calls_ordered on a hand-built op table: two calls over ranks 0 and 1 (X = ops 0, 1; Y = ops 2, 3). Y's member
+    on rank 0 depends on a long chain of rank-2 ops (listed last, so searched first by the depth-first search) and
+    on op 4, which follows X's member; the chain outlasts the depth-first budget, the rank's own search finds X."""
+    chain = ORDER_BUDGET + 10
+    first_chain = 5
+    deps: list[list[int]] = [[], [], [4, first_chain], [1], [0]]  # ops 0-4
+    ranks = [0, 1, 0, 1, 0]
+    for i in range(chain):  # ops 5 ..: rank 2, each on the next, the last on nothing
+        deps.append([first_chain + i + 1] if i + 1 < chain else [])
+        ranks.append(2)
+    ptr = [0]
+    for d in deps:
+        ptr.append(ptr[-1] + len(d))
+    pos = [x for d in deps for x in d]
+    assert calls_ordered(ranks, ptr, pos, [[0, 1], [2, 3]])
+    deps_cut = [list(d) for d in deps]
+    deps_cut[4] = []  # op 4 no longer follows X on rank 0: Y may start before X there
+    ptr_cut = [0]
+    for d in deps_cut:
+        ptr_cut.append(ptr_cut[-1] + len(d))
+    assert not calls_ordered(ranks, ptr_cut, [x for d in deps_cut for x in d], [[0, 1], [2, 3]])
+    assert not calls_ordered(ranks, ptr, pos, [[0], [2, 3]])  # a rank of Y with no member in X
+    assert not _reaches(ptr, pos, 2, 0)  # the depth-first search alone gives up
 
 
 def test_calls_that_may_overlap_are_not_fused() -> None:
