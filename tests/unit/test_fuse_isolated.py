@@ -121,30 +121,25 @@ def test_ranks_of_different_speeds_are_not_fused() -> None:
     assert t_f == pytest.approx(t_d, rel=EXACT_REL)
 
 
-def test_sequence_parallel_tp_groups_are_fused_across_a_pipeline() -> None:
+@pytest.mark.parametrize(
+    ("extra", "model"),
+    [
+        ({"recompute": "selective", "global_batch": 4}, TOY),
+        ({"vpp": 2, "schedule": "interleaved", "global_batch": 8}, {**TOY, "layers": 8}),
+    ],
+    ids=["1f1b", "interleaved"],
+)
+def test_tp_groups_are_fused_across_a_pipeline(extra: dict, model: dict) -> None:
     """TP-8 with sequence parallelism, one pipeline stage per node (the 128-GPU GPT-3 benchmark's layout):
     the backward's reduce-scatter follows the input all-gather on the TP communicator, so each node's TP
-    calls are ordered and fused; the PP sends go over the NICs and stay detailed; same iteration time."""
-    fused, detailed, t_f, t_d = _both(
-        _scenario({"pp": 2, "dp": 1, "global_batch": 4, "sequence_parallel": True, "recompute": "selective"})
-    )
+    calls are ordered and fused; the PP sends go over the NICs and stay detailed; same iteration time.
+
+    Interleaved (PP 2, VP 2, 8 micro-batches): between a rank's last TP call of a forward and its next one, of a
+    backward, the search through every dependency wanders through the other stage's passes beyond its budget; the
+    search along the rank's own dependencies finds the previous call in a few steps (before session 30 these TP
+    groups stayed detailed)."""
+    fused, detailed, t_f, t_d = _both(_scenario({"pp": 2, "dp": 1, "sequence_parallel": True, **extra}, model=model))
     # 10 groups, all isolated: the two nodes' TP groups and 8 PP pairs (two nodes each: kept detailed)
-    assert fused.fused["isolated_groups"] == fused.fused["groups"] == 10
-    assert fused.fused["excluded_groups"] == 8
-    assert fused.fused["fused_calls"] > 0
-    assert len(fused.plan) * 5 < len(detailed.plan)
-    assert t_f == pytest.approx(t_d, rel=EXACT_REL)
-
-
-def test_interleaved_pipeline_tp_groups_are_fused() -> None:
-    """An interleaved pipeline (PP 2, VP 2, 8 micro-batches, one stage per node): between a rank's last TP call of
-    a forward and its next one, of a backward, the search through every dependency wanders through the other
-    stage's passes beyond its budget; the search along the rank's own dependencies finds the previous call in a
-    few steps. So the TP groups are fused (before session 30 they stayed detailed: every interleaved row), the PP
-    pairs stay detailed, and the iteration time is the detailed one."""
-    model = {**TOY, "layers": 8}
-    par = {"pp": 2, "dp": 1, "vpp": 2, "schedule": "interleaved", "global_batch": 8, "sequence_parallel": True}
-    fused, detailed, t_f, t_d = _both(_scenario(par, model=model))
     assert fused.fused["isolated_groups"] == fused.fused["groups"] == 10
     assert fused.fused["excluded_groups"] == 8
     assert fused.fused["fused_calls"] > 0
