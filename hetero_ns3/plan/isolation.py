@@ -118,8 +118,9 @@ def _reaches(
 ) -> bool:
     """Whether op ``want`` is an ancestor of op ``y`` within :data:`ORDER_BUDGET` visited ops: depth first over
     every dependency, or, given ``rank``, breadth first over the dependencies on ``y``'s rank."""
+    ranks: Sequence[int] = () if rank is None else rank
     own = None if rank is None else rank[y]
-    first = [d for d in dep_pos[dep_ptr[y] : dep_ptr[y + 1]] if own is None or rank[d] == own]  # type: ignore[index]
+    first = [d for d in dep_pos[dep_ptr[y] : dep_ptr[y + 1]] if own is None or ranks[d] == own]
     if want in first:
         return True
     seen = set(first)
@@ -130,7 +131,7 @@ def _reaches(
         for d in dep_pos[dep_ptr[u] : dep_ptr[u + 1]]:
             if d == want:
                 return True
-            if d not in seen and (own is None or rank[d] == own):  # type: ignore[index]
+            if d not in seen and (own is None or ranks[d] == own):
                 seen.add(d)
                 todo.append(d)
     return False
