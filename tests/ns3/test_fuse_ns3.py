@@ -22,10 +22,20 @@ TOY = {"name": "toy", "layers": 4, "hidden": 1024, "heads": 16, "ffn_hidden": 40
 PACKET_REL = 1e-4
 
 
-def test_fused_tp_calls_keep_the_packet_level_iteration_time(capi) -> None:
-    par = {"tp": 8, "pp": 1, "dp": 2, "global_batch": 4, "micro_batch": 1, "zero_stage": 0}
+INTERLEAVED = {"pp": 2, "dp": 1, "vpp": 2, "schedule": "interleaved", "global_batch": 8, "sequence_parallel": True}
+
+
+@pytest.mark.parametrize(
+    ("layout", "layers"),
+    [({"pp": 1, "dp": 2, "global_batch": 4}, 4), (INTERLEAVED, 8)],
+    ids=["tp8-dp2", "interleaved"],
+)
+def test_fused_tp_calls_keep_the_packet_level_iteration_time(capi, layout: dict, layers: int) -> None:
+    """TP 8 x DP 2, and TP 8 with PP 2 / VP 2 interleaved (one stage per node; measured +0.0039%, 0.45 us of 11.67
+    ms, with 7.4x fewer events): the TP groups fused, the DP groups / PP pairs (two nodes) detailed."""
+    par = {"tp": 8, "micro_batch": 1, "zero_stage": 0, **layout}
     sc = scenario_from_dict(
-        {"model": TOY, "parallelism": par, "cluster": {"topology": TWO_NODE},
+        {"model": {**TOY, "layers": layers}, "parallelism": par, "cluster": {"topology": TWO_NODE},
          "run": {"backend": "ns3", "reuse_isolated_collectives": "on"}}
     )  # fmt: skip
     cluster = load_run_cluster(sc)
@@ -35,7 +45,7 @@ def test_fused_tp_calls_keep_the_packet_level_iteration_time(capi) -> None:
     wplan = plan_scenario(sc)
     detailed = lower_plan(wplan, sc, env, cluster)
     fused = lower_plan(wplan, sc, env, cluster, fuser=isolated_fuser(engine, graph, sc, env))
-    assert fused.fused["fused_calls"] > 0 and fused.fused["excluded_groups"] == 8  # TP fused, DP detailed
+    assert fused.fused["fused_calls"] > 0 and fused.fused["excluded_groups"] == 8  # TP fused, DP / PP detailed
     r_d = simulate(engine, detailed.plan, graph, sc)
     r_f = simulate(engine, fused.plan, graph, sc)
     assert r_f.times.makespan_s == pytest.approx(r_d.times.makespan_s, rel=PACKET_REL)
