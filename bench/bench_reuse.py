@@ -11,10 +11,11 @@ Each mode runs in its own process (so that each peak RSS is its own), through th
 
 Mode ``on-global`` is ``on`` with the calls' ordering check searching every dependency only, the rule before
 session 30 (:func:`hetero_ns3.plan.isolation.calls_ordered` also searches along each rank's own dependencies);
-on an interleaved pipeline it leaves the TP groups detailed::
+on an interleaved pipeline it leaves the TP groups detailed (the 1024-H100 405B row's layout on one replica)::
 
-    .venv/bin/python bench/bench_reuse.py hetero_ns3/data/validation/heldout/llama3-70b-h100x64-fp8cs.toml \
-        --modes on-global,on
+    .venv/bin/python bench/bench_reuse.py hetero_ns3/data/validation/heldout/llama31-405b-h100x1024-fp8cs.toml \\
+        --set cluster.topology=dgx-h100-16.toml --set parallelism.global_batch=16 \\
+        --set compute.check_memory=false --modes on-global,on
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ taken by no flow of another rank group. Groups are keyed by (category, set of GP
 group are one communicator, which :mod:`hetero_ns3.plan.fuse` serialises. With ``switches=True``
 (a backend whose switches have state shared between ports: the packet level's shared buffers, PFC)
 the switches on the routes must not be shared either. Pure functions of the routes; no simulation.
+
+:func:`calls_ordered` checks the other half of a group's claim to its links: that its calls never overlap in time
+(each follows the previous one on every rank through op dependencies).
 """
 
 from __future__ import annotations

@@ -431,7 +431,8 @@ def _shapes(
 ) -> tuple[dict[Shape, None], set[GroupKey]]:
     """Every distinct (call, category, traffic class) of the workload's collective instances with bytes to
     move, and the rank groups not to fuse: ranks of different speeds (:func:`_even`) or calls not provably
-    ordered (:func:`~hetero_ns3.plan.isolation.calls_ordered`). ``is_instance``, ``mem_ptr``, ``mem_pos``: the :class:`OpGraph` columns."""
+    ordered (:func:`~hetero_ns3.plan.isolation.calls_ordered`). ``is_instance``, ``mem_ptr``, ``mem_pos``: the
+    :class:`OpGraph` columns."""
     prog_op = low.prog_op
     out: dict[Shape, None] = {}
     by_group: dict[GroupKey, list[array]] = {}
