@@ -147,6 +147,14 @@ def test_tp_groups_are_fused_across_a_pipeline(extra: dict, model: dict) -> None
     assert t_f == pytest.approx(t_d, rel=EXACT_REL)
 
 
+def _csr(deps: list[list[int]]) -> tuple[list[int], list[int]]:
+    """The op table's dependency columns (``dep_ptr``, ``dep_pos``) of per-op dependency lists."""
+    ptr = [0]
+    for d in deps:
+        ptr.append(ptr[-1] + len(d))
+    return ptr, [x for d in deps for x in d]
+
+
 def test_call_order_search_along_the_rank() -> None:
     """calls_ordered on a hand-built op table: two calls over ranks 0 and 1 (X = ops 0, 1; Y = ops 2, 3). Y's member
     on rank 0 depends on a long chain of rank-2 ops (listed last, so searched first by the depth-first search) and
@@ -158,17 +166,11 @@ def test_call_order_search_along_the_rank() -> None:
     for i in range(chain):  # ops 5 ..: rank 2, each on the next, the last on nothing
         deps.append([first_chain + i + 1] if i + 1 < chain else [])
         ranks.append(2)
-    ptr = [0]
-    for d in deps:
-        ptr.append(ptr[-1] + len(d))
-    pos = [x for d in deps for x in d]
+    ptr, pos = _csr(deps)
     assert calls_ordered(ranks, ptr, pos, [[0, 1], [2, 3]])
     deps_cut = [list(d) for d in deps]
     deps_cut[4] = []  # op 4 no longer follows X on rank 0: Y may start before X there
-    ptr_cut = [0]
-    for d in deps_cut:
-        ptr_cut.append(ptr_cut[-1] + len(d))
-    assert not calls_ordered(ranks, ptr_cut, [x for d in deps_cut for x in d], [[0, 1], [2, 3]])
+    assert not calls_ordered(ranks, *_csr(deps_cut), [[0, 1], [2, 3]])
     assert not calls_ordered(ranks, ptr, pos, [[0], [2, 3]])  # a rank of Y with no member in X
     assert not _reaches(ptr, pos, 2, 0)  # the depth-first search alone gives up
 
