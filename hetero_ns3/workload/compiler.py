@@ -23,6 +23,7 @@ from hetero_ns3.workload.memory import embedding_params_per_rank, head_params_pe
 from hetero_ns3.workload.models import ModelSpec
 from hetero_ns3.workload.offload import OffloadSpec
 from hetero_ns3.workload.parallel import ParallelismSpec
+from hetero_ns3.workload.peft import adapter_params
 from hetero_ns3.workload.placement import Placement
 from hetero_ns3.workload.steps import CrossEntropyImpl
 
@@ -273,6 +274,8 @@ def layer_context(model: ModelSpec, p: ParallelismSpec, flash: bool, cross_entro
         GRAD_BYTES[p.grad_reduce_dtype],
         recomputed=p.recomputed,
         ep_routing_gather=p.ep > 1 and p.moe_dispatcher == "flex" and p.moe_flex_backend == "hybridep",
+        lora_rank=p.lora_rank if p.peft == "lora" else 0,
+        lora_modules=p.lora,
     )
 
 
@@ -342,18 +345,26 @@ class StepPrograms:
         return self._cost[key]
 
 
-def params_in_grad_order(spec: CompileSpec, v: int, tp: int, pp: int) -> list[tuple[str, float, float]]:
-    """(unit, dense params, expert params) on virtual stage ``v`` in the order backward finalizes them."""
-    model, ep = spec.model, spec.plan.ep
+def params_in_grad_order(
+    spec: CompileSpec, v: int, tp: int, pp: int, trainable: bool = True
+) -> list[tuple[str, float, float]]:
+    """(unit, dense params, expert params) on virtual stage ``v`` in the order backward finalizes them: the trained
+    ones (under LoRA the adapters alone, :func:`hetero_ns3.workload.peft.adapter_params`), or with ``trainable =
+    False`` all the rank holds."""
+    model, plan = spec.model, spec.plan
     first, n_layers = sum(spec.stage_layers[:v]), spec.stage_layers[v]
+    lora = trainable and plan.peft == "lora"
     out: list[tuple[str, float, float]] = []
     if v == len(spec.stage_layers) - 1:
-        out.append(("head", head_params_per_rank(model, tp, pp), 0.0))
+        out.append(("head", 0.0 if lora else head_params_per_rank(model, tp, pp), 0.0))
     for layer in reversed(range(first, first + n_layers)):
-        rp = layer_params_per_rank(model, layer, tp, ep)
+        if lora:
+            out.append((f"L{layer}", adapter_params(model, tp, plan.lora_rank, plan.lora), 0.0))
+            continue
+        rp = layer_params_per_rank(model, layer, tp, plan.ep)
         out.append((f"L{layer}", rp.dense, rp.expert))
     if v == 0:
-        out.append(("emb", embedding_params_per_rank(model, tp), 0.0))
+        out.append(("emb", 0.0 if lora else embedding_params_per_rank(model, tp), 0.0))
     return out
 
 

@@ -65,7 +65,7 @@ class IterationCompiler:
         sp_div = self.tp if plan.sequence_parallel and self.tp > 1 else 1
         self.act_p2p = L.ACT_BYTES * plan.micro_batch * (model.seq_len // plan.cp) * model.hidden / sp_div
         self.dp_kind = "reduce_scatter" if self.zero >= 1 else "all_reduce"
-        self.tied_sync = model.tie_embeddings and self.pp > 1
+        self.tied_sync = model.tie_embeddings and self.pp > 1 and plan.peft != "lora"  # frozen under LoRA
         self.emb_grad_bytes = 4.0 * model.padded_vocab(self.tp) * model.hidden / self.tp
         self.orders = {v: params_in_grad_order(spec, v, self.tp, self.pp) for v in range(self.n_v)}
         self.buckets = {v: bucketize(self.orders[v], plan.bucket_params) for v in range(self.n_v)}

@@ -23,6 +23,7 @@ from hetero_ns3.workload.attention import (
     flash_attention_kernels,
 )
 from hetero_ns3.workload.moe import moe_backward, moe_dispatch_bytes, moe_forward
+from hetero_ns3.workload.peft import lora_steps
 from hetero_ns3.workload.steps import (
     ACT_BYTES,
     Comm,
@@ -240,19 +241,24 @@ def _at_layer(c: LayerContext, layer: int) -> LayerContext:
     return c if w == c.window else replace(c, window=w)
 
 
-def layer_forward(c: LayerContext, layer: int) -> list[Step]:
-    """Forward program of transformer layer ``layer``."""
+def _layer_forward(c: LayerContext, layer: int) -> list[Step]:
     c = _at_layer(c, layer)
     mlp = moe_forward(c) if c.model.is_moe_layer(layer) else mlp_forward(c)
     return attention_forward(c) + mlp
 
 
+def layer_forward(c: LayerContext, layer: int) -> list[Step]:
+    """Forward program of transformer layer ``layer`` (with LoRA adapters under PEFT: :mod:`~hetero_ns3.workload.peft`)."""
+    return lora_steps(_layer_forward(c, layer), c)
+
+
 def layer_backward(c: LayerContext, layer: int) -> list[Step]:
-    """Backward program of layer ``layer`` (with its forward re-run first under full recomputation)."""
+    """Backward program of layer ``layer`` (with its forward re-run first under full recomputation; under PEFT without
+    the base weight gradients, with the adapters')."""
     c = _at_layer(c, layer)
     mlp = moe_backward(c) if c.model.is_moe_layer(layer) else mlp_backward(c)
-    pre = [tag_recompute(s) for s in layer_forward(c, layer)] if c.recompute == "full" else []
-    return pre + mlp + attention_backward(c)
+    pre = [tag_recompute(s) for s in _layer_forward(c, layer)] if c.recompute == "full" else []
+    return lora_steps(pre + mlp + attention_backward(c), c)
 
 
 def embedding_forward(c: LayerContext) -> list[Step]:
@@ -280,9 +286,12 @@ def emb_table_grad_bytes(main_grad_bytes: float) -> float:
 
 
 def embedding_backward(c: LayerContext) -> list[Step]:
-    """Gradient of the embedding lookup: scatter of the token gradients, then the dense table pass."""
+    """Gradient of the embedding lookup: scatter of the token gradients, then the dense table pass (nothing when the
+    table is frozen under PEFT: token indices need no gradient)."""
     T, h = c.tokens, c.model.hidden
     steps: list[Step] = []
+    if c.frozen:
+        return steps
     if sp_on(c):
         steps.append(Comm("emb.ag_grad", "all_gather", c.act_bytes, "tp"))
     table = emb_table_grad_bytes(c.main_grad_bytes) * (c.model.padded_vocab(c.tp) // c.tp) * h
@@ -343,4 +352,4 @@ def head_backward(c: LayerContext) -> list[Step]:
     steps: list[Step] = [Compute("ce.bwd", (mem("ce.grad", CE_BYTES[c.cross_entropy][3] * T * v),))]
     steps += col_parallel_bwd(c, "logits", *gemm_bwd("logits", T, v, h))
     steps.append(Compute("head.ln.bwd", (mem("ln_f.bwd", 1.5 * norm_bytes(c)),)))
-    return steps
+    return lora_steps(steps, c)

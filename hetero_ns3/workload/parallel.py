@@ -16,6 +16,7 @@ from hetero_ns3.workload.models import ModelSpec
 Schedule = Literal["1f1b", "gpipe", "interleaved"]
 Recompute = Literal["none", "selective", "full"]
 RecomputeModule = Literal["core_attn", "layernorm", "mlp", "moe_act", "moe"]
+LoraModule = Literal["qkv", "proj", "fc1", "fc2"]
 DIMS = ("tp", "pp", "dp")
 
 
@@ -103,6 +104,15 @@ class ParallelismSpec:
         cpu_offload_layers: the activations of the model's first this many layers go to host memory during the
             forward and come back for the backward (Megatron-Core ``cpu_offloading_num_layers``, activations only);
             0 = off. Needs pp = 1 and no recomputation (docs/workload.md "CPU activation offloading").
+        peft: parameter-efficient fine-tuning: ``none`` (every weight trained, the default) or ``lora``
+            (Megatron-Bridge's ``peft = "lora"``): every base weight frozen (no weight-gradient GEMMs, no gradient
+            reduction, optimizer state or parameter gather for them; BF16 weights only in memory), low-rank
+            adapters on ``lora_modules`` trained instead (docs/workload.md "LoRA fine-tuning").
+        lora_rank: adapter rank r (Megatron-Bridge's ``dim``; 16 in its Llama 3 70B recipe). Read only with
+            ``peft = "lora"``.
+        lora_modules: linear layers that carry an adapter (Megatron-Bridge's ``target_modules``: ``qkv``, ``proj``,
+            ``fc1``, ``fc2`` for ``linear_qkv`` ... ``linear_fc2``); empty = all four, its default. Read only with
+            ``peft = "lora"``.
     """
 
     tp: int = 1
@@ -136,6 +146,9 @@ class ParallelismSpec:
     account_for_loss_in_pipeline_split: bool = False
     overlap_p2p_comm: bool | None = None
     cpu_offload_layers: int = 0
+    peft: Literal["none", "lora"] = "none"
+    lora_rank: int = 16
+    lora_modules: tuple[LoraModule, ...] = ()
 
     def validate(self, where: str = "parallelism") -> None:
         """Checks that need no model or cluster."""
@@ -176,6 +189,22 @@ class ParallelismSpec:
             _check_offload(self, where)
         if self.schedule == "interleaved" and self.pp < 2:
             raise field_error(f"{where}.schedule", self.schedule, f"needs {where}.pp >= 2 (is {self.pp})")
+        if self.lora_rank < 1:
+            raise field_error(f"{where}.lora_rank", self.lora_rank, "must be >= 1", "16 is Megatron-Bridge's default")
+        if self.peft == "lora" and self.zero_stage >= 3:
+            raise field_error(
+                f"{where}.peft",
+                self.peft,
+                f"is not modelled with {where}.zero_stage = 3 (fully sharded weights)",
+                "use zero_stage 0, 1 or 2 (the frozen weights are not sharded)",
+            )
+        if self.lora_modules and self.peft != "lora":
+            raise field_error(
+                f"{where}.lora_modules",
+                list(self.lora_modules),
+                f"needs {where}.peft = 'lora' (is {self.peft!r})",
+                "set peft = 'lora' or lora_modules = []",
+            )
         if self.recompute_modules and self.recompute != "selective":
             raise field_error(
                 f"{where}.recompute_modules",
@@ -206,6 +235,13 @@ class ParallelismSpec:
         if self.recompute != "selective":
             return frozenset()
         return frozenset(self.recompute_modules or ("core_attn",))
+
+    @property
+    def lora(self) -> frozenset[str]:
+        """Linear layers carrying a LoRA adapter (``lora_modules``, or all four when empty); empty without PEFT."""
+        if self.peft != "lora":
+            return frozenset()
+        return frozenset(self.lora_modules or ("qkv", "proj", "fc1", "fc2"))
 
     @property
     def microbatches(self) -> int:

@@ -241,14 +241,14 @@ def estimate_memory(
     firsts = [sum(spec.stage_layers[:v]) for v in range(n_v)]
     lin_bytes = _saved_linear_bytes(compute)
     per_layer = saved_activations(model, plan, compute)
-    cache: dict[tuple[int, int], tuple[RankParams, float]] = {}
+    cache: dict[tuple[int, int], tuple[RankParams, float, float]] = {}
     gathered: dict[int, float] = {}  # FSDP: the largest unit of each stage, parameters gathered
     for slot in placement.slots:
         s, d = slot.pp, slot.dp
         m_rep = spec.replica_microbatches[d]
         key = (s, m_rep)
         if key not in cache:
-            dense = expert = 0.0
+            dense = expert = frozen = 0.0
             weights: dict[int, float] = {}
             for c in range(chunks):
                 v = c * pp + s
@@ -256,6 +256,8 @@ def estimate_memory(
                     dense += dn
                     expert += ex
                     gathered[s] = max(gathered.get(s, 0.0), dn + ex)
+                if plan.peft != "none":  # frozen base weights: BF16 copies only (no gradient, no optimizer state)
+                    frozen += sum(dn + ex for _u, dn, ex in params_in_grad_order(spec, v, tp, pp, trainable=False))
                 # CPU offloading: the first cpu_offload_layers layers' activations are held in host memory
                 weights[c] = sum(per_layer[max(firsts[v], plan.cpu_offload_layers) : firsts[v] + spec.stage_layers[v]])
             if plan.overlap_moe_expert_parallel_comm:
@@ -273,15 +275,26 @@ def estimate_memory(
             if s == pp - 1:  # the loss's logits of the microbatch in flight at the last stage
                 per_logit = LOSS_LOGIT_BYTES[compute.cross_entropy]
                 act += per_logit * plan.micro_batch * (model.seq_len // plan.cp) * model.padded_vocab(tp) / tp
-            cache[key] = (RankParams(dense, expert), act)
-        params, act = cache[key]
+            cache[key] = (RankParams(dense, expert), act, frozen - dense - expert if frozen else 0.0)
+        params, act, frozen_params = cache[key]
         w, g, o = state_bytes(params, plan.zero_stage, dp, plan.ep, GRAD_BYTES[plan.grad_reduce_dtype])
+        w += 2.0 * frozen_params
         if plan.zero_stage >= 3:  # the gathered BF16 weights of the units in flight (the current and the prefetched)
             w += FSDP_GATHERED_UNITS * 2.0 * gathered[s]
         cap = spec.gpu_of(slot.gpu_type).hbm_bytes
         out.append(
             MemoryEstimate(
-                slot.rank, slot.gpu, slot.gpu_type, s, params.total, w, g, o, act, float(compute.memory_reserve), cap
+                slot.rank,
+                slot.gpu,
+                slot.gpu_type,
+                s,
+                params.total + frozen_params,
+                w,
+                g,
+                o,
+                act,
+                float(compute.memory_reserve),
+                cap,
             )
         )
     return tuple(out)

@@ -76,6 +76,15 @@ class LayerContext:
     ep_routing_gather: bool = False
     """Whether each MoE layer's forward dispatch first all-gathers the routing maps of the expert-parallel group
     and preprocesses them (HybridEP's metadata preprocessing: ``parallelism.moe_flex_backend = "hybridep"``)."""
+    lora_rank: int = 0
+    """LoRA adapter rank under ``parallelism.peft = "lora"``; 0 = no PEFT (every weight trained)."""
+    lora_modules: frozenset[str] = frozenset()
+    """Linear layers carrying an adapter (``ParallelismSpec.lora``)."""
+
+    @property
+    def frozen(self) -> bool:
+        """Whether the base weights are frozen (LoRA): no weight gradients but the adapters'."""
+        return self.lora_rank > 0
 
     def recomputes(self, module: str) -> bool:
         """Whether the backward re-runs ``module`` (``core_attn``, ``layernorm``, ``mlp``, ``moe_act``, ``moe``)."""
