@@ -247,16 +247,21 @@ class ModelSpec:
         """Forward FLOPs of the output (logit) GEMM."""
         return float(2 * batch * self.seq_len * self.hidden * self.padded_vocab(tp))
 
-    def iteration_flops(self, global_batch: int, recompute: str = "none", tp: int = 1) -> float:
+    def iteration_flops(self, global_batch: int, recompute: str = "none", tp: int = 1, frozen: bool = False) -> float:
         """Model FLOPs of one training iteration (forward + backward [+ recomputation]).
 
         ``recompute``: ``none`` (3 passes), ``selective`` (+ attention scores), ``full`` (+ one
-        forward of every layer). The logit layer is never recomputed.
+        forward of every layer). The logit layer is never recomputed. ``frozen``: the weights are not trained
+        (LoRA, ``parallelism.peft``): every GEMM counts forward and data gradient only (2 passes), the attention
+        scores still 3; the adapters' GEMMs (under 1% at the recipes' ranks) are not counted.
         """
         if recompute not in ("none", "selective", "full"):
             raise ScenarioError(f"recompute ({recompute!r}) must be none, selective or full")
         fwd = sum(self.layer_forward_flops(global_batch, i) for i in range(self.layers))
         total = 3 * fwd + 3 * self.logit_forward_flops(global_batch, tp)
+        if frozen:  # no weight gradients: one GEMM pass less (the attention scores have no weights)
+            scores = sum(self.attention_score_flops(global_batch, i) for i in range(self.layers))
+            total -= fwd - scores + self.logit_forward_flops(global_batch, tp)
         if recompute == "full":
             total += fwd
         elif recompute == "selective":

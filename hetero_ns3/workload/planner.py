@@ -275,7 +275,7 @@ def estimate_memory(
             if s == pp - 1:  # the loss's logits of the microbatch in flight at the last stage
                 per_logit = LOSS_LOGIT_BYTES[compute.cross_entropy]
                 act += per_logit * plan.micro_batch * (model.seq_len // plan.cp) * model.padded_vocab(tp) / tp
-            cache[key] = (RankParams(dense, expert), act, frozen - dense - expert if frozen else 0.0)
+            cache[key] = (RankParams(dense, expert), act, frozen)  # under LoRA: adapters trained, base frozen
         params, act, frozen_params = cache[key]
         w, g, o = state_bytes(params, plan.zero_stage, dp, plan.ep, GRAD_BYTES[plan.grad_reduce_dtype])
         w += 2.0 * frozen_params
@@ -422,7 +422,7 @@ def build_plan(
         r.layer_time,
         r.memory,
         wl,
-        model.iteration_flops(r.plan.global_batch, "none", r.plan.tp),
+        model.iteration_flops(r.plan.global_batch, "none", r.plan.tp, frozen=r.plan.peft != "none"),
         wl.flops,
         timeline.iteration_time,
         peak,
