@@ -5,6 +5,8 @@ the LoRA rows of Megatron-Bridge's 26.06 performance summary (held-out cases of 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
@@ -57,7 +59,9 @@ def test_layer_kernels_are_the_full_layer_less_weight_gradients_plus_adapters(mo
     got_f = sum(k.flops for k in f if k.name.startswith("lora."))
     assert got_f == pytest.approx(want_f, rel=1e-12)
     assert sum(k.flops for k in b if k.name.startswith("lora.")) == pytest.approx(2 * want_f, rel=1e-12)
-    assert {k.name for k in f if k.name.startswith("lora.")} == {f"lora.{m}.{p}" for m in targets for p in ("in", "out")}
+    assert {k.name for k in f if k.name.startswith("lora.")} == {
+        f"lora.{m}.{p}" for m in targets for p in ("in", "out")
+    }
 
 
 def test_layer_time_is_additive_over_the_changed_kernels() -> None:
@@ -157,6 +161,17 @@ def test_bad_peft_fields_name_the_field(tmp_path) -> None:
         load_scenario(p, ["parallelism.peft=qlora"])
 
 
+def test_cli_exits_2_without_traceback(tmp_path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(SCENARIO.format(peft="lora").replace("zero_stage = 1", "zero_stage = 3"))
+    run = subprocess.run(
+        [sys.executable, "-m", "hetero_ns3.cli.main", "plan", str(path)], capture_output=True, text=True, check=False
+    )
+    assert run.returncode == 2, run.stderr
+    assert "parallelism.peft ('lora') is not modelled with parallelism.zero_stage = 3" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
 LORA_ROWS = [
     "heldout.mbridge.llama3-70b.lora.gb300x8.fp8cs",
     "heldout.mbridge.llama3-70b.lora.gb300x8.mxfp8",
@@ -176,5 +191,7 @@ def test_lora_rows_of_the_published_summary() -> None:
         assert case.heldout and case.tolerance == 0.15
         out = run_case(case, base)
         assert out.within, (name, out.error_pct)
-        full = run_case(case, base, ["parallelism.peft=none", "parallelism.lora_modules=[]", "compute.check_memory=false"])
+        full = run_case(
+            case, base, ["parallelism.peft=none", "parallelism.lora_modules=[]", "compute.check_memory=false"]
+        )
         assert full.error_pct > 20.0, (name, full.error_pct)
