@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import pkgutil
 import sys
 import traceback
@@ -72,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM (hetero_ns3.signals)
         print(f"hetero-ns3 {args.command}: {interrupt_reason(err)}", file=sys.stderr)
         return exit_status(err)
+    except BrokenPipeError:  # the reader of stdout went away (``| head``): stop quietly, as a shell tool does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes at exit
+        return 128 + 13  # SIGPIPE's conventional status
 
 
 def entry() -> None:

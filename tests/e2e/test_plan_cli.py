@@ -98,3 +98,19 @@ def test_plan_refuses_a_gpu_fault_that_selects_no_gpu(capsys) -> None:
     assert main(["plan", demo, "--set", "faults.gpus=[{node = 7, factor = 2.0}]"]) == 2
     assert "faults.gpus[0].node (7) is not a node" in capsys.readouterr().err
     assert main(["plan", demo, "--set", "faults.gpus=[{node = 1, factor = 2.0}]"]) == 0
+
+
+def test_cli_stops_quietly_when_its_reader_goes() -> None:
+    """``hetero-ns3 plan ... | head -1``: the reader closes the pipe; the CLI ends with SIGPIPE's status, no traceback."""
+    scenario = str(EXAMPLE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hetero_ns3.cli.main", "plan", scenario],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # nobody reads: the first write fails with EPIPE
+    err = proc.stderr.read()
+    assert proc.wait() == 141, err
+    assert "Traceback" not in err
