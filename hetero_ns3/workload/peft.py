@@ -41,18 +41,26 @@ def _adapter_backward(base: str, dgrad: Kernel, r: int) -> tuple[Kernel, ...]:
     )
 
 
+WEIGHT_GEMMS = frozenset({"qkv", "proj", "fc1", "fc2", "logits", "router"})
+"""GEMMs with a weight operand (their ``.wgrad`` is a weight gradient; the unfused attention's ``attn.qk.wgrad`` /
+``attn.pv.wgrad`` are gradients of keys and values, and stay)."""
+
+
 def _kernels(kernels: tuple[Kernel, ...], c: LayerContext) -> tuple[Kernel, ...]:
     out: list[Kernel] = []
     r, mods = c.lora_rank, c.lora_modules
     for k in kernels:
-        name = k.name
-        if name.startswith(LORA_PREFIX):
+        stem, _, kind = k.name.partition(".")
+        adapted = stem in mods and k.batch == 1  # routed experts (a batch of local experts) get no adapter
+        if k.name.startswith(LORA_PREFIX):
             out.append(k)
-        elif name in mods:
+        elif kind == "wgrad" and stem in WEIGHT_GEMMS:
+            continue  # frozen weight
+        elif kind == "" and adapted:
             out += (k, *_adapter_forward(k, r))
-        elif name.endswith(".dgrad") and name[: -len(".dgrad")] in mods:
-            out += (k, *_adapter_backward(name[: -len(".dgrad")], k, r))
-        elif not name.endswith(".wgrad"):
+        elif kind == "dgrad" and adapted:
+            out += (k, *_adapter_backward(stem, k, r))
+        else:
             out.append(k)
     return tuple(out)
 

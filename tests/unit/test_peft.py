@@ -78,6 +78,30 @@ def test_layer_time_is_additive_over_the_changed_kernels() -> None:
     assert 0.2 * wgrad < adapters < 0.5 * wgrad
 
 
+def test_only_weight_gradients_go() -> None:
+    """The unfused attention's ``attn.qk.wgrad`` / ``attn.pv.wgrad`` are gradients of keys and values, not of weights:
+    they stay; a MoE layer's routed experts (a batch of local experts) are frozen without adapters, its attention
+    and router as a dense layer's."""
+    plan = ParallelismSpec(tp=1, global_batch=8, peft="lora")
+    unfused = layer_context(MODEL, plan, False, "unfused")
+    names = [k.name for k in _kernels(L.layer_backward(unfused, 0))]
+    assert "attn.qk.wgrad" in names and "attn.pv.wgrad" in names
+    assert not [n for n in names if n.endswith(".wgrad") and not n.startswith(("attn.", "lora."))]
+    moe = replace(get_model("mixtral-8x7b"), seq_len=1024)
+    ctx = layer_context(moe, replace(plan, ep=1), True, "te")
+    f, b = _kernels(L.layer_forward(ctx, 0)), _kernels(L.layer_backward(ctx, 0))
+    experts = [k for k in f if k.name in ("fc1", "fc2")]
+    assert experts and all(k.batch > 1 for k in experts)
+    assert {k.name for k in f if k.name.startswith("lora.")} == {
+        "lora.qkv.in",
+        "lora.qkv.out",
+        "lora.proj.in",
+        "lora.proj.out",
+    }
+    assert not [k for k in b if k.name in ("fc1.wgrad", "fc2.wgrad", "router.wgrad")]
+    assert [k for k in b if k.name == "router.dgrad"]
+
+
 def test_frozen_embedding_and_head() -> None:
     lora, full = _ctx("lora"), _ctx("none")
     assert L.embedding_backward(lora) == []  # token indices need no gradient, the table none
