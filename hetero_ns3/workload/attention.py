@@ -166,12 +166,18 @@ def cp_ring_steps(c: LayerContext, backward: bool, name: str = "attn.cp") -> lis
 
 
 def attention_core(c: LayerContext, backward: bool) -> tuple[Kernel, ...]:
-    """Attention core (scores, softmax, weighted sum) of one rank: fused flash kernels or Megatron's unfused path."""
+    """Attention core (scores, softmax, weighted sum) of one rank: fused flash kernels or Megatron's unfused path.
+    Packed documents (``model.document_len``) run as ``b x s / document_len`` sequences of ``document_len`` tokens:
+    Transformer Engine's THD kernels launch one grid over all of them, and the roofline's sequence-length law then
+    prices the short rows (docs/workload.md "Packed sequences")."""
     if not c.flash_attention:
         return unfused_attention(c, backward)
     md, t = c.model, c.tp
+    b, s = c.micro_batch, c.seq_local
+    if md.document_len:  # packed documents (THD): each attends within itself, as that many sequences of its length
+        b, s = b * (s // md.document_len), md.document_len
     return flash_attention_kernels(
-        c.micro_batch, c.seq_local, md.heads // t, md.n_kv_heads // t, md.head_dim, md.causal, backward, window=c.window
+        b, s, md.heads // t, md.n_kv_heads // t, md.head_dim, md.causal, backward, window=c.window
     )
 
 

@@ -63,6 +63,9 @@ class ModelSpec:
         full_attention_every: with a ``window``, every ``full_attention_every``-th layer (1-based: layers N, 2N,
             ...) keeps full causal attention, the others are windowed (Megatron's ``window_attn_skip_freq``;
             GPT-OSS 2: alternating, Gemma 3 6: five local, one global); 0 = every layer windowed.
+        document_len: packed sequences (fine-tuning data packed to ``seq_len``, Transformer Engine's THD layout with
+            ``cu_seqlens``): every sequence holds ``seq_len / document_len`` documents of this many tokens, each
+            attending within itself; must divide ``seq_len``. 0 = one document per sequence (pre-training).
         source: where the shape comes from.
     """
 
@@ -89,6 +92,7 @@ class ModelSpec:
     causal: bool = True
     window: int = 0
     full_attention_every: int = 0
+    document_len: int = 0
     source: str = ""
 
     def validate(self, where: str) -> None:
@@ -126,6 +130,20 @@ class ModelSpec:
         if self.window and not self.causal:
             raise field_error(
                 f"{where}.window", self.window, "needs a causal mask", f"set {where}.causal = true or window = 0"
+            )
+        if self.document_len < 0 or (self.document_len and self.seq_len % self.document_len):
+            raise field_error(
+                f"{where}.document_len",
+                self.document_len,
+                f"must divide {where}.seq_len ({self.seq_len}) (0 = one document per sequence)",
+                f"choose among {[d for d in range(1, self.seq_len + 1) if self.seq_len % d == 0][-6:]} or a smaller divisor",
+            )
+        if self.document_len and self.window:
+            raise field_error(
+                f"{where}.document_len",
+                self.document_len,
+                f"is not modelled with a sliding window ({where}.window = {self.window})",
+                "set one of the two to 0",
             )
 
     # -- derived shapes ---------------------------------------------------------------------------
@@ -171,9 +189,9 @@ class ModelSpec:
         return self.window
 
     def attention_keys(self, layer: int = 0) -> int:
-        """Keys counted per query in layer ``layer``'s model FLOPs: ``seq_len``, or its window (the band the
-        mask allows, as the full square is counted for a causal mask)."""
-        return self.layer_window(layer) or self.seq_len
+        """Keys counted per query in layer ``layer``'s model FLOPs: ``seq_len``, its window (the band the mask allows,
+        as the full square is counted for a causal mask), or the packed document's length (``document_len``)."""
+        return self.layer_window(layer) or self.document_len or self.seq_len
 
     def padded_vocab(self, tp: int) -> int:
         """Vocabulary padded to a multiple of 128 x tp (Megatron's ``make_vocab_size_divisible_by``)."""

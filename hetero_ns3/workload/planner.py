@@ -370,6 +370,16 @@ def resolve(
             "needs fused attention (compute.flash_attention = false)",
             "set compute.flash_attention = true or cp = 1",
         )
+    if model.document_len and (plan.cp > 1 or not compute.flash_attention):
+        what, val, fix = (
+            ("parallelism.cp", plan.cp, "set cp = 1")
+            if plan.cp > 1
+            else ("compute.flash_attention", False, "set compute.flash_attention = true")
+        )
+        raise field_error(
+            what, val, f"is not modelled with packed sequences (model.document_len = {model.document_len})",
+            f"{fix}, or model.document_len = 0",
+        )  # fmt: skip
     if plan.cp > 1 and any(model.layer_window(i) for i in range(model.layers)):
         raise field_error(
             "parallelism.cp",
