@@ -110,6 +110,12 @@ class CompiledIteration:
                 "micro_batch": p.micro_batch,
                 "global_batch": p.global_batch,
                 "order": p.order,
+                # only under PEFT, so that every earlier plan.json stays as it was
+                **(
+                    {"peft": p.peft, "lora_rank": p.lora_rank, "lora_modules": sorted(p.lora)}
+                    if p.peft != "none"
+                    else {}
+                ),
             },
             "stage_layers": list(self.stage_layers),
             "replica_microbatches": list(self.replica_microbatches),

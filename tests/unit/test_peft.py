@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 
+from hetero_ns3.cli.commands.plan import format_summary
 from hetero_ns3.compute.gpus import get_gpu
 from hetero_ns3.compute.roofline import Roofline
 from hetero_ns3.errors import ScenarioError
@@ -168,6 +169,10 @@ def test_plan_trains_the_adapters_alone(tmp_path) -> None:
     adapters = 6 * 8 * model.seq_len * model.layers * 2 * per_layer
     assert lora.executed_flops == pytest.approx(lora.model_flops + adapters, rel=1e-6)
     assert lora.compute_time < full.compute_time
+    # the plan summary names the method only under PEFT (earlier plan.json files unchanged)
+    assert "peft" not in full.summary()["parallelism"]
+    assert lora.summary()["parallelism"]["lora_modules"] == ["fc1", "fc2", "proj", "qkv"]
+    assert "peft       LoRA rank 16 on fc1,fc2,proj,qkv" in format_summary(lora.summary())
 
 
 def test_bad_peft_fields_name_the_field(tmp_path) -> None:

@@ -48,6 +48,13 @@ def format_summary(s: dict) -> str:
         "recompute={recompute}{modules} zero={zero_stage} micro_batch={micro_batch} global_batch={global_batch}".format(
             **{"cp": 1, **par, "modules": f"({','.join(par['recomputed'])})" if par.get("recomputed") else ""}
         ),
+        *(
+            [
+                f"peft       LoRA rank {par['lora_rank']} on {','.join(par['lora_modules'])}: base weights frozen, adapters trained"
+            ]
+            if par.get("peft") == "lora"
+            else []
+        ),
         f"stages     layers per (virtual) stage {s['stage_layers']}",
         f"replicas   microbatches per replica {s['replica_microbatches']}",
         "layer time "
