@@ -189,22 +189,7 @@ class ParallelismSpec:
             _check_offload(self, where)
         if self.schedule == "interleaved" and self.pp < 2:
             raise field_error(f"{where}.schedule", self.schedule, f"needs {where}.pp >= 2 (is {self.pp})")
-        if self.lora_rank < 1:
-            raise field_error(f"{where}.lora_rank", self.lora_rank, "must be >= 1", "16 is Megatron-Bridge's default")
-        if self.peft == "lora" and self.zero_stage >= 3:
-            raise field_error(
-                f"{where}.peft",
-                self.peft,
-                f"is not modelled with {where}.zero_stage = 3 (fully sharded weights)",
-                "use zero_stage 0, 1 or 2 (the frozen weights are not sharded)",
-            )
-        if self.lora_modules and self.peft != "lora":
-            raise field_error(
-                f"{where}.lora_modules",
-                list(self.lora_modules),
-                f"needs {where}.peft = 'lora' (is {self.peft!r})",
-                "set peft = 'lora' or lora_modules = []",
-            )
+        _check_peft(self, where)
         if self.recompute_modules and self.recompute != "selective":
             raise field_error(
                 f"{where}.recompute_modules",
@@ -286,6 +271,26 @@ def _check_accounted_split(
             val,
             f"must divide {mwhere}.layers + {plan.accounted_slots} accounted slot(s) ({slots}) under {where}.{flag}",
             f"choose pp x vpp among {[d for d in _divisors(slots) if d > 1]}",
+        )
+
+
+def _check_peft(plan: ParallelismSpec, where: str) -> None:
+    """The LoRA fields: a positive rank, modules only with ``peft = "lora"``, not with fully sharded weights."""
+    if plan.lora_rank < 1:
+        raise field_error(f"{where}.lora_rank", plan.lora_rank, "must be >= 1", "16 is Megatron-Bridge's default")
+    if plan.peft == "lora" and plan.zero_stage >= 3:
+        raise field_error(
+            f"{where}.peft",
+            plan.peft,
+            f"is not modelled with {where}.zero_stage = 3 (fully sharded weights)",
+            "use zero_stage 0, 1 or 2 (the frozen weights are not sharded)",
+        )
+    if plan.lora_modules and plan.peft != "lora":
+        raise field_error(
+            f"{where}.lora_modules",
+            list(plan.lora_modules),
+            f"needs {where}.peft = 'lora' (is {plan.peft!r})",
+            "set peft = 'lora' or lora_modules = []",
         )
 
 
