@@ -13,7 +13,11 @@ adapter ``y += (x A) B`` with ``A``: k x r and ``B``: r x n, r the rank. What th
   layer's weight gradient.
 
 Left out, as small against the layer's GEMMs: the adapters' own tensor-parallel collectives (T x r elements), the
-scaling ``alpha / r`` (an element-wise multiply of T x n) and dropout on the adapter input (0 in the recipes).
+scaling ``alpha / r`` (an element-wise multiply of T x n) and dropout on the adapter input (0 in the recipes). Under
+TP > 1 both adapter matrices are taken at the base shard's sizes (``A``: k x r, ``B``: r x n); Megatron-Bridge's
+``ParallelLinearAdapter`` (``peft/utils.py``: Megatron-Core's non-TE ``ColumnParallelLinear`` / ``RowParallelLinear``,
+so BF16) also splits one of them over TP (``A``'s rank dimension beside a column-parallel layer, ``B``'s outputs
+beside a row-parallel one), so its FLOPs and parameters are over-counted by up to (tp - 1) / tp of that matrix.
 """
 
 from __future__ import annotations
@@ -85,8 +89,7 @@ def lora_steps(steps: list[Step], c: LayerContext) -> list[Step]:
 
 def adapter_params(model: ModelSpec, tp: int, rank: int, modules: frozenset[str]) -> float:
     """Adapter parameters of one dense layer on one rank: r x (inputs + outputs) of each targeted linear layer's
-    shard (``A`` and ``B`` both counted at the shard's size; the replicated side of a TP-sharded adapter is a
-    rounding at these sizes)."""
+    shard (both matrices at the shard's sizes: an upper bound under TP, see the module's docstring)."""
     h, q, kv = model.hidden, model.q_dim, model.kv_dim
     f = model.ffn_hidden
     up = f * (2 if model.gated_mlp else 1)
