@@ -359,7 +359,7 @@ def params_in_grad_order(
         out.append(("head", 0.0 if lora else head_params_per_rank(model, tp, pp), 0.0))
     for layer in reversed(range(first, first + n_layers)):
         if lora:
-            out.append((f"L{layer}", adapter_params(model, tp, plan.lora_rank, plan.lora), 0.0))
+            out.append((f"L{layer}", adapter_params(model, layer, tp, plan.lora_rank, plan.lora), 0.0))
             continue
         rp = layer_params_per_rank(model, layer, tp, plan.ep)
         out.append((f"L{layer}", rp.dense, rp.expert))

@@ -72,8 +72,9 @@ def _kernels(kernels: tuple[Kernel, ...], c: LayerContext) -> tuple[Kernel, ...]
 def lora_steps(steps: list[Step], c: LayerContext) -> list[Step]:
     """``steps`` (a layer's or the head's forward or backward program) under LoRA: adapters beside the targeted
     GEMMs, base weight gradients dropped and compute steps left empty removed (an asynchronous collective whose
-    overlapping weight gradient went is then waited for at once by its join). Unchanged without PEFT; adapter
-    kernels already present are kept as they are (a recomputed forward built from the forward)."""
+    overlapping weight gradient went is then waited for at once by its join). Unchanged without PEFT. Apply it once
+    to a program built without adapters: a base GEMM gets its adapter each time (the layer programs build a full
+    recomputation's forward unadapted, then adapt the whole backward)."""
     if not c.frozen:
         return steps
     out: list[Step] = []
@@ -87,11 +88,13 @@ def lora_steps(steps: list[Step], c: LayerContext) -> list[Step]:
     return out
 
 
-def adapter_params(model: ModelSpec, tp: int, rank: int, modules: frozenset[str]) -> float:
-    """Adapter parameters of one dense layer on one rank: r x (inputs + outputs) of each targeted linear layer's
-    shard (both matrices at the shard's sizes: an upper bound under TP, see the module's docstring)."""
+def adapter_params(model: ModelSpec, layer: int, tp: int, rank: int, modules: frozenset[str]) -> float:
+    """Adapter parameters of layer ``layer`` on one rank: r x (inputs + outputs) of each targeted linear layer's shard
+    (both matrices at the shard's sizes: an upper bound under TP, see the module's docstring). In an MoE layer the
+    MLP adapters sit on the shared expert alone (``model.shared_ffn``; none without one), as :func:`lora_steps` places
+    them: the routed experts get none."""
     h, q, kv = model.hidden, model.q_dim, model.kv_dim
-    f = model.ffn_hidden
+    f = model.shared_ffn if model.is_moe_layer(layer) else model.ffn_hidden
     up = f * (2 if model.gated_mlp else 1)
     dims = {"qkv": (h, (q + 2 * kv) // tp), "proj": (q // tp, h), "fc1": (h, up // tp), "fc2": (f // tp, h)}
-    return float(sum(rank * (dims[m][0] + dims[m][1]) for m in modules))
+    return float(sum(rank * (dims[m][0] + dims[m][1]) for m in modules if f or m in ("qkv", "proj")))

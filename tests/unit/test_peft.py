@@ -112,9 +112,19 @@ def test_frozen_embedding_and_head() -> None:
 
 
 def test_adapter_parameters_by_hand() -> None:
+    """Per rank, r x (inputs + outputs) of each targeted shard; an MoE layer's MLP adapters on its shared expert only,
+    none without one (the routed experts are frozen without adapters, as the kernels place them)."""
+    moe = get_model("mixtral-8x7b")
+    assert adapter_params(moe, 0, 1, 16, frozenset({"fc1", "fc2"})) == 0.0
+    assert adapter_params(moe, 0, 1, 16, frozenset({"proj"})) == 16 * (moe.q_dim + moe.hidden)
+    shared = replace(get_model("qwen1.5-moe-a2.7b"), seq_len=1024)
+    sf = shared.shared_ffn
+    assert adapter_params(shared, 0, 1, 4, frozenset({"fc1", "fc2"})) == 4 * (shared.hidden + 2 * sf) + 4 * (
+        sf + shared.hidden
+    )
     h, q, kv, f = MODEL.hidden, MODEL.q_dim, MODEL.kv_dim, MODEL.ffn_hidden
-    assert adapter_params(MODEL, 1, 16, frozenset({"qkv"})) == 16 * (h + q + 2 * kv)
-    both = adapter_params(MODEL, 2, 8, frozenset({"proj", "fc2"}))
+    assert adapter_params(MODEL, 0, 1, 16, frozenset({"qkv"})) == 16 * (h + q + 2 * kv)
+    both = adapter_params(MODEL, 0, 2, 8, frozenset({"proj", "fc2"}))
     assert both == 8 * (q // 2 + h) + 8 * (f // 2 + h)
 
 
@@ -151,7 +161,7 @@ def test_plan_trains_the_adapters_alone(tmp_path) -> None:
     only; the model FLOPs drop the weight-gradient pass (2 GEMM passes instead of 3)."""
     full, lora = _plan(tmp_path, "none"), _plan(tmp_path, "lora")
     model = full.model
-    per_layer = adapter_params(model, 2, RANK, frozenset({"qkv", "proj", "fc1", "fc2"}))
+    per_layer = adapter_params(model, 0, 2, RANK, frozenset({"qkv", "proj", "fc1", "fc2"}))
     assert lora.stage_layers == full.stage_layers
     for m_full, m_lora in zip(full.memory, lora.memory, strict=True):
         trained = lora.stage_layers[m_lora.stage] * per_layer
