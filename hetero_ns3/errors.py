@@ -42,3 +42,8 @@ def field_error(path: str, value: object, problem: str, fix: str = "") -> Scenar
     if fix:
         msg += f"; {fix}"
     return ScenarioError(msg)
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n``, ascending: the choices a "must divide" error offers."""
+    return [d for d in range(1, n + 1) if n % d == 0]

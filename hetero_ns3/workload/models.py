@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from hetero_ns3.errors import ScenarioError, field_error
+from hetero_ns3.errors import ScenarioError, divisors, field_error
 from hetero_ns3.paths import PACKAGE_DATA
 from hetero_ns3.scenario.fields import load_dataclass
 
@@ -136,7 +136,7 @@ class ModelSpec:
                 f"{where}.document_len",
                 self.document_len,
                 f"must divide {where}.seq_len ({self.seq_len}) (0 = one document per sequence)",
-                f"choose among {[d for d in range(1, self.seq_len + 1) if self.seq_len % d == 0][-6:]} or a smaller divisor",
+                f"choose among {divisors(self.seq_len)[-6:]} or a smaller divisor",
             )
         if self.document_len and self.window:
             raise field_error(

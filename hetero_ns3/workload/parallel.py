@@ -1,8 +1,8 @@
-"""The parallel plan (the ``[parallelism]`` scenario section) and its checks against a model.
+"""The parallel plan (the ``[parallelism]`` scenario section) and the checks it needs alone.
 
-Field docs carry units; ``validate`` checks the plan alone (field ranges, schedule options) and
-:func:`check_plan` checks it against a model and a GPU count, naming fields and values
-(``parallelism.tp (6) must divide model.heads (64)``).
+Field docs carry units; ``validate`` checks the plan alone (field ranges, schedule options, the offloading and LoRA
+conditions); :mod:`hetero_ns3.workload.plan_checks` checks it against a model and a GPU count (and the
+expert-parallel overlap conditions), naming fields and values (``parallelism.tp (6) must divide model.heads (64)``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from hetero_ns3.errors import ScenarioError, field_error
-from hetero_ns3.workload.models import ModelSpec
 
 Schedule = Literal["1f1b", "gpipe", "interleaved"]
 Recompute = Literal["none", "selective", "full"]
@@ -247,33 +246,6 @@ class ParallelismSpec:
         return self.vpp if self.schedule == "interleaved" else 1
 
 
-def _check_accounted_split(
-    plan: ParallelismSpec, model: ModelSpec, what: str, val: object, where: str, mwhere: str
-) -> None:
-    """Megatron-Core's conditions on the ``account_for_*`` pipeline split: the layers plus the accounted slots divide
-    evenly over the virtual stages (one slot each at least), and no explicit ``stage_layers``."""
-    flag = (
-        "account_for_embedding_in_pipeline_split"
-        if plan.account_for_embedding_in_pipeline_split
-        else "account_for_loss_in_pipeline_split"
-    )
-    if plan.stage_layers is not None:
-        raise field_error(
-            f"{where}.stage_layers",
-            list(plan.stage_layers),
-            f"cannot be combined with {where}.{flag} (the flag fixes the split)",
-            "drop one of the two",
-        )
-    slots = model.layers + plan.accounted_slots
-    if slots % (plan.pp * plan.chunks):
-        raise field_error(
-            what,
-            val,
-            f"must divide {mwhere}.layers + {plan.accounted_slots} accounted slot(s) ({slots}) under {where}.{flag}",
-            f"choose pp x vpp among {[d for d in _divisors(slots) if d > 1]}",
-        )
-
-
 def _check_peft(plan: ParallelismSpec, where: str) -> None:
     """The LoRA fields: a positive rank, modules only with ``peft = "lora"``, not with fully sharded weights."""
     if plan.lora_rank < 1:
@@ -312,223 +284,9 @@ def _check_offload(plan: ParallelismSpec, where: str) -> None:
         )  # fmt: skip
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def resolve_dp(plan: ParallelismSpec, n_gpus: int, where: str = "parallelism") -> int:
-    """The data-parallel size: ``plan.dp`` or gpus / (tp x pp); checks tp x pp x dp == gpus."""
-    mp = plan.tp * plan.pp
-    if plan.dp == 0:
-        if n_gpus % mp:
-            raise field_error(
-                f"{where}.tp x {where}.pp",
-                f"{plan.tp} x {plan.pp} = {mp}",
-                f"does not divide the cluster's {n_gpus} GPUs",
-                "choose tp and pp whose product divides the GPU count",
-            )
-        return n_gpus // mp
-    if mp * plan.dp != n_gpus:
-        raise field_error(
-            f"{where}.tp x {where}.pp x {where}.dp",
-            f"{plan.tp} x {plan.pp} x {plan.dp} = {mp * plan.dp}",
-            f"does not match the cluster's {n_gpus} GPUs",
-            (f"set dp = {n_gpus // mp} or dp = 0 to derive it" if n_gpus % mp == 0 else "change tp, pp or dp")
-            + (f" (dp counts the CP ranks: Megatron's data-parallel size x cp {plan.cp})" if plan.cp > 1 else ""),
-        )
-    return plan.dp
-
-
-def check_plan(
-    plan: ParallelismSpec, model: ModelSpec, dp: int, where: str = "parallelism", mwhere: str = "model"
-) -> None:
-    """Checks of the plan against the model and the resolved dp; ScenarioError naming fields and values."""
-    tp, pp = plan.tp, plan.pp
-    if model.heads % tp:
-        raise field_error(
-            f"{where}.tp",
-            tp,
-            f"must divide {mwhere}.heads ({model.heads})",
-            f"choose tp among {_divisors(model.heads)}",
-        )
-    if model.n_kv_heads % tp:
-        raise field_error(
-            f"{where}.tp",
-            tp,
-            f"must divide {mwhere}.kv_heads ({model.n_kv_heads})",
-            f"choose tp among {_divisors(model.n_kv_heads)}",
-        )
-    if model.ffn_hidden % tp:
-        raise field_error(f"{where}.tp", tp, f"must divide {mwhere}.ffn_hidden ({model.ffn_hidden})")
-    if plan.cpu_offload_layers >= model.layers:
-        raise field_error(
-            f"{where}.cpu_offload_layers", plan.cpu_offload_layers,
-            f"must be below {mwhere}.layers ({model.layers}): one layer's activations stay on the GPU",
-            f"use at most {model.layers - 1}; {model.layers - 2} or less for copies that overlap the compute",
-        )  # fmt: skip
-    vstages = pp * plan.chunks
-    what = f"{where}.pp" if plan.chunks == 1 else f"{where}.pp x {where}.vpp"
-    val = pp if plan.chunks == 1 else f"{pp} x {plan.vpp} = {vstages}"
-    if plan.accounted_slots:
-        _check_accounted_split(plan, model, what, val, where, mwhere)
-    elif vstages > model.layers:
-        raise field_error(what, val, f"is larger than {mwhere}.layers ({model.layers})", "every stage needs a layer")
-    cp = plan.cp
-    if cp > 1:
-        _check_context_parallel(plan, model, dp, where, mwhere)
-    m_total = plan.microbatches
-    reps = dp // cp  # replicas sharing the global batch (the CP ranks of one replica run the same microbatches)
-    dps = "dp / cp" if cp > 1 else "dp"
-    uniform = plan.partition == "uniform" or cp > 1
-    if m_total % reps and plan.replica_microbatches is None and uniform:
-        raise field_error(
-            f"{where}.global_batch",
-            plan.global_batch,
-            f"is not a multiple of micro_batch x {'replicas' if cp > 1 else 'dp'} ({plan.micro_batch} x {reps}"
-            + (f"; replicas = dp / cp = {dp} / {cp})" if cp > 1 else ")"),
-            "change global_batch" + ("" if cp > 1 else ", or use partition = 'auto' to split microbatches unevenly"),
-        )
-    per_replica_min = m_total // reps
-    if plan.schedule in ("1f1b", "interleaved") and pp > 1 and per_replica_min < pp:
-        raise field_error(
-            f"{where}.global_batch",
-            plan.global_batch,
-            f"gives {per_replica_min} microbatches per replica (global_batch / (micro_batch x {dps}) = "
-            f"{plan.global_batch} / ({plan.micro_batch} x {reps})), fewer than {where}.pp ({pp}) for the "
-            f"{plan.schedule} schedule",
-            f"use global_batch >= {pp * plan.micro_batch * reps}",
-        )
-    if plan.schedule == "interleaved" and plan.replica_microbatches is None and m_total % (reps * pp):
-        raise field_error(
-            f"{where}.global_batch",
-            plan.global_batch,
-            f"must give a multiple of pp ({pp}) microbatches per replica for the interleaved schedule",
-            f"use a multiple of {pp * plan.micro_batch * reps}",
-        )
-    if plan.ep > 1:
-        if not model.is_moe:
-            raise field_error(f"{where}.ep", plan.ep, f"needs an MoE model ({mwhere}.experts is 1)", "set ep = 1")
-        if dp % plan.ep:
-            raise field_error(f"{where}.ep", plan.ep, f"must divide dp ({dp})", f"choose ep among {_divisors(dp)}")
-        if model.experts % plan.ep:
-            raise field_error(
-                f"{where}.ep",
-                plan.ep,
-                f"must divide {mwhere}.experts ({model.experts})",
-                f"choose among {_divisors(model.experts)}",
-            )
-    if plan.overlap_moe_expert_parallel_comm:
-        _check_ep_overlap(plan, where)
-    elif plan.delay_wgrad_compute:
-        raise field_error(
-            f"{where}.delay_wgrad_compute", True, f"needs {where}.overlap_moe_expert_parallel_comm = true",
-            "turn on expert-parallel overlap or delay_wgrad_compute off (as Megatron-Bridge requires)",
-        )  # fmt: skip
-    if model.is_moe and tp > 1 and not plan.sequence_parallel:
-        raise field_error(
-            f"{where}.sequence_parallel", False, "must be true for MoE models with tp > 1 (as Megatron requires)"
-        )
-    if plan.stage_layers is not None:
-        if len(plan.stage_layers) != vstages:
-            raise field_error(
-                f"{where}.stage_layers",
-                list(plan.stage_layers),
-                f"needs {vstages} entries (pp x vpp), has {len(plan.stage_layers)}",
-            )
-        if any(n < 1 for n in plan.stage_layers):
-            raise field_error(f"{where}.stage_layers", list(plan.stage_layers), "entries must be >= 1")
-        if sum(plan.stage_layers) != model.layers:
-            raise field_error(
-                f"{where}.stage_layers",
-                list(plan.stage_layers),
-                f"sums to {sum(plan.stage_layers)}, not {mwhere}.layers ({model.layers})",
-            )
-    if plan.replica_microbatches is not None:
-        rm = plan.replica_microbatches
-        if len(rm) != dp:
-            raise field_error(f"{where}.replica_microbatches", list(rm), f"needs dp ({dp}) entries, has {len(rm)}")
-        if sum(rm) != m_total:
-            raise field_error(
-                f"{where}.replica_microbatches",
-                list(rm),
-                f"sums to {sum(rm)}, not global_batch / micro_batch ({m_total})",
-            )
-        low = pp if plan.schedule in ("1f1b", "interleaved") and pp > 1 else 1
-        if min(rm) < low:
-            raise field_error(
-                f"{where}.replica_microbatches", list(rm), f"entries must be >= {low} for the {plan.schedule} schedule"
-            )
-        if plan.schedule == "interleaved" and any(m % pp for m in rm):
-            raise field_error(f"{where}.replica_microbatches", list(rm), f"entries must be multiples of pp ({pp})")
-        if plan.ep > 1 and len(set(rm)) > 1:
-            raise field_error(
-                f"{where}.replica_microbatches", list(rm), "must be equal when ep > 1 (all-to-all pairs replicas)"
-            )
-        if cp > 1 and any(len(set(rm[g : g + cp])) > 1 for g in range(0, dp, cp)):
-            raise field_error(
-                f"{where}.replica_microbatches",
-                list(rm),
-                f"must be equal within each group of cp ({cp}) consecutive ranks (they split the same sequences)",
-            )
-
-
-def _check_context_parallel(plan: ParallelismSpec, model: ModelSpec, dp: int, where: str, mwhere: str) -> None:
-    """Context parallelism against the model and dp (Megatron-Core's own requirements)."""
-    cp = plan.cp
-    if dp % cp:
-        raise field_error(f"{where}.cp", cp, f"must divide dp ({dp})", f"choose cp among {_divisors(dp)}")
-    if plan.ep > 1:
-        raise field_error(
-            f"{where}.cp", cp, f"with {where}.ep = {plan.ep} is not modelled", "use cp = 1 with expert parallelism"
-        )
-    if model.seq_len % (2 * cp):
-        raise field_error(
-            f"{mwhere}.seq_len",
-            model.seq_len,
-            f"must be a multiple of 2 x {where}.cp ({2 * cp}): each rank takes two of 2 x cp equal chunks",
-            f"choose cp among {[d for d in _divisors(model.seq_len // 2) if dp % d == 0]}",
-        )
-    if plan.cp_comm_type == "a2a":
-        for key, heads in (("heads", model.heads), ("kv_heads", model.n_kv_heads)):
-            if (heads // plan.tp) % cp:
-                raise field_error(
-                    f"{where}.cp",
-                    cp,
-                    f"must divide {mwhere}.{key} / tp ({heads} / {plan.tp}) for cp_comm_type = 'a2a' (head shards)",
-                    "use cp_comm_type = 'p2p' or 'all_gather', or a smaller cp",
-                )
-    if plan.sequence_parallel and plan.tp > 1 and (model.seq_len // cp) % plan.tp:
-        raise field_error(
-            f"{where}.tp",
-            plan.tp,
-            f"must divide seq_len / cp ({model.seq_len} / {cp}) under sequence parallelism",
-        )
-
-
 def validate_order(order: str) -> tuple[str, ...]:
     """The rank order as a tuple of dims, fastest-varying first."""
     dims = tuple(order.split("-"))
     if sorted(dims) != sorted(DIMS):
         raise ScenarioError(f"parallelism.order ({order!r}) must be a permutation of tp-pp-dp")
     return dims
-
-
-def _check_ep_overlap(plan: ParallelismSpec, where: str) -> None:
-    """Megatron-Core's conditions for ``overlap_moe_expert_parallel_comm`` (``TransformerConfig.__post_init__``),
-    and FSDP, whose combination this model does not build."""
-    key = f"{where}.overlap_moe_expert_parallel_comm"
-    if plan.ep < 2:
-        raise field_error(key, True, f"needs expert parallelism ({where}.ep is {plan.ep})", "set ep > 1 or turn it off")
-    if plan.pp > 1 and plan.schedule != "interleaved":
-        raise field_error(
-            key, True, f"needs {where}.schedule = 'interleaved' when pp > 1 (is {plan.schedule!r})",
-            "use the interleaved schedule with vpp > 1, as Megatron-Core requires",
-        )  # fmt: skip
-    if plan.recompute == "full":
-        raise field_error(key, True, f"cannot run with {where}.recompute = 'full'", "use 'selective' or 'none'")
-    if "moe" in plan.recomputed:
-        raise field_error(
-            key, True, f"cannot run with 'moe' in {where}.recompute_modules", "recompute 'moe_act' instead"
-        )
-    if plan.zero_stage >= 3:
-        raise field_error(key, True, f"is not modelled with FSDP ({where}.zero_stage 3)", "use zero_stage <= 2")

@@ -36,9 +36,10 @@ from hetero_ns3.workload.memory import (
 )
 from hetero_ns3.workload.models import ModelSpec
 from hetero_ns3.workload.offload import offload_spec
-from hetero_ns3.workload.parallel import ParallelismSpec, check_plan, resolve_dp
+from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.partition import chunk_layers, minmax_split, uniform_split
 from hetero_ns3.workload.placement import GpuLike, Placement, place
+from hetero_ns3.workload.plan_checks import check_plan, resolve_dp
 from hetero_ns3.workload.schedule import combined_schedule, peak_in_flight, pipeline_schedule
 from hetero_ns3.workload.timing import replay
 

@@ -11,7 +11,8 @@ from hetero_ns3.errors import ScenarioError
 from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gpus
 from hetero_ns3.validation import simulate_scenario
 from hetero_ns3.workload.models import get_model
-from hetero_ns3.workload.parallel import ParallelismSpec, check_plan
+from hetero_ns3.workload.parallel import ParallelismSpec
+from hetero_ns3.workload.plan_checks import check_plan
 from hetero_ns3.workload.planner import resolve
 
 BOTH = {"account_for_embedding_in_pipeline_split": True, "account_for_loss_in_pipeline_split": True}
