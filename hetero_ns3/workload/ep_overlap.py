@@ -10,10 +10,16 @@ layer ``f`` and a backward layer ``b`` are issued as
     comm stream:    combine(b)       | dispatch(f) -> dispatch(b)   | combine(f)
     compute stream: pre-dispatch(f)  | mlp(b)                       | mlp(f) -> pre-dispatch(b)
 
-each node waiting for its own input only, so a layer pair costs about the sum over the four columns of the larger
-of the two streams instead of the sum of all eight. The dispatcher's host synchronisation (the dropless routing
-step) happens inside ``dispatch(f)``, after the host has issued ``mlp(b)``: the host waits while the GPU runs the
-other micro-batch's experts. The shared expert runs in the pre-dispatch node (forward) and so in its backward.
+each node waiting for its own input and for the node before it on its stream, so a layer pair costs about the sum
+over the four columns of the larger of the two streams instead of the sum of all eight. One rule narrows that: with
+``parallelism.ep_overlap_dispatch = "after_experts"`` (the default) the forward's dispatch, and the host's
+synchronisation inside it, also wait for ``mlp(b)``, the expert backward issued just before it (every other
+exchange already waits for the compute node issued before it). It is empirical: stated from two published A/Bs of
+the overlap (Qwen3-30B-A3B on 16 H100) and then checked on a third (GPT-OSS 120B on 64 GB200); the mechanism is
+not settled (docs/workload.md "Expert-parallel overlap"). ``"eager"`` drops it: the ideal overlap of the issue
+order. The dispatcher's host synchronisation (the dropless routing step) happens inside ``dispatch(f)``, after the
+host has issued ``mlp(b)``: under ``eager`` the host waits while the GPU runs the other micro-batch's experts. The
+shared expert runs in the pre-dispatch node (forward) and so in its backward.
 
 This module splits a layer's step program (:mod:`hetero_ns3.workload.moe`) into those nodes and emits a combined
 step (:func:`combined_step`, called by :class:`hetero_ns3.workload.iteration.IterationCompiler` for the pairs of
@@ -186,7 +192,10 @@ def combined_step(ic: IterationCompiler, w: _ProgramBuilder, f: PipelineStep, b:
         ic.run_steps(w, mlp_steps, bt, "B", bmb, bch)
         mlp_b = _op(w.flush())
         sync = any(isinstance(st, Compute) and host.is_sync_step(st.name) for st in fn.pre)
-        df = ic.run_side(w, fn.dispatch, ft, "F", fmb, fch, cb + pre_f, sync)
+        # the forward's dispatch (and the host's synchronisation in it) waits for the expert backward issued before
+        # it under ``after_experts``; ``eager`` lets it start as soon as its inputs are ready
+        df_in = cb + pre_f + (mlp_b if plan.ep_overlap_dispatch == "after_experts" else [])
+        df = ic.run_side(w, fn.dispatch, ft, "F", fmb, fch, df_in, sync)
         ic.run_steps(w, dw_steps, bt, "B", bmb, bch)  # delayed expert weight gradients, after the dispatch
         db = ic.run_side(w, bn.dispatch, bt, "B", bmb, bch, df + mlp_b)
         w.pending_join += df

@@ -84,6 +84,12 @@ class ParallelismSpec:
         delay_wgrad_compute: with ``overlap_moe_expert_parallel_comm``, the routed experts' weight-gradient GEMMs of
             a paired backward are issued after the forward's dispatch, so the backward's dispatch waits only for the
             data gradients (Megatron-Core's flag; its attention weight gradients are not delayed here).
+        ep_overlap_dispatch: with ``overlap_moe_expert_parallel_comm``, when a paired forward's token dispatch may
+            start: ``after_experts`` (the default) once the other micro-batch's expert backward, issued just before it
+            on the compute stream, has ended, the host's synchronisation inside the dispatch included (an empirical
+            rule that reproduces three published A/Bs of the overlap), or ``eager`` as soon as its inputs are ready,
+            the ideal overlap of Megatron-Core's issue order (docs/workload.md "Expert-parallel overlap"). Read only
+            with ``overlap_moe_expert_parallel_comm``.
         grad_reduce_dtype: gradient dtype on the wire: ``fp32`` (Megatron with bf16, ``accumulate_allreduce_grads_in_fp32``), ``bf16`` or ``fp16`` (2 bytes; Megatron 2021 fp16 runs reduced fp16 gradients).
         order: rank order, fastest-varying first: ``tp-pp-dp`` (default) or ``tp-dp-pp``.
         partition: ``auto`` (stage layers and replica microbatches proportional to throughput) or
@@ -136,6 +142,7 @@ class ParallelismSpec:
     moe_flex_backend: Literal["deepep", "hybridep"] = "deepep"
     overlap_moe_expert_parallel_comm: bool = False
     delay_wgrad_compute: bool = False
+    ep_overlap_dispatch: Literal["after_experts", "eager"] = "after_experts"
     grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
     order: Literal["tp-pp-dp", "tp-dp-pp"] = "tp-pp-dp"
     partition: Literal["auto", "uniform"] = "auto"

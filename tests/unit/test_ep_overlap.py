@@ -176,11 +176,13 @@ def _node_times(workload, low, times, rank, tag, names):
     return out
 
 
-def test_layer_pairs_follow_the_two_stream_rules():
+@pytest.mark.parametrize("dispatch", ["after_experts", "eager"])
+def test_layer_pairs_follow_the_two_stream_rules(dispatch):
     """On three ranks, every layer pair of the steady step (F1 with B0): each compute node starts exactly when the
     compute node before it and its own exchange have ended; each exchange after its input (and the dispatch backward
-    after the forward's, one communicator); the compute nodes never overlap one another."""
-    workload, low, times = _lower(_scenario(True))
+    after the forward's, one communicator); the compute nodes never overlap one another; under ``after_experts``
+    the forward's dispatch also after the expert backward issued before it."""
+    workload, low, times = _lower(_scenario(True, parallelism={"ep_overlap_dispatch": dispatch}))
     for rank in (0, 5, 12):
         prev: tuple[float, float] | None = None  # the previous pair's (pre-dispatch backward, combine) ends
         for i in range(LAYERS):
@@ -200,21 +202,37 @@ def test_layer_pairs_follow_the_two_stream_rules():
             assert b["pre"][0] == pytest.approx(max(f["mlp"][1], b["disp"][1]), abs=1e-12)
             assert f["disp"][0] >= f["pre"][1] and b["disp"][0] >= max(b["mlp"][1], f["disp"][1]) - 1e-12
             assert f["comb"][1] >= max(f["mlp"][1], b["disp"][1])
+            if dispatch == "after_experts":
+                assert f["disp"][0] >= b["mlp"][1] - 1e-12
             compute = sum(n[1] - n[0] for n in (f["pre"], b["mlp"], f["mlp"], b["pre"]))
             assert b["pre"][1] - f["pre"][0] >= compute * (1 - 1e-12)  # one compute stream
             prev = (b["pre"][1], f["comb"][1])
 
 
+def _step(overlap: bool, dispatch: str = "after_experts", gap: str = "0s") -> float:
+    sc = _scenario(overlap, parallelism={"ep_overlap_dispatch": dispatch}, compute={"host_sync_gap": gap})
+    return float(np.max(_lower(sc)[2].finish_s))
+
+
 def test_overlap_hides_exchanges_and_host_gaps():
-    """Overlap shortens the iteration, and host gaps cost less with it: the host waits inside the dispatch while
-    the GPU runs the other micro-batch's experts."""
-    _, _, t_off = _lower(_scenario(False))
-    _, _, t_on = _lower(_scenario(True))
-    _, _, g_off = _lower(_scenario(False, compute={"host_sync_gap": "1ms"}))
-    _, _, g_on = _lower(_scenario(True, compute={"host_sync_gap": "1ms"}))
-    T = {k: float(np.max(v.finish_s)) for k, v in {"off": t_off, "on": t_on, "goff": g_off, "gon": g_on}.items()}
+    """Eager overlap shortens the iteration, and host gaps cost less with it: the host waits inside the dispatch
+    while the GPU runs the other micro-batch's experts."""
+    T = {"off": _step(False), "on": _step(True, "eager"), "goff": _step(False, gap="1ms")}
+    T["gon"] = _step(True, "eager", "1ms")
     assert T["on"] < T["off"]
     assert 0 < T["gon"] - T["on"] < T["goff"] - T["off"]
+
+
+def test_dispatch_after_the_expert_backward_hides_less():
+    """Under ``after_experts`` (the default) the forward's dispatch and its host synchronisation wait for the other
+    micro-batch's expert backward: the step lies between the eager overlap's and no overlap's, and host gaps are no
+    longer hidden behind that backward (each costs about what it costs without overlap)."""
+    eager, after, off = _step(True, "eager"), _step(True), _step(False)
+    assert eager < after < off
+    g_eager = _step(True, "eager", "100us") - eager
+    g_after = _step(True, gap="100us") - after
+    g_off = _step(False, gap="100us") - off
+    assert g_eager < 0.95 * g_after and g_after == pytest.approx(g_off, rel=0.05)
 
 
 @pytest.mark.parametrize(
