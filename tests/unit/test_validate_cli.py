@@ -144,3 +144,25 @@ def test_workers_give_the_serial_results_in_suite_order(tmp_path, capsys) -> Non
     capsys.readouterr()
     assert main(["validate", "--quick", "--workers", "0"]) == 2
     assert "--workers (0) must be >= 1" in capsys.readouterr().err
+
+
+def test_case_patterns_and_list(capsys) -> None:
+    """``--case`` takes shell-style patterns as well as names; ``--list`` prints the selection and runs nothing; a
+    pattern that selects nothing exits 2 naming it, with the closest names."""
+    _, cases = load_suite()
+    oss = sorted(c.name for c in cases if c.name.startswith("heldout.mbridge.gpt-oss-120b."))
+    assert len(oss) >= 2
+    assert main(["validate", "--list", "--case", "heldout.mbridge.gpt-oss-120b.*", "--case", "megatron.gpt-1.7b"]) == 0
+    out = capsys.readouterr().out
+    listed = [ln.split()[0] for ln in out.splitlines()[1:-1]]
+    assert sorted(listed) == sorted([*oss, "megatron.gpt-1.7b"])
+    assert listed.index("megatron.gpt-1.7b") < listed.index(oss[0])  # the suite's order, not the arguments'
+    assert out.splitlines()[-1] == f"{len(oss) + 1} case(s)" and "simulated" not in out
+    assert main(["validate", "--list", "--quick"]) == 0
+    quick = capsys.readouterr().out
+    assert f"{sum(c.quick for c in cases)} case(s)" in quick and all("quick" in ln for ln in quick.splitlines()[1:-1])
+    assert main(["validate", "--list", "--case", "megatron.gpt-17b"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "--case ('megatron.gpt-17b') matches no case" in err and "megatron.gpt-1.7b" in err and "Traceback" not in err
+    )

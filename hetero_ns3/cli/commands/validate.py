@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import difflib
+import fnmatch
 import io
 import json
 import sys
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hetero_ns3.validation import Outcome
+    from hetero_ns3.validation import Case, Outcome
 
 NAME = "validate"
 HELP = (
@@ -38,7 +40,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--heldout", action="store_true", help="only the held-out cases (public measurements no constant was fitted to)"
     )
-    p.add_argument("--case", action="append", default=[], metavar="NAME", help="run only these cases (repeatable)")
+    p.add_argument(
+        "--case", action="append", default=[], metavar="NAME",
+        help="run only these cases: names or shell-style patterns, e.g. 'heldout.mbridge.gpt-oss-*' (repeatable)",
+    )  # fmt: skip
+    p.add_argument(
+        "--list", action="store_true",
+        help="print the selected cases (name, kind, metric, published value, tolerance, flags) and run nothing",
+    )  # fmt: skip
     p.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
         help="override a scenario field in every training case, after the case's own overrides (a what-if over the "
@@ -53,6 +62,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="validation.json of an earlier run (or its directory): print the cases whose value changed and both "
         "scorecards over the cases the two runs share",
     )  # fmt: skip
+
+
+def select_cases(cases: tuple[Case, ...], patterns: list[str]) -> tuple[Case, ...]:
+    """The cases, in the suite's order, whose name equals one of ``patterns`` or matches it as a shell-style pattern
+    (``*``, ``?``, ``[...]``); a pattern that selects nothing is refused, naming it."""
+    from hetero_ns3.errors import ScenarioError
+
+    names = [c.name for c in cases]
+    chosen: set[str] = set()
+    for pat in patterns:
+        hits = fnmatch.filter(names, pat) if any(ch in pat for ch in "*?[") else [n for n in names if n == pat]
+        if not hits:
+            near = difflib.get_close_matches(pat, names, n=3, cutoff=0.6)
+            hint = f"did you mean {near}?" if near else "`hetero-ns3 validate --list` prints them"
+            raise ScenarioError(
+                f"--case ({pat!r}) matches no case of the suite; give a case name or a pattern ({hint})"
+            )
+        chosen.update(hits)
+    return tuple(c for c in cases if c.name in chosen)
+
+
+def _listing(cases: tuple[Case, ...]) -> str:
+    """What ``--list`` prints: one line per case, then the count."""
+    lines = [f"{'case':<52} {'kind':<10} {'metric':<12} {'published':>11} {'tol%':>5}  flags"]
+    for c in cases:
+        flags = ",".join(f for f, on in (("quick", c.quick), ("heldout", c.heldout), ("pending", c.pending)) if on)
+        lines.append(
+            f"{c.name:<52} {c.kind:<10} {c.metric:<12} {c.published:>11.4g} {100 * c.tolerance:>5.0f}  {flags}"
+        )
+    lines.append(f"{len(cases)} case(s)")
+    return "\n".join(lines)
 
 
 def _row(o) -> str:
@@ -93,7 +133,6 @@ def _write_tables(out: Path, outcomes: list, skipped: list) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hetero_ns3.errors import ScenarioError
     from hetero_ns3.validation import check_overrides, load_suite, run_cases
 
     if args.workers < 1:
@@ -106,15 +145,14 @@ def run(args: argparse.Namespace) -> int:
         check_out_dir(args.out)  # before the cases run (a full suite takes minutes)
     base, cases = load_suite(args.suite)
     if args.case:
-        known = {c.name for c in cases}
-        missing = [n for n in args.case if n not in known]
-        if missing:
-            raise ScenarioError(f"--case ({missing[0]!r}) is not a case of the suite; use one of {sorted(known)}")
-        cases = tuple(c for c in cases if c.name in args.case)
+        cases = select_cases(cases, args.case)
     if args.quick:
         cases = tuple(c for c in cases if c.quick)
     if args.heldout:
         cases = tuple(c for c in cases if c.heldout)
+    if args.list:
+        print(_listing(cases))
+        return 0
     skipped = [c for c in cases if c.pending and not args.pending]
     cases = tuple(c for c in cases if args.pending or not c.pending)
     check_overrides(cases, base, args.overrides)  # a bad --set fails once, before any case runs
