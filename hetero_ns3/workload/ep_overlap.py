@@ -13,13 +13,14 @@ layer ``f`` and a backward layer ``b`` are issued as
 each node waiting for its own input and for the node before it on its stream, so a layer pair costs about the sum
 over the four columns of the larger of the two streams instead of the sum of all eight. One rule narrows that: with
 ``parallelism.ep_overlap_dispatch = "after_experts"`` (the default) the forward's dispatch, and the host's
-synchronisation inside it, also wait for ``mlp(b)``, the expert backward issued just before it (every other
-exchange already waits for the compute node issued before it). It is empirical: stated from two published A/Bs of
-the overlap (Qwen3-30B-A3B on 16 H100) and then checked on a third (GPT-OSS 120B on 64 GB200); the mechanism is
-not settled (docs/workload.md "Expert-parallel overlap"). ``"eager"`` drops it: the ideal overlap of the issue
-order. The dispatcher's host synchronisation (the dropless routing step) happens inside ``dispatch(f)``, after the
-host has issued ``mlp(b)``: under ``eager`` the host waits while the GPU runs the other micro-batch's experts. The
-shared expert runs in the pre-dispatch node (forward) and so in its backward.
+synchronisation inside it, also wait for ``mlp(b)``, the expert backward issued just before it (the other exchanges
+already wait for the compute node issued before them, the backward's dispatch after delayed weight gradients
+aside). It is empirical: stated from two published A/Bs of the overlap (Qwen3-30B-A3B on 16 H100) and then checked
+on a third (GPT-OSS 120B on 64 GB200); the mechanism is not settled (docs/workload.md "Expert-parallel overlap").
+``"eager"`` drops it: the ideal overlap of the issue order. The dispatcher's host synchronisation (the dropless
+routing step) happens inside ``dispatch(f)``, after the host has issued ``mlp(b)``: under ``eager`` the host waits
+while the GPU runs the other micro-batch's experts. The shared expert runs in the pre-dispatch node (forward) and so
+in its backward.
 
 This module splits a layer's step program (:mod:`hetero_ns3.workload.moe`) into those nodes and emits a combined
 step (:func:`combined_step`, called by :class:`hetero_ns3.workload.iteration.IterationCompiler` for the pairs of
