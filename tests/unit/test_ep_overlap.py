@@ -7,6 +7,7 @@ exchange after its input and the exchange before it), exactly."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import Counter
 from pathlib import Path
 
@@ -209,7 +210,9 @@ def test_layer_pairs_follow_the_two_stream_rules(dispatch):
             prev = (b["pre"][1], f["comb"][1])
 
 
+@functools.cache
 def _step(overlap: bool, dispatch: str = "after_experts", gap: str = "0s") -> float:
+    """The iteration time of the three-layer scenario (cached: the two tests below share runs)."""
     sc = _scenario(overlap, parallelism={"ep_overlap_dispatch": dispatch}, compute={"host_sync_gap": gap})
     return float(np.max(_lower(sc)[2].finish_s))
 

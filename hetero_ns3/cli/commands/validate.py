@@ -67,7 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def select_cases(cases: tuple[Case, ...], patterns: list[str]) -> tuple[Case, ...]:
     """The cases, in the suite's order, whose name equals one of ``patterns`` or matches it as a shell-style pattern
     (``*``, ``?``, ``[...]``); a pattern that selects nothing is refused, naming it."""
-    from hetero_ns3.errors import ScenarioError
+    from hetero_ns3.errors import field_error
 
     names = [c.name for c in cases]
     chosen: set[str] = set()
@@ -76,9 +76,7 @@ def select_cases(cases: tuple[Case, ...], patterns: list[str]) -> tuple[Case, ..
         if not hits:
             near = difflib.get_close_matches(pat, names, n=3, cutoff=0.6)
             hint = f"did you mean {near}?" if near else "`hetero-ns3 validate --list` prints them"
-            raise ScenarioError(
-                f"--case ({pat!r}) matches no case of the suite; give a case name or a pattern ({hint})"
-            )
+            raise field_error("--case", pat, "matches no case of the suite", f"give a case name or a pattern ({hint})")
         chosen.update(hits)
     return tuple(c for c in cases if c.name in chosen)
 
