@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hetero_ns3.compute.gpus import GpuSpec, gpu_spec_from_table
+from hetero_ns3.compute.recipes import recipe_for
 from hetero_ns3.compute.roofline import Roofline, load_efficiency_csv
 from hetero_ns3.errors import field_error
 from hetero_ns3.workload.host import GRAPH_SCOPES, HOST_SYNC_GAP_S, HostModel
@@ -49,6 +50,12 @@ class ComputeConfig:
             "FP8-CS" of Megatron-Bridge's tables: one more read of every cast input for its amax) or ``mxfp8``
             (``MXFP8BlockScaling``, the "FP8-MX" / MXFP8 of those tables: 1 x 32 blocks with E8M0 scales, Blackwell
             only; docs/compute.md "MXFP8").
+        fp8_param_gather: the linear layers' weights are kept in FP8 and the parameter all-gathers carry them so
+            (Megatron-Core's ``--fp8-param-gather``; on in Megatron-Bridge's FP8 and MXFP8 presets and NeMo 2.0's
+            ``fp8_params``): under per-tensor FP8 (``delayed``, ``current``) those weights gather at 1 byte per
+            element instead of 2 and take 1 byte of HBM; under ``mxfp8`` Megatron-Core gathers BF16 into the reused
+            gradient buffer and quantizes after, so the gathers keep 2 bytes. Needs ``precision = "fp8"``;
+            docs/workload.md "FP8 parameter gather".
         host_op: host time to issue one modelled kernel or collective call eagerly (Python, framework
             dispatch, launch), seconds; with ``host_launch`` 0 (both default) the host thread is not modelled
             (docs/compute.md "Host issue model", :mod:`hetero_ns3.workload.host`).
@@ -77,6 +84,7 @@ class ComputeConfig:
     attention_kernel: Literal["auto", "flash2"] = "auto"
     cross_entropy: Literal["unfused", "fused", "te"] = "unfused"
     fp8_recipe: Literal["delayed", "current", "mxfp8"] = "delayed"
+    fp8_param_gather: bool = False
     host_op: float = field(default=0.0, metadata={"unit": "time"})
     host_launch: float = field(default=0.0, metadata={"unit": "time"})
     host_graph: float = field(default=0.0, metadata={"unit": "time"})
@@ -88,6 +96,13 @@ class ComputeConfig:
     gpus: Mapping[str, Any] = field(default_factory=dict)
 
     def validate(self, where: str = "compute") -> None:
+        if self.fp8_param_gather and self.precision != "fp8":
+            raise field_error(
+                f"{where}.fp8_param_gather",
+                True,
+                f"needs {where}.precision = 'fp8' (is {self.precision!r}): only FP8 weights are gathered as FP8",
+                f"set {where}.precision = 'fp8' or fp8_param_gather = false",
+            )
         if self.sustained is not None and not 0 < self.sustained <= 1.5:
             raise field_error(
                 f"{where}.sustained", self.sustained, "must be in (0, 1.5]", "e.g. 0.849 (the fitted value) or 0.8"
@@ -110,6 +125,14 @@ class ComputeConfig:
             if not isinstance(tbl, Mapping):
                 raise field_error(f"{where}.gpus.{name}", tbl, "must be a table of GPU fields")
             gpu_spec_from_table(name, tbl, f"{where}.gpus.{name}")
+
+    def param_gather_bytes(self) -> float:
+        """Bytes per element of a linear layer's weight in the parameter all-gathers and in HBM: the recipe's
+        (:attr:`~hetero_ns3.compute.recipes.Recipe.param_gather_bytes`) under ``fp8_param_gather``, else 2 (BF16)."""
+        recipe = recipe_for(self.precision, self.fp8_recipe)
+        if self.fp8_param_gather and recipe is not None and recipe.param_gather_bytes > 0:
+            return recipe.param_gather_bytes
+        return 2.0
 
     def host_model(self) -> HostModel:
         """The host issue model this section describes (off unless ``host_op``, ``host_launch`` or

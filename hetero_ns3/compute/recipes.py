@@ -67,6 +67,11 @@ class Recipe:
             counted).
         refusal: the planning error for a GPU without ``gemm_factor`` (``{gpu}``, ``{arch}`` filled in): the field,
             the value, what the hardware lacks and the fix.
+        param_gather_bytes: bytes per element of a linear layer's weight in the parameter all-gathers under
+            ``[compute] fp8_param_gather`` (Megatron-Core's ``--fp8-param-gather``): 1 under per-tensor FP8, whose
+            weights live and travel as FP8; 2 under MXFP8, which Megatron-Core gathers as BF16 into the reused
+            gradient buffer and quantizes after (``reuse_grad_buf_for_mxfp8_param_ag``, set with it by
+            Megatron-Bridge); 0 where the flag does not apply (NVFP4's ``fp4_param_gather`` is not modelled).
     """
 
     name: str
@@ -78,6 +83,7 @@ class Recipe:
     gemm_factor: str = ""
     saved_bytes: float = 1.0
     refusal: str = ""
+    param_gather_bytes: float = 1.0
 
 
 RECIPES = {
@@ -93,6 +99,7 @@ RECIPES = {
         "mxfp8_gemm",
         refusal="compute.fp8_recipe ('mxfp8'): GPU {gpu} ({arch}) has no block-scaled FP8 tensor cores (MXFP8 needs "
         "Blackwell); set compute.fp8_recipe to 'current' or 'delayed'",
+        param_gather_bytes=2.0,
     ),
     "nvfp4": Recipe(
         "nvfp4",
@@ -105,6 +112,7 @@ RECIPES = {
         NVFP4_OPERAND_BYTES,
         "compute.precision ('fp4'): GPU {gpu} ({arch}) has no NVFP4 tensor cores (NVFP4 needs Blackwell); set "
         "compute.precision to 'fp8' or 'bf16'",
+        param_gather_bytes=0.0,
     ),
 }
 """The recipes by name: FP8 delayed and current (per-tensor) scaling, MXFP8 (1 x 32 blocks, E8M0 scales) and NVFP4."""

@@ -19,7 +19,12 @@ from hetero_ns3.compute.roofline import Kernel, Roofline
 from hetero_ns3.workload import layers as L
 from hetero_ns3.workload.artefact import Program, ProgramOp, Workload
 from hetero_ns3.workload.host import HostModel
-from hetero_ns3.workload.memory import embedding_params_per_rank, head_params_per_rank, layer_params_per_rank
+from hetero_ns3.workload.memory import (
+    embedding_params_per_rank,
+    head_params_per_rank,
+    layer_params_per_rank,
+    linear_weights_per_rank,
+)
 from hetero_ns3.workload.models import ModelSpec
 from hetero_ns3.workload.offload import OffloadSpec
 from hetero_ns3.workload.parallel import ParallelismSpec
@@ -242,6 +247,8 @@ class CompileSpec:
         host: the host issue model (``[compute] host_op`` ...; :mod:`hetero_ns3.workload.host`), off by default.
         offload: CPU activation offloading (``[parallelism] cpu_offload_layers``; :mod:`hetero_ns3.workload.offload`);
             None = off.
+        param_gather_bytes: bytes per element of a linear layer's weight in the parameter all-gathers (2 = BF16; 1
+            under ``[compute] fp8_param_gather`` with per-tensor FP8: ``ComputeConfig.param_gather_bytes``).
     """
 
     model: ModelSpec
@@ -255,6 +262,7 @@ class CompileSpec:
     cross_entropy: CrossEntropyImpl = "unfused"
     host: HostModel = HostModel()
     offload: OffloadSpec | None = None
+    param_gather_bytes: float = 2.0
 
 
 def layer_context(model: ModelSpec, p: ParallelismSpec, flash: bool, cross_entropy: CrossEntropyImpl) -> L.LayerContext:
@@ -368,6 +376,20 @@ def params_in_grad_order(
     return out
 
 
+def gather_bytes_in_grad_order(spec: CompileSpec, v: int, tp: int, pp: int) -> list[tuple[str, float, float]]:
+    """(unit, dense bytes, expert bytes) of the parameter all-gathers of virtual stage ``v``, in the order of
+    :func:`params_in_grad_order`: 2 bytes per parameter (BF16), the layers' linear weights at
+    ``spec.param_gather_bytes`` (FP8 parameter gather)."""
+    b = spec.param_gather_bytes
+    out = []
+    for unit, dense, expert in params_in_grad_order(spec, v, tp, pp):
+        if b != 2.0 and unit.startswith("L") and spec.plan.peft != "lora":
+            lin = linear_weights_per_rank(spec.model, int(unit[1:]), tp, spec.plan.ep)
+            dense, expert = dense - lin.dense * (1 - b / 2), expert - lin.expert * (1 - b / 2)
+        out.append((unit, 2.0 * dense, 2.0 * expert))
+    return out
+
+
 @dataclass(frozen=True)
 class Bucket:
     """A gradient bucket: the unit after whose backward it is complete, and its parameter counts."""
@@ -390,6 +412,24 @@ def bucketize(order: Sequence[tuple[str, float, float]], bucket_params: int) -> 
             dense = expert = 0.0
     if dense + expert > 0:
         out.append(Bucket(len(out), order[-1][0], dense, expert))
+    return out
+
+
+def bucket_sums(order: Sequence[tuple[str, float, float]], buckets: Sequence[Bucket]) -> list[tuple[float, float]]:
+    """Per bucket of ``buckets`` (made by :func:`bucketize` over the same units), the sums of ``order``'s dense and
+    expert values over its units (e.g. the bytes of :func:`gather_bytes_in_grad_order`), accumulated in order."""
+    out: list[tuple[float, float]] = []
+    dense = expert = 0.0
+    i = 0
+    for unit, d, e in order:
+        dense += d
+        expert += e
+        if i < len(buckets) - 1 and unit == buckets[i].last_unit:
+            out.append((dense, expert))
+            dense = expert = 0.0
+            i += 1
+    if buckets:
+        out.append((dense, expert))
     return out
 
 

@@ -35,7 +35,9 @@ from hetero_ns3.workload.compiler import (
     StepPrograms,
     _Ids,
     _ProgramBuilder,
+    bucket_sums,
     bucketize,
+    gather_bytes_in_grad_order,
     params_in_grad_order,
 )
 from hetero_ns3.workload.ep_overlap import combined_step
@@ -70,6 +72,9 @@ class IterationCompiler:
         self.orders = {v: params_in_grad_order(spec, v, self.tp, self.pp) for v in range(self.n_v)}
         self.buckets = {v: bucketize(self.orders[v], plan.bucket_params) for v in range(self.n_v)}
         self.units = {v: {u: (d, e) for u, d, e in self.orders[v]} for v in range(self.n_v)}
+        gathered = {v: gather_bytes_in_grad_order(spec, v, self.tp, self.pp) for v in range(self.n_v)}
+        self.gather_units = {v: {u: (d, e) for u, d, e in gathered[v]} for v in range(self.n_v)}
+        self.gather_buckets = {v: bucket_sums(gathered[v], self.buckets[v]) for v in range(self.n_v)}
         self._gpu_memo: dict[tuple[int, int, int], str] = {}
         self._group_memo: dict[tuple[str, int, int], Groups] = {}
         self._group_of = {
@@ -273,20 +278,33 @@ class IterationCompiler:
         collective: str,
         dep: int | None = None,
     ) -> None:
-        """One bucket's DP collective (``kind`` grad or param_ag), dense over dp and expert over edp."""
+        """One bucket's DP gradient collective (``kind`` grad), dense over dp and expert over edp."""
         key = (("dp", kind), (chunk, bk.index))
         suffix = f"c{chunk}.b{bk.index}"
         w.sync_ops += self._dp_parts(
             w, f"dp.{kind}", suffix, key, bk.dense, bk.expert, nbytes, collective, "opt", dep=dep
         )
 
+    def param_gather(self, w: _ProgramBuilder, chunk: int, bk: Bucket, dep: int | None = None) -> None:
+        """One bucket's parameter all-gather (BF16, the linear weights as FP8 under ``fp8_param_gather``), dense over
+        dp and expert over edp."""
+        dense, expert = self.gather_buckets[chunk * self.pp + w.stage][bk.index]
+        key = (("dp", "param_ag"), (chunk, bk.index))
+        suffix = f"c{chunk}.b{bk.index}"
+        w.sync_ops += self._dp_parts(w, "dp.param_ag", suffix, key, dense, expert, 1.0, "all_gather", "opt", dep=dep)
+
     def _fsdp_comm(
         self, w: _ProgramBuilder, chunk: int, v: int, unit: str, kind: str, phase: str, mb: int
     ) -> list[int]:
-        """Under zero_stage 3 one unit's parameter all-gather (``kind`` ag, BF16) or gradient reduce-scatter (rs,
-        the reduce dtype), dense over dp and expert over edp, on the communication stream; its op ids."""
-        dense, expert = self.units[v][unit]
-        nbytes, coll = (L.ACT_BYTES, "all_gather") if kind == "ag" else (self.gbytes, "reduce_scatter")
+        """Under zero_stage 3 one unit's parameter all-gather (``kind`` ag, BF16; the linear weights as FP8 under
+        ``fp8_param_gather``) or gradient reduce-scatter (rs, the reduce dtype), dense over dp and expert over edp, on
+        the communication stream; its op ids."""
+        if kind == "ag":
+            dense, expert = self.gather_units[v][unit]
+            nbytes, coll = 1.0, "all_gather"
+        else:
+            dense, expert = self.units[v][unit]
+            nbytes, coll = self.gbytes, "reduce_scatter"
         key = (("fsdp", kind), (chunk, unit, phase, mb))
         suffix = f"c{chunk}.{unit}.{phase}{mb}"
         return self._dp_parts(w, f"dp.fsdp_{kind}", suffix, key, dense, expert, nbytes, coll, phase, mb, chunk)
@@ -344,7 +362,7 @@ class IterationCompiler:
         if self.zero >= 1 and not plan.overlap_param_gather and not self.fsdp:
             for c in range(chunks):
                 for bk in self.buckets[c * pp + w.stage]:
-                    self.gradient_sync(w, c, bk, "param_ag", L.ACT_BYTES, "all_gather", opt)
+                    self.param_gather(w, c, bk, opt)
         if self.spec.host_overhead_s > 0:  # data loading, logging, Python between iterations
             w.compute("host", 0.0, 0.0, self.spec.host_overhead_s, "opt", -1, -1)
             w.flush()
@@ -357,7 +375,7 @@ class IterationCompiler:
         for c in range(self.chunks):
             for bk in reversed(self.buckets[c * self.pp + w.stage]):
                 before = len(w.sync_ops)
-                self.gradient_sync(w, c, bk, "param_ag", L.ACT_BYTES, "all_gather")
+                self.param_gather(w, c, bk)
                 if len(w.sync_ops) > before:
                     self._gates[(c, bk.last_unit)] = w.sync_ops[before:]
 

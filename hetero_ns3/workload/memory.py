@@ -71,6 +71,19 @@ def layer_params_per_rank(model: ModelSpec, layer: int, tp: int, ep: int) -> Ran
     return RankParams(attn_sharded / tp + mlp_sharded / tp + repl + (h if bias else 0), 0.0)
 
 
+def linear_weights_per_rank(model: ModelSpec, layer: int, tp: int, ep: int) -> RankParams:
+    """The part of :func:`layer_params_per_rank` that Transformer Engine's linear modules hold as weight matrices:
+    QKV, the output projection, the MLP's (or the local experts' and the shared expert's) matrices, without biases,
+    norms and the router; what FP8 weight storage (``[compute] fp8_param_gather``) quantizes."""
+    h, kvd, q = model.hidden, model.kv_dim, model.q_dim
+    attn = (h * (q + 2 * kvd) + q * h) / tp
+    mats = 3 if model.gated_mlp else 2
+    if model.is_moe_layer(layer):
+        shared = mats * h * model.shared_ffn / tp if model.shared_ffn else 0.0
+        return RankParams(attn + shared, (model.experts // ep) * mats * h * model.ffn_hidden / tp)
+    return RankParams(attn + mats * h * model.ffn_hidden / tp, 0.0)
+
+
 def embedding_params_per_rank(model: ModelSpec, tp: int) -> float:
     """Vocab-parallel input embedding shard plus the (replicated) position table."""
     return model.padded_vocab(tp) * model.hidden / tp + (model.seq_len * model.hidden if model.learned_pos_emb else 0)

@@ -23,7 +23,14 @@ from hetero_ns3.compute.roofline import require_block_scaling
 from hetero_ns3.errors import PlanningError, ScenarioError, field_error
 from hetero_ns3.workload import layers as L
 from hetero_ns3.workload.artefact import Workload
-from hetero_ns3.workload.compiler import GRAD_BYTES, CompileSpec, StepPrograms, compile_workload, params_in_grad_order
+from hetero_ns3.workload.compiler import (
+    GRAD_BYTES,
+    CompileSpec,
+    StepPrograms,
+    compile_workload,
+    gather_bytes_in_grad_order,
+    params_in_grad_order,
+)
 from hetero_ns3.workload.gcpause import gc_paused
 from hetero_ns3.workload.memory import (
     FSDP_GATHERED_UNITS,
@@ -32,6 +39,7 @@ from hetero_ns3.workload.memory import (
     MemoryEstimate,
     RankParams,
     layer_activation_bytes,
+    linear_weights_per_rank,
     state_bytes,
 )
 from hetero_ns3.workload.models import ModelSpec
@@ -249,19 +257,25 @@ def estimate_memory(
     lin_bytes = _saved_linear_bytes(compute)
     per_layer = saved_activations(model, plan, compute)
     cache: dict[tuple[int, int], tuple[RankParams, float, float]] = {}
-    gathered: dict[int, float] = {}  # FSDP: the largest unit of each stage, parameters gathered
+    gathered: dict[int, float] = {}  # FSDP: the largest unit of each stage, bytes gathered
+    fp8_saving = 2.0 - spec.param_gather_bytes  # bytes per linear weight saved by FP8 weights (fp8_param_gather)
     for slot in placement.slots:
         s, d = slot.pp, slot.dp
         m_rep = spec.replica_microbatches[d]
         key = (s, m_rep)
         if key not in cache:
-            dense = expert = frozen = 0.0
+            dense = expert = frozen = lin_dense = lin_expert = 0.0
             weights: dict[int, float] = {}
             for c in range(chunks):
                 v = c * pp + s
-                for _u, dn, ex in params_in_grad_order(spec, v, tp, pp):
+                for unit, dn, ex in params_in_grad_order(spec, v, tp, pp):
                     dense += dn
                     expert += ex
+                    if fp8_saving and unit.startswith("L") and plan.peft == "none":
+                        lin = linear_weights_per_rank(model, int(unit[1:]), tp, plan.ep)
+                        lin_dense += lin.dense
+                        lin_expert += lin.expert
+                for _u, dn, ex in gather_bytes_in_grad_order(spec, v, tp, pp):
                     gathered[s] = max(gathered.get(s, 0.0), dn + ex)
                 if plan.peft != "none":  # frozen base weights: BF16 copies only (no gradient, no optimizer state)
                     frozen += sum(dn + ex for _u, dn, ex in params_in_grad_order(spec, v, tp, pp, trainable=False))
@@ -282,12 +296,15 @@ def estimate_memory(
             if s == pp - 1:  # the loss's logits of the microbatch in flight at the last stage
                 per_logit = LOSS_LOGIT_BYTES[compute.cross_entropy]
                 act += per_logit * plan.micro_batch * (model.seq_len // plan.cp) * model.padded_vocab(tp) / tp
-            cache[key] = (RankParams(dense, expert), act, frozen)  # under LoRA: adapters trained, base frozen
-        params, act, frozen_params = cache[key]
+            # under LoRA: adapters trained, base frozen
+            cache[key] = (RankParams(dense, expert), act, frozen, RankParams(lin_dense, lin_expert))
+        params, act, frozen_params, lin_params = cache[key]
         w, g, o = state_bytes(params, plan.zero_stage, dp, plan.ep, GRAD_BYTES[plan.grad_reduce_dtype])
         w += 2.0 * frozen_params
-        if plan.zero_stage >= 3:  # the gathered BF16 weights of the units in flight (the current and the prefetched)
-            w += FSDP_GATHERED_UNITS * 2.0 * gathered[s]
+        if fp8_saving:  # the linear weights held as FP8 (sharded as the weights are)
+            w -= fp8_saving * state_bytes(lin_params, plan.zero_stage, dp, plan.ep)[0] / 2.0
+        if plan.zero_stage >= 3:  # the gathered weights of the units in flight (the current and the prefetched)
+            w += FSDP_GATHERED_UNITS * gathered[s]
         cap = spec.gpu_of(slot.gpu_type).hbm_bytes
         out.append(
             MemoryEstimate(
@@ -400,7 +417,10 @@ def resolve(
     ce = compute.cross_entropy
     probe = CompileSpec(model, plan, (1,) * plan.pp * plan.chunks, (1,) * dp, roofline, lookup, flash, host, ce)
     vlayers, reps, layer_t = partition(model, plan, placement, StepPrograms(probe))
-    spec = CompileSpec(model, plan, vlayers, reps, roofline, lookup, flash, host, ce, compute.host_model())
+    spec = CompileSpec(
+        model, plan, vlayers, reps, roofline, lookup, flash, host, ce, compute.host_model(),
+        param_gather_bytes=compute.param_gather_bytes(),
+    )  # fmt: skip
     if plan.cpu_offload_layers:
         acts = saved_activations(model, plan, compute)
         spec = replace(spec, offload=offload_spec(plan.cpu_offload_layers, acts, gpus, lookup))
