@@ -265,8 +265,11 @@ class CompileSpec:
     param_gather_bytes: float = 2.0
 
 
-def layer_context(model: ModelSpec, p: ParallelismSpec, flash: bool, cross_entropy: CrossEntropyImpl) -> L.LayerContext:
-    """The shapes and software choices one rank's layer programs are built from."""
+def layer_context(
+    model: ModelSpec, p: ParallelismSpec, flash: bool, cross_entropy: CrossEntropyImpl, quantized_linears: bool = False
+) -> L.LayerContext:
+    """The shapes and software choices one rank's layer programs are built from (``quantized_linears``: the linear
+    GEMMs run under an FP8 / FP4 recipe)."""
     return L.LayerContext(
         model,
         p.micro_batch,
@@ -284,6 +287,7 @@ def layer_context(model: ModelSpec, p: ParallelismSpec, flash: bool, cross_entro
         ep_routing_gather=p.ep > 1 and p.moe_dispatcher == "flex" and p.moe_flex_backend == "hybridep",
         lora_rank=p.lora_rank if p.peft == "lora" else 0,
         lora_modules=p.lora,
+        quantized_linears=quantized_linears,
     )
 
 
@@ -318,7 +322,8 @@ class StepPrograms:
 
     def __init__(self, spec: CompileSpec) -> None:
         self.spec = spec
-        self.ctx = layer_context(spec.model, spec.plan, spec.flash_attention, spec.cross_entropy)
+        quantized = spec.roofline.recipe is not None
+        self.ctx = layer_context(spec.model, spec.plan, spec.flash_attention, spec.cross_entropy, quantized)
         self._prog: dict[tuple[str, tuple[bool, int]], list[L.Step]] = {}
         self._cost: dict[tuple[str, tuple[Kernel, ...]], tuple[float, float, float]] = {}
         self._cost_by_id: dict[tuple[str, int], tuple[tuple[Kernel, ...], tuple[float, float, float]]] = {}

@@ -76,6 +76,7 @@ __all__ = [
     "moe_backward",
     "moe_dispatch_bytes",
     "moe_forward",
+    "op_recomputed",
 ]
 
 
@@ -252,12 +253,53 @@ def layer_forward(c: LayerContext, layer: int) -> list[Step]:
     return lora_steps(_layer_forward(c, layer), c)
 
 
+def op_recomputed(c: LayerContext, layer: int) -> list[Step]:
+    """What torchtitan's per-operator selective checkpoint (``recompute = "op"``; ``selective_ac_option = "op"``,
+    ``torchtitan/models/llama3/parallelize_llama.py``) re-runs of layer ``layer`` at the start of its backward: the
+    whole forward but the ops whose outputs its policy saved. It saves the attention core (SDPA's flash / efficient
+    kernels) and every second ``aten.mm`` of the layer counted in execution order (q, k, v, o, then w1, w3, w2 of a
+    gated MLP or fc1, fc2): it re-runs k, o and w3 (fc2), so of the fused QKV GEMM the key part, of a gated fc1 half.
+    FP8 linears (torchao's ``_scaled_mm``) are not on the list: every linear GEMM is re-run, with its input cast.
+    Norms, rotary, activation and residual adds are re-run in every case."""
+    core = {k.name for k in attention_core(c, False)}
+    T, h, _, f = _dims(c)
+    gated = c.model.gated_mlp
+
+    def rerun(k: Kernel) -> Kernel | None:
+        if k.name in core:
+            return None
+        if c.quantized_linears:
+            return k
+        if k.name == "qkv":
+            return gemm("qkv", T, c.model.kv_dim // c.tp, h)  # wk, the second matmul; wq and wv saved
+        if k.name == "fc1":
+            return gemm("fc1", T, f, h) if gated else None  # w3 (the sixth) re-run, w1 (fifth) saved
+        if k.name == "fc2":
+            return None if gated else k  # w2 (the seventh) saved; a plain MLP's fc2 is the sixth
+        return k
+
+    out: list[Step] = []
+    for st in _layer_forward(c, layer):
+        if isinstance(st, Compute):
+            kernels = tuple(x for x in map(rerun, st.kernels) if x is not None)
+            if kernels:
+                out.append(Compute(f"recompute.{st.name}", kernels))
+        else:
+            out.append(tag_recompute(st))
+    return out
+
+
 def layer_backward(c: LayerContext, layer: int) -> list[Step]:
-    """Backward program of layer ``layer`` (with its forward re-run first under full recomputation; under PEFT without
-    the base weight gradients, with the adapters')."""
+    """Backward program of layer ``layer`` (with its forward re-run first under full recomputation, or what the
+    per-operator policy did not save, :func:`op_recomputed`; under PEFT without the base weight gradients, with the
+    adapters')."""
     c = _at_layer(c, layer)
     mlp = moe_backward(c) if c.model.is_moe_layer(layer) else mlp_backward(c)
-    pre = [tag_recompute(s) for s in _layer_forward(c, layer)] if c.recompute == "full" else []
+    pre: list[Step] = []
+    if c.recompute == "full":
+        pre = [tag_recompute(s) for s in _layer_forward(c, layer)]
+    elif c.recompute == "op":
+        pre = op_recomputed(c, layer)
     return lora_steps(pre + mlp + attention_backward(c), c)
 
 

@@ -145,6 +145,8 @@ def layer_activation_bytes(
     sp_div = tp if (sp and tp > 1) else 1
     if recompute == "full":
         return 2.0 * sbh * h / sp_div
+    if recompute == "op":
+        return _op_saved_bytes(model, sbh, lin_bytes < 2.0)
     if recompute != "selective":
         modules = frozenset()
     elif modules is None:
@@ -177,6 +179,17 @@ def layer_activation_bytes(
     if "core_attn" not in modules and not flash:
         scores = (2.0 + 3.0 * drop) * model.heads * s * s * b
     return non_par / sp_div + (attn + mlp + scores) / tp + dispatched
+
+
+def _op_saved_bytes(model: ModelSpec, sbh: float, quantized: bool) -> float:
+    """What torchtitan's per-operator checkpoint keeps per layer (tp = 1, cp = 1; ``layers.op_recomputed``): the
+    layer's BF16 input, the attention core's output and its FP32 log-sum-exp per head and token, and with BF16 linears
+    the outputs of the saved matmuls (q, v, then w1 and w2 of a gated MLP, fc1 of a plain one); FP8 linears save none."""
+    h, q, kv, f = model.hidden, model.q_dim, model.kv_dim, model.ffn_hidden
+    kept = 2.0 * h + 2.0 * q + 4.0 * model.heads
+    if not quantized:
+        kept += 2.0 * (q + kv) + (2.0 * (f + h) if model.gated_mlp else 2.0 * f)
+    return kept * sbh
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Literal
 from hetero_ns3.errors import ScenarioError, field_error
 
 Schedule = Literal["1f1b", "gpipe", "interleaved"]
-Recompute = Literal["none", "selective", "full"]
+Recompute = Literal["none", "selective", "full", "op"]
 RecomputeModule = Literal["core_attn", "layernorm", "mlp", "moe_act", "moe"]
 LoraModule = Literal["qkv", "proj", "fc1", "fc2"]
 DIMS = ("tp", "pp", "dp")
@@ -45,7 +45,10 @@ class ParallelismSpec:
         schedule: ``1f1b`` (PipeDream-flush), ``gpipe`` (all forwards then all backwards) or
             ``interleaved`` (1F1B with ``vpp`` virtual stages).
         recompute: activation recomputation: ``none``, ``selective`` (the modules of ``recompute_modules``; the
-            attention core by default) or ``full`` (layer).
+            attention core by default), ``full`` (layer) or ``op`` (torchtitan's per-operator selective checkpoint,
+            ``selective_ac_option = "op"``: each layer's forward re-run in its backward but for the attention core and
+            every other BF16 matmul, whose outputs it saves; FP8 linears are not on its save list and re-run too;
+            tp = 1, cp = 1, dense layers; docs/workload.md "Per-operator recomputation").
         recompute_modules: with ``recompute = "selective"``, what the backward recomputes (Megatron-Core's
             ``--recompute-modules``): ``core_attn`` (the attention core), ``layernorm`` (the two norms' outputs,
             the QKV and MLP inputs), ``mlp`` (dense MLP layers: FC1, activation, FC2 and their tensor-parallel
@@ -196,6 +199,8 @@ class ParallelismSpec:
         if self.schedule == "interleaved" and self.pp < 2:
             raise field_error(f"{where}.schedule", self.schedule, f"needs {where}.pp >= 2 (is {self.pp})")
         _check_peft(self, where)
+        if self.recompute == "op":
+            _check_op_recompute(self, where)
         if self.recompute_modules and self.recompute != "selective":
             raise field_error(
                 f"{where}.recompute_modules",
@@ -271,6 +276,17 @@ def _check_peft(plan: ParallelismSpec, where: str) -> None:
             f"needs {where}.peft = 'lora' (is {plan.peft!r})",
             "set peft = 'lora' or lora_modules = []",
         )
+
+
+def _check_op_recompute(plan: ParallelismSpec, where: str) -> None:
+    """What the per-operator policy is built for: torchtitan's save list also keeps tensor-parallel reduce-scatter
+    outputs, which this model does not split out, and its context parallelism runs other attention kernels."""
+    for name, value in (("tp", plan.tp), ("cp", plan.cp)):
+        if value != 1:
+            raise field_error(
+                f"{where}.recompute", "op", f"is modelled with {where}.{name} = 1 only (is {value})",
+                f"set {name} = 1, or recompute = 'selective' / 'full'",
+            )  # fmt: skip
 
 
 def _check_offload(plan: ParallelismSpec, where: str) -> None:

@@ -126,6 +126,11 @@ def check_plan(
             f"must give a multiple of pp ({pp}) microbatches per replica for the interleaved schedule",
             f"use a multiple of {pp * plan.micro_batch * reps}",
         )
+    if plan.recompute == "op" and model.is_moe:
+        raise field_error(
+            f"{where}.recompute", "op", f"is modelled for dense layers only ({mwhere}.experts is {model.experts})",
+            "use recompute = 'selective' (e.g. recompute_modules = ['moe_act']) or 'full'",
+        )  # fmt: skip
     if plan.ep > 1:
         if not model.is_moe:
             raise field_error(f"{where}.ep", plan.ep, f"needs an MoE model ({mwhere}.experts is 1)", "set ep = 1")

@@ -289,7 +289,7 @@ def estimate_memory(
             else:
                 steps = pipeline_schedule(plan.schedule, pp, s, m_rep, chunks)
             act = peak_in_flight(steps, weights)
-            if plan.recompute == "full":  # one layer's activations live while it is recomputed
+            if plan.recompute in ("full", "op"):  # one layer's activations live while it is recomputed
                 act += layer_activation_bytes(
                     model, firsts[s], plan.micro_batch, tp, sp, "selective", compute.flash_attention, plan.cp, lin_bytes
                 )

@@ -80,6 +80,9 @@ class LayerContext:
     """LoRA adapter rank under ``parallelism.peft = "lora"``; 0 = no PEFT (every weight trained)."""
     lora_modules: frozenset[str] = frozenset()
     """Linear layers carrying an adapter (``ParallelismSpec.lora``)."""
+    quantized_linears: bool = False
+    """Whether the linear layers' GEMMs run in FP8 / FP4 (``[compute] precision``): read by the per-operator
+    recomputation (``recompute = "op"``), whose save list holds BF16 matmuls only."""
 
     @property
     def frozen(self) -> bool:
