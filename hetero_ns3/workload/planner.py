@@ -256,7 +256,7 @@ def estimate_memory(
     firsts = [sum(spec.stage_layers[:v]) for v in range(n_v)]
     lin_bytes = _saved_linear_bytes(compute)
     per_layer = saved_activations(model, plan, compute)
-    cache: dict[tuple[int, int], tuple[RankParams, float, float]] = {}
+    cache: dict[tuple[int, int], tuple[RankParams, float, float, RankParams]] = {}
     gathered: dict[int, float] = {}  # FSDP: the largest unit of each stage, bytes gathered
     fp8_saving = 2.0 - spec.param_gather_bytes  # bytes per linear weight saved by FP8 weights (fp8_param_gather)
     for slot in placement.slots:
