@@ -388,7 +388,7 @@ def gather_bytes_in_grad_order(spec: CompileSpec, v: int, tp: int, pp: int) -> l
     b = spec.param_gather_bytes
     out = []
     for unit, dense, expert in params_in_grad_order(spec, v, tp, pp):
-        if b != 2.0 and unit.startswith("L") and spec.plan.peft != "lora":
+        if b != 2.0 and unit.startswith("L") and spec.plan.peft == "none":
             lin = linear_weights_per_rank(spec.model, int(unit[1:]), tp, spec.plan.ep)
             dense, expert = dense - lin.dense * (1 - b / 2), expert - lin.expert * (1 - b / 2)
         out.append((unit, 2.0 * dense, 2.0 * expert))
