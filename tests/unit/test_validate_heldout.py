@@ -9,6 +9,7 @@ import pytest
 
 from hetero_ns3.cli.main import main
 from hetero_ns3.errors import ScenarioError
+from hetero_ns3.scenario.loader import load_scenario
 from hetero_ns3.validation import SUITE_PATH, load_suite
 
 # One held-out case that fits its tolerance, one that misses, one plain case: --heldout must run
@@ -104,5 +105,6 @@ def test_shipped_heldout_cases_have_sources_and_files() -> None:
         if c.kind == "scenario":
             with open(base / c.scenario, "rb") as fh:
                 tomllib.load(fh)
+            load_scenario(base / c.scenario, list(c.overrides))  # every field valid with the case's overrides
         elif c.topology.endswith(".toml"):
             assert (base / c.topology).is_file(), c.name
