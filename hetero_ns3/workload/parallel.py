@@ -48,7 +48,7 @@ class ParallelismSpec:
             attention core by default), ``full`` (layer) or ``op`` (torchtitan's per-operator selective checkpoint,
             ``selective_ac_option = "op"``: each layer's forward re-run in its backward but for the attention core and
             every other BF16 matmul, whose outputs it saves; FP8 linears are not on its save list and re-run too;
-            tp = 1, cp = 1, dense layers; docs/workload.md "Per-operator recomputation").
+            tp = 1, cp = 1, dense layers without biases; docs/workload.md "Per-operator recomputation").
         recompute_modules: with ``recompute = "selective"``, what the backward recomputes (Megatron-Core's
             ``--recompute-modules``): ``core_attn`` (the attention core), ``layernorm`` (the two norms' outputs,
             the QKV and MLP inputs), ``mlp`` (dense MLP layers: FC1, activation, FC2 and their tensor-parallel

@@ -131,6 +131,12 @@ def check_plan(
             f"{where}.recompute", "op", f"is modelled for dense layers only ({mwhere}.experts is {model.experts})",
             "use recompute = 'selective' (e.g. recompute_modules = ['moe_act']) or 'full'",
         )  # fmt: skip
+    if plan.recompute == "op" and model.bias:
+        # linears with a bias run aten.addmm, which the policy's save list does not hold
+        raise field_error(
+            f"{where}.recompute", "op", f"is modelled for linears without biases only ({mwhere}.bias is true)",
+            "use recompute = 'selective' or 'full'",
+        )  # fmt: skip
     if plan.ep > 1:
         if not model.is_moe:
             raise field_error(f"{where}.ep", plan.ep, f"needs an MoE model ({mwhere}.experts is 1)", "set ep = 1")

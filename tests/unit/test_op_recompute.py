@@ -84,3 +84,5 @@ def test_refused_outside_what_it_models(field: str, value: int) -> None:
     gpus = inline_gpus(ClusterSection(groups=(NodeGroupSpec("H100-SXM", 1, 8),)))
     with pytest.raises(ScenarioError, match=r"parallelism\.recompute.*dense layers only"):
         build_plan(get_model("qwen3-30b-a3b"), replace(OP, dp=8, global_batch=8, micro_batch=1), gpus, ComputeConfig())
+    with pytest.raises(ScenarioError, match=r"parallelism\.recompute.*without biases only"):
+        build_plan(get_model("gpt3-125m"), replace(OP, dp=8, global_batch=8, micro_batch=1), gpus, ComputeConfig())
