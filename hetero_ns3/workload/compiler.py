@@ -397,44 +397,37 @@ def gather_bytes_in_grad_order(spec: CompileSpec, v: int, tp: int, pp: int) -> l
 
 @dataclass(frozen=True)
 class Bucket:
-    """A gradient bucket: the unit after whose backward it is complete, and its parameter counts."""
+    """A gradient bucket: the unit after whose backward it is complete, its parameter counts, and the bytes of its
+    parameter all-gather (:func:`gather_bytes_in_grad_order`; 2 per parameter unless given)."""
 
     index: int
     last_unit: str
     dense: float
     expert: float
+    gather_dense: float = 0.0
+    gather_expert: float = 0.0
 
 
-def bucketize(order: Sequence[tuple[str, float, float]], bucket_params: int) -> list[Bucket]:
-    """Group units (in gradient-ready order) into buckets of at least ``bucket_params`` parameters."""
+def bucketize(
+    order: Sequence[tuple[str, float, float]],
+    bucket_params: int,
+    gather: Sequence[tuple[str, float, float]] | None = None,
+) -> list[Bucket]:
+    """Group units (in gradient-ready order) into buckets of at least ``bucket_params`` parameters; ``gather``: the
+    units' parameter all-gather bytes in the same order (default 2 per parameter)."""
     out: list[Bucket] = []
-    dense = expert = 0.0
-    for unit, d, e in order:
+    gathered = gather if gather is not None else [(u, 2.0 * d, 2.0 * e) for u, d, e in order]
+    dense = expert = g_dense = g_expert = 0.0
+    for (unit, d, e), (_u, gd, ge) in zip(order, gathered, strict=True):
         dense += d
         expert += e
+        g_dense += gd
+        g_expert += ge
         if dense + expert >= bucket_params:
-            out.append(Bucket(len(out), unit, dense, expert))
-            dense = expert = 0.0
+            out.append(Bucket(len(out), unit, dense, expert, g_dense, g_expert))
+            dense = expert = g_dense = g_expert = 0.0
     if dense + expert > 0:
-        out.append(Bucket(len(out), order[-1][0], dense, expert))
-    return out
-
-
-def bucket_sums(order: Sequence[tuple[str, float, float]], buckets: Sequence[Bucket]) -> list[tuple[float, float]]:
-    """Per bucket of ``buckets`` (made by :func:`bucketize` over the same units), the sums of ``order``'s dense and
-    expert values over its units (e.g. the bytes of :func:`gather_bytes_in_grad_order`), accumulated in order."""
-    out: list[tuple[float, float]] = []
-    dense = expert = 0.0
-    i = 0
-    for unit, d, e in order:
-        dense += d
-        expert += e
-        if i < len(buckets) - 1 and unit == buckets[i].last_unit:
-            out.append((dense, expert))
-            dense = expert = 0.0
-            i += 1
-    if buckets:
-        out.append((dense, expert))
+        out.append(Bucket(len(out), order[-1][0], dense, expert, g_dense, g_expert))
     return out
 
 

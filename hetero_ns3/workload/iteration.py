@@ -6,8 +6,8 @@ steps that follow Megatron-LM's iteration:
 * :meth:`IterationCompiler.forward_step` / :meth:`~IterationCompiler.backward_step`: one schedule step of one
   microbatch and model chunk (embedding, layers, head) with its pipeline p2p;
 * :meth:`~IterationCompiler.pipeline_p2p`: the send or receive of activations / gradients between neighbouring stages;
-* :meth:`~IterationCompiler.gradient_sync`: one gradient bucket's DP reduction (or, after the optimizer under the
-  distributed optimizer, its parameter all-gather), dense and expert parts;
+* :meth:`~IterationCompiler.gradient_sync`: one gradient bucket's DP reduction (or, under the distributed
+  optimizer, its parameter all-gather), dense and expert parts;
 * :meth:`~IterationCompiler.fsdp_units`: under zero_stage 3 (FSDP) the units of one step, each after its
   parameter all-gather (the next one's prefetched) and, in backward, followed by its gradient reduce-scatter, in
   every micro-batch;
@@ -35,7 +35,6 @@ from hetero_ns3.workload.compiler import (
     StepPrograms,
     _Ids,
     _ProgramBuilder,
-    bucket_sums,
     bucketize,
     gather_bytes_in_grad_order,
     params_in_grad_order,
@@ -70,11 +69,10 @@ class IterationCompiler:
         self.tied_sync = model.tie_embeddings and self.pp > 1 and plan.peft != "lora"  # frozen under LoRA
         self.emb_grad_bytes = 4.0 * model.padded_vocab(self.tp) * model.hidden / self.tp
         self.orders = {v: params_in_grad_order(spec, v, self.tp, self.pp) for v in range(self.n_v)}
-        self.buckets = {v: bucketize(self.orders[v], plan.bucket_params) for v in range(self.n_v)}
-        self.units = {v: {u: (d, e) for u, d, e in self.orders[v]} for v in range(self.n_v)}
         gathered = {v: gather_bytes_in_grad_order(spec, v, self.tp, self.pp) for v in range(self.n_v)}
+        self.buckets = {v: bucketize(self.orders[v], plan.bucket_params, gathered[v]) for v in range(self.n_v)}
+        self.units = {v: {u: (d, e) for u, d, e in self.orders[v]} for v in range(self.n_v)}
         self.gather_units = {v: {u: (d, e) for u, d, e in gathered[v]} for v in range(self.n_v)}
-        self.gather_buckets = {v: bucket_sums(gathered[v], self.buckets[v]) for v in range(self.n_v)}
         self._gpu_memo: dict[tuple[int, int, int], str] = {}
         self._group_memo: dict[tuple[str, int, int], Groups] = {}
         self._group_of = {
@@ -269,29 +267,18 @@ class IterationCompiler:
         return out
 
     def gradient_sync(
-        self,
-        w: _ProgramBuilder,
-        chunk: int,
-        bk: Bucket,
-        kind: str,
-        nbytes: float,
-        collective: str,
-        dep: int | None = None,
+        self, w: _ProgramBuilder, chunk: int, bk: Bucket, kind: str = "grad", dep: int | None = None
     ) -> None:
-        """One bucket's DP gradient collective (``kind`` grad), dense over dp and expert over edp."""
+        """One bucket's DP collective, dense over dp and expert over edp: ``grad`` its gradient reduction (all-reduce,
+        or reduce-scatter under the distributed optimizer, in the reduce dtype) or ``param_ag`` its parameter
+        all-gather (BF16, the linear weights as FP8 under ``fp8_param_gather``)."""
+        if kind == "grad":
+            dense, expert, nbytes, collective = bk.dense, bk.expert, float(self.gbytes), self.dp_kind
+        else:
+            dense, expert, nbytes, collective = bk.gather_dense, bk.gather_expert, 1.0, "all_gather"
         key = (("dp", kind), (chunk, bk.index))
         suffix = f"c{chunk}.b{bk.index}"
-        w.sync_ops += self._dp_parts(
-            w, f"dp.{kind}", suffix, key, bk.dense, bk.expert, nbytes, collective, "opt", dep=dep
-        )
-
-    def param_gather(self, w: _ProgramBuilder, chunk: int, bk: Bucket, dep: int | None = None) -> None:
-        """One bucket's parameter all-gather (BF16, the linear weights as FP8 under ``fp8_param_gather``), dense over
-        dp and expert over edp."""
-        dense, expert = self.gather_buckets[chunk * self.pp + w.stage][bk.index]
-        key = (("dp", "param_ag"), (chunk, bk.index))
-        suffix = f"c{chunk}.b{bk.index}"
-        w.sync_ops += self._dp_parts(w, "dp.param_ag", suffix, key, dense, expert, 1.0, "all_gather", "opt", dep=dep)
+        w.sync_ops += self._dp_parts(w, f"dp.{kind}", suffix, key, dense, expert, nbytes, collective, "opt", dep=dep)
 
     def _fsdp_comm(
         self, w: _ProgramBuilder, chunk: int, v: int, unit: str, kind: str, phase: str, mb: int
@@ -299,12 +286,8 @@ class IterationCompiler:
         """Under zero_stage 3 one unit's parameter all-gather (``kind`` ag, BF16; the linear weights as FP8 under
         ``fp8_param_gather``) or gradient reduce-scatter (rs, the reduce dtype), dense over dp and expert over edp, on
         the communication stream; its op ids."""
-        if kind == "ag":
-            dense, expert = self.gather_units[v][unit]
-            nbytes, coll = 1.0, "all_gather"
-        else:
-            dense, expert = self.units[v][unit]
-            nbytes, coll = self.gbytes, "reduce_scatter"
+        dense, expert = (self.gather_units if kind == "ag" else self.units)[v][unit]
+        nbytes, coll = (1.0, "all_gather") if kind == "ag" else (self.gbytes, "reduce_scatter")
         key = (("fsdp", kind), (chunk, unit, phase, mb))
         suffix = f"c{chunk}.{unit}.{phase}{mb}"
         return self._dp_parts(w, f"dp.fsdp_{kind}", suffix, key, dense, expert, nbytes, coll, phase, mb, chunk)
@@ -362,7 +345,7 @@ class IterationCompiler:
         if self.zero >= 1 and not plan.overlap_param_gather and not self.fsdp:
             for c in range(chunks):
                 for bk in self.buckets[c * pp + w.stage]:
-                    self.param_gather(w, c, bk, opt)
+                    self.gradient_sync(w, c, bk, "param_ag", opt)
         if self.spec.host_overhead_s > 0:  # data loading, logging, Python between iterations
             w.compute("host", 0.0, 0.0, self.spec.host_overhead_s, "opt", -1, -1)
             w.flush()
@@ -375,7 +358,7 @@ class IterationCompiler:
         for c in range(self.chunks):
             for bk in reversed(self.buckets[c * self.pp + w.stage]):
                 before = len(w.sync_ops)
-                self.param_gather(w, c, bk)
+                self.gradient_sync(w, c, bk, "param_ag")
                 if len(w.sync_ops) > before:
                     self._gates[(c, bk.last_unit)] = w.sync_ops[before:]
 
@@ -402,7 +385,7 @@ class IterationCompiler:
         """After a unit's backward: the reduction of the bucket it completes (``ready``: bucket by last unit) and, on
         the chunk's last backward, the tied embeddings' all-reduce after the head or embedding."""
         if unit in ready:
-            self.gradient_sync(w, chunk, ready[unit], "grad", self.gbytes, self.dp_kind)
+            self.gradient_sync(w, chunk, ready[unit])
         if unit in ("head", "emb") and final and self.tied_sync:
             self.tied_embeddings(w)
 
@@ -484,7 +467,7 @@ class IterationCompiler:
         if not plan.overlap_grad_reduce and not self.fsdp:
             for c in range(self.chunks):
                 for bk in self.buckets[c * pp + stage]:
-                    self.gradient_sync(w, c, bk, "grad", self.gbytes, self.dp_kind)
+                    self.gradient_sync(w, c, bk)
         self.optimizer_step(w)
         w.flush()
         return w.program()
