@@ -83,7 +83,7 @@ def offload_spec(
     layers: int, layer_bytes: Sequence[float], gpus: Sequence[GpuLike], gpu_of: Callable[[str], GpuSpec]
 ) -> OffloadSpec:
     """The copies of ``layers`` offloaded layers: ``layer_bytes``, each layer's saved activations of one micro-batch as
-    the memory model counts them (:func:`hetero_ns3.workload.planner.saved_activations`), and each GPU type's host
+    the memory model counts them (:func:`hetero_ns3.workload.memory_plan.saved_activations`), and each GPU type's host
     link (the slowest PCIe link among its GPUs; a GPU without a PCIe rate, as a bare :class:`GpuLike`, counts as Gen5
     x16)."""
     pcie: dict[str, float] = {}

@@ -3,8 +3,8 @@
 
 Steps: place ranks on GPUs; time one layer (forward + backward) on each GPU type with the roofline;
 split layers over pipeline stages and microbatches over replicas (proportional to throughput, or
-uniform, or as given); estimate per-GPU memory and fail on overflow; compile the Workload; replay it
-with free communication for the compute-only iteration time and MFU.
+uniform, or as given); estimate per-GPU memory and fail on overflow (:mod:`hetero_ns3.workload.memory_plan`);
+compile the Workload; replay it with free communication for the compute-only iteration time and MFU.
 """
 
 from __future__ import annotations
@@ -20,35 +20,19 @@ from hetero_ns3.compute.config import ComputeConfig
 from hetero_ns3.compute.gpus import GpuSpec, get_gpu
 from hetero_ns3.compute.recipes import recipe_for
 from hetero_ns3.compute.roofline import require_block_scaling
-from hetero_ns3.errors import PlanningError, ScenarioError, field_error
+from hetero_ns3.errors import ScenarioError, field_error
 from hetero_ns3.workload import layers as L
 from hetero_ns3.workload.artefact import Workload
-from hetero_ns3.workload.compiler import (
-    GRAD_BYTES,
-    CompileSpec,
-    StepPrograms,
-    compile_workload,
-    gather_bytes_in_grad_order,
-    params_in_grad_order,
-)
+from hetero_ns3.workload.compiler import CompileSpec, StepPrograms, compile_workload
 from hetero_ns3.workload.gcpause import gc_paused
-from hetero_ns3.workload.memory import (
-    FSDP_GATHERED_UNITS,
-    GIB,
-    LOSS_LOGIT_BYTES,
-    MemoryEstimate,
-    RankParams,
-    layer_activation_bytes,
-    linear_weights_per_rank,
-    state_bytes,
-)
+from hetero_ns3.workload.memory import GIB, MemoryEstimate
+from hetero_ns3.workload.memory_plan import check_memory, estimate_memory, saved_activations
 from hetero_ns3.workload.models import ModelSpec
 from hetero_ns3.workload.offload import offload_spec
 from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.partition import chunk_layers, minmax_split, uniform_split
 from hetero_ns3.workload.placement import GpuLike, Placement, place
 from hetero_ns3.workload.plan_checks import check_plan, resolve_dp
-from hetero_ns3.workload.schedule import combined_schedule, peak_in_flight, pipeline_schedule
 from hetero_ns3.workload.timing import replay
 
 
@@ -227,124 +211,6 @@ def partition(
     return vlayers, reps, layer_t
 
 
-def _saved_linear_bytes(compute: ComputeConfig) -> float:
-    """Bytes per element of a saved linear-layer input: the recipe's quantized copy, else BF16."""
-    recipe = recipe_for(compute.precision, compute.fp8_recipe)
-    return recipe.saved_bytes if recipe else 2.0
-
-
-def saved_activations(model: ModelSpec, plan: ParallelismSpec, compute: ComputeConfig) -> tuple[float, ...]:
-    """Activation bytes each layer of the model keeps for backward, per micro-batch on one rank
-    (:func:`~hetero_ns3.workload.memory.layer_activation_bytes` with the scenario's recipe and kernels)."""
-    args = (plan.micro_batch, plan.tp, plan.sequence_parallel, plan.recompute, compute.flash_attention, plan.cp)
-    lin = _saved_linear_bytes(compute)
-    return tuple(layer_activation_bytes(model, i, *args, lin, plan.recomputed) for i in range(model.layers))
-
-
-def estimate_memory(
-    model: ModelSpec,
-    plan: ParallelismSpec,
-    placement: Placement,
-    spec: CompileSpec,
-    compute: ComputeConfig,
-) -> tuple[MemoryEstimate, ...]:
-    """Per-rank memory (see :mod:`hetero_ns3.workload.memory`)."""
-    pp, dp, tp, chunks = plan.pp, placement.dp, plan.tp, plan.chunks
-    n_v = pp * chunks
-    sp = plan.sequence_parallel
-    out = []
-    firsts = [sum(spec.stage_layers[:v]) for v in range(n_v)]
-    lin_bytes = _saved_linear_bytes(compute)
-    per_layer = saved_activations(model, plan, compute)
-    cache: dict[tuple[int, int], tuple[RankParams, float, float, RankParams]] = {}
-    gathered: dict[int, float] = {}  # FSDP: the largest unit of each stage, bytes gathered
-    fp8_saving = 2.0 - spec.param_gather_bytes  # bytes per linear weight saved by FP8 weights (fp8_param_gather)
-    for slot in placement.slots:
-        s, d = slot.pp, slot.dp
-        m_rep = spec.replica_microbatches[d]
-        key = (s, m_rep)
-        if key not in cache:
-            dense = expert = frozen = lin_dense = lin_expert = 0.0
-            weights: dict[int, float] = {}
-            for c in range(chunks):
-                v = c * pp + s
-                for unit, dn, ex in params_in_grad_order(spec, v, tp, pp):
-                    dense += dn
-                    expert += ex
-                    if fp8_saving and unit.startswith("L") and plan.peft == "none":
-                        lin = linear_weights_per_rank(model, int(unit[1:]), tp, plan.ep)
-                        lin_dense += lin.dense
-                        lin_expert += lin.expert
-                for _u, dn, ex in gather_bytes_in_grad_order(spec, v, tp, pp):
-                    gathered[s] = max(gathered.get(s, 0.0), dn + ex)
-                if plan.peft != "none":  # frozen base weights: BF16 copies only (no gradient, no optimizer state)
-                    frozen += sum(dn + ex for _u, dn, ex in params_in_grad_order(spec, v, tp, pp, trainable=False))
-                # CPU offloading: the first cpu_offload_layers layers' activations are held in host memory
-                weights[c] = sum(per_layer[max(firsts[v], plan.cpu_offload_layers) : firsts[v] + spec.stage_layers[v]])
-            if plan.overlap_moe_expert_parallel_comm:
-                # the extra warm-up forward counts; inside a pair the backward frees a layer as the forward fills one,
-                # so the pair is counted backward first (about one layer low at its peak)
-                groups = combined_schedule(plan.schedule, pp, s, m_rep, chunks)
-                steps = tuple(st for g in groups for st in reversed(g))
-            else:
-                steps = pipeline_schedule(plan.schedule, pp, s, m_rep, chunks)
-            act = peak_in_flight(steps, weights)
-            if plan.recompute in ("full", "op"):  # one layer's activations live while it is recomputed
-                act += layer_activation_bytes(
-                    model, firsts[s], plan.micro_batch, tp, sp, "selective", compute.flash_attention, plan.cp, lin_bytes
-                )
-            if s == pp - 1:  # the loss's logits of the microbatch in flight at the last stage
-                per_logit = LOSS_LOGIT_BYTES[compute.cross_entropy]
-                act += per_logit * plan.micro_batch * (model.seq_len // plan.cp) * model.padded_vocab(tp) / tp
-            # under LoRA: adapters trained, base frozen
-            cache[key] = (RankParams(dense, expert), act, frozen, RankParams(lin_dense, lin_expert))
-        params, act, frozen_params, lin_params = cache[key]
-        w, g, o = state_bytes(params, plan.zero_stage, dp, plan.ep, GRAD_BYTES[plan.grad_reduce_dtype])
-        w += 2.0 * frozen_params
-        if fp8_saving:  # the linear weights held as FP8 (sharded as the weights are)
-            w -= fp8_saving * state_bytes(lin_params, plan.zero_stage, dp, plan.ep)[0] / 2.0
-        if plan.zero_stage >= 3:  # the gathered weights of the units in flight (the current and the prefetched)
-            w += FSDP_GATHERED_UNITS * gathered[s]
-        cap = spec.gpu_of(slot.gpu_type).hbm_bytes
-        out.append(
-            MemoryEstimate(
-                slot.rank,
-                slot.gpu,
-                slot.gpu_type,
-                s,
-                params.total + frozen_params,
-                w,
-                g,
-                o,
-                act,
-                float(compute.memory_reserve),
-                cap,
-            )
-        )
-    return tuple(out)
-
-
-def _check_memory(mem: Sequence[MemoryEstimate], plan: ParallelismSpec) -> None:
-    over = [m for m in mem if not m.fits]
-    if not over:
-        return
-    worst = max(over, key=lambda m: m.total - m.capacity)
-    hints = []
-    if plan.zero_stage < 1:
-        hints.append("parallelism.zero_stage = 1")
-    if plan.recompute != "full":
-        hints.append(
-            "parallelism.recompute = 'full'"
-            if plan.recompute == "selective"
-            else "parallelism.recompute = 'selective' or 'full'"
-        )
-    hints += ["a larger tp or pp", "a smaller micro_batch", "compute.check_memory = false to plan anyway"]
-    raise PlanningError(
-        f"GPU {worst.gpu} ({worst.gpu_type}, stage {worst.stage}, rank {worst.rank}) would need {worst.describe()}; "
-        f"{len(over)} GPU(s) overflow HBM. Try " + ", ".join(hints)
-    )
-
-
 @dataclass(frozen=True)
 class Resolved:
     """A validated, placed and partitioned plan, before compilation.
@@ -444,7 +310,7 @@ def build_plan(
     compute = compute or ComputeConfig()
     r = resolve(model, plan, gpus, compute, base_dir, gpu_of)
     if compute.check_memory:
-        _check_memory(r.memory, r.plan)
+        check_memory(r.memory, r.plan)
     with gc_paused():  # many small acyclic objects (see gcpause.py)
         wl = compile_workload(r.spec, r.placement)
         timeline = replay(wl)
@@ -499,4 +365,4 @@ def check_plan_inputs(
     compute = compute or ComputeConfig()
     r = resolve(model, plan, gpus, compute, base_dir)
     if compute.check_memory:
-        _check_memory(r.memory, r.plan)
+        check_memory(r.memory, r.plan)
