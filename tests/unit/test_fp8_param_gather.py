@@ -84,6 +84,11 @@ def test_fp8_weights_take_one_byte_of_hbm() -> None:
     largest_is_embedding = M.embedding_params() > M.layer_params(0)
     saved_gathered = 0.0 if largest_is_embedding else 2 * layer_lin
     assert three.weights - three_pg.weights == pytest.approx(_linear() / 4 + saved_gathered, rel=1e-12)
+    # with a small vocabulary a layer is the largest unit, so the two gathered units hold FP8 linear weights too
+    small = replace(M, vocab=1024)
+    assert small.layer_params(0) > small.embedding_params()
+    three, three_pg = (build_plan(small, FSDP, GPUS, c).memory[0] for c in (FP8, FP8_PG))
+    assert three.weights - three_pg.weights == pytest.approx(_linear() / 4 + 2 * layer_lin, rel=1e-12)
 
 
 def test_the_flag_needs_fp8() -> None:
