@@ -288,6 +288,7 @@ def layer_context(
         lora_rank=p.lora_rank if p.peft == "lora" else 0,
         lora_modules=p.lora,
         quantized_linears=quantized_linears,
+        moe_dispatcher=p.moe_dispatcher,
     )
 
 

@@ -90,13 +90,23 @@ ROPE_BYTES = 4.0
 fused (``apply_rope_fusion``, on unless ``--no-rope-fusion``; Transformer Engine's fused RoPE kernel), one
 read and one write of each 2-byte element."""
 
+UNFUSED_ROPE_BYTES = (24.0, 20.0)
+"""Forward and backward bytes per query / key element of Megatron-Core's unfused RoPE
+(``_apply_rotary_pos_emb_bshd``), which runs when the cosines and sines carry an attention factor other than 1
+(``ModelSpec.rope_attention_factor``: Transformer Engine's fused kernel takes none, and Megatron-Core falls back
+with a warning). In elements of the tensor: forward ``t * cos`` (2), the rotated half's negation (1) and
+concatenation (2), ``* sin`` (2), the sum (3) and the concatenation with the (empty) pass-through part (2): 12;
+backward the two products' gradients (2 + 2), the negation's (1), the split's concatenation (2) and the sum of
+the two gradients of ``t`` (3): 10. BF16, 2 bytes each."""
 
-def _rope(c: LayerContext, name: str) -> tuple[Kernel, ...]:
+
+def _rope(c: LayerContext, name: str, backward: bool = False) -> tuple[Kernel, ...]:
     """The rotary embedding of this rank's queries and keys (none for learned absolute positions)."""
     md = c.model
     if md.learned_pos_emb:
         return ()
-    return (mem(name, ROPE_BYTES * c.tokens * (md.q_dim + md.kv_dim) // c.tp),)
+    per = UNFUSED_ROPE_BYTES[backward] if md.rope_attention_factor != 1.0 else ROPE_BYTES
+    return (mem(name, per * c.tokens * (md.q_dim + md.kv_dim) // c.tp),)
 
 
 QK_NORM_BYTES = 4.0
@@ -180,14 +190,14 @@ def attention_backward(c: LayerContext) -> list[Step]:
         if c.recomputes("core_attn"):
             steps += cp_attention_steps(c, False, "recompute.attn.cp")
         steps += cp_attention_steps(c, True)
-        rope = (*_rope(c, "rope.bwd"), *_qk_norm(c, "qk_norm.bwd", 1.5))
+        rope = (*_rope(c, "rope.bwd", True), *_qk_norm(c, "qk_norm.bwd", 1.5))
         if rope:
             steps.append(Compute("attn.rope.bwd", rope))
     else:
         kern = [*gemm_bwd("proj", T, h, c.model.q_dim // c.tp)]
         if c.recomputes("core_attn"):
             kern += attention_core(c, False)
-        kern += [*attention_core(c, True), *_rope(c, "rope.bwd"), *_qk_norm(c, "qk_norm.bwd", 1.5)]
+        kern += [*attention_core(c, True), *_rope(c, "rope.bwd", True), *_qk_norm(c, "qk_norm.bwd", 1.5)]
         steps.append(Compute("attn.bwd", tuple(kern)))
     if c.recomputes("layernorm"):
         steps.append(Compute("recompute.attn.ln", (mem("ln1", norm_bytes(c)),)))

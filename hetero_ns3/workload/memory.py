@@ -169,6 +169,9 @@ def layer_activation_bytes(
     fc2_in = 0.0 if moe and "moe_act" in modules else lin_bytes
     f = model.ffn_hidden
     mlp = 0.0 if whole else (2.0 * f * (2 if model.gated_mlp else 1) + fc2_in * f) * sbh * k
+    if moe and model.glu_clamp and not whole and "moe_act" not in modules:
+        # the clamped halves' concatenation, the fused activation's saved input, beside the FC1 output the clamps keep
+        mlp += 2.0 * 2 * f * sbh * k
     # the experts' FC1 input: every routed copy of the token after dispatch, whole on every TP rank (the experts
     # split their inner size over TP, not the tokens gathered for them)
     dispatched = lin_bytes * h * sbh * k if moe and not whole else 0.0

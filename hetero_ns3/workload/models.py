@@ -51,10 +51,20 @@ class ModelSpec:
             several shared experts count as one of their summed size: DeepSeek-V3 2048, Qwen1.5-MoE-A2.7B 5632);
             gated like the routed experts (``gated_mlp``); 0 = none.
         gated_mlp: gated (SwiGLU) MLP with three weight matrices.
+        glu_clamp: the routed experts' gated activation clamps its two halves before the product (GPT-OSS: the gate
+            at most 7, the linear half within +-7; Megatron-Core's ``activation_func_clamp_value``); 0 = no clamp.
+            Megatron-Core runs the clamps and the concatenation of the clamped halves as separate element-wise
+            kernels before its fused activation (:func:`hetero_ns3.workload.steps.glu_clamp_bytes`). Needs a
+            gated MLP and MoE layers; charged on the routed experts only.
         norm: ``layernorm`` (weight + bias) or ``rmsnorm`` (weight).
         bias: linear layers carry biases.
         tie_embeddings: output layer shares the input embedding.
         learned_pos_emb: learned absolute position embedding table (GPT) instead of rotary.
+        rope_attention_factor: the factor the rotary embedding's cosines and sines are multiplied by: YaRN's
+            attention (concentration) factor, ``0.1 ln(factor) + 1`` for a YaRN factor without mscale overrides
+            (GPT-OSS: factor 32, 1.3466; Megatron-Core's ``_yarn_get_concentration_factor``); 1 = plain RoPE, or
+            YaRN with equal ``mscale`` and ``mscale_all_dim`` (DeepSeek-V3). Other than 1, Megatron-Core runs its
+            unfused PyTorch RoPE (:data:`hetero_ns3.workload.layers.UNFUSED_ROPE_BYTES`).
         dropout: hidden dropout (its masks are activations kept for backward).
         causal: causal attention mask (flash kernels skip the masked half of the work).
         window: sliding-window attention: the keys a query attends to, itself included (Hugging Face's
@@ -84,10 +94,12 @@ class ModelSpec:
     moe_every: int = 1
     shared_ffn: int = 0
     gated_mlp: bool = False
+    glu_clamp: float = 0.0
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     bias: bool = False
     tie_embeddings: bool = False
     learned_pos_emb: bool = False
+    rope_attention_factor: float = 1.0
     dropout: bool = False
     causal: bool = True
     window: int = 0
@@ -120,6 +132,20 @@ class ModelSpec:
         if self.shared_ffn and not self.is_moe:
             raise field_error(
                 f"{where}.shared_ffn", self.shared_ffn, f"needs MoE layers ({where}.experts > 1)", "or set it to 0"
+            )
+        if self.rope_attention_factor <= 0:
+            raise field_error(
+                f"{where}.rope_attention_factor", self.rope_attention_factor, "must be > 0 (1 = plain RoPE)"
+            )
+        if self.glu_clamp < 0:
+            raise field_error(f"{where}.glu_clamp", self.glu_clamp, "must be >= 0 (0 = no clamp)")
+        if self.glu_clamp and not (self.gated_mlp and self.is_moe):
+            raise field_error(
+                f"{where}.glu_clamp",
+                self.glu_clamp,
+                f"is modelled on the routed experts of a gated MLP ({where}.gated_mlp = {self.gated_mlp}, "
+                f"{where}.experts = {self.experts})",
+                f"set {where}.gated_mlp = true and experts > 1, or glu_clamp = 0",
             )
         if self.window < 0:
             raise field_error(f"{where}.window", self.window, "must be >= 0 (0 = full attention)")

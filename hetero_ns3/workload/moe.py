@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from hetero_ns3.compute.roofline import Kernel
 from hetero_ns3.workload.steps import (
     ACT_BYTES,
     Comm,
@@ -18,11 +19,14 @@ from hetero_ns3.workload.steps import (
     act_bytes,
     bda_bytes,
     col_parallel_bwd,
+    expert_bias_bytes,
     gemm,
     gemm_bwd,
+    glu_clamp_bytes,
     mem,
     norm_bytes,
     recomputed,
+    sort_by_expert_bytes,
     sp_on,
     tp_enter,
     tp_exit,
@@ -101,10 +105,47 @@ def _shapes(c: LayerContext) -> _Shapes:
     )
 
 
+class _Epilogue(NamedTuple):
+    """The routed experts' element-wise kernels around their grouped GEMMs that Megatron-Core runs unfused: the
+    all-to-all dispatcher's sort by local expert, the clamped activation's clamps, the FC2 bias (each () where
+    the model or dispatcher has none). Forward and backward kernels."""
+
+    sort: tuple[Kernel, ...]
+    unsort: tuple[Kernel, ...]
+    clamp: tuple[Kernel, ...]
+    bias: tuple[Kernel, ...]
+    sort_bwd: tuple[Kernel, ...]
+    unsort_bwd: tuple[Kernel, ...]
+    clamp_bwd: tuple[Kernel, ...]
+    bias_bwd: tuple[Kernel, ...]
+
+
+def _epilogue(c: LayerContext, copies: int, f: int) -> _Epilogue:
+    """:class:`_Epilogue` of one micro-batch over ``copies`` routed token copies on this rank, inner size ``f``."""
+    sort = sort_by_expert_bytes(c, copies)
+    clamp = glu_clamp_bytes(copies, f) if c.model.glu_clamp else (0.0, 0.0)
+    bias = expert_bias_bytes(c, copies) if c.model.bias else (0.0, 0.0)
+
+    def k(name: str, nbytes: float) -> tuple[Kernel, ...]:
+        return (mem(name, nbytes),) if nbytes else ()
+
+    return _Epilogue(
+        k("sort", sort),
+        k("unsort", sort),
+        k("act.clamp", clamp[0]),
+        k("fc2.bias", bias[0]),
+        k("sort.bwd", sort),
+        k("unsort.bwd", sort),
+        k("act.clamp.bwd", clamp[1]),
+        k("fc2.bias.bwd", bias[1]),
+    )
+
+
 def moe_forward(c: LayerContext) -> list[Step]:
     md = c.model
     local, m_e, h, f, up, Te, perm = _shapes(c)
     shared, bda = _shared_expert(c, False), bda_bytes(c)
+    ep = _epilogue(c, m_e * local, f)
     return [
         Compute("moe.route", (mem("ln2", norm_bytes(c)), gemm("router", Te, md.experts, h), mem("permute", perm))),
         *_routing_gather(c),
@@ -112,9 +153,13 @@ def moe_forward(c: LayerContext) -> list[Step]:
         Compute(
             "moe.experts",
             (
+                *ep.sort,
                 gemm("fc1", m_e, up, h, local),
+                *ep.clamp,
                 mem("act", act_bytes(c, f, m_e * local)),
                 gemm("fc2", m_e, h, f, local),
+                *ep.bias,
+                *ep.unsort,
             ),
         ),
         *_moe_exchange(c, "moe.combine", False),
@@ -147,7 +192,8 @@ def moe_backward(c: LayerContext) -> list[Step]:
     md = c.model
     local, m_e, h, f, up, Te, perm = _shapes(c)
     whole = c.recomputes("moe")
-    act = (mem("act", act_bytes(c, f, m_e * local)),) if c.recomputes("moe_act") and not whole else ()
+    ep = _epilogue(c, m_e * local, f)
+    act = (*ep.clamp, mem("act", act_bytes(c, f, m_e * local))) if c.recomputes("moe_act") and not whole else ()
     norm = (mem("ln2", norm_bytes(c)),) if c.recomputes("layernorm") and not whole else ()
     # the recomputed norm output is first needed by the shared expert's weight gradient where there is one
     shared_norm, route_norm = (norm, ()) if md.shared_ffn else ((), norm)
@@ -167,10 +213,14 @@ def moe_backward(c: LayerContext) -> list[Step]:
         Compute(
             "moe.experts.bwd",
             (
+                *ep.unsort_bwd,
+                *ep.bias_bwd,
                 *act,
                 *gemm_bwd("fc2", m_e, h, f, local),
                 mem("act.bwd", 1.5 * act_bytes(c, f, m_e * local)),
+                *ep.clamp_bwd,
                 *gemm_bwd("fc1", m_e, up, h, local),
+                *ep.sort_bwd,
             ),
         ),
         *_moe_exchange(c, "moe.dispatch.bwd", False),

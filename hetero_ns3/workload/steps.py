@@ -83,6 +83,10 @@ class LayerContext:
     quantized_linears: bool = False
     """Whether the linear layers' GEMMs run in FP8 / FP4 (``[compute] precision``): read by the per-operator
     recomputation (``recompute = "op"``), whose save list holds BF16 matmuls only."""
+    moe_dispatcher: Literal["alltoall", "flex"] = "alltoall"
+    """Megatron-Core's token dispatcher (``parallelism.moe_dispatcher``): the all-to-all one sorts the received
+    tokens by local expert (:func:`sort_by_expert_bytes`); flex (DeepEP / HybridEP) carries FP32 routing
+    probabilities (:func:`expert_bias_bytes`)."""
 
     @property
     def frozen(self) -> bool:
@@ -193,6 +197,47 @@ def bda_bytes(c: LayerContext) -> float:
 def act_bytes(c: LayerContext, f_local: int, tokens: int) -> float:
     """The MLP activation over ``tokens`` of inner size ``f_local``: read the FC1 output (2 f gated), write f."""
     return ACT_BYTES * tokens * f_local * (3 if c.model.gated_mlp else 2)
+
+
+def glu_clamp_bytes(tokens: int, f_local: int) -> tuple[float, float]:
+    """Forward and backward bytes of the clamps of a clamped gated activation (``ModelSpec.glu_clamp``) over
+    ``tokens`` rows of inner size ``f_local``, beside the fused activation kernel (:func:`act_bytes`).
+
+    Megatron-Core's ``weighted_bias_quick_geglu_impl`` (``megatron/core/fusions/fused_bias_geglu.py``, the same in
+    the 26.02 .. 26.06 containers' Megatron-LM) splits the FC1 output into its halves, clamps each (two PyTorch
+    kernels, each reading and writing f elements) and concatenates them (reads and writes 2 f) before the fused
+    kernel: 8 f elements forward. Backward: each clamp's gradient reads the incoming gradient and its saved input and
+    writes f (6 f in all), and the split's gradient concatenates the two halves (4 f): 10 f. BF16 elements."""
+    return float(ACT_BYTES * 8 * tokens * f_local), float(ACT_BYTES * 10 * tokens * f_local)
+
+
+def expert_bias_bytes(c: LayerContext, tokens: int) -> tuple[float, float]:
+    """Forward and backward bytes of the routed experts' FC2 bias, over ``tokens`` routed copies of hidden size h.
+
+    Megatron-Core's grouped experts (``TEGroupedMLP``, ``linear_fc2`` with ``skip_bias_add``) add each expert's bias
+    scaled by the copy's routing probability outside the GEMM (``TEGroupedMLP._apply_bias``): per local expert
+    ``t + b * p`` on a split of the output, concatenated and cast back to BF16. With BF16 probabilities (the router's
+    dtype, Megatron's default; the all-to-all dispatcher) the product, the sum and the concatenation each write a
+    BF16 tensor: 12 bytes per element forward; backward, the bias's and the probability's gradients each multiply
+    the incoming gradient and reduce it (6 bytes each): 12. The flex dispatcher (DeepEP / HybridEP) casts the
+    probabilities to FP32, so the product, sum and concatenation are FP32 and a cast back follows: 28 bytes forward;
+    backward the cast's gradient (6), the BF16 gradient of the output (6) and the two FP32 products and reductions
+    (12 each): 36."""
+    n = float(tokens * c.model.hidden)
+    if c.moe_dispatcher == "flex":
+        return 28.0 * n, 36.0 * n
+    return 12.0 * n, 12.0 * n
+
+
+def sort_by_expert_bytes(c: LayerContext, tokens: int) -> float:
+    """Bytes of the all-to-all dispatcher's second permutation over ``tokens`` received copies: Megatron-Core's
+    ``MoEAlltoAllTokenDispatcher`` receives the tokens ordered by source rank and, with more than one local expert,
+    sorts them by expert (``sort_chunks_by_idxs``, fused or not, or a transposed copy when dropping and padding) and
+    un-sorts the experts' output before the combine: one read and one write of the BF16 copies each time (the
+    probabilities beside them, 1 / h of it, are left out). 0 under the flex dispatcher or with one local expert."""
+    if c.moe_dispatcher != "alltoall" or c.model.experts // c.ep <= 1:
+        return 0.0
+    return float(2 * ACT_BYTES * tokens * c.model.hidden)
 
 
 def recomputed(steps: list[Step], outside: tuple[str, ...]) -> list[Step]:
