@@ -407,6 +407,22 @@ class Roofline:
             return self.measured.memory[(gpu.name, k.op)]
         return e.memory
 
+    def work_fraction(self, k: Kernel, gpu: GpuSpec) -> float:
+        """The share of kernel ``k``'s FLOPs the GPU executes: the tiles of the causal triangle or the window's band
+        that a fused attention kernel visits (``attention_causal_tile``), times the head dimension padded to the
+        kernel's tile over the real one (``attention_head_tile``); ``k.work`` where neither applies (1 for a GEMM)."""
+        e = self.efficiency(gpu)
+        work = k.work
+        if k.window and e.attention_causal_tile and k.m:
+            n = math.ceil(k.m / e.attention_causal_tile)
+            work = window_tiles(k.m, k.window, int(e.attention_causal_tile)) / (n * n) * k.m / k.window
+        elif k.causal and e.attention_causal_tile and k.m:
+            n = math.ceil(k.m / e.attention_causal_tile)
+            work = (n + 1) / (2 * n)
+        if k.op != "gemm" and k.k and e.attention_head_tile:
+            work *= e.padded_head_dim(k.k) / k.k
+        return work
+
     def kernel_time(self, k: Kernel, gpu: GpuSpec) -> float:
         """Seconds kernel ``k`` takes on ``gpu``."""
         e = self.efficiency(gpu)
@@ -417,15 +433,7 @@ class Roofline:
         t_mem = nbytes / bw if nbytes else 0.0
         t_comp = 0.0
         if k.flops and k.op != "memory":
-            work = k.work
-            if k.window and e.attention_causal_tile and k.m:
-                n = math.ceil(k.m / e.attention_causal_tile)
-                work = window_tiles(k.m, k.window, int(e.attention_causal_tile)) / (n * n) * k.m / k.window
-            elif k.causal and e.attention_causal_tile and k.m:
-                n = math.ceil(k.m / e.attention_causal_tile)
-                work = (n + 1) / (2 * n)
-            if k.op != "gemm" and k.k and e.attention_head_tile:
-                work *= e.padded_head_dim(k.k) / k.k
+            work = self.work_fraction(k, gpu)
             t_comp = k.flops * work / (gpu.peak_flops(prec) * self._comp_eff(gpu, k, e, prec))
         t = max(t_comp, t_mem) + e.launch_overhead_s
         elements = cast_elements(k) if recipe else 0

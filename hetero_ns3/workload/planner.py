@@ -342,6 +342,18 @@ def plan_scenario(scenario: Any) -> CompiledIteration:
     return build_plan(scenario.model, scenario.parallelism, gpus, compute, scenario.base_dir)
 
 
+def scenario_step_programs(scenario: Any) -> tuple[StepPrograms, list[str]]:
+    """The step programs of a loaded scenario's plan and its GPU types in placement order (what ``hetero-ns3 plan
+    --kernels`` lists, :mod:`hetero_ns3.workload.kernel_table`); nothing is compiled."""
+    from hetero_ns3.scenario.cluster import resolve_cluster_gpus
+
+    scenario.require("model", "parallelism", "cluster", purpose="planning")
+    compute = scenario.compute
+    gpus = resolve_cluster_gpus(scenario.cluster, scenario.base_dir, compute.extra_gpus())
+    r = resolve(scenario.model, scenario.parallelism, gpus, compute, scenario.base_dir)
+    return StepPrograms(r.spec), list(dict.fromkeys(s.gpu_type for s in r.placement.slots))
+
+
 def check_scenario_plan(scenario: Any) -> None:
     """The input checks of :func:`plan_scenario` that compile nothing: GPU types, parallel layout against the
     cluster and the model, partition and HBM fit. Milliseconds; ``run_scenario`` calls it before it touches

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
+from pathlib import Path
+from typing import Any
 
 from hetero_ns3.outputs import check_out_dir
 from hetero_ns3.scenario import load_scenario
@@ -33,6 +37,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of text")
     p.add_argument("--force", action="store_true", help="plan even when the up-front estimate says it will not fit")
     p.add_argument("--per-rank", action="store_true", help="with --out, also write ops.csv: every rank's ops, expanded")
+    p.add_argument(
+        "--kernels",
+        action="store_true",
+        help="also print every kernel of one micro-batch of each layer kind (and of the embedding and output layer) "
+        "with its modelled time, FLOPs, bytes and rates; with --out, write them to kernels.csv",
+    )
 
 
 def _gib(x: float) -> str:
@@ -67,6 +77,26 @@ def format_summary(s: dict) -> str:
         f"MFU {s['mfu_compute_only'] * 100:.1f}% (HFU {s['hfu_compute_only'] * 100:.1f}%)",
     ]
     return "\n".join(lines)
+
+
+def _kernels(scenario: Any, out: Path | None, quiet: bool) -> None:
+    """Print (unless ``quiet``) and write (with ``out``) the kernel table of the scenario's plan."""
+    from hetero_ns3.results.atomic import write_text
+    from hetero_ns3.workload.kernel_table import COLUMNS, format_rows, kernel_rows
+    from hetero_ns3.workload.planner import scenario_step_programs
+
+    progs, types = scenario_step_programs(scenario)
+    rows = kernel_rows(progs, types)
+    if not quiet:
+        print(format_rows(rows))
+    if out is not None:
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(r.record() for r in rows)
+        write_text(out / "kernels.csv", buf.getvalue())
+        if not quiet:
+            print(f"wrote      {out / 'kernels.csv'}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
             paths.append(out / "ops.csv")
         if not args.json:
             print(f"wrote      {', '.join(str(p) for p in [*paths, out / 'scenario.resolved.json'])}")
+    if args.kernels:
+        _kernels(scenario, out, quiet=args.json)
     if args.chakra_out:
         from hetero_ns3.workload.chakra_export import export_chakra
 
