@@ -79,3 +79,18 @@ def test_plan_kernels_prints_and_writes_the_table(tmp_path) -> None:
     assert {r["program"] for r in table} == {"layer_f", "layer_b", "emb_f", "emb_b", "head_f", "head_b"}
     assert all(float(r["seconds"]) > 0 for r in table if r["group"] == "")
     assert format_rows([]) == ""
+
+
+def test_plan_kernels_json_carries_the_rows() -> None:
+    """Under ``--json`` the summary carries the rows as its ``kernels`` list (a collective's time null, valid JSON)."""
+    import json
+
+    argv = ["plan", "hetero_ns3/data/validation/heldout/gpt-oss-120b-gb300x64.toml", "--kernels", "--json"]
+    res = run_cli(argv)
+    assert_clean(res, argv, allowed=(0,))
+    doc = json.loads(res.out)
+    kernels = doc["kernels"]
+    assert tuple(kernels[0]) == COLUMNS
+    comms = [k for k in kernels if k["op"] == "all_to_all"]
+    assert comms and all(k["seconds"] is None and k["group"] == "ep" for k in comms)
+    assert any(k["kernel"] == "act.clamp" and k["seconds"] > 0 for k in kernels)

@@ -6,6 +6,7 @@ import argparse
 import csv
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--kernels",
         action="store_true",
         help="also print every kernel of one micro-batch of each layer kind (and of the embedding and output layer) "
-        "with its modelled time, FLOPs, bytes and rates; with --out, write them to kernels.csv",
+        "with its modelled time, FLOPs, bytes and rates (under --json as its 'kernels' list); with --out, write them "
+        "to kernels.csv",
     )
 
 
@@ -79,24 +81,30 @@ def format_summary(s: dict) -> str:
     return "\n".join(lines)
 
 
-def _kernels(scenario: Any, out: Path | None, quiet: bool) -> None:
-    """Print (unless ``quiet``) and write (with ``out``) the kernel table of the scenario's plan."""
-    from hetero_ns3.results.atomic import write_text
-    from hetero_ns3.workload.kernel_table import COLUMNS, format_rows, kernel_rows
+def _kernel_rows(scenario: Any) -> list[Any]:
+    """The kernel table of the scenario's plan (:mod:`hetero_ns3.workload.kernel_table`)."""
+    from hetero_ns3.workload.kernel_table import kernel_rows
     from hetero_ns3.workload.planner import scenario_step_programs
 
     progs, types = scenario_step_programs(scenario)
-    rows = kernel_rows(progs, types)
-    if not quiet:
-        print(format_rows(rows))
-    if out is not None:
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(r.record() for r in rows)
-        write_text(out / "kernels.csv", buf.getvalue())
-        if not quiet:
-            print(f"wrote      {out / 'kernels.csv'}")
+    return kernel_rows(progs, types)
+
+
+def _kernel_records(rows: list[Any]) -> list[dict[str, Any]]:
+    """The rows as JSON-ready dicts: a collective's time (NaN, the network's) becomes null."""
+    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.record().items()} for r in rows]
+
+
+def _write_kernels(rows: list[Any], out: Path) -> Path:
+    """Write ``kernels.csv`` (columns :data:`hetero_ns3.workload.kernel_table.COLUMNS`) atomically."""
+    from hetero_ns3.results.atomic import write_text
+    from hetero_ns3.workload.kernel_table import COLUMNS
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(r.record() for r in rows)
+    return write_text(out / "kernels.csv", buf.getvalue())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -129,7 +137,14 @@ def run(args: argparse.Namespace) -> int:
         gpu_slowdowns(scenario.faults, load_run_cluster(scenario))
     plan = plan_scenario(scenario)
     summary = plan.summary()
+    rows = _kernel_rows(scenario) if args.kernels else None
+    if rows is not None and args.json:
+        summary["kernels"] = _kernel_records(rows)
     print(json.dumps(summary, indent=1) if args.json else format_summary(summary))
+    if rows is not None and not args.json:
+        from hetero_ns3.workload.kernel_table import format_rows
+
+        print(format_rows(rows))
     if out is not None:
         paths = plan.write(out)
         (out / "scenario.resolved.json").write_text(json.dumps(scenario.resolved(), indent=1, default=str))
@@ -141,8 +156,10 @@ def run(args: argparse.Namespace) -> int:
             paths.append(out / "ops.csv")
         if not args.json:
             print(f"wrote      {', '.join(str(p) for p in [*paths, out / 'scenario.resolved.json'])}")
-    if args.kernels:
-        _kernels(scenario, out, quiet=args.json)
+    if rows is not None and out is not None:
+        path = _write_kernels(rows, out)
+        if not args.json:
+            print(f"wrote      {path}")
     if args.chakra_out:
         from hetero_ns3.workload.chakra_export import export_chakra
 
