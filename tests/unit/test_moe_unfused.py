@@ -120,3 +120,13 @@ def test_each_unfused_kernel_lengthens_the_step() -> None:
 def test_bad_values_are_refused_naming_the_field(fields: dict, named: str) -> None:
     with pytest.raises(ScenarioError, match=named.replace(".", r"\.")):
         load_model_section({"name": "gpt-oss-120b", **fields}).validate("model")
+
+
+def test_gpt_oss_catalog_values_follow_their_sources() -> None:
+    """GPT-OSS 120B: clamp 7 (HF ``swiglu_limit``), and YaRN factor 32 without mscale overrides gives Megatron-Core's
+    attention factor 0.1 ln 32 + 1 (``_yarn_get_mscale``), to the four decimals the catalog carries."""
+    import math
+
+    md = get_model("gpt-oss-120b")
+    assert md.glu_clamp == 7.0 and md.bias and md.gated_mlp and md.is_moe
+    assert md.rope_attention_factor == pytest.approx(0.1 * math.log(32) + 1, abs=5e-5)
