@@ -133,19 +133,22 @@ def kernel_rows(
 
 
 def format_rows(rows: Sequence[KernelRow]) -> str:
-    """A text table of ``rows``: one block per GPU type and program, with each program's compute total."""
+    """A text table of ``rows``: one block per GPU type and program, with each program's compute total and the
+    shares of it in GEMMs, attention kernels and memory-bound kernels."""
     lines: list[str] = []
     key: tuple[str, str, int] | None = None
     total = 0.0
+    by_kind: dict[str, float] = {}
 
     def close() -> None:
         if key is not None:
-            lines.append(f"{'':<24} {'total compute':<18} {'':<14} {total * 1e3:>10.3f} ms")
+            shares = ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in sorted(by_kind.items()) if total > 0)
+            lines.append(f"{'':<24} {'total compute':<18} {'':<14} {total * 1e3:>10.3f} ms  ({shares})")
 
     for r in rows:
         if (r.gpu_type, r.program, r.layer) != key:
             close()
-            key, total = (r.gpu_type, r.program, r.layer), 0.0
+            key, total, by_kind = (r.gpu_type, r.program, r.layer), 0.0, {}
             where = f"layer {r.layer} ({r.layer_kind})" if r.layer >= 0 else ""
             lines.append(f"{r.gpu_type}  {PROGRAMS[r.program]} {where}".rstrip())
             lines.append(f"{'step':<24} {'kernel':<18} {'op':<14} {'time':>13} {'TFLOP/s':>9} {'GB/s':>8} {'MB':>9}")
@@ -154,6 +157,8 @@ def format_rows(rows: Sequence[KernelRow]) -> str:
                          f"{r.bytes / 1e6:>9.1f}")  # fmt: skip
             continue
         total += r.seconds
+        kind = "attention" if r.op.startswith("attention") else r.op
+        by_kind[kind] = by_kind.get(kind, 0.0) + r.seconds
         lines.append(
             f"{r.step:<24} {r.kernel:<18} {r.op:<14} {r.seconds * 1e6:>10.1f} us {r.tflops_per_s:>9.1f} "
             f"{r.gbytes_per_s:>8.0f} {r.bytes / 1e6:>9.1f}"

@@ -79,6 +79,18 @@ def test_plan_kernels_prints_and_writes_the_table(tmp_path) -> None:
     assert {r["program"] for r in table} == {"layer_f", "layer_b", "emb_f", "emb_b", "head_f", "head_b"}
     assert all(float(r["seconds"]) > 0 for r in table if r["group"] == "")
     assert format_rows([]) == ""
+    totals = [ln for ln in res.out.splitlines() if "total compute" in ln]
+    assert totals and all("%)" in ln for ln in totals)
+
+
+def test_shares_add_up() -> None:
+    """Each program's total line splits its compute into GEMM, attention and memory-bound shares summing to 100%."""
+    import re
+
+    text = format_rows(kernel_rows(_progs(), ["H100-SXM"], ("layer_f", "layer_b")))
+    for ln in (x for x in text.splitlines() if "total compute" in x):
+        shares = [int(v) for v in re.findall(r"(\d+)%", ln)]
+        assert 98 <= sum(shares) <= 102 and re.search(r"gemm \d+%", ln) and re.search(r"attention \d+%", ln)
 
 
 def test_plan_kernels_json_carries_the_rows() -> None:
