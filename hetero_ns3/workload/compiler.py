@@ -308,13 +308,9 @@ def layer_pass_ops(model: ModelSpec, p: ParallelismSpec, flash: bool, cross_entr
     rank of each stage emits them (pipeline, data-parallel and optimizer ops not counted): what the workload size
     scales with (:func:`hetero_ns3.limits.shape_ops`)."""
     ctx = layer_context(model, p, flash, cross_entropy)
-    kinds: dict[tuple[bool, int], int] = {}
     n = sum(program_ops(f(ctx)) for f in (L.embedding_forward, L.embedding_backward, L.head_forward, L.head_backward))
-    for i in range(model.layers):
-        key = model.layer_kind(i)
-        if key not in kinds:
-            kinds[key] = program_ops(L.layer_forward(ctx, i)) + program_ops(L.layer_backward(ctx, i))
-        n += kinds[key]
+    for first, count in model.layer_kinds().values():
+        n += count * (program_ops(L.layer_forward(ctx, first)) + program_ops(L.layer_backward(ctx, first)))
     return n
 
 

@@ -91,11 +91,7 @@ def _kind_label(moe: bool, window: int) -> str:
 
 def _layer_kinds(progs: StepPrograms) -> list[tuple[int, str]]:
     """(first layer, label) of each distinct layer kind, in layer order."""
-    model = progs.spec.model
-    seen: dict[tuple[bool, int], int] = {}
-    for i in range(model.layers):
-        seen.setdefault(model.layer_kind(i), i)
-    return [(i, _kind_label(*kind)) for kind, i in seen.items()]
+    return [(first, _kind_label(*kind)) for kind, (first, _) in progs.spec.model.layer_kinds().items()]
 
 
 def kernel_rows(

@@ -205,6 +205,16 @@ class ModelSpec:
         """What makes layer ``layer``'s programs differ from another's: (MoE MLP, attention window)."""
         return self.is_moe_layer(layer), self.layer_window(layer)
 
+    def layer_kinds(self) -> dict[tuple[bool, int], tuple[int, int]]:
+        """Each distinct :meth:`layer_kind` -> (its first layer, how many layers have it), in order of first
+        appearance: one program per kind serves every layer of that kind."""
+        out: dict[tuple[bool, int], tuple[int, int]] = {}
+        for i in range(self.layers):
+            kind = self.layer_kind(i)
+            first, n = out.get(kind, (i, 0))
+            out[kind] = (first, n + 1)
+        return out
+
     def layer_window(self, layer: int) -> int:
         """Keys each query of layer ``layer`` (0-based) attends to under its sliding window; 0 for full attention
         (no window, a window of at least ``seq_len``, or a layer ``full_attention_every`` keeps full)."""

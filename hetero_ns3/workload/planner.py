@@ -146,11 +146,9 @@ def program_time(progs: StepPrograms, gpu_type: str, what: Sequence[str], layer:
 
 
 def _avg_layer_time(progs: StepPrograms, model: ModelSpec, gpu_type: str) -> float:
-    kinds = [model.layer_kind(i) for i in range(model.layers)]
-    first = {k: kinds.index(k) for k in set(kinds)}
     total = 0.0
-    for k, n in sorted(Counter(kinds).items()):  # (dense before MoE, full before windowed): a fixed order
-        total += program_time(progs, gpu_type, ("layer_f", "layer_b"), first[k]) * n
+    for _, (first, n) in sorted(model.layer_kinds().items()):  # (dense before MoE, full before windowed): fixed order
+        total += program_time(progs, gpu_type, ("layer_f", "layer_b"), first) * n
     return total / model.layers
 
 
@@ -332,24 +330,25 @@ def build_plan(
     )
 
 
-def plan_scenario(scenario: Any) -> CompiledIteration:
-    """Build the CompiledIteration of a loaded :class:`~hetero_ns3.scenario.Scenario` ([model], [parallelism], [cluster])."""
+def _scenario_gpus(scenario: Any) -> tuple[ComputeConfig, tuple[GpuLike, ...]]:
+    """A loaded scenario's ``[compute]`` section and its cluster's GPUs, after checking it has what planning needs."""
     from hetero_ns3.scenario.cluster import resolve_cluster_gpus
 
     scenario.require("model", "parallelism", "cluster", purpose="planning")
     compute = scenario.compute
-    gpus = resolve_cluster_gpus(scenario.cluster, scenario.base_dir, compute.extra_gpus())
+    return compute, resolve_cluster_gpus(scenario.cluster, scenario.base_dir, compute.extra_gpus())
+
+
+def plan_scenario(scenario: Any) -> CompiledIteration:
+    """Build the CompiledIteration of a loaded :class:`~hetero_ns3.scenario.Scenario` ([model], [parallelism], [cluster])."""
+    compute, gpus = _scenario_gpus(scenario)
     return build_plan(scenario.model, scenario.parallelism, gpus, compute, scenario.base_dir)
 
 
 def scenario_step_programs(scenario: Any) -> tuple[StepPrograms, list[str]]:
     """The step programs of a loaded scenario's plan and its GPU types in placement order (what ``hetero-ns3 plan
     --kernels`` lists, :mod:`hetero_ns3.workload.kernel_table`); nothing is compiled."""
-    from hetero_ns3.scenario.cluster import resolve_cluster_gpus
-
-    scenario.require("model", "parallelism", "cluster", purpose="planning")
-    compute = scenario.compute
-    gpus = resolve_cluster_gpus(scenario.cluster, scenario.base_dir, compute.extra_gpus())
+    compute, gpus = _scenario_gpus(scenario)
     r = resolve(scenario.model, scenario.parallelism, gpus, compute, scenario.base_dir)
     return StepPrograms(r.spec), list(dict.fromkeys(s.gpu_type for s in r.placement.slots))
 
@@ -358,11 +357,7 @@ def check_scenario_plan(scenario: Any) -> None:
     """The input checks of :func:`plan_scenario` that compile nothing: GPU types, parallel layout against the
     cluster and the model, partition and HBM fit. Milliseconds; ``run_scenario`` calls it before it touches
     the run directory, so that a bad input neither writes a failed run nor clears a previous one."""
-    from hetero_ns3.scenario.cluster import resolve_cluster_gpus
-
-    scenario.require("model", "parallelism", "cluster", purpose="planning")
-    compute = scenario.compute
-    gpus = resolve_cluster_gpus(scenario.cluster, scenario.base_dir, compute.extra_gpus())
+    compute, gpus = _scenario_gpus(scenario)
     check_plan_inputs(scenario.model, scenario.parallelism, gpus, compute, scenario.base_dir)
 
 

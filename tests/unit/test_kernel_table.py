@@ -106,3 +106,11 @@ def test_plan_kernels_json_carries_the_rows() -> None:
     comms = [k for k in kernels if k["op"] == "all_to_all"]
     assert comms and all(k["seconds"] is None and k["group"] == "ep" for k in comms)
     assert any(k["kernel"] == "act.clamp" and k["seconds"] > 0 for k in kernels)
+
+
+def test_layer_kinds_first_layer_and_count() -> None:
+    """GPT-OSS's 36 layers alternate windowed and full attention from the first: two kinds, first layers 0 and 1,
+    18 layers each; a dense model without a window has one kind."""
+    kinds = get_model("gpt-oss-120b").layer_kinds()
+    assert kinds == {(True, 128): (0, 18), (True, 0): (1, 18)}
+    assert get_model("llama3-8b").layer_kinds() == {(False, 0): (0, 32)}
