@@ -59,7 +59,8 @@ class ComputeConfig:
         host_op: host time to issue one modelled kernel or collective call eagerly (Python, framework
             dispatch, launch), seconds; with ``host_launch`` 0 (both default) the host thread is not modelled
             (docs/compute.md "Host issue model", :mod:`hetero_ns3.workload.host`).
-        host_launch: host time per further per-expert GEMM launch of a grouped expert GEMM, seconds.
+        host_launch: host time per further per-expert GEMM launch of a grouped expert GEMM, and per kernel of its
+            expert-by-expert input quantization (current scaling, MXFP8), seconds.
         host_graph: host time to replay one step captured in a CUDA graph, seconds.
         moe_host_sync: the dropless MoE token dispatcher synchronises the host once per MoE layer forward
             (Megatron-Core's all-to-all and flex dispatchers without a fixed capacity); only with the host
@@ -144,6 +145,7 @@ class ComputeConfig:
             bool(self.moe_host_sync),
             tuple(dict.fromkeys(self.cuda_graphs)),
             float(self.host_sync_gap),
+            recipe.expert_cast_launches if (recipe := recipe_for(self.precision, self.fp8_recipe)) else 0,
         )
 
     def extra_gpus(self) -> dict[str, GpuSpec]:

@@ -47,6 +47,10 @@ kernel (Transformer Engine's ``nvte_quantize_with_hadamard_transform``)."""
 NVFP4_AMAX_BYTES_PER_ELEMENT = 2.0
 """NVFP4's amax pass before each cast: the per-tensor scale needs the input's amax, and that of its Hadamard
 transform for the column-wise copy, both from one read of the 2-byte input (``nvte_hadamard_transform_amax``)."""
+CURRENT_SCALING_LAUNCHES_PER_TENSOR = 4
+"""Kernels Transformer Engine launches to quantize one tensor under current scaling when nothing is fused with it
+(``Float8CurrentScalingQuantizer::quantize_impl``, TE 2.8-2.17): ``zero_amax_kernel`` (one thread), the amax
+reduction, ``compute_scale_from_amax_kernel`` (one thread) and the cast-transpose."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,9 @@ class Recipe:
             counted).
         refusal: the planning error for a GPU without ``gemm_factor`` (``{gpu}``, ``{arch}`` filled in): the field,
             the value, what the hardware lacks and the fix.
+        expert_cast_launches: kernels launched per expert slice when a grouped expert GEMM's input is quantized
+            expert by expert (Transformer Engine's ``split_quantize`` loops over the experts for recipes without a
+            fused multi-tensor cast); 0 = the group is cast in one fused pass, charged like a single tensor.
         param_gather_bytes: bytes per element of a linear layer's weight in the parameter all-gathers under
             ``[compute] fp8_param_gather`` (Megatron-Core's ``--fp8-param-gather``): 1 under per-tensor FP8, whose
             weights live and travel as FP8; 2 under MXFP8, which Megatron-Core gathers as BF16 into the reused
@@ -84,11 +91,26 @@ class Recipe:
     saved_bytes: float = 1.0
     refusal: str = ""
     param_gather_bytes: float = 1.0
+    expert_cast_launches: int = 0
+
+    def grouped_cast_launches(self, experts: int) -> int:
+        """Kernels launched to quantize the input of a grouped GEMM over ``experts`` experts expert by expert; 0 where
+        the recipe casts the group in one fused pass (or there is a single expert), which the single-tensor charge
+        covers."""
+        return self.expert_cast_launches * experts if experts > 1 and self.expert_cast_launches else 0
 
 
 RECIPES = {
     "delayed": Recipe("delayed", "fp8", 1.0, 0.0, FP8_CAST_BYTES_PER_ELEMENT, 0.0),
-    "current": Recipe("current", "fp8", 1.0, 0.0, FP8_CAST_BYTES_PER_ELEMENT, FP8_AMAX_BYTES_PER_ELEMENT),
+    "current": Recipe(
+        "current",
+        "fp8",
+        1.0,
+        0.0,
+        FP8_CAST_BYTES_PER_ELEMENT,
+        FP8_AMAX_BYTES_PER_ELEMENT,
+        expert_cast_launches=CURRENT_SCALING_LAUNCHES_PER_TENSOR,
+    ),
     "mxfp8": Recipe(
         "mxfp8",
         "fp8",
@@ -100,6 +122,7 @@ RECIPES = {
         refusal="compute.fp8_recipe ('mxfp8'): GPU {gpu} ({arch}) has no block-scaled FP8 tensor cores (MXFP8 needs "
         "Blackwell); set compute.fp8_recipe to 'current' or 'delayed'",
         param_gather_bytes=2.0,
+        expert_cast_launches=1,
     ),
     "nvfp4": Recipe(
         "nvfp4",
@@ -115,7 +138,14 @@ RECIPES = {
         param_gather_bytes=0.0,
     ),
 }
-"""The recipes by name: FP8 delayed and current (per-tensor) scaling, MXFP8 (1 x 32 blocks, E8M0 scales) and NVFP4."""
+"""The recipes by name: FP8 delayed and current (per-tensor) scaling, MXFP8 (1 x 32 blocks, E8M0 scales) and NVFP4.
+
+Grouped expert GEMMs (``Kernel.batch`` > 1, Transformer Engine's ``GroupedLinear``) quantize their input with
+``split_quantize`` (``pytorch/csrc/extensions/cast.cpp``, TE 2.8-2.17; 2.18 adds grouped current-scaling kernels,
+``nvte_group_compute_amax_with_config`` and ``nvte_group_quantize``, not modelled): delayed scaling runs one fused
+``nvte_multi_cast_transpose`` over all experts and NVFP4 one fused split quantize, charged like one tensor; current
+scaling and MXFP8 quantize expert by expert (``multi_tensor_quantize_impl`` fuses only delayed scaling's casts),
+:data:`CURRENT_SCALING_LAUNCHES_PER_TENSOR` kernels per expert under current scaling, one under MXFP8."""
 FP8_RECIPES = tuple(name for name, r in RECIPES.items() if r.peak == "fp8")
 """The values of ``[compute] fp8_recipe``."""
 

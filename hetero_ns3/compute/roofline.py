@@ -438,9 +438,15 @@ class Roofline:
         t = max(t_comp, t_mem) + e.launch_overhead_s
         elements = cast_elements(k) if recipe else 0
         if recipe and elements:
-            t += recipe.cast_bytes * elements / (gpu.hbm_bw_Bps * e.memory) + e.launch_overhead_s
-            if recipe.amax_bytes:
-                t += recipe.amax_bytes * elements / (gpu.hbm_bw_Bps * e.memory) + e.launch_overhead_s
+            per_expert = recipe.grouped_cast_launches(k.batch)
+            if per_expert:
+                # Quantized expert by expert: the same bytes, a launch per kernel per expert (recipes.RECIPES).
+                t += (recipe.cast_bytes + recipe.amax_bytes) * elements / (gpu.hbm_bw_Bps * e.memory)
+                t += per_expert * e.launch_overhead_s
+            else:
+                t += recipe.cast_bytes * elements / (gpu.hbm_bw_Bps * e.memory) + e.launch_overhead_s
+                if recipe.amax_bytes:
+                    t += recipe.amax_bytes * elements / (gpu.hbm_bw_Bps * e.memory) + e.launch_overhead_s
         return t
 
     def time(self, kernels: Iterable[Kernel], gpu: GpuSpec) -> tuple[float, float, float]:

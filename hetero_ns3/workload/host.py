@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hetero_ns3.compute.recipes import cast_elements
 from hetero_ns3.compute.roofline import Kernel
 
 #: CUDA-graph scopes (Megatron-Core's ``cuda_graph_scope`` names this model supports) -> the step-name prefixes
@@ -77,6 +78,9 @@ class HostModel:
         graph_scopes: the captured scopes (keys of :data:`GRAPH_SCOPES`).
         sync_gap_s: mean host seconds between a synchronisation's return and the next issue, drawn per rank and
             synchronisation from an exponential distribution; 0: no gap.
+        expert_cast_launches: kernels the precision recipe launches per expert to quantize a grouped expert GEMM's
+            input expert by expert (:attr:`hetero_ns3.compute.recipes.Recipe.expert_cast_launches`; 0: one fused
+            cast, or no quantization); each costs ``launch_s`` on the host like a further GEMM member.
     """
 
     op_s: float = 0.0
@@ -85,6 +89,7 @@ class HostModel:
     moe_sync: bool = True
     graph_scopes: tuple[str, ...] = ()
     sync_gap_s: float = 0.0
+    expert_cast_launches: int = 0
 
     @property
     def active(self) -> bool:
@@ -107,9 +112,15 @@ class HostModel:
         if self.captured(step_name):
             return self.graph_s
         grouped = step_name.removeprefix("recompute.").startswith(GROUPED_STEP)
-        return sum(
-            self.op_s + (self.launch_s * (max(1, k.batch) - 1) if grouped and k.op == "gemm" else 0.0) for k in kernels
-        )
+        return sum(self.op_s + (self._grouped_launches(k) * self.launch_s if grouped else 0.0) for k in kernels)
+
+    def _grouped_launches(self, k: Kernel) -> int:
+        """Launches of a grouped expert GEMM beyond its first: one GEMM per further expert, and the per-expert
+        quantization kernels of its input where the recipe quantizes expert by expert."""
+        if k.op != "gemm" or k.batch <= 1:
+            return 0
+        casts = self.expert_cast_launches * k.batch if self.expert_cast_launches and cast_elements(k) else 0
+        return k.batch - 1 + casts
 
     def comm_s(self, step_name: str) -> float:
         """Host seconds to issue one collective call of a layer program."""
