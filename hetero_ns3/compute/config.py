@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hetero_ns3.compute.gpus import GpuSpec, gpu_spec_from_table
-from hetero_ns3.compute.recipes import recipe_for
+from hetero_ns3.compute.recipes import Recipe, recipe_for
 from hetero_ns3.compute.roofline import Roofline, load_efficiency_csv
 from hetero_ns3.errors import field_error
 from hetero_ns3.workload.host import GRAPH_SCOPES, HOST_SYNC_GAP_S, HostModel
@@ -127,10 +127,15 @@ class ComputeConfig:
                 raise field_error(f"{where}.gpus.{name}", tbl, "must be a table of GPU fields")
             gpu_spec_from_table(name, tbl, f"{where}.gpus.{name}")
 
+    def recipe(self) -> Recipe | None:
+        """The low-precision recipe this section runs (:func:`~hetero_ns3.compute.recipes.recipe_for`); None in
+        BF16 / FP16."""
+        return recipe_for(self.precision, self.fp8_recipe)
+
     def param_gather_bytes(self) -> float:
         """Bytes per element of a linear layer's weight in the parameter all-gathers and in HBM: the recipe's
         (:attr:`~hetero_ns3.compute.recipes.Recipe.param_gather_bytes`) under ``fp8_param_gather``, else 2 (BF16)."""
-        recipe = recipe_for(self.precision, self.fp8_recipe)
+        recipe = self.recipe()
         if self.fp8_param_gather and recipe is not None and recipe.param_gather_bytes > 0:
             return recipe.param_gather_bytes
         return 2.0
@@ -145,7 +150,7 @@ class ComputeConfig:
             bool(self.moe_host_sync),
             tuple(dict.fromkeys(self.cuda_graphs)),
             float(self.host_sync_gap),
-            recipe.expert_cast_launches if (recipe := recipe_for(self.precision, self.fp8_recipe)) else 0,
+            recipe.expert_cast_launches if (recipe := self.recipe()) else 0,
         )
 
     def extra_gpus(self) -> dict[str, GpuSpec]:

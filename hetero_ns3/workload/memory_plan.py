@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hetero_ns3.compute.config import ComputeConfig
-from hetero_ns3.compute.recipes import recipe_for
 from hetero_ns3.errors import PlanningError
 from hetero_ns3.workload.compiler import GRAD_BYTES, CompileSpec, gather_bytes_in_grad_order, params_in_grad_order
 from hetero_ns3.workload.memory import (
@@ -27,7 +26,7 @@ from hetero_ns3.workload.schedule import combined_schedule, peak_in_flight, pipe
 
 def _saved_linear_bytes(compute: ComputeConfig) -> float:
     """Bytes per element of a saved linear-layer input: the recipe's quantized copy, else BF16."""
-    recipe = recipe_for(compute.precision, compute.fp8_recipe)
+    recipe = compute.recipe()
     return recipe.saved_bytes if recipe else 2.0
 
 

@@ -18,7 +18,6 @@ from typing import Any
 
 from hetero_ns3.compute.config import ComputeConfig
 from hetero_ns3.compute.gpus import GpuSpec, get_gpu
-from hetero_ns3.compute.recipes import recipe_for
 from hetero_ns3.compute.roofline import require_block_scaling
 from hetero_ns3.errors import ScenarioError, field_error
 from hetero_ns3.workload import layers as L
@@ -242,7 +241,7 @@ def resolve(
     lookup = gpu_of or (lambda name: get_gpu(name, extra))
     if not gpus:
         raise ScenarioError("the cluster has no GPUs")
-    recipe = recipe_for(compute.precision, compute.fp8_recipe)
+    recipe = compute.recipe()
     for t in sorted({g.gpu_type for g in gpus}):
         lookup(t).peak_flops(compute.precision)
         if recipe is not None and recipe.gemm_factor:
