@@ -150,7 +150,9 @@ def workload_tasks(workload: object, fused: Callable[[tuple[str, ...]], bool] | 
     return tasks
 
 
-def fusable_groups(workload: object, node_of: Callable[[str], str]) -> Callable[[tuple[str, ...]], bool]:
+def fusable_groups(
+    workload: object, node_of: Callable[[str], str], *, shared: bool = False
+) -> Callable[[tuple[str, ...]], bool]:
     """The ``fused`` predicate of :func:`workload_tasks` for ``[run] reuse_isolated_collectives``, before
     lowering: a group of one node's GPUs whose intra-node links no other group of the workload uses.
 
@@ -159,13 +161,15 @@ def fusable_groups(workload: object, node_of: Callable[[str], str]) -> Callable[
     another collective over some of the same GPUs) shares the node links of those GPUs, and a group touching
     one of them is not isolated. A group's inter-node traffic goes through NICs and does not count. (The
     one-node rule alone counted the demo's tensor-parallel groups as fused, where pipeline send/recv inside
-    each node shares their NVLinks: 11.3 k tasks estimated for 322.7 k lowered.)"""
+    each node shares their NVLinks: 11.3 k tasks estimated for 322.7 k lowered.) ``shared`` (``[run]
+    reuse_isolated_collectives = "shared"``): every group of one node's GPUs, whoever else uses its links."""
     groups: set[tuple[str, ...]] = set()
     for prog in getattr(workload, "programs", ()):
         for op in prog.ops:
             if op.kind != "compute" and op.groups:
                 groups.update(tuple(g) for g in op.groups)
-    shared: dict[str, set[tuple[str, ...]]] = {}  # GPU -> the groups that use its node links
+    shared_mode = shared
+    users: dict[str, set[tuple[str, ...]]] = {}  # GPU -> the groups that use its node links
     for group in groups:
         per_node: dict[str, list[str]] = {}
         for g in group:
@@ -173,12 +177,12 @@ def fusable_groups(workload: object, node_of: Callable[[str], str]) -> Callable[
         for members in per_node.values():
             if len(members) > 1:
                 for g in members:
-                    shared.setdefault(g, set()).add(group)
+                    users.setdefault(g, set()).add(group)
 
     def fused(group: tuple[str, ...]) -> bool:
         if len({node_of(g) for g in group}) != 1:
             return False
-        return all(shared.get(g, {group}) <= {group} for g in group)
+        return shared_mode or all(users.get(g, {group}) <= {group} for g in group)
 
     return fused
 

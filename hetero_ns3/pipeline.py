@@ -208,12 +208,12 @@ def collective_env(scenario: Scenario, graph: NetGraph) -> CollectiveEnv:
 
 def reuse_active(scenario: Scenario, backend: str) -> bool:
     """Whether isolated collectives are fused for ``scenario`` on ``backend`` (``[run]
-    reuse_isolated_collectives``): ``on`` always (combinations it cannot serve are refused where they
-    arise), ``off`` never, ``auto`` on the backends of :data:`~hetero_ns3.plan.fuse.AUTO_BACKENDS` for a
-    compiled workload of one job without link faults."""
+    reuse_isolated_collectives``): ``on`` and ``shared`` always (combinations they cannot serve are refused
+    where they arise), ``off`` never, ``auto`` on the backends of :data:`~hetero_ns3.plan.fuse.AUTO_BACKENDS`
+    for a compiled workload of one job without link faults."""
     mode = scenario.run.reuse_isolated_collectives
     if mode != "auto":
-        return mode == "on"
+        return mode in ("on", "shared")
     chakra = scenario.workload is not None and scenario.workload.chakra is not None
     return backend in AUTO_BACKENDS and not (scenario.faults.links or scenario.jobs or chakra)
 
@@ -224,16 +224,17 @@ def isolated_fuser(engine: Backend, graph: NetGraph, scenario: Scenario, env: Co
     on ``graph`` with the scenario's settings."""
     if not reuse_active(scenario, engine.name):
         return None
+    mode = scenario.run.reuse_isolated_collectives
     if scenario.faults.links:
         raise ScenarioError(
-            "run.reuse_isolated_collectives ('on') cannot be combined with [[faults.links]] (a fault changes "
+            f"run.reuse_isolated_collectives ({mode!r}) cannot be combined with [[faults.links]] (a fault changes "
             "links over time, which a call timed alone does not see); set run.reuse_isolated_collectives = 'off'"
         )
 
     def runner(plan: ExecutionPlan) -> np.ndarray:
         return simulate(engine, plan, graph, scenario).times.finish_s
 
-    return Fuser(env, runner, switches=bool(getattr(engine, "shares_switch_state", True)))
+    return Fuser(env, runner, switches=bool(getattr(engine, "shares_switch_state", True)), shared=mode == "shared")
 
 
 def lower_plan(
@@ -322,10 +323,10 @@ def run_scenario(
     run = scenario.run
     backend = backend or run.backend
     engine = get_backend(backend)
-    if scenario.jobs and run.reuse_isolated_collectives == "on":
+    if scenario.jobs and run.reuse_isolated_collectives in ("on", "shared"):
         raise ScenarioError(
-            "run.reuse_isolated_collectives ('on') is not supported with [[jobs]] (isolation is decided per job, "
-            "and jobs share the network); set run.reuse_isolated_collectives = 'off'"
+            f"run.reuse_isolated_collectives ({run.reuse_isolated_collectives!r}) is not supported with [[jobs]] "
+            "(isolation is decided per job, and jobs share the network); set run.reuse_isolated_collectives = 'off'"
         )
     if scenario.jobs:
         from hetero_ns3.jobs import run_jobs
@@ -336,10 +337,10 @@ def run_scenario(
     if scenario.workload is not None and scenario.workload.chakra is not None:
         from hetero_ns3.chakra_run import run_chakra
 
-        if run.reuse_isolated_collectives == "on":
+        if run.reuse_isolated_collectives in ("on", "shared"):
             raise ScenarioError(
-                "run.reuse_isolated_collectives ('on') applies to compiled workloads, not to a Chakra trace "
-                "(workload.chakra); set run.reuse_isolated_collectives = 'off'"
+                f"run.reuse_isolated_collectives ({run.reuse_isolated_collectives!r}) applies to compiled workloads, "
+                "not to a Chakra trace (workload.chakra); set run.reuse_isolated_collectives = 'off'"
             )
 
         return run_chakra(scenario, out_dir, engine, progress)
@@ -356,7 +357,11 @@ def run_scenario(
         log.info("planning the workload ...")
         wplan = plan_scenario(scenario)
         env = collective_env(scenario, graph)
-        fused = fusable_groups(wplan.workload, env.node_of) if reuse else None
+        fused = (
+            fusable_groups(wplan.workload, env.node_of, shared=run.reuse_isolated_collectives == "shared")
+            if reuse
+            else None
+        )
         est = estimate_from_workload(wplan.workload, run.iterations, backend, fused)
         log.info("estimate: %s", est.describe())
         check_estimate(est, "this run", force=force)

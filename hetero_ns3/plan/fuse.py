@@ -39,8 +39,9 @@ from hetero_ns3.plan.dag import FLOW, FUSED_LABEL_SUFFIX, ExecutionPlan
 from hetero_ns3.plan.isolation import isolated_groups, pair_links, route_links
 
 #: Values of ``[run] reuse_isolated_collectives``: ``auto`` (the default) is ``on`` for a compiled workload of
-#: one job without link faults (on both backends), ``off`` elsewhere.
-REUSE_MODES: tuple[str, ...] = ("auto", "off", "on")
+#: one job without link faults (on both backends), ``off`` elsewhere; ``shared`` fuses also the groups whose links
+#: other groups use (an approximation: their calls no longer contend with other traffic; docs/collectives.md).
+REUSE_MODES: tuple[str, ...] = ("auto", "off", "on", "shared")
 
 #: Backends on which ``auto`` fuses: where a fused call gives the detailed plan's times (the flow level: to
 #: 1e-9) or the issue-15 bar for a default (the packet level: the 128-GPU iterations within 0.5%, measured
@@ -99,22 +100,26 @@ class _Fused:
     group: GroupKey
 
 
-_STATS = ("shapes", "groups", "isolated_groups", "excluded_groups", "fused_shapes", "isolated_runs", "memo_hits",
-          "fused_calls")  # fmt: skip
+_STATS = ("shapes", "groups", "isolated_groups", "shared_groups", "excluded_groups", "fused_shapes", "isolated_runs",
+          "memo_hits", "fused_calls")  # fmt: skip
 
 
 class Fuser:
     """Isolation decisions, isolated timings (memoised) and fused emission for one lowering.
 
-    ``switches``: also require unshared switches (a backend with per-switch shared state). ``stats``:
-    ``shapes``, ``groups``, ``isolated_groups``, ``excluded_groups`` (isolated, but uneven speeds or calls not provably ordered), ``fused_shapes``, ``isolated_runs``, ``memo_hits``,
-    ``fused_calls``.
+    ``switches``: also require unshared switches (a backend with per-switch shared state). ``shared``: fuse the
+    groups whose links other groups use too (``[run] reuse_isolated_collectives = "shared"``): each call is still
+    timed alone, so it no longer contends with the other groups' traffic on those links. ``stats``:
+    ``shapes``, ``groups``, ``isolated_groups``, ``shared_groups`` (fused although not isolated: ``shared`` only),
+    ``excluded_groups`` (candidates, but uneven speeds or calls not provably ordered), ``fused_shapes``,
+    ``isolated_runs``, ``memo_hits``, ``fused_calls``.
     """
 
-    def __init__(self, env: CollectiveEnv, runner: IsolatedRunner, *, switches: bool) -> None:
+    def __init__(self, env: CollectiveEnv, runner: IsolatedRunner, *, switches: bool, shared: bool = False) -> None:
         self.env = env
         self.runner = runner
         self.switches = switches
+        self.shared = shared
         self._fused: dict[Shape, _Fused] = {}
         self._memo: dict[tuple, tuple[float, ...]] = {}
         self._last: dict[GroupKey, list[int]] = {}
@@ -137,12 +142,13 @@ class Fuser:
                 sides[shape] = side
             del side
         iso = isolated_groups(self.env, {g: frozenset(v) for g, v in links_of.items()}, switches=self.switches)
+        chosen = {g for g, v in links_of.items() if v} if self.shared else iso
         self.stats.update(shapes=n_shapes, groups=len(links_of), isolated_groups=len(iso),
-                          excluded_groups=len(skip & iso))  # fmt: skip
+                          shared_groups=len(chosen - iso - skip), excluded_groups=len(skip & chosen))  # fmt: skip
         for shape, side in sides.items():
             call, category, _ = shape
             gid = group_key(shape)
-            if gid not in iso:
+            if gid not in chosen:
                 continue
             stream = comm_stream(category, 0, call.group, call.op)
             self._fused[shape] = _Fused(_gpus(call), self._durations(side), side.choice, stream, gid)

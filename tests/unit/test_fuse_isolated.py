@@ -7,6 +7,7 @@ run at different speeds, or whose calls may overlap in time must stay detailed.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -92,6 +93,30 @@ def test_groups_sharing_links_are_not_fused() -> None:
     fused, detailed, t_f, t_d = _both(_scenario({"tp": 4, "dp": 4, "global_batch": 8}))
     assert fused.fused["isolated_groups"] == 0 and fused.fused["fused_calls"] == 0
     assert len(fused.plan) == len(detailed.plan) and t_f == t_d
+
+
+def _shared(parallelism: dict):
+    sc = _scenario(parallelism)
+    return _both(dataclasses.replace(sc, run=dataclasses.replace(sc.run, reuse_isolated_collectives="shared")))
+
+
+def test_shared_mode_fuses_groups_whose_links_others_use() -> None:
+    """``shared``: the TP-4 groups of the layout above are fused although DP pairs use their NVLink ports; the
+    DP calls (gradients, at the end of the step) never overlap them in time, so the result is the detailed one."""
+    fused, detailed, t_f, t_d = _shared({"tp": 4, "dp": 4, "global_batch": 8})
+    assert fused.fused["isolated_groups"] == 0 and fused.fused["shared_groups"] == 4
+    assert fused.fused["fused_calls"] > 0 and len(fused.plan) * 4 < len(detailed.plan)
+    assert t_f == pytest.approx(t_d, rel=EXACT_REL)
+    assert fused.choices == detailed.choices
+
+
+def test_shared_mode_drops_contention_with_other_traffic() -> None:
+    """TP-4 x PP-2 x DP-2: each node's pipeline sends cross the TP groups' NVLink ports while TP calls run.
+    Fused calls are timed alone, so that contention is gone: the step is a little shorter than the detailed
+    one (-0.087 % when written), never longer here."""
+    fused, detailed, t_f, t_d = _shared({"tp": 4, "pp": 2, "dp": 2, "global_batch": 8})
+    assert fused.fused["shared_groups"] == 4 and fused.fused["fused_calls"] > 0
+    assert t_d * (1 - 5e-3) < t_f < t_d
 
 
 def test_switch_sharing_counts_only_where_the_backend_has_switch_state() -> None:
@@ -213,7 +238,7 @@ def test_auto_mode_fuses_on_both_backends_without_faults() -> None:
     faults = {"links": [{"a": "n0.g0", "b": "n0.nvsw", "rate_factor": 0.5}]}
     for backend in ("analytic", "ns3"):
         assert not reuse_active(scenario_from_dict({**base, "faults": faults}), backend)
-    for mode, want in (("on", True), ("off", False)):
+    for mode, want in (("on", True), ("shared", True), ("off", False)):
         sc_m = scenario_from_dict({**base, "run": {"reuse_isolated_collectives": mode}})
         assert reuse_active(sc_m, "analytic") is want and reuse_active(sc_m, "ns3") is want
     # the default lowering builds a fuser on either backend; with "off" on neither
