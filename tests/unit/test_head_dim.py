@@ -32,6 +32,17 @@ def test_qwen3_30b_a3b_has_its_published_total_and_active_parameters() -> None:
     assert narrow.total_params() == pytest.approx(30.08e9, rel=0.001)
 
 
+def test_qwen3_235b_a22b_has_its_published_total_and_active_parameters() -> None:
+    """Qwen3 technical report: 235 B parameters, 22 B activated; 64 query heads of 128 on hidden 4096 (Q and the
+    output projection 4096 x 8192), 4 key-value heads, 94 layers of 128 experts of FFN 1536 (the catalog entry of the
+    session-36 held-out rows)."""
+    big = model_catalog()["qwen3-235b-a22b"]
+    assert big.head_dim == 128 and big.q_dim == 8192 and big.kv_dim == 512
+    assert big.total_params() == pytest.approx(235e9, rel=0.005)
+    active = big.total_params() - big.layers * (big.experts - big.top_k) * big.mlp_params()
+    assert active == pytest.approx(22e9, rel=0.03)
+
+
 def test_head_size_defaults_to_hidden_over_heads() -> None:
     assert LLAMA.kv_channels == 0 and LLAMA.head_dim == LLAMA.hidden // LLAMA.heads and LLAMA.q_dim == LLAMA.hidden
     same = replace(LLAMA, kv_channels=LLAMA.hidden // LLAMA.heads)
