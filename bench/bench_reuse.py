@@ -9,6 +9,14 @@ Each mode runs in its own process (so that each peak RSS is its own), through th
         --set parallelism.global_batch=64
     .venv/bin/python bench/bench_reuse.py hetero_ns3/data/validation/megatron/gpt-18b.toml --modes on
 
+Mode ``shared`` fuses also the groups whose links other groups use (docs/collectives.md, "The ``shared`` mode"); against
+``on`` on the Qwen3-235B-A22B rows (the GB300 one at 4 micro-batches per replica, where ``on`` fits)::
+
+    .venv/bin/python bench/bench_reuse.py hetero_ns3/data/validation/heldout/qwen3-235b-a22b-b300x256-mxfp8.toml \
+        --modes on,shared
+    .venv/bin/python bench/bench_reuse.py hetero_ns3/data/validation/heldout/qwen3-235b-a22b-gb300x256-mxfp8.toml \
+        --set parallelism.global_batch=512 --modes on,shared
+
 Mode ``on-global`` is ``on`` with the calls' ordering check searching every dependency only, the rule before
 session 30 (:func:`hetero_ns3.plan.isolation.calls_ordered` also searches along each rank's own dependencies);
 on an interleaved pipeline it leaves the TP groups detailed (the 1024-H100 405B row's layout on one replica)::
@@ -85,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     if "off" in out and "on" in out:
         a, b = out["off"], out["on"]
         print(f"on/off: step {100 * (b['step_s'] / a['step_s'] - 1):+.4f}%  tasks {b['tasks'] / a['tasks']:.3f}x  "
+              f"CPU {b['cpu_s'] / a['cpu_s']:.3f}x  peak RSS {b['peak_rss_gib'] / a['peak_rss_gib']:.3f}x")  # fmt: skip
+    if "shared" in out and "on" in out:
+        a, b = out["on"], out["shared"]
+        print(f"shared/on: step {100 * (b['step_s'] / a['step_s'] - 1):+.4f}%  tasks {b['tasks'] / a['tasks']:.3f}x  "
               f"CPU {b['cpu_s'] / a['cpu_s']:.3f}x  peak RSS {b['peak_rss_gib'] / a['peak_rss_gib']:.3f}x")  # fmt: skip
     if "on-global" in out and "on" in out:
         a, b = out["on-global"], out["on"]

@@ -168,7 +168,6 @@ def fusable_groups(
         for op in prog.ops:
             if op.kind != "compute" and op.groups:
                 groups.update(tuple(g) for g in op.groups)
-    shared_mode = shared
     users: dict[str, set[tuple[str, ...]]] = {}  # GPU -> the groups that use its node links
     for group in groups:
         per_node: dict[str, list[str]] = {}
@@ -182,7 +181,7 @@ def fusable_groups(
     def fused(group: tuple[str, ...]) -> bool:
         if len({node_of(g) for g in group}) != 1:
             return False
-        return shared_mode or all(users.get(g, {group}) <= {group} for g in group)
+        return shared or all(users.get(g, {group}) <= {group} for g in group)
 
     return fused
 
