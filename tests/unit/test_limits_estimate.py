@@ -54,19 +54,26 @@ def test_ring_steps():
     assert ring_steps("all_reduce", 1) == 0
 
 
-def test_reuse_estimate_counts_only_groups_the_fuser_can_isolate():
-    """The demo's TP groups share their NVLinks with the pipeline's send/recv inside each node: the fuser
-    keeps them in detail, and the estimate of the run path (fusable_groups) must too (it assumed every
-    one-node group fused: 11.3 k tasks for 322.7 k lowered, 28x low)."""
-    from hetero_ns3.limits import fusable_groups
-
-    sc = load_scenario("scenarios/demo.toml", ["run.reuse_isolated_collectives=on", "run.backend=analytic"])
+def _demo_lowering(mode: str):
+    """The README demo compiled and lowered on the analytic backend with ``run.reuse_isolated_collectives = mode``:
+    (compiled iteration, collective environment, lowering)."""
+    sc = load_scenario("scenarios/demo.toml", [f"run.reuse_isolated_collectives={mode}", "run.backend=analytic"])
     cluster = pipeline.load_run_cluster(sc, "analytic")
     graph = build_graph(cluster)
     env = pipeline.collective_env(sc, graph)
     wplan = plan_scenario(sc)
     low = pipeline.lower_plan(wplan, sc, env, cluster, fuser=pipeline.isolated_fuser(
         pipeline.get_backend("analytic"), graph, sc, env))  # fmt: skip
+    return wplan, env, low
+
+
+def test_reuse_estimate_counts_only_groups_the_fuser_can_isolate():
+    """The demo's TP groups share their NVLinks with the pipeline's send/recv inside each node: the fuser
+    keeps them in detail, and the estimate of the run path (fusable_groups) must too (it assumed every
+    one-node group fused: 11.3 k tasks for 322.7 k lowered, 28x low)."""
+    from hetero_ns3.limits import fusable_groups
+
+    wplan, env, low = _demo_lowering("on")
     est = workload_tasks(wplan.workload, fusable_groups(wplan.workload, env.node_of))
     assert est == pytest.approx(len(low.plan), rel=0.10), (est, len(low.plan))
     one_node = workload_tasks(wplan.workload, lambda g: len({env.node_of(x) for x in g}) == 1)
@@ -80,13 +87,7 @@ def test_shared_reuse_estimate_counts_every_one_node_group():
     far below the detailed lowering (322.7 k)."""
     from hetero_ns3.limits import fusable_groups
 
-    sc = load_scenario("scenarios/demo.toml", ["run.reuse_isolated_collectives=shared", "run.backend=analytic"])
-    cluster = pipeline.load_run_cluster(sc, "analytic")
-    graph = build_graph(cluster)
-    env = pipeline.collective_env(sc, graph)
-    wplan = plan_scenario(sc)
-    low = pipeline.lower_plan(wplan, sc, env, cluster, fuser=pipeline.isolated_fuser(
-        pipeline.get_backend("analytic"), graph, sc, env))  # fmt: skip
+    wplan, env, low = _demo_lowering("shared")
     assert low.fused["shared_groups"] > 0
     est = workload_tasks(wplan.workload, fusable_groups(wplan.workload, env.node_of, shared=True))
     assert 0.5 * len(low.plan) < est <= len(low.plan), (est, len(low.plan))
