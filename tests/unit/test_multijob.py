@@ -83,3 +83,15 @@ def test_job_errors_name_the_job_field() -> None:
 
         cl = load_run_cluster(sc)
         lower_jobs(sc, build_graph(cl), cl)
+
+
+@pytest.mark.parametrize("mode", ["on", "shared"])
+def test_forced_reuse_is_refused_with_jobs_naming_the_mode(mode: str, tmp_path: Path) -> None:
+    """Isolation is decided per job and jobs share the network: ``on`` and ``shared`` are refused before anything
+    is written, the message naming the field, the value and the fix."""
+    sc = load_scenario(TWO_JOBS, ["run.backend=analytic", f"run.reuse_isolated_collectives={mode}"])
+    with pytest.raises(ScenarioError) as e:
+        run_scenario(sc, tmp_path / "out")
+    msg = str(e.value)
+    assert f"run.reuse_isolated_collectives ({mode!r})" in msg and "[[jobs]]" in msg and "= 'off'" in msg
+    assert not (tmp_path / "out").exists()
