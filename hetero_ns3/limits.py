@@ -163,6 +163,12 @@ def fusable_groups(
     one-node rule alone counted the demo's tensor-parallel groups as fused, where pipeline send/recv inside
     each node shares their NVLinks: 11.3 k tasks estimated for 322.7 k lowered.) ``shared`` (``[run]
     reuse_isolated_collectives = "shared"``): every group of one node's GPUs, whoever else uses its links."""
+
+    def one_node(group: tuple[str, ...]) -> bool:
+        return len({node_of(g) for g in group}) == 1
+
+    if shared:
+        return one_node
     groups: set[tuple[str, ...]] = set()
     for prog in getattr(workload, "programs", ()):
         for op in prog.ops:
@@ -179,9 +185,7 @@ def fusable_groups(
                     users.setdefault(g, set()).add(group)
 
     def fused(group: tuple[str, ...]) -> bool:
-        if len({node_of(g) for g in group}) != 1:
-            return False
-        return shared or all(users.get(g, {group}) <= {group} for g in group)
+        return one_node(group) and all(users.get(g, {group}) <= {group} for g in group)
 
     return fused
 

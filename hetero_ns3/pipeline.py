@@ -25,7 +25,7 @@ from hetero_ns3.errors import ScenarioError, SimulationError, field_error
 from hetero_ns3.limits import check_estimate, check_shape, estimate_from_workload, fusable_groups
 from hetero_ns3.network.backend import Backend, BackendRun, ProgressFn, get_backend
 from hetero_ns3.plan.dag import ExecutionPlan
-from hetero_ns3.plan.fuse import AUTO_BACKENDS, Fuser
+from hetero_ns3.plan.fuse import AUTO_BACKENDS, FORCED_REUSE_MODES, Fuser
 from hetero_ns3.plan.iterations import repeat_plan
 from hetero_ns3.plan.lower import Lowered, lower_workload
 from hetero_ns3.results import GpuMeta, RunPaths, recording_run, summarize, versions_info
@@ -213,7 +213,7 @@ def reuse_active(scenario: Scenario, backend: str) -> bool:
     for a compiled workload of one job without link faults."""
     mode = scenario.run.reuse_isolated_collectives
     if mode != "auto":
-        return mode in ("on", "shared")
+        return mode in FORCED_REUSE_MODES
     chakra = scenario.workload is not None and scenario.workload.chakra is not None
     return backend in AUTO_BACKENDS and not (scenario.faults.links or scenario.jobs or chakra)
 
@@ -323,7 +323,7 @@ def run_scenario(
     run = scenario.run
     backend = backend or run.backend
     engine = get_backend(backend)
-    if scenario.jobs and run.reuse_isolated_collectives in ("on", "shared"):
+    if scenario.jobs and run.reuse_isolated_collectives in FORCED_REUSE_MODES:
         raise ScenarioError(
             f"run.reuse_isolated_collectives ({run.reuse_isolated_collectives!r}) is not supported with [[jobs]] "
             "(isolation is decided per job, and jobs share the network); set run.reuse_isolated_collectives = 'off'"
@@ -337,7 +337,7 @@ def run_scenario(
     if scenario.workload is not None and scenario.workload.chakra is not None:
         from hetero_ns3.chakra_run import run_chakra
 
-        if run.reuse_isolated_collectives in ("on", "shared"):
+        if run.reuse_isolated_collectives in FORCED_REUSE_MODES:
             raise ScenarioError(
                 f"run.reuse_isolated_collectives ({run.reuse_isolated_collectives!r}) applies to compiled workloads, "
                 "not to a Chakra trace (workload.chakra); set run.reuse_isolated_collectives = 'off'"

@@ -43,6 +43,9 @@ from hetero_ns3.plan.isolation import isolated_groups, pair_links, route_links
 #: other groups use (an approximation: their calls no longer contend with other traffic; docs/collectives.md).
 REUSE_MODES: tuple[str, ...] = ("auto", "off", "on", "shared")
 
+#: The modes that fuse whatever the backend (``auto`` decides by backend and workload; ``off`` never fuses).
+FORCED_REUSE_MODES: tuple[str, ...] = ("on", "shared")
+
 #: Backends on which ``auto`` fuses: where a fused call gives the detailed plan's times (the flow level: to
 #: 1e-9) or the issue-15 bar for a default (the packet level: the 128-GPU iterations within 0.5%, measured
 #: +0.0095% / -0.25% (two seeds) and +0.27% (NICs behind PCIe) on h0, +0.30% on h2; docs/collectives.md).
