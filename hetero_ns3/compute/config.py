@@ -11,7 +11,7 @@ from hetero_ns3.compute.gpus import GpuSpec, gpu_spec_from_table
 from hetero_ns3.compute.recipes import Recipe, recipe_for
 from hetero_ns3.compute.roofline import Roofline, load_efficiency_csv
 from hetero_ns3.errors import field_error
-from hetero_ns3.workload.host import GRAPH_SCOPES, HOST_SYNC_GAP_S, HostModel
+from hetero_ns3.workload.host import GRAPH_SCOPES, HOST_SYNC_GAP_S, HOST_SYNC_JITTER, HostModel
 
 
 @dataclass(frozen=True)
@@ -65,10 +65,12 @@ class ComputeConfig:
         moe_host_sync: the dropless MoE token dispatcher synchronises the host once per MoE layer forward
             (Megatron-Core's all-to-all and flex dispatchers without a fixed capacity); only with the host
             model on.
-        host_sync_gap: mean host time from a synchronisation's return to the next issue, seconds, drawn per rank
-            and synchronisation from an exponential distribution (host-driven jitter between ranks); > 0 turns
+        host_sync_gap: mean host time from a synchronisation's return to the next issue, seconds; > 0 turns
             the host model on (the issue costs stay 0 unless set). Default :data:`HOST_SYNC_GAP_S`, from a
             public profile; it acts only where a step synchronises the host (dropless MoE layers).
+        host_sync_jitter: share (0-1) of ``host_sync_gap`` drawn per rank and synchronisation from an exponential
+            distribution (host-driven jitter between ranks); the rest every rank spends alike. Default
+            :data:`HOST_SYNC_JITTER`, fitted to the same profile; 1: the whole gap is drawn.
         cuda_graphs: scopes captured in CUDA graphs (``attn``, ``mlp``, ``moe_router``; Megatron-Core's
             ``cuda_graph_scope``); only with the host model on.
         memory_reserve: bytes set aside per GPU (CUDA context, NCCL buffers, fragmentation).
@@ -91,6 +93,7 @@ class ComputeConfig:
     host_graph: float = field(default=0.0, metadata={"unit": "time"})
     moe_host_sync: bool = True
     host_sync_gap: float = field(default=HOST_SYNC_GAP_S, metadata={"unit": "time"})
+    host_sync_jitter: float = HOST_SYNC_JITTER
     cuda_graphs: tuple[str, ...] = ()
     memory_reserve: int = field(default=2 * 2**30, metadata={"unit": "size"})
     check_memory: bool = True
@@ -114,6 +117,13 @@ class ComputeConfig:
             v = getattr(self, name)
             if not 0 <= v <= 1.0:
                 raise field_error(f"{where}.{name}", v, "must be a time between 0 and 1 s", "e.g. '20us'")
+        if not 0 <= self.host_sync_jitter <= 1:
+            raise field_error(
+                f"{where}.host_sync_jitter",
+                self.host_sync_jitter,
+                "must be a share between 0 and 1 of host_sync_gap",
+                f"e.g. {HOST_SYNC_JITTER} (the fitted default) or 1 (the whole gap drawn per rank)",
+            )
         for scope in self.cuda_graphs:  # a list of strings: the loader's tuple coercion
             if scope not in GRAPH_SCOPES:
                 raise field_error(
@@ -151,6 +161,7 @@ class ComputeConfig:
             tuple(dict.fromkeys(self.cuda_graphs)),
             float(self.host_sync_gap),
             recipe.expert_cast_launches if (recipe := self.recipe()) else 0,
+            float(self.host_sync_jitter),
         )
 
     def extra_gpus(self) -> dict[str, GpuSpec]:

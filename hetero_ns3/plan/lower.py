@@ -262,7 +262,7 @@ def _emit(
     host_wait: dict[int, int] = {}
     """Rank -> the GPU task its host waits for before issuing its next op (a host synchronisation)."""
     gap_s = float(workload.meta.get("host_sync_gap_s", 0.0))
-    gaps = SyncGaps(gap_s) if gap_s > 0 else None
+    gaps = SyncGaps(gap_s, float(workload.meta.get("host_sync_jitter", 1.0))) if gap_s > 0 else None
 
     prog_op, rank_of, dep_tasks = low.prog_op, low.rank, low.dep_tasks
     ids = table.ids
@@ -366,22 +366,25 @@ def _emit(
 
 
 #: Seed of the host gaps after synchronisations (``[compute] host_sync_gap``): fixed, so that a scenario's plan is
-#: reproducible; the gaps of one rank are independent of every other rank's.
+#: reproducible; the drawn part of one rank's gap is independent of every other rank's.
 SYNC_GAP_SEED = 20261205
 
 
 class SyncGaps:
-    """Exponential draws of mean ``mean_s``, one per (rank, synchronisation) in emission order, in blocks (the
-    Chakra importer draws the same sequence for the same plan)."""
+    """Host gaps of mean ``mean_s``, one per (rank, synchronisation) in emission order: the common part
+    ``(1 - jitter) x mean_s`` plus an exponential draw of mean ``jitter x mean_s``, drawn in blocks (the Chakra
+    importer draws the same sequence for the same plan; ``jitter`` 1: the whole gap is drawn)."""
 
-    def __init__(self, mean_s: float) -> None:
+    def __init__(self, mean_s: float, jitter: float = 1.0) -> None:
         self.mean_s = mean_s
+        self.common_s = (1.0 - jitter) * mean_s
+        self.jitter_s = jitter * mean_s
         self.rng = np.random.default_rng(SYNC_GAP_SEED)
         self.block: list[float] = []
 
     def draw(self) -> float:
         if not self.block:
-            self.block = self.rng.exponential(self.mean_s, 4096).tolist()
+            self.block = (self.common_s + self.rng.exponential(self.jitter_s, 4096)).tolist()
         return self.block.pop()
 
 

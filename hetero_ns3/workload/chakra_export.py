@@ -22,7 +22,8 @@ expert-parallel ALL_TO_ALL nodes of a ``moe_dispatcher = "flex"`` workload, ``hn
 ``hns3_moe_top_k`` (the router's shape, for the deduplicating token exchange), and where the host issue model
 is on (:mod:`hetero_ns3.workload.host`) ``hns3_host_s`` (the op's issue cost), ``hns3_host_sync`` (the host waits
 for this op), ``hns3_host_wait`` (the host waits for the op's dependencies before issuing it: the dispatch under
-expert-parallel overlap) and, on those two, ``hns3_host_sync_gap_s`` (the mean gap after the wait), so that
+expert-parallel overlap) and, on those two, ``hns3_host_sync_gap_s`` (the mean gap after the wait) and
+``hns3_host_sync_jitter`` (the share of it drawn per rank), so that
 :mod:`hetero_ns3.workload.chakra_import` rebuilds the same plan as :func:`~hetero_ns3.plan.lower.
 lower_workload`. See docs/chakra.md.
 """
@@ -35,7 +36,7 @@ from typing import Any
 from hetero_ns3.errors import PlanningError
 from hetero_ns3.workload.artefact import Op, Workload
 from hetero_ns3.workload.chakra_format import COMM_GROUP_FILE, chakra_modules, write_comm_groups, write_trace
-from hetero_ns3.workload.chakra_host import ATTR_HOST, ATTR_HOST_GAP, ATTR_HOST_SYNC, ATTR_HOST_WAIT
+from hetero_ns3.workload.chakra_host import ATTR_HOST, ATTR_HOST_GAP, ATTR_HOST_JITTER, ATTR_HOST_SYNC, ATTR_HOST_WAIT
 from hetero_ns3.workload.chakra_import import ATTR_DIM, ATTR_DURATION, ATTR_MOE_EXPERTS, ATTR_MOE_TOP_K, ATTR_STREAM
 
 #: Our collective -> Chakra ``CollectiveCommType`` name.
@@ -57,6 +58,7 @@ class _Exporter:
         routing = workload.meta.get("moe_routing")
         self.routing = (int(routing[0]), int(routing[1])) if routing else None
         self.gap_s = float(workload.meta.get("host_sync_gap_s", 0.0))
+        self.jitter = float(workload.meta.get("host_sync_jitter", 1.0))
         # (rank, op id) -> (issue seconds, host sync, host wait) of the ops the host model touches (none when off)
         self.host: dict[tuple[int, int], tuple[float, bool, bool]] = {}
         for prog in workload.programs:
@@ -91,6 +93,7 @@ class _Exporter:
             n.attr.append(a(ATTR_HOST_WAIT if wait else ATTR_HOST_SYNC, bool_val=True))
             if self.gap_s > 0:
                 n.attr.append(a(ATTR_HOST_GAP, double_val=self.gap_s))
+                n.attr.append(a(ATTR_HOST_JITTER, double_val=self.jitter))
         if op.kind == "compute":
             n.type = pb.COMP_NODE
             n.duration_micros = round(op.duration * 1e6)

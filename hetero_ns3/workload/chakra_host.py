@@ -10,10 +10,12 @@ from hetero_ns3.plan.lower import SyncGaps, host_gate, host_wait_gate
 from hetero_ns3.workload.chakra_format import attr_value
 
 #: Host issue model (:mod:`hetero_ns3.workload.host`): the op's issue cost in seconds, whether the host waits for
-#: the op on the GPU, and (on such an op) the mean host gap after the wait.
+#: the op on the GPU, and (on such an op) the mean host gap after the wait and the share of it drawn per rank
+#: (absent: 1, the whole gap, as traces exported before the share existed meant).
 ATTR_HOST = "hns3_host_s"
 ATTR_HOST_SYNC = "hns3_host_sync"
 ATTR_HOST_GAP = "hns3_host_sync_gap_s"
+ATTR_HOST_JITTER = "hns3_host_sync_jitter"
 #: The host waits for the op's dependencies on the GPU before issuing it (``ProgramOp.host_wait``).
 ATTR_HOST_WAIT = "hns3_host_wait"
 
@@ -44,7 +46,7 @@ class HostReplay:
         """Start the gap draws at the first node that carries their mean."""
         gap_s = float(attr_value(n.node, ATTR_HOST_GAP, 0.0) or 0.0)
         if gap_s > 0 and self.gaps is None:
-            self.gaps = SyncGaps(gap_s)
+            self.gaps = SyncGaps(gap_s, float(attr_value(n.node, ATTR_HOST_JITTER, 1.0)))
 
     def gate(self, builder: PlanBuilder, gpu: str, n: TraceNode, deps: list[int]) -> list[int]:
         """``deps`` with the host task that issues node ``n`` on ``gpu``, where the model gives it one."""

@@ -18,10 +18,11 @@ expert-parallel exchanges, tensor-parallel collectives) gets a host task of ``op
 the GPU before its host task finished. Asynchronous calls (data-parallel gradient buckets, pipeline sends and
 receives) are issued off the host chain at no cost: one launch each, against a layer's dozens. After an op marked
 ``host_sync`` (the MoE layer's routing step, forward and recomputed forward), the next host task waits for that
-op to finish on the GPU, and then, with ``sync_gap_s`` > 0, spends a further gap before it issues anything: each
-rank's own draw from an exponential distribution of mean ``sync_gap_s`` (the framework's Python between the
-device-to-host copy and the next launch, which differs from rank to rank), so the group's next blocking exchange
-waits for its slowest host (:func:`hetero_ns3.plan.lower.lower_workload` draws the gaps). Steps of a module captured
+op to finish on the GPU, and then, with ``sync_gap_s`` > 0, spends a further gap of mean ``sync_gap_s`` before it
+issues anything (the framework's Python between the device-to-host copy and the next launch): a part every rank
+spends alike plus each rank's own draw from an exponential distribution of mean ``sync_jitter x sync_gap_s`` (what
+differs from rank to rank), so the group's next blocking exchange waits for its slowest host
+(:func:`hetero_ns3.plan.lower.lower_workload` draws the gaps). Steps of a module captured
 in a CUDA graph (``graph_scopes``) cost ``graph_s`` per step instead of their kernels' issue cost. ``op_s = launch_s
 = sync_gap_s = 0`` (:class:`HostModel`'s defaults) turns the model off: no host tasks, plans as without it; a
 scenario's ``[compute]`` section defaults the gap to :data:`HOST_SYNC_GAP_S`, which acts only where a step
@@ -63,6 +64,32 @@ SYNC_STEPS = frozenset({"moe.route", "recompute.moe.route"})
 #: synchronisation".
 HOST_SYNC_GAP_S = 616e-6
 
+#: The same profile's communication excess over the model without gaps, seconds: its exchange kernels ran 8.254 s
+#: (7.90-8.65 by how concurrent kernels are counted) where the model's run 4.686 s; read as the time rank 0's
+#: exchanges waited for the slowest host of the EP 16 group (an upper bound: a slower exchange counts in it too).
+PROFILE_COMM_EXCESS_S = 8.254 - 4.686
+#: The profile's idle (the mean gap times the synchronisations) and its synchronisations (64 micro-batches x 48 MoE
+#: layers), and the expert-parallel group they wait across.
+PROFILE_IDLE_S, PROFILE_SYNCS, PROFILE_GROUP = 1.893, 3072, 16
+
+
+def jitter_share(idle_s: float, excess_s: float, syncs: int, group: int) -> float:
+    """The share of the mean host gap that differs from rank to rank, fitted to a profile's two figures.
+
+    A gap is ``c + X``: a part ``c`` every rank spends alike, and an exponential ``X`` of mean ``mu`` drawn per rank.
+    One rank's idle per synchronisation is its own gap, ``c + mu = idle_s / syncs``; its exchange then waits for
+    the slowest of ``group`` hosts, ``(H_group - 1) mu = excess_s / syncs`` (``H`` the harmonic number: the
+    expected maximum of ``group`` exponentials is ``H_group`` means). Returns ``mu / (c + mu)``, clipped to 1."""
+    harmonic = sum(1.0 / k for k in range(1, group + 1))
+    mu = excess_s / syncs / (harmonic - 1.0)
+    return min(1.0, mu / (idle_s / syncs))
+
+
+#: Default share of the host gap drawn independently per rank (``[compute] host_sync_jitter``): the profile's two
+#: figures fitted by :func:`jitter_share`, 0.792 (mean 0.488 ms drawn per rank on a common 0.128 ms). docs/compute.md
+#: "Host gaps after a synchronisation".
+HOST_SYNC_JITTER = round(jitter_share(PROFILE_IDLE_S, PROFILE_COMM_EXCESS_S, PROFILE_SYNCS, PROFILE_GROUP), 3)
+
 
 @dataclass(frozen=True)
 class HostModel:
@@ -76,8 +103,9 @@ class HostModel:
         graph_s: host seconds to replay one captured step (a CUDA graph launch).
         moe_sync: the dropless MoE dispatcher synchronises the host once per MoE layer forward.
         graph_scopes: the captured scopes (keys of :data:`GRAPH_SCOPES`).
-        sync_gap_s: mean host seconds between a synchronisation's return and the next issue, drawn per rank and
-            synchronisation from an exponential distribution; 0: no gap.
+        sync_gap_s: mean host seconds between a synchronisation's return and the next issue; 0: no gap.
+        sync_jitter: share of ``sync_gap_s`` drawn per rank and synchronisation from an exponential distribution;
+            the rest every rank spends alike (1: the whole gap is drawn, 0: every rank waits the mean).
         expert_cast_launches: kernels the precision recipe launches per expert to quantize a grouped expert GEMM's
             input expert by expert (:attr:`hetero_ns3.compute.recipes.Recipe.expert_cast_launches`; 0: one fused
             cast, or no quantization); each costs ``launch_s`` on the host like a further GEMM member.
@@ -90,6 +118,7 @@ class HostModel:
     graph_scopes: tuple[str, ...] = ()
     sync_gap_s: float = 0.0
     expert_cast_launches: int = 0
+    sync_jitter: float = 1.0
 
     @property
     def active(self) -> bool:

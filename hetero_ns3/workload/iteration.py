@@ -497,5 +497,5 @@ class IterationCompiler:
         if plan.moe_dispatcher == "flex" and plan.ep > 1:
             meta["moe_routing"] = [self.model.experts, self.model.top_k]
         if self.spec.host.sync_gap_s > 0:
-            meta["host_sync_gap_s"] = self.spec.host.sync_gap_s
+            meta.update(host_sync_gap_s=self.spec.host.sync_gap_s, host_sync_jitter=self.spec.host.sync_jitter)
         return Workload(self.placement.slots, tuple(programs), self.tp, meta)

@@ -31,7 +31,8 @@ from hetero_ns3.scenario.loader import scenario_from_dict  # noqa: E402
 from hetero_ns3.scenario.workload import WorkloadSection  # noqa: E402
 from hetero_ns3.topology import build_graph  # noqa: E402
 from hetero_ns3.workload.chakra_export import export_chakra  # noqa: E402
-from hetero_ns3.workload.chakra_format import write_trace  # noqa: E402
+from hetero_ns3.workload.chakra_format import read_trace, write_trace  # noqa: E402
+from hetero_ns3.workload.chakra_host import ATTR_HOST_JITTER  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_lower_templates import SCENARIOS, assert_same_plan  # noqa: E402
@@ -157,6 +158,29 @@ def test_export_then_import_gives_the_same_plan(name, tmp_path):
     if name == "moe_ep_flex":
         assert any(k.startswith("ep:all_to_all:expert_dispatch/") for k in imp.choices)
         assert not any(k.startswith("ep:all_to_all:") and "expert_dispatch" not in k for k in imp.choices)
+
+
+def test_a_trace_without_the_gap_share_draws_the_whole_gap(tmp_path):
+    """Traces exported before ``hns3_host_sync_jitter`` existed meant a gap drawn whole: without the attribute the
+    import gives the plan of ``host_sync_jitter = 1``, with it (the default share, 0.792) another."""
+    _, imp, paths = _roundtrip("moe_ep_host", tmp_path)
+    for i, path in enumerate(paths[:-1]):
+        nodes = read_trace(path, i).nodes
+        for n in nodes:
+            kept = [a for a in n.attr if a.name != ATTR_HOST_JITTER]
+            del n.attr[:]
+            n.attr.extend(kept)
+        write_trace(path, nodes)
+    sc = SCENARIOS["moe_ep_host"]()
+    whole = dataclasses.replace(sc, compute=dataclasses.replace(sc.compute, host_sync_jitter=1.0))
+    whole = dataclasses.replace(whole, run=dataclasses.replace(sc.run, reuse_isolated_collectives="off"))
+    cluster = load_run_cluster(whole)
+    graph = build_graph(cluster)
+    _, low = lower_scenario(whole, graph, cluster)
+    old = dataclasses.replace(sc, model=None, parallelism=None, workload=WorkloadSection(chakra=str(paths[0].parent)))
+    stripped = lower_chakra(old, graph, cluster)
+    assert_same_plan(low.plan, stripped.plan)
+    assert not np.array_equal(imp.plan.duration_s, stripped.plan.duration_s)
 
 
 def _a2a(routing: dict, size: int = 1 << 20) -> object:

@@ -204,6 +204,8 @@ def test_the_graphed_scenario_issues_less():
         ("host_op", "-1us", "compute.host_op"),
         ("host_launch", "2s", "compute.host_launch"),
         ("host_sync_gap", "2s", "compute.host_sync_gap"),
+        ("host_sync_jitter", 1.5, "compute.host_sync_jitter .1.5. must be a share between 0 and 1"),
+        ("host_sync_jitter", -0.1, "compute.host_sync_jitter"),
         ("cuda_graphs", ["moe"], "is not a supported CUDA-graph scope"),
         ("cuda_graphs", "attn", "compute.cuda_graphs"),
     ],

@@ -1,8 +1,9 @@
 """Host gaps after synchronisations (``[compute] host_sync_gap``; :mod:`hetero_ns3.workload.host`, docs/compute.md
-"Host issue model"): after each dropless MoE routing step every rank's host spends its own exponential draw before
-it issues the dispatch, and the expert-parallel exchange that follows waits for the group's slowest host.
-Checked against the draws the plan holds: one per rank and synchronisation, their mean, and the iteration's
-growth by the largest draw of each synchronising group."""
+"Host issue model"): after each dropless MoE routing step every rank's host spends a gap (a part common to all
+ranks plus its own exponential draw, ``[compute] host_sync_jitter``) before it issues the dispatch, and the
+expert-parallel exchange that follows waits for the group's slowest host. Checked against the draws the plan holds:
+one per rank and synchronisation, their mean, the iteration's growth by the largest gap of each synchronising
+group (by the common gap alone when nothing is drawn), and the default share against the profile it is fitted to."""
 
 from __future__ import annotations
 
@@ -19,7 +20,15 @@ from hetero_ns3.plan.dag import COMPUTE
 from hetero_ns3.plan.lower import SyncGaps
 from hetero_ns3.scenario.loader import scenario_from_dict
 from hetero_ns3.topology import build_graph
-from hetero_ns3.workload.host import HOST_SYNC_GAP_S
+from hetero_ns3.workload.host import (
+    HOST_SYNC_GAP_S,
+    HOST_SYNC_JITTER,
+    PROFILE_COMM_EXCESS_S,
+    PROFILE_GROUP,
+    PROFILE_IDLE_S,
+    PROFILE_SYNCS,
+    jitter_share,
+)
 
 FOUR_GPU = Path(__file__).resolve().parent.parent / "data" / "one-node-4gpu.toml"
 RANKS, LAYERS, MICRO_BATCHES = 4, 2, 2
@@ -66,17 +75,31 @@ def test_one_gap_per_rank_and_synchronisation_before_the_dispatch() -> None:
     assert len({d for ds in by_op.values() for d in ds}) == RANKS * LAYERS * MICRO_BATCHES  # independent draws
 
 
-def test_the_exchange_waits_for_the_slowest_host() -> None:
+@pytest.mark.parametrize("jitter", [1.0, HOST_SYNC_JITTER])
+def test_the_exchange_waits_for_the_slowest_host(jitter: float) -> None:
     """Gaps far above the exchange: the iteration grows by the largest gap of each synchronising group, summed
     over the synchronisations (every rank leaves the exchange together, so the lag does not carry over), less at
     most one exchange each (the last rank's flows meet no others)."""
     _, base = _run(_scenario(host_sync_gap="0s"))
-    plan, t = _run(_scenario(host_sync_gap="20ms"))
+    plan, t = _run(_scenario(host_sync_gap="20ms", host_sync_jitter=jitter))
     by_op = _gap_tasks(plan)
     slowest = sum(max(d) for d in by_op.values())
     assert slowest > 0.02  # several draws of 20 ms mean
+    assert min(min(d) for d in by_op.values()) >= (1 - jitter) * 0.02 * (1 - 1e-12)  # the common part
     assert base < t <= base + slowest * (1 + 1e-9)
     assert t - base == pytest.approx(slowest, rel=1e-3)
+
+
+def test_a_gap_common_to_every_rank_costs_no_wait() -> None:
+    """Nothing drawn (``host_sync_jitter = 0``): every rank spends the mean gap, so the iteration grows by exactly
+    that gap per synchronisation and no rank waits for another."""
+    _, base = _run(_scenario(host_sync_gap="0s"))
+    plan, t = _run(_scenario(host_sync_gap="20ms", host_sync_jitter=0))
+    by_op = _gap_tasks(plan)
+    assert len(by_op) == LAYERS * MICRO_BATCHES and all(
+        d == pytest.approx(0.02, rel=1e-12) for ds in by_op.values() for d in ds
+    )
+    assert t - base == pytest.approx(0.02 * LAYERS * MICRO_BATCHES, rel=1e-3)
 
 
 def test_the_draws_are_exponential_with_the_given_mean() -> None:
@@ -86,6 +109,32 @@ def test_the_draws_are_exponential_with_the_given_mean() -> None:
     assert x.min() >= 0
     assert x.mean() == pytest.approx(5e-4, rel=0.03)
     assert np.median(x) == pytest.approx(5e-4 * np.log(2), rel=0.03)
+
+
+def test_a_share_draws_on_a_common_part() -> None:
+    """Share 0.8 of a 0.5 ms mean: every gap at least the common 0.1 ms, mean 0.5 ms and the drawn part's median
+    ln 2 x 0.4 ms (within 3%); share 1 draws the very sequence of a whole-gap exponential (plans made before the
+    share existed are unchanged)."""
+    gaps = SyncGaps(5e-4, 0.8)
+    x = np.array([gaps.draw() for _ in range(20_000)])
+    assert x.min() >= 1e-4 * (1 - 1e-12)
+    assert x.mean() == pytest.approx(5e-4, rel=0.03)
+    assert np.median(x - 1e-4) == pytest.approx(4e-4 * np.log(2), rel=0.03)
+    whole, one = SyncGaps(5e-4), SyncGaps(5e-4, 1.0)
+    assert [whole.draw() for _ in range(5000)] == [one.draw() for _ in range(5000)]
+
+
+def test_the_default_share_is_fitted_to_both_figures_of_the_profile() -> None:
+    """The profile's idle per synchronisation is one rank's own mean gap, ``c + mu``; its exchange's wait for the
+    slowest of 16 is ``(H_16 - 1) mu``; with the profile's mean gap the default share reproduces the second (the
+    share is rounded to 3 digits: rel 2e-3). A profile whose excess is the whole-gap model's own prediction gives share 1."""
+    assert ComputeConfig().host_sync_jitter == HOST_SYNC_JITTER == pytest.approx(0.792, abs=1e-9)
+    mean = PROFILE_IDLE_S / PROFILE_SYNCS
+    mu = HOST_SYNC_JITTER * mean
+    h16 = sum(1 / k for k in range(1, PROFILE_GROUP + 1))
+    assert (h16 - 1) * mu * PROFILE_SYNCS == pytest.approx(PROFILE_COMM_EXCESS_S, rel=2e-3)
+    assert jitter_share(1.893, (h16 - 1) * 1.893, 3072, 16) == pytest.approx(1.0)
+    assert jitter_share(1.893, 99.0, 3072, 16) == 1.0  # clipped
 
 
 def test_the_default_gap_acts_on_moe_layers_only() -> None:
