@@ -56,21 +56,20 @@ GROUPED_STEP = "moe.experts"
 #: Step names after which a dropless MoE dispatcher synchronises the host (:meth:`HostModel.is_sync_step`).
 SYNC_STEPS = frozenset({"moe.route", "recompute.moe.route"})
 
-#: Default mean host gap after a synchronisation (``[compute] host_sync_gap``), seconds: a published rank-0 Nsight
-#: profile of Megatron-Core with HybridEP on 16 H100 (Qwen3-30B-A3B, BF16, EP 16; Megatron-Bridge's expert-parallel
-#: overlap skill) has the GPU idle for 22.821 s of GPU-active union in a 24.714 s step, 1.893 s, over 64
-#: micro-batches x 48 MoE layers = 3,072 forward dispatches, each after a host synchronisation: 1.893 / 3072 =
-#: 0.616 ms (an upper bound: any other idle of the step counts in it). docs/compute.md "Host gaps after a
-#: synchronisation".
-HOST_SYNC_GAP_S = 616e-6
-
+#: A published rank-0 Nsight profile of Megatron-Core with HybridEP on 16 H100 (Qwen3-30B-A3B, BF16, EP 16;
+#: Megatron-Bridge's expert-parallel overlap skill): the GPU idle for 1.893 s of a 24.714 s step (22.821 s of
+#: GPU-active union), over 64 micro-batches x 48 MoE layers = 3,072 forward dispatches, each after a host
+#: synchronisation, across the expert-parallel group of 16 ranks.
+PROFILE_IDLE_S, PROFILE_SYNCS, PROFILE_GROUP = 1.893, 3072, 16
 #: The same profile's communication excess over the model without gaps, seconds: its exchange kernels ran 8.254 s
 #: (7.90-8.65 by how concurrent kernels are counted) where the model's run 4.686 s; read as the time rank 0's
 #: exchanges waited for the slowest host of the EP 16 group (an upper bound: a slower exchange counts in it too).
 PROFILE_COMM_EXCESS_S = 8.254 - 4.686
-#: The profile's idle (the mean gap times the synchronisations) and its synchronisations (64 micro-batches x 48 MoE
-#: layers), and the expert-parallel group they wait across.
-PROFILE_IDLE_S, PROFILE_SYNCS, PROFILE_GROUP = 1.893, 3072, 16
+
+#: Default mean host gap after a synchronisation (``[compute] host_sync_gap``), seconds: the profile's idle per
+#: synchronisation, 1.893 / 3072 = 0.616 ms (an upper bound: any other idle of the step counts in it).
+#: docs/compute.md "Host gaps after a synchronisation".
+HOST_SYNC_GAP_S = round(PROFILE_IDLE_S / PROFILE_SYNCS, 6)
 
 
 def jitter_share(idle_s: float, excess_s: float, syncs: int, group: int) -> float:
