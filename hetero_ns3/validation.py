@@ -348,35 +348,72 @@ def run_cases(
     (its memory goes back to the system before the next case starts there; the peak is up to ``workers`` times
     one case's). A worker that dies (killed for memory) raises :class:`SimulationError` naming its case; the
     outcomes yielded before it stand. When the caller stops early (Ctrl-C, SIGTERM, an error), the running workers
-    are terminated rather than left to finish their cases.
+    are terminated rather than left to finish their cases. The workers ignore SIGINT from their first instruction
+    (:func:`_start_ignoring_sigint`): Ctrl-C in a terminal reaches the whole process group, and this process alone
+    answers it, so no worker prints a traceback, not even one still starting.
     """
     if workers <= 1:
         for i, c in enumerate(cases):
             yield i, run_case_or_failure(c, base, extra)
         return
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from concurrent.futures.process import BrokenProcessPool
+    from multiprocessing.connection import wait
 
-    pool = ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), max_tasks_per_child=1)
+    ctx = multiprocessing.get_context("spawn")
+    todo = list(enumerate(cases))[::-1]  # popped from the end: the suite's order
+    running: dict[int, tuple[Any, Any]] = {}  # case index -> (process, the end its outcome arrives on)
     try:
-        futures = {pool.submit(run_case_or_failure, c, base, tuple(extra)): i for i, c in enumerate(cases)}
-        for fut in as_completed(futures):
-            i = futures[fut]
-            try:
-                yield i, fut.result()
-            except BrokenProcessPool:
-                raise SimulationError(
-                    f"a worker process died while case {cases[i].name!r} ran (out of memory?); the cases finished "
-                    "so far are kept; rerun with fewer --workers"
-                ) from None
+        while todo or running:
+            while todo and len(running) < workers:
+                i, c = todo.pop()
+                recv, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_case_worker, args=(send, c, base, tuple(extra)))
+                _start_ignoring_sigint(proc)
+                send.close()  # the worker holds the only sending end: its death shows as EOF here
+                running[i] = (proc, recv)
+            ready = wait([recv for _, recv in running.values()])
+            for i in [i for i, (_, recv) in running.items() if recv in ready]:
+                proc, recv = running.pop(i)
+                try:
+                    outcome = recv.recv()
+                except EOFError:
+                    raise SimulationError(
+                        f"a worker process died while case {cases[i].name!r} ran (out of memory?); the cases "
+                        "finished so far are kept; rerun with fewer --workers"
+                    ) from None
+                finally:
+                    recv.close()
+                    proc.join()
+                yield i, outcome
     except BaseException:
-        # The executor has no public way to stop a running task before Python 3.14 (terminate_workers): end the
-        # worker processes themselves, so that an interrupted run exits now instead of after its longest case.
-        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        for proc, _ in running.values():  # an interrupted run exits now, not after its longest case
             proc.terminate()
         raise
     finally:
-        # Wait for the executor's manager thread to see the ended workers: without waiting, shutdown clears the
-        # process table under that thread, which then dies with a traceback (seen once, in a CI run of the e2e test).
-        pool.shutdown(wait=True, cancel_futures=True)
+        for proc, recv in running.values():
+            proc.join()
+            recv.close()
+
+
+def _case_worker(conn: Any, case: Case, base: Path, extra: Sequence[str]) -> None:
+    """A worker process's whole life: one case, its outcome sent back on ``conn``."""
+    conn.send(run_case_or_failure(case, base, extra))
+    conn.close()
+
+
+def _start_ignoring_sigint(proc: Any) -> None:
+    """Start ``proc`` with SIGINT ignored: a spawned Python that starts with SIGINT ignored keeps it ignored (it
+    installs its KeyboardInterrupt handler only over the default), so Ctrl-C cannot interrupt it even while it
+    imports. The ignore lasts the few milliseconds of the spawn here (a Ctrl-C inside them is lost); off the main
+    thread, where signal handlers cannot be set, the process starts as it is."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        proc.start()
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        proc.start()
+    finally:
+        signal.signal(signal.SIGINT, old)
