@@ -384,6 +384,11 @@ def run_cases(
                 finally:
                     recv.close()
                     proc.join()
+                if isinstance(outcome, str):  # an unexpected error inside the worker (_case_worker)
+                    raise SimulationError(
+                        f"case {cases[i].name!r} failed in its worker process: {outcome}; the cases finished so far "
+                        "are kept; rerun it with --workers 1 for the traceback"
+                    )
                 yield i, outcome
     except BaseException:
         for proc, _ in running.values():  # an interrupted run exits now, not after its longest case
@@ -396,8 +401,13 @@ def run_cases(
 
 
 def _case_worker(conn: Any, case: Case, base: Path, extra: Sequence[str]) -> None:
-    """A worker process's whole life: one case, its outcome sent back on ``conn``."""
-    conn.send(run_case_or_failure(case, base, extra))
+    """A worker process's whole life: one case, its outcome sent back on ``conn`` (or, for an error that
+    :func:`run_case_or_failure` does not record, a bug, the error as one line of text)."""
+    try:
+        result: Outcome | str = run_case_or_failure(case, base, extra)
+    except Exception as e:  # reported to the run, which names the case
+        result = f"{type(e).__name__}: {e}"
+    conn.send(result)
     conn.close()
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 
 import pytest
 
 from hetero_ns3.cli.main import main
-from hetero_ns3.errors import ScenarioError
-from hetero_ns3.validation import load_suite
+from hetero_ns3.errors import ScenarioError, SimulationError
+from hetero_ns3.validation import load_suite, run_cases
 
 
 def test_validate_quick_passes_and_writes_tables(tmp_path, capsys) -> None:
@@ -144,6 +145,21 @@ def test_workers_give_the_serial_results_in_suite_order(tmp_path, capsys) -> Non
     capsys.readouterr()
     assert main(["validate", "--quick", "--workers", "0"]) == 2
     assert "--workers (0) must be >= 1" in capsys.readouterr().err
+
+
+def test_an_unexpected_error_in_a_worker_names_its_case() -> None:
+    """An error that is not an input or planning error (a bug: here a metric the case does not produce) ends a
+    ``--workers`` run with one line naming the case and the error, after the outcomes of the cases before it."""
+    base, cases = load_suite()
+    good = next(c for c in cases if c.name == "nic.hdr200.all_reduce.2ranks")
+    bad = dataclasses.replace(good, name="broken", metric="no_such_metric")
+    seen = []
+    with pytest.raises(
+        SimulationError, match=r"case 'broken' failed in its worker process: KeyError: 'no_such_metric'"
+    ):
+        for i, outcome in run_cases([good, bad], base, workers=2):
+            seen.append((i, outcome.case.name))
+    assert seen in ([], [(0, good.name)])  # the good case is yielded unless the bad one's worker answered first
 
 
 def test_case_patterns_and_list(capsys) -> None:
