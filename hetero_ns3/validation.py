@@ -15,10 +15,13 @@ import tomllib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hetero_ns3.errors import HeteroNs3Error, ScenarioError, SimulationError, field_error
 from hetero_ns3.paths import PACKAGE_DATA
+
+if TYPE_CHECKING:
+    from hetero_ns3.results.summary import Summary
 
 SUITE_PATH = PACKAGE_DATA / "validation" / "suite.toml"
 KINDS = ("scenario", "collective", "incast", "layer")
@@ -154,6 +157,13 @@ def simulate_scenario(path: Path, overrides: Sequence[str] = ()) -> dict[str, fl
 
 def _simulate_scenario(path: Path, overrides: Sequence[str] = ()) -> tuple[dict[str, float], str]:
     """:func:`simulate_scenario` and the cluster's GPU types (:func:`gpu_types_label`)."""
+    _, detail, types = scenario_summary(path, overrides)
+    return detail, types
+
+
+def scenario_summary(path: Path, overrides: Sequence[str] = ()) -> tuple[Summary, dict[str, float], str]:
+    """:func:`simulate_scenario`'s run with its iteration summary (the breakdown: compute, exposed communication,
+    bubble, other), its values and the cluster's GPU types."""
     from hetero_ns3.network.analytic.backend import AnalyticBackend
     from hetero_ns3.pipeline import gpu_meta, load_run_cluster, lower_scenario
     from hetero_ns3.results import summarize
@@ -184,7 +194,7 @@ def _simulate_scenario(path: Path, overrides: Sequence[str] = ()) -> tuple[dict[
         "mfu_pct": 100.0 * model_flops / (t * peak_flops) if t else 0.0,
         "compute_only_s": compute_only,
     }
-    return detail, gpu_types_label(g.gpu_type for g in cluster.gpus())
+    return summary, detail, gpu_types_label(g.gpu_type for g in cluster.gpus())
 
 
 def simulate_collective(case: Case, base: Path | None = None) -> dict[str, float]:

@@ -376,7 +376,6 @@ class SyncGaps:
     importer draws the same sequence for the same plan; ``jitter`` 1: the whole gap is drawn)."""
 
     def __init__(self, mean_s: float, jitter: float = 1.0) -> None:
-        self.mean_s = mean_s
         self.common_s = (1.0 - jitter) * mean_s
         self.jitter_s = jitter * mean_s
         self.rng = np.random.default_rng(SYNC_GAP_SEED)

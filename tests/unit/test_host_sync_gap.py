@@ -14,15 +14,13 @@ import numpy as np
 import pytest
 
 from hetero_ns3.compute.config import ComputeConfig
-from hetero_ns3.network.analytic.backend import AnalyticBackend
 from hetero_ns3.network.analytic.times_only import replay_times
-from hetero_ns3.pipeline import gpu_meta, load_run_cluster, lower_scenario
+from hetero_ns3.pipeline import load_run_cluster, lower_scenario
 from hetero_ns3.plan.dag import COMPUTE
 from hetero_ns3.plan.lower import SyncGaps
-from hetero_ns3.results import summarize
-from hetero_ns3.results.summary import summary_columns
-from hetero_ns3.scenario.loader import load_scenario, scenario_from_dict
+from hetero_ns3.scenario.loader import scenario_from_dict
 from hetero_ns3.topology import build_graph
+from hetero_ns3.validation import scenario_summary
 from hetero_ns3.workload.host import (
     HOST_SYNC_GAP_S,
     HOST_SYNC_JITTER,
@@ -170,13 +168,7 @@ def test_the_profile_row_reproduces_what_the_gap_is_fitted_to() -> None:
     within 2% (+0.03%: docs/validation.md "Session 37"). With the whole gap drawn the first is 18% high."""
 
     def breakdown(*overrides: str) -> tuple[float, float]:
-        sc = load_scenario(CALIBRATION_ROW, list(overrides))
-        cluster = load_run_cluster(sc)
-        graph, engine = build_graph(cluster), AnalyticBackend()
-        w, low = lower_scenario(sc, graph, cluster, engine=engine)
-        meta, plan = gpu_meta(cluster, w, sc.faults), low.plan
-        times = engine.prepare_times(plan, graph, sc.network, seed=sc.run.seed, faults=sc.faults).run().times
-        s = summarize(summary_columns(plan), times, meta, None)
+        s = scenario_summary(CALIBRATION_ROW, overrides)[0]  # validate's own run of the row
         return s.iteration_time_s, s.overall.as_dict()["other_s"]
 
     step, other = breakdown()
