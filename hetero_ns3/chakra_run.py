@@ -163,7 +163,13 @@ def run_chakra(scenario: Scenario, out_dir: str | Path, engine: Backend, progres
     check_chakra(scenario, cluster)
     check_link_faults(scenario.faults, graph, engine.name)
     loaded = read_chakra(scenario)  # a file that does not decode is refused before out_dir is cleared too
-    with recording_run(out_dir, scenario_resolved=scenario.resolved(), versions=versions_info(run.seed)) as rec:
+    with recording_run(
+        out_dir,
+        scenario_resolved=scenario.resolved(),
+        versions=versions_info(run.seed),
+        tables=run.tables,
+        trace=run.trace,
+    ) as rec:
         imp = lower_chakra(scenario, graph, cluster, loaded)
         repeated = repeat_plan(imp.plan, run.iterations)
         plan = repeated.plan

@@ -142,7 +142,13 @@ def run_jobs(scenario: Scenario, out_dir: str | Path, engine: Backend, progress:
     gpu_slowdowns(scenario.faults, cluster)
     check_link_faults(scenario.faults, graph, engine.name)
     check_jobs(scenario, cluster)
-    with recording_run(out_dir, scenario_resolved=scenario.resolved(), versions=versions_info(run.seed)) as rec:
+    with recording_run(
+        out_dir,
+        scenario_resolved=scenario.resolved(),
+        versions=versions_info(run.seed),
+        tables=run.tables,
+        trace=run.trace,
+    ) as rec:
         jobs = lower_jobs(scenario, graph, cluster)
         plan, own = merged_plan(jobs)
         rec.plan = plan

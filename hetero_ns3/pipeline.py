@@ -353,7 +353,9 @@ def run_scenario(
     gpu_slowdowns(scenario.faults, cluster)
     check_link_faults(scenario.faults, graph, backend)
     check_scenario_plan(scenario)
-    with recording_run(out_dir, scenario_resolved=resolved, versions=versions_info(run.seed)) as rec:
+    with recording_run(
+        out_dir, scenario_resolved=resolved, versions=versions_info(run.seed), tables=run.tables, trace=run.trace
+    ) as rec:
         log.info("planning the workload ...")
         wplan = plan_scenario(scenario)
         env = collective_env(scenario, graph)

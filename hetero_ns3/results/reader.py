@@ -36,7 +36,7 @@ class RunData:
 
     @property
     def times(self) -> TaskTimes | None:
-        """Task times from ``tasks.csv`` (NaN for unfinished tasks), indexed by task id."""
+        """Task times from ``tasks.csv`` (or ``tasks.parquet``) (NaN for unfinished tasks), indexed by task id."""
         if self.tasks is None:
             return None
         t = self.tasks.sort_values("id")
@@ -44,7 +44,7 @@ class RunData:
 
     @property
     def iteration(self) -> np.ndarray | None:
-        """Training iteration of each task, from ``tasks.csv`` (None if the table has no such column)."""
+        """Training iteration of each task, from ``tasks.csv`` (or ``.parquet``) (None if the table has no such column)."""
         if self.tasks is None or "iteration" not in self.tasks.columns:
             return None
         return self.tasks.sort_values("id")["iteration"].to_numpy(dtype=np.int64)
@@ -69,6 +69,16 @@ def _json(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
+def _read_table(csv_path: Path, parquet_path: Path) -> pd.DataFrame | None:
+    """A run's table from its CSV file, or from its Parquet file where only that was written (``run.tables``);
+    None if neither exists."""
+    if csv_path.is_file():
+        return pd.read_csv(csv_path, keep_default_na=False, na_values=[""])
+    if parquet_path.is_file():
+        return pd.read_parquet(parquet_path)
+    return None
+
+
 def load_run(out_dir: str | os.PathLike[str]) -> RunData:
     """Load a run directory written by ``write_run`` or ``write_partial``."""
     paths = RunPaths.at(out_dir)
@@ -77,9 +87,8 @@ def load_run(out_dir: str | os.PathLike[str]) -> RunData:
         raise ScenarioError(
             f"{paths.root} ({paths.summary.name} missing) is not a run directory; give one that hetero-ns3 run wrote"
         )
-    csv_kw: dict[str, Any] = {"keep_default_na": False, "na_values": [""]}
-    tasks = pd.read_csv(paths.tasks, **csv_kw) if paths.tasks.is_file() else None
-    flows = pd.read_csv(paths.flows, **csv_kw) if paths.flows.is_file() else None
+    tasks = _read_table(paths.tasks, paths.tasks_parquet)
+    flows = _read_table(paths.flows, paths.flows_parquet)
     for df in (tasks, flows):
         if df is not None:
             for col in ("start_s", "finish_s"):

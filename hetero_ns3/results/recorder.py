@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,14 @@ import pandas as pd
 
 from hetero_ns3.plan.dag import ExecutionPlan, TaskTimes
 from hetero_ns3.results.meta import GpuMetaLike
-from hetero_ns3.results.rundir import RunPaths, clear_run_dir, write_partial, write_run
+from hetero_ns3.results.rundir import (
+    TABLE_FORMATS,
+    RunPaths,
+    check_table_formats,
+    clear_run_dir,
+    write_partial,
+    write_run,
+)
 from hetero_ns3.signals import interrupt_reason
 
 log = logging.getLogger(__name__)
@@ -52,6 +59,10 @@ class RunRecorder:
     """Per-link bytes by job (multi-job runs), written with the complete run."""
     paths: RunPaths | None = None
     """Set once the complete run directory is written."""
+    tables: tuple[str, ...] = TABLE_FORMATS
+    """Formats of the tables (``run.tables``)."""
+    trace: bool = True
+    """Write ``trace.json`` (``run.trace``)."""
 
     def finish(
         self, times: TaskTimes, flows_df: pd.DataFrame | None = None, extra_summary: Mapping[str, Any] | None = None
@@ -74,6 +85,8 @@ class RunRecorder:
             iteration=self.iteration,
             extra_summary=self.extra_summary,
             links_df=self.links_df,
+            tables=self.tables,
+            trace=self.trace,
         )
         return self.paths
 
@@ -91,6 +104,8 @@ class RunRecorder:
             flows_df=self.flows_df,
             extra_summary=self.extra_summary,
             iteration=self.iteration,
+            tables=self.tables,
+            trace=self.trace,
         )
 
 
@@ -100,9 +115,19 @@ def recording_run(
     *,
     scenario_resolved: Mapping[str, Any] | None = None,
     versions: Mapping[str, Any] | None = None,
+    tables: Sequence[str] = TABLE_FORMATS,
+    trace: bool = True,
 ) -> Iterator[RunRecorder]:
-    """Yield a :class:`RunRecorder`; on an exception write the partial run directory, then re-raise."""
-    rec = RunRecorder(out_dir, scenario_resolved=scenario_resolved, versions=versions)
+    """Yield a :class:`RunRecorder`; on an exception write the partial run directory, then re-raise.
+    ``tables`` and ``trace``: which table formats and whether ``trace.json`` are written (``run.tables``,
+    ``run.trace``)."""
+    rec = RunRecorder(
+        out_dir,
+        scenario_resolved=scenario_resolved,
+        versions=versions,
+        tables=check_table_formats(tables),
+        trace=trace,
+    )
     clear_run_dir(out_dir)  # before any work: no previous run's summary.json may look current
     try:
         yield rec

@@ -40,12 +40,15 @@ from hetero_ns3.plan.dag import ExecutionPlan, TaskTimes
 from hetero_ns3.results import atomic
 from hetero_ns3.results.meta import GpuMeta, GpuMetaLike, resolve_gpu_meta
 from hetero_ns3.results.summary import Summary, plan_counts, summarize
-from hetero_ns3.results.tables import flow_chunks, task_chunks, write_table_files
+from hetero_ns3.results.tables import flow_chunks, task_chunks, write_parquet_chunks, write_table_files
 from hetero_ns3.results.trace import write_chrome_trace
 
 log = logging.getLogger(__name__)
 
 STATUSES = ("ok", "failed", "interrupted")
+
+TABLE_FORMATS = ("csv", "parquet")
+"""The formats a run's tables (tasks, flows, links) can be written in (``run.tables``)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,15 @@ class RunPaths:
             breakdown_png=root / "plots" / "breakdown.png",
             timeline_png=root / "plots" / "timeline.png",
         )
+
+
+def check_table_formats(tables: Sequence[str]) -> tuple[str, ...]:
+    """``tables`` as a tuple if it names one or more of :data:`TABLE_FORMATS`, each once; else ValueError."""
+    out = tuple(tables)
+    bad = [t for t in out if t not in TABLE_FORMATS]
+    if not out or bad or len(set(out)) != len(out):
+        raise ValueError(f"tables {list(out)!r} must name one or more of {list(TABLE_FORMATS)}, each once")
+    return out
 
 
 PLAN_ZIP_LEVEL = 1
@@ -168,6 +180,31 @@ def _write_parquet(path: Path, df: pd.DataFrame) -> None:
     write_parquet(path, df)
 
 
+def _write_table(
+    what: str,
+    chunks: Callable[[], Iterable[pd.DataFrame]],
+    csv_path: Path,
+    pq_path: Path,
+    tables: Sequence[str],
+) -> tuple[list[str], BaseException | None]:
+    """Write one table (``what``: tasks or flows) in the formats ``tables``; return the files written and the
+    Parquet failure (None: none).
+
+    With CSV asked for, both files come from one pass over the slices; a CSV failure raises, a Parquet one is
+    returned. Parquet alone: a Parquet failure is returned and the table is written as CSV instead, so no
+    computed row is lost."""
+    want_pq = "parquet" in tables
+    if "csv" in tables:
+        err = write_table_files(chunks(), csv_path, pq_path if want_pq else None)
+        return [f"{what}.csv"] + ([f"{what}.parquet"] if want_pq and err is None else []), err
+    err = write_parquet_chunks(chunks(), pq_path)
+    if err is None:
+        return [f"{what}.parquet"], None
+    log.warning("could not write %s.parquet (%s); writing %s.csv instead", what, err, what)
+    write_table_files(chunks(), csv_path, None)
+    return [f"{what}.csv"], err
+
+
 def _write_partial_table(
     errors: dict[str, str],
     files: list[str],
@@ -175,15 +212,16 @@ def _write_partial_table(
     chunks: Callable[[], Iterable[pd.DataFrame]],
     csv_path: Path,
     pq_path: Path,
+    tables: Sequence[str] = TABLE_FORMATS,
 ) -> None:
-    """Write one table of a partial run (CSV, then Parquet in the same pass), recording failures.
+    """Write one table of a partial run (:func:`_write_table`), recording failures.
 
     Building the table's slices fails before any file is written (recorded under ``what``); a CSV failure
     is recorded under ``<what>.csv`` and its Parquet is then not kept either."""
     holder: dict[str, Any] = {}
 
-    def _csv() -> None:
-        holder["pq"] = write_table_files(chunks(), csv_path, pq_path)
+    def _write() -> None:
+        holder["files"], holder["pq"] = _write_table(what, chunks, csv_path, pq_path, tables)
 
     try:
         gen = iter(chunks())
@@ -193,14 +231,12 @@ def _write_partial_table(
         errors[what] = f"{type(err).__name__}: {err}"
         return
     del gen, first
-    if not _try(errors, f"{what}.csv", _csv):
+    if not _try(errors, f"{what}.csv", _write):
         errors.setdefault(f"{what}.parquet", "not written: the CSV failed")
         return
-    files.append(f"{what}.csv")
+    files.extend(holder["files"])
     pq_err = holder["pq"]
-    if pq_err is None:
-        files.append(f"{what}.parquet")
-    else:
+    if pq_err is not None:
         log.warning("could not write %s.parquet: %s", what, pq_err)
         errors[f"{what}.parquet"] = f"{type(pq_err).__name__}: {pq_err}"
 
@@ -306,6 +342,8 @@ def write_run(
     trace_max_events: int = 1_000_000,
     timeline_max_gpus: int = 32,
     plots: bool = True,
+    tables: Sequence[str] = TABLE_FORMATS,
+    trace: bool = True,
 ) -> RunPaths:
     """Write the whole run directory of a finished run and return its paths.
 
@@ -315,7 +353,10 @@ def write_run(
     ``plots=False`` skips ``plots/`` (matplotlib costs about a second per run on first use).
     ``iteration`` (one index per task) marks a run of several training iterations. ``links_df`` (the
     ``links`` table of :mod:`hetero_ns3.results.link_table`) is written as ``links.csv`` / ``links.parquet``.
+    ``tables``: the formats of the tables (a subset of :data:`TABLE_FORMATS`, ``run.tables``); ``trace=False``
+    skips ``trace.json`` (``run.trace``).
     """
+    tables = check_table_formats(tables)
     if status not in STATUSES:
         raise ValueError(f"status {status!r} is not one of {STATUSES}")
     paths = RunPaths.at(out_dir)
@@ -325,24 +366,28 @@ def write_run(
     atomic.write_json(paths.scenario, dict(scenario_resolved))
     atomic.write_json(paths.versions, dict(versions))
     save_plan(paths.plan, plan)
-    pq_errors = {
-        "tasks.parquet": write_table_files(task_chunks(plan, times, meta, iteration), paths.tasks, paths.tasks_parquet),
-        "flows.parquet": write_table_files(flow_chunks(plan, times, meta, flows_df), paths.flows, paths.flows_parquet),
-    }
-    files = ["scenario.resolved.json", "versions.json", "plan.npz", "tasks.csv", "flows.csv"]
-    if links_df is not None:
-        _write_csv(paths.links, links_df)
-        files.append("links.csv")
+    files = ["scenario.resolved.json", "versions.json", "plan.npz"]
     errors: dict[str, str] = {}
-    for name, err in pq_errors.items():
-        if err is None:
-            files.append(name)
-        else:
-            log.warning("could not write %s: %s", name, err)
-            errors[name] = f"{type(err).__name__}: {err}"
-    if links_df is not None and _try(errors, "links.parquet", partial(_write_parquet, paths.links_parquet, links_df)):
-        files.append("links.parquet")
-    if _try(
+    for what, chunks, csv_path, pq_path in (
+        ("tasks", partial(task_chunks, plan, times, meta, iteration), paths.tasks, paths.tasks_parquet),
+        ("flows", partial(flow_chunks, plan, times, meta, flows_df), paths.flows, paths.flows_parquet),
+    ):
+        written, err = _write_table(what, chunks, csv_path, pq_path, tables)
+        files.extend(written)
+        if err is not None:
+            log.warning("could not write %s.parquet: %s", what, err)
+            errors[f"{what}.parquet"] = f"{type(err).__name__}: {err}"
+    if links_df is not None:
+        if "csv" in tables:
+            _write_csv(paths.links, links_df)
+            files.append("links.csv")
+        if "parquet" in tables:
+            if _try(errors, "links.parquet", partial(_write_parquet, paths.links_parquet, links_df)):
+                files.append("links.parquet")
+            elif "csv" not in tables:
+                _write_csv(paths.links, links_df)
+                files.append("links.csv")
+    if trace and _try(
         errors,
         "trace.json",
         lambda: write_chrome_trace(paths.trace, plan, times, meta, trace_max_events),
@@ -388,6 +433,8 @@ def write_partial(
     extra_summary: Mapping[str, Any] | None = None,
     trace_max_events: int = 1_000_000,
     iteration: np.ndarray | None = None,
+    tables: Sequence[str] = TABLE_FORMATS,
+    trace: bool = True,
 ) -> RunPaths:
     """Write what an interrupted or failed run has, plus ``summary.json`` with the status and reason.
 
@@ -397,6 +444,7 @@ def write_partial(
     """
     if status not in ("failed", "interrupted"):
         raise ValueError(f"partial status {status!r} must be 'failed' or 'interrupted'")
+    tables = check_table_formats(tables)
     paths = RunPaths.at(out_dir)
     _start_writing(paths)
     errors: dict[str, str] = {}
@@ -425,11 +473,11 @@ def write_partial(
             ("tasks", partial(task_chunks, plan, times, meta, iteration), paths.tasks, paths.tasks_parquet),
             ("flows", partial(flow_chunks, plan, times, meta, flows_df), paths.flows, paths.flows_parquet),
         ):
-            _write_partial_table(errors, files, what, chunks, csv_path, pq_path)
+            _write_partial_table(errors, files, what, chunks, csv_path, pq_path, tables)
         if times is not None:
             fin = np.asarray(times.finish_s, dtype=float)
             counts["simulated_time_reached_s"] = float(np.nanmax(fin)) if np.isfinite(fin).any() else 0.0
-            if _try(
+            if trace and _try(
                 errors,
                 "trace.json",
                 lambda: write_chrome_trace(paths.trace, plan, times, meta, trace_max_events),

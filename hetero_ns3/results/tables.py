@@ -392,6 +392,27 @@ class _ParquetSink:
         self._cm.__exit__(None, None, None)
 
 
+def write_parquet_chunks(chunks: Iterable[pd.DataFrame], parquet_path: os.PathLike[str] | str) -> BaseException | None:
+    """Write a table given in slices as Parquet only (one row group per slice, atomic); return the failure
+    (None: written). Nothing is left at ``parquet_path`` on failure. Peak memory is one slice."""
+    sink = _ParquetSink(parquet_path)
+    try:
+        for df in chunks:
+            table, err = None, None
+            try:
+                table = _arrow_table(df)
+            except Exception as e:  # noqa: BLE001 - returned to the caller
+                err = e
+            sink.write(table, err)
+            if sink.error is not None:
+                break
+    except BaseException as err:
+        sink.abort(err)
+        raise
+    sink.close()
+    return sink.error
+
+
 def write_table_files(
     chunks: Iterable[pd.DataFrame], csv_path: os.PathLike[str] | str, parquet_path: os.PathLike[str] | str | None
 ) -> BaseException | None:

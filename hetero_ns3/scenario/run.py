@@ -34,12 +34,28 @@ class RunSection:
     workload without link faults or ``[[jobs]]``; ``off`` otherwise. Much less memory and time for
     TP-heavy plans; see docs/collectives.md, "Isolated-collective reuse", for when it is exact."""
 
+    tables: tuple[str, ...] = ("csv", "parquet")
+    """Formats of the run directory's tables (``tasks``, ``flows``, multi-job ``links``): ``csv``, ``parquet``
+    or both (default). The CSV files are about 13 times the Parquet ones (a 16-GPU MoE step: 520 against
+    38 MB of tasks); a sweep of large points can write ``["parquet"]`` alone (docs/results.md)."""
+    trace: bool = True
+    """Write ``trace.json`` (Chrome trace / Perfetto, at most 1 M events: up to ~180 MB)."""
+
     def validate(self, where: str = "run") -> None:
         from hetero_ns3.network.backend import backend_names
         from hetero_ns3.plan.fuse import check_reuse_mode
 
         check_reuse_mode(self.reuse_isolated_collectives, f"{where}.reuse_isolated_collectives")
 
+        from hetero_ns3.results.rundir import TABLE_FORMATS
+
+        if not self.tables or len(set(self.tables)) != len(self.tables) or set(self.tables) - set(TABLE_FORMATS):
+            raise field_error(
+                f"{where}.tables",
+                list(self.tables),
+                f"must name one or more of {list(TABLE_FORMATS)}, each once",
+                'e.g. run.tables = ["parquet"]',
+            )
         if self.backend not in backend_names():
             raise field_error(
                 f"{where}.backend", self.backend, "is not a backend", f"use one of {list(backend_names())}"

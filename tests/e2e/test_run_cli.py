@@ -59,6 +59,33 @@ def test_set_overrides_apply_and_bad_values_exit_2_without_traceback(tmp_path):
     assert res.returncode == 2 and "not found" in res.stderr
 
 
+def test_run_tables_and_trace_choose_the_files_and_the_report_still_reads_them(tmp_path):
+    out = tmp_path / "pq"
+    sc = str(_scenario(tmp_path))
+    res = _cli(
+        "run",
+        sc,
+        "--out",
+        str(out),
+        "--set",
+        'run.tables=["parquet"]',
+        "--set",
+        "run.trace=false",
+        "--no-progress",
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stderr
+    files = {p.name for p in out.iterdir()}
+    assert {"tasks.parquet", "flows.parquet", "summary.json"} <= files
+    assert not {"tasks.csv", "flows.csv", "trace.json"} & files
+    res = _cli("report", str(out), "--out", str(tmp_path / "r.html"), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "Slowest flows" in (tmp_path / "r.html").read_text()
+    for bad in ('["xlsx"]', "[]", '"parquet"'):
+        res = _cli("run", sc, "--out", str(tmp_path / "x"), "--set", f"run.tables={bad}", "--no-progress", cwd=tmp_path)
+        assert res.returncode == 2 and "run.tables (" in res.stderr and "Traceback" not in res.stderr, res.stderr
+
+
 def test_a_failed_run_exits_2_and_leaves_a_partial_directory(tmp_path):
     out = tmp_path / "bad"
     res = _cli(
