@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 import tomllib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,6 +68,12 @@ class Case:
         measured, layer, gpu_type: layer: the folder under ``hetero_ns3/data/measured`` (``h200``), the
             layer's name in its ``layers.csv`` (its shape) and the catalog GPU type to time it on.
         note: free text.
+        extrapolate_batches: a scenario case too large to simulate at its global batch on this host: two smaller
+            global batches ``(g1, g2)`` to simulate instead; the step time (and the compute-only time) is read off
+            the line through the two at the scenario's own global batch (:func:`extrapolated`). A pipeline's step
+            is a fixed part (warm-up, cool-down, optimizer, the last gradient reduction) plus one steady cost per
+            micro-batch, so the line is exact once both runs are in the steady state; its error on cases that
+            can also run whole is in docs/validation.md ("Extrapolated global batch").
     """
 
     name: str
@@ -95,6 +101,7 @@ class Case:
     measured: str = ""
     layer: str = ""
     gpu_type: str = ""
+    extrapolate_batches: tuple[int, ...] = field(default=())
 
 
 def load_suite(path: str | Path | None = None) -> tuple[Path, tuple[Case, ...]]:
@@ -135,10 +142,35 @@ def load_suite(path: str | Path | None = None) -> tuple[Path, tuple[Case, ...]]:
         if not isinstance(tbl.get("heldout", False), bool):
             raise field_error(f"{where}.heldout", tbl["heldout"], "is not a boolean", "write heldout = true or false")
         tbl = dict(tbl)
+        if "extrapolate_batches" in tbl:
+            tbl["extrapolate_batches"] = _check_batches(tbl["extrapolate_batches"], tbl, f"{where}.extrapolate_batches")
         tbl["overrides"] = tuple(tbl.get("overrides", ()))
         tbl["ranks"] = tuple(tbl.get("ranks", ()))
         cases.append(Case(**tbl))
     return p.parent, tuple(cases)
+
+
+def _check_batches(value: Any, tbl: Mapping[str, Any], where: str) -> tuple[int, ...]:
+    """``extrapolate_batches``: two increasing positive integers, on a training case of a time metric."""
+    ok = (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+        and value[0] < value[1]
+    )
+    if not ok:
+        raise field_error(
+            where, value, "must be two increasing global batches", "e.g. extrapolate_batches = [512, 1024]"
+        )
+    if tbl["kind"] != "scenario" or tbl["metric"] not in ("step_time_s", "mfu_pct", "compute_only_s"):
+        raise field_error(where, value, "applies to scenario cases only", "remove it")
+    return tuple(value)
+
+
+def extrapolated(batches: Sequence[int], values: Sequence[float], batch: int) -> float:
+    """The value at ``batch`` of the line through ``(batches[i], values[i])`` (two points)."""
+    (g1, g2), (v1, v2) = batches, values
+    return v2 + (v2 - v1) * (batch - g2) / (g2 - g1)
 
 
 def gpu_types_label(types: Iterable[str]) -> str:
@@ -155,10 +187,39 @@ def simulate_scenario(path: Path, overrides: Sequence[str] = ()) -> dict[str, fl
     return _simulate_scenario(path, overrides)[0]
 
 
-def _simulate_scenario(path: Path, overrides: Sequence[str] = ()) -> tuple[dict[str, float], str]:
-    """:func:`simulate_scenario` and the cluster's GPU types (:func:`gpu_types_label`)."""
-    _, detail, types = scenario_summary(path, overrides)
-    return detail, types
+def _simulate_scenario(
+    path: Path, overrides: Sequence[str] = (), batches: Sequence[int] = ()
+) -> tuple[dict[str, float], str]:
+    """:func:`simulate_scenario` and the cluster's GPU types (:func:`gpu_types_label`). ``batches`` (two global
+    batches, ``Case.extrapolate_batches``): simulate those instead and extrapolate to the scenario's own."""
+    if not batches:
+        _, detail, types = scenario_summary(path, overrides)
+        return detail, types
+    from hetero_ns3.scenario.loader import load_scenario
+
+    scenario = load_scenario(path, list(overrides))
+    scenario.require("parallelism", purpose="extrapolate_batches")
+    assert scenario.parallelism is not None
+    batch = scenario.parallelism.global_batch
+    if batches[-1] >= batch:
+        raise field_error(
+            "extrapolate_batches",
+            list(batches),
+            f"must lie below the scenario's global batch ({batch})",
+            "use smaller batches or run the case whole",
+        )
+    runs = [scenario_summary(path, (*overrides, f"parallelism.global_batch={g}"))[1:] for g in batches]
+    details = [d for d, _ in runs]
+    step = extrapolated(batches, [d["step_time_s"] for d in details], batch)
+    last = details[-1]
+    detail = {
+        "step_time_s": step,
+        # model FLOPs grow with the batch: the last run's MFU scaled by batch / g2 and its step over the new one
+        "mfu_pct": last["mfu_pct"] * (batch / batches[-1]) * (last["step_time_s"] / step),
+        "compute_only_s": extrapolated(batches, [d["compute_only_s"] for d in details], batch),
+        **{f"step_time_s@{g}": d["step_time_s"] for g, d in zip(batches, details, strict=True)},
+    }
+    return detail, runs[-1][1]
 
 
 def scenario_summary(path: Path, overrides: Sequence[str] = ()) -> tuple[Summary, dict[str, float], str]:
@@ -313,7 +374,7 @@ def run_case(case: Case, base: Path, extra: Sequence[str] = ()) -> Outcome:
     t0 = time.perf_counter()
     types = ""
     if case.kind == "scenario":
-        detail, types = _simulate_scenario(base / case.scenario, (*case.overrides, *extra))
+        detail, types = _simulate_scenario(base / case.scenario, (*case.overrides, *extra), case.extrapolate_batches)
     elif case.kind == "incast":
         detail = simulate_incast(case)
     elif case.kind == "layer":

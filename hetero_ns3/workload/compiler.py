@@ -289,6 +289,7 @@ def layer_context(
         lora_modules=p.lora,
         quantized_linears=quantized_linears,
         moe_dispatcher=p.moe_dispatcher,
+        etp=p.etp,
     )
 
 
@@ -371,7 +372,7 @@ def params_in_grad_order(
         if lora:
             out.append((f"L{layer}", adapter_params(model, layer, tp, plan.lora_rank, plan.lora), 0.0))
             continue
-        rp = layer_params_per_rank(model, layer, tp, plan.ep)
+        rp = layer_params_per_rank(model, layer, tp, plan.ep, plan.expert_tp)
         out.append((f"L{layer}", rp.dense, rp.expert))
     if v == 0:
         out.append(("emb", 0.0 if lora else embedding_params_per_rank(model, tp), 0.0))
@@ -386,7 +387,7 @@ def gather_bytes_in_grad_order(spec: CompileSpec, v: int, tp: int, pp: int) -> l
     out = []
     for unit, dense, expert in params_in_grad_order(spec, v, tp, pp):
         if b != 2.0 and unit.startswith("L") and spec.plan.peft == "none":
-            lin = linear_weights_per_rank(spec.model, int(unit[1:]), tp, spec.plan.ep)
+            lin = linear_weights_per_rank(spec.model, int(unit[1:]), tp, spec.plan.ep, spec.plan.expert_tp)
             dense, expert = dense - lin.dense * (1 - b / 2), expert - lin.expert * (1 - b / 2)
         out.append((unit, 2.0 * dense, 2.0 * expert))
     return out

@@ -98,7 +98,11 @@ class IterationCompiler:
         groups = self._group_memo.get(key)
         if groups is None:
             of = self._group_of[kind]
-            groups = self._group_memo[key] = tuple(tuple(s.gpu for s in of(t, stage, rep)) for t in range(self.tp))
+            if kind == "ep" and self.placement.folded:  # one group holds the worker's whole TP group: one instance
+                groups = ((*(s.gpu for s in of(0, stage, rep)),),)
+            else:
+                groups = tuple(tuple(s.gpu for s in of(t, stage, rep)) for t in range(self.tp))
+            self._group_memo[key] = groups
         return groups
 
     # -- building blocks -----------------------------------------------------------------------
@@ -131,7 +135,7 @@ class IterationCompiler:
         same tp index in the replicas of this EP block / CP group (an instance keyed by the step)."""
         if st.dim == "tp":
             return (w.gpus,), self.ids.instance()
-        size = self.plan.ep if st.dim == "ep" else self.plan.cp
+        size = self.placement.ep_replicas if st.dim == "ep" else self.plan.cp
         groups = self.member_groups(st.dim, w.stage, w.replica)
         return groups, self.ids.instance((st.dim, w.stage, w.replica // size, phase, mb, chunk, tag, st.name))
 
@@ -255,7 +259,7 @@ class IterationCompiler:
                 k: tuple = (*head, part, w.stage, *tail)
             else:
                 groups = self.member_groups("edp", w.stage, w.replica)
-                k = (*head, part, w.stage, w.replica % self.plan.ep, *tail)
+                k = (*head, part, w.stage, w.replica % self.placement.ep_replicas, *tail)
             if n <= 0 or len(groups[0]) < 2:
                 continue
             inst = self.ids.instance(k)
@@ -326,7 +330,7 @@ class IterationCompiler:
         chunks, pp, dp, plan = self.chunks, self.pp, self.dp, self.plan
         dense = sum(d for c in range(chunks) for _u, d, _e in self.orders[c * pp + w.stage])
         expert = sum(e for c in range(chunks) for _u, _d, e in self.orders[c * pp + w.stage])
-        local = dense / dp + expert / max(1, dp // plan.ep) if self.zero >= 1 else dense + expert
+        local = dense / dp + expert / self.placement.edp if self.zero >= 1 else dense + expert
         adam = (Kernel("adam", "memory", 0.0, OPTIMIZER_BYTES_PER_PARAM * local),)
         f, b, t = self.progs.cost(w.gpu_type, adam)
         w.flush()
@@ -482,6 +486,7 @@ class IterationCompiler:
             "pp": self.pp,
             "dp": self.dp,
             "ep": plan.ep,
+            "etp": plan.expert_tp,
             "cp": plan.cp,
             "vpp": self.chunks,
             "schedule": plan.schedule,

@@ -56,22 +56,23 @@ def _mlp_sharded(model: ModelSpec, ffn: int) -> int:
     return model.mlp_params(ffn) - (model.hidden if model.bias else 0)
 
 
-def layer_params_per_rank(model: ModelSpec, layer: int, tp: int, ep: int) -> RankParams:
-    """Parameters of layer ``layer`` on one rank: TP-sharded matrices / tp, replicated norms and row biases."""
+def layer_params_per_rank(model: ModelSpec, layer: int, tp: int, ep: int, etp: int | None = None) -> RankParams:
+    """Parameters of layer ``layer`` on one rank: TP-sharded matrices / tp, replicated norms and row biases; the
+    routed experts' matrices / ``etp`` (the expert tensor-parallel size; None: tp)."""
     h, kvd, q = model.hidden, model.kv_dim, model.q_dim
     bias = model.bias
     attn_sharded = h * (q + 2 * kvd) + (q + 2 * kvd if bias else 0) + q * h
     repl = 2 * model.norm_params() + (h if bias else 0) + model.qk_norm_params()
     mlp_sharded = _mlp_sharded(model, model.ffn_hidden)
     if model.is_moe_layer(layer):
-        expert = (model.experts // ep) * (mlp_sharded / tp + (h if bias else 0))
+        expert = (model.experts // ep) * (mlp_sharded / (tp if etp is None else etp) + (h if bias else 0))
         sf = model.shared_ffn
         shared = _mlp_sharded(model, sf) / tp + (h if bias else 0) if sf else 0
         return RankParams(attn_sharded / tp + repl + h * model.experts + shared, expert)
     return RankParams(attn_sharded / tp + mlp_sharded / tp + repl + (h if bias else 0), 0.0)
 
 
-def linear_weights_per_rank(model: ModelSpec, layer: int, tp: int, ep: int) -> RankParams:
+def linear_weights_per_rank(model: ModelSpec, layer: int, tp: int, ep: int, etp: int | None = None) -> RankParams:
     """The part of :func:`layer_params_per_rank` that Transformer Engine's linear modules hold as weight matrices:
     QKV, the output projection, the MLP's (or the local experts' and the shared expert's) matrices, without biases,
     norms and the router; what FP8 weight storage (``[compute] fp8_param_gather``) quantizes."""
@@ -80,7 +81,9 @@ def linear_weights_per_rank(model: ModelSpec, layer: int, tp: int, ep: int) -> R
     mats = 3 if model.gated_mlp else 2
     if model.is_moe_layer(layer):
         shared = mats * h * model.shared_ffn / tp if model.shared_ffn else 0.0
-        return RankParams(attn + shared, (model.experts // ep) * mats * h * model.ffn_hidden / tp)
+        return RankParams(
+            attn + shared, (model.experts // ep) * mats * h * model.ffn_hidden / (tp if etp is None else etp)
+        )
     return RankParams(attn + mats * h * model.ffn_hidden / tp, 0.0)
 
 
@@ -96,14 +99,15 @@ def head_params_per_rank(model: ModelSpec, tp: int, pp: int) -> float:
 
 
 def state_bytes(
-    params: RankParams, zero_stage: int, dp: int, ep: int, grad_bytes: float = 4.0
+    params: RankParams, zero_stage: int, dp: int, ep: int, grad_bytes: float = 4.0, edp: int | None = None
 ) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer) bytes of ``params`` under ZeRO stage ``zero_stage``.
+    """(weights, gradients, optimizer) bytes of ``params`` under ZeRO stage ``zero_stage``: the dense part sharded
+    over ``dp`` ranks, the experts' over the expert-data-parallel ``edp`` (None: ``dp / ep``).
 
     ``grad_bytes``: bytes per gradient element in the reduce buffer (4 for fp32 reduction, 2 for bf16 / fp16;
     below 4 the optimizer also keeps an fp32 copy of its gradient shard).
     """
-    d_dense, d_exp = dp, max(1, dp // ep)
+    d_dense, d_exp = dp, max(1, dp // ep) if edp is None else edp
 
     def shard(x_dense: float, x_exp: float, on: bool) -> float:
         return (params.dense * x_dense / d_dense + params.expert * x_exp / d_exp) if on else params.total * x_dense
@@ -126,9 +130,10 @@ def layer_activation_bytes(
     cp: int = 1,
     lin_bytes: float = 2.0,
     modules: frozenset[str] | None = None,
+    etp: int | None = None,
 ) -> float:
     """Activation bytes one layer keeps for backward, per microbatch, on one rank (``s / cp`` tokens per sequence
-    under context parallelism).
+    under context parallelism). ``etp``: the expert tensor-parallel size (None: ``tp``).
 
     ``modules``: what selective recomputation re-runs (``ParallelismSpec.recomputed``; None = the attention core
     alone, Megatron's default): ``layernorm`` keeps neither norm's output (the QKV and MLP inputs), ``moe_act`` no
@@ -172,9 +177,10 @@ def layer_activation_bytes(
     if moe and model.glu_clamp and not whole and "moe_act" not in modules:
         # the clamped halves' concatenation, the fused activation's saved input, beside the FC1 output the clamps keep
         mlp += 2.0 * 2 * f * sbh * k
-    # the experts' FC1 input: every routed copy of the token after dispatch, whole on every TP rank (the experts
-    # split their inner size over TP, not the tokens gathered for them)
-    dispatched = lin_bytes * h * sbh * k if moe and not whole else 0.0
+    # the experts' FC1 input: every routed copy of the token after dispatch and the expert-TP gather, whole on every
+    # expert-TP rank (the experts split their inner size over etp, not the tokens gathered for them); with etp = 1
+    # (parallel folding) a rank's own sequence-parallel share of the copies
+    dispatched = lin_bytes * h * sbh * k * (tp if etp is None else etp) / tp if moe and not whole else 0.0
     if moe and model.shared_ffn and not whole:  # the shared expert: its FC1 output and FC2 input (input: the norm's)
         sf = model.shared_ffn
         mlp += (2.0 * sf * (2 if model.gated_mlp else 1) + lin_bytes * sf) * sbh

@@ -35,7 +35,9 @@ def saved_activations(model: ModelSpec, plan: ParallelismSpec, compute: ComputeC
     (:func:`~hetero_ns3.workload.memory.layer_activation_bytes` with the scenario's recipe and kernels)."""
     args = (plan.micro_batch, plan.tp, plan.sequence_parallel, plan.recompute, compute.flash_attention, plan.cp)
     lin = _saved_linear_bytes(compute)
-    return tuple(layer_activation_bytes(model, i, *args, lin, plan.recomputed) for i in range(model.layers))
+    return tuple(
+        layer_activation_bytes(model, i, *args, lin, plan.recomputed, plan.expert_tp) for i in range(model.layers)
+    )
 
 
 def estimate_memory(
@@ -86,7 +88,16 @@ def estimate_memory(
             act = peak_in_flight(steps, weights)
             if plan.recompute in ("full", "op"):  # one layer's activations live while it is recomputed
                 act += layer_activation_bytes(
-                    model, firsts[s], plan.micro_batch, tp, sp, "selective", compute.flash_attention, plan.cp, lin_bytes
+                    model,
+                    firsts[s],
+                    plan.micro_batch,
+                    tp,
+                    sp,
+                    "selective",
+                    compute.flash_attention,
+                    plan.cp,
+                    lin_bytes,
+                    etp=plan.expert_tp,
                 )
             if s == pp - 1:  # the loss's logits of the microbatch in flight at the last stage
                 per_logit = LOSS_LOGIT_BYTES[compute.cross_entropy]
@@ -94,8 +105,9 @@ def estimate_memory(
             # under LoRA: adapters trained, base frozen
             cache[key] = (RankParams(dense, expert), act, frozen, RankParams(held_dense, held_expert))
         params, act, frozen_params, held = cache[key]
-        _, g, o = state_bytes(params, plan.zero_stage, dp, plan.ep, GRAD_BYTES[plan.grad_reduce_dtype])
-        w = state_bytes(held, plan.zero_stage, dp, plan.ep)[0] + 2.0 * frozen_params  # 2 bytes per BF16 equivalent
+        edp = placement.edp
+        _, g, o = state_bytes(params, plan.zero_stage, dp, plan.ep, GRAD_BYTES[plan.grad_reduce_dtype], edp)
+        w = state_bytes(held, plan.zero_stage, dp, plan.ep, edp=edp)[0] + 2.0 * frozen_params  # BF16 equivalents
         if plan.zero_stage >= 3:  # the gathered weights of the units in flight (the current and the prefetched)
             w += FSDP_GATHERED_UNITS * gathered[s]
         cap = spec.gpu_of(slot.gpu_type).hbm_bytes

@@ -60,8 +60,11 @@ def _routing_gather(c: LayerContext) -> list[Step]:
 
 
 def _moe_exchange(c: LayerContext, name: str, forward_in: bool) -> list[Step]:
+    """The expert-parallel all-to-all and, with expert tensor parallelism (``etp = tp > 1``), the TP gather of the
+    received tokens before the experts (reduce-scatter after); under parallel folding (``etp = 1``) each rank's
+    own tokens go to the experts whole, with no TP collective."""
     a2a: list[Step] = [Comm(f"{name}.a2a", "all_to_all", moe_dispatch_bytes(c), "ep")] if c.ep > 1 else []
-    if c.tp == 1:
+    if c.expert_tp == 1:
         return a2a
     gathered = moe_dispatch_bytes(c) * c.tp
     tp: list[Step] = [
@@ -76,10 +79,10 @@ class _Shapes(NamedTuple):
     local: int
     """Experts on this rank (``experts / ep``)."""
     m_e: int
-    """Tokens per local expert (after dispatch and the TP gather)."""
+    """Tokens per local expert (after dispatch and the expert-TP gather)."""
     h: int
     f: int
-    """FFN width per TP rank."""
+    """FFN width per expert-TP rank (``ffn_hidden / etp``)."""
     up: int
     """fc1's output width (``2 f`` with a gated MLP)."""
     tokens: int
@@ -91,8 +94,8 @@ class _Shapes(NamedTuple):
 def _shapes(c: LayerContext) -> _Shapes:
     md = c.model
     local = md.experts // c.ep
-    tokens_local = c.tokens_elementwise * md.top_k * c.tp  # after dispatch and TP gather
-    f = md.ffn_hidden // c.tp
+    tokens_local = c.tokens_elementwise * md.top_k * c.expert_tp  # after dispatch and the expert-TP gather
+    f = md.ffn_hidden // c.expert_tp
     Te = c.tokens_elementwise
     return _Shapes(
         local,

@@ -27,7 +27,14 @@ class ParallelismSpec:
         tp: tensor-parallel size (Megatron column/row-parallel linears; inside a node by default).
         pp: pipeline-parallel stages.
         dp: data-parallel replicas; 0 = derived from the GPU count (gpus / (tp x pp)).
-        ep: expert-parallel size for MoE layers, carved out of dp (must divide dp).
+        ep: expert-parallel size for MoE layers, carved out of dp (must divide dp); with ``etp = 1`` carved out of
+            tp x dp instead (MoE parallel folding).
+        etp: expert tensor-parallel size (Megatron-Core ``--expert-tensor-parallel-size``): how the routed experts'
+            matrices are split. Unset: ``tp`` (the experts split over the attention's TP ranks, which gather their
+            tokens around the exchange). ``1``: MoE parallel folding (Liu et al. 2025, Megatron-Core's default for
+            large MoE recipes): every rank keeps its own sequence-parallel tokens and whole experts, the
+            expert-parallel group takes ``ep`` consecutive ranks of a pipeline stage (tp fastest, then dp), so ep
+            may exceed dp; needs ep a multiple of tp. Only ``tp`` and ``1`` are modelled.
         cp: context-parallel size, carved out of dp like ep (must divide dp): each group of ``cp``
             consecutive data-parallel ranks splits every sequence of the same microbatches into ``cp``
             load-balanced parts and exchanges keys / values around a ring in attention (Megatron-Core
@@ -127,6 +134,7 @@ class ParallelismSpec:
     pp: int = 1
     dp: int = 0
     ep: int = 1
+    etp: int | None = None
     cp: int = 1
     cp_comm_type: Literal["p2p", "all_gather", "a2a"] = "p2p"
     vpp: int = 1
@@ -164,6 +172,13 @@ class ParallelismSpec:
         for key in ("tp", "pp", "ep", "cp", "vpp", "micro_batch", "bucket_params"):
             if getattr(self, key) < 1:
                 raise field_error(f"{where}.{key}", getattr(self, key), "must be >= 1")
+        if self.etp is not None and self.etp not in (1, self.tp):
+            raise field_error(
+                f"{where}.etp",
+                self.etp,
+                f"is modelled as 1 (MoE parallel folding) or tp ({self.tp}) only",
+                "set etp = 1, or leave it unset for etp = tp",
+            )
         if self.dp < 0:
             raise field_error(f"{where}.dp", self.dp, "must be >= 1 (or 0 to derive it from the GPU count)")
         if self.global_batch < 1:
@@ -238,6 +253,11 @@ class ParallelismSpec:
         if self.peft != "lora":
             return frozenset()
         return frozenset(self.lora_modules or ("qkv", "proj", "fc1", "fc2"))
+
+    @property
+    def expert_tp(self) -> int:
+        """Expert tensor-parallel size: ``etp``, or ``tp`` where it is unset."""
+        return self.tp if self.etp is None else self.etp
 
     @property
     def microbatches(self) -> int:

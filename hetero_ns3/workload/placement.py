@@ -3,7 +3,10 @@
 Ranks are numbered with the dims of ``order`` fastest-varying first; the default ``tp-pp-dp`` puts a
 TP group on consecutive GPUs of one node, then pipeline stages, then replicas. GPUs are taken in
 (node, local_index) order. Expert parallelism is carved out of dp: replica ``d`` has ep index
-``d mod ep`` and expert-data-parallel index ``d // ep``. Context parallelism likewise: data-parallel rank
+``d mod ep`` and expert-data-parallel index ``d // ep``. With MoE parallel folding (``etp = 1``) it is carved out of
+the tp x dp ranks of a stage instead, numbered ``l = t + tp x d`` (tp fastest, then dp: Megatron-Core's expert rank
+order with an expert tensor-parallel size of 1): rank ``l`` has ep index ``l mod ep`` and expert-data-parallel index
+``l // ep``; an expert-parallel group then holds whole TP groups of ``ep / tp`` consecutive replicas. Context parallelism likewise: data-parallel rank
 ``d`` has cp index ``d mod cp`` in the context-parallel group of ranks ``cp x (d // cp) ...`` (Megatron-Core's
 ``tp-cp-ep-dp-pp`` order puts CP ranks next to the TP ranks; here with ``order = "tp-dp-pp"``).
 """
@@ -70,6 +73,27 @@ class Placement:
     order: tuple[str, ...]
     slots: tuple[RankSlot, ...]
     cp: int = 1
+    etp: int = 0
+    """Expert tensor-parallel size: 1 folds expert parallelism over tp x dp; 0 (or tp): the experts split like the
+    attention and ep is carved out of dp."""
+
+    @property
+    def folded(self) -> bool:
+        """Whether expert parallelism is folded over tp x dp (``etp = 1`` with tp > 1)."""
+        return self.etp == 1 and self.tp > 1
+
+    @property
+    def ep_replicas(self) -> int:
+        """Data-parallel replicas an expert-parallel group spans (``ep``; ``ep / tp`` when folded)."""
+        return self.ep // self.tp if self.folded else self.ep
+
+    @property
+    def edp(self) -> int:
+        """Expert-data-parallel size: ranks holding the same experts (``dp / ep``; ``tp x dp / ep`` when folded)."""
+        return max(1, (self.tp * self.dp if self.folded else self.dp) // self.ep)
+
+    def _folded_slot(self, pp: int, local: int) -> RankSlot:
+        return self.slot(local % self.tp, pp, local // self.tp)
 
     def rank(self, tp: int, pp: int, dp: int) -> int:
         """Global rank of coordinate (tp, pp, dp)."""
@@ -92,6 +116,9 @@ class Placement:
 
     def ep_group(self, tp: int, pp: int, dp: int) -> tuple[RankSlot, ...]:
         """Ranks exchanging tokens with (tp, pp, dp) in MoE all-to-alls."""
+        if self.folded:
+            base = (tp + self.tp * dp) // self.ep * self.ep
+            return tuple(self._folded_slot(pp, base + e) for e in range(self.ep))
         base = (dp // self.ep) * self.ep
         return tuple(self.slot(tp, pp, base + e) for e in range(self.ep))
 
@@ -102,12 +129,22 @@ class Placement:
 
     def edp_group(self, tp: int, pp: int, dp: int) -> tuple[RankSlot, ...]:
         """Ranks holding the same experts as (tp, pp, dp): the expert-data-parallel group."""
+        if self.folded:
+            e = (tp + self.tp * dp) % self.ep
+            return tuple(self._folded_slot(pp, x) for x in range(e, self.tp * self.dp, self.ep))
         e = dp % self.ep
         return tuple(self.slot(tp, pp, d) for d in range(e, self.dp, self.ep))
 
 
 def place(
-    gpus: Sequence[GpuLike], tp: int, pp: int, dp: int, ep: int = 1, order: str = "tp-pp-dp", cp: int = 1
+    gpus: Sequence[GpuLike],
+    tp: int,
+    pp: int,
+    dp: int,
+    ep: int = 1,
+    order: str = "tp-pp-dp",
+    cp: int = 1,
+    etp: int | None = None,
 ) -> Placement:
     """Map tp x pp x dp ranks onto ``gpus`` (sorted by node, local_index).
 
@@ -125,7 +162,7 @@ def place(
             coord[dim] = rest % size[dim]
             rest //= size[dim]
         slots.append(RankSlot(r, coord["tp"], coord["pp"], coord["dp"], g.name, g.gpu_type, g.node, g.group))
-    pl = Placement(tp, pp, dp, ep, dims, tuple(slots), cp)
+    pl = Placement(tp, pp, dp, ep, dims, tuple(slots), cp, tp if etp is None else etp)
     for s in range(pp):
         for d in range(dp):
             grp = pl.tp_group(s, d)

@@ -137,11 +137,33 @@ def check_plan(
             f"{where}.recompute", "op", f"is modelled for linears without biases only ({mwhere}.bias is true)",
             "use recompute = 'selective' or 'full'",
         )  # fmt: skip
-    if plan.ep > 1:
+    folded = plan.expert_tp != tp
+    if folded and not model.is_moe:
+        raise field_error(f"{where}.etp", plan.etp, f"needs an MoE model ({mwhere}.experts is 1)", "leave etp unset")
+    if folded and plan.ep % tp:
+        raise field_error(
+            f"{where}.ep",
+            plan.ep,
+            f"must be a multiple of tp ({tp}) with {where}.etp = 1 (each expert-parallel group takes whole TP groups)",
+            f"choose ep among {[m for m in divisors(tp * dp) if m % tp == 0]}",
+        )
+    if plan.ep > 1 or folded:
         if not model.is_moe:
             raise field_error(f"{where}.ep", plan.ep, f"needs an MoE model ({mwhere}.experts is 1)", "set ep = 1")
-        if dp % plan.ep:
-            raise field_error(f"{where}.ep", plan.ep, f"must divide dp ({dp})", f"choose ep among {divisors(dp)}")
+        if folded and (tp * dp) % plan.ep:
+            raise field_error(
+                f"{where}.ep",
+                plan.ep,
+                f"must divide tp x dp ({tp} x {dp}) with {where}.etp = 1",
+                f"choose ep among {[m for m in divisors(tp * dp) if m % tp == 0]}",
+            )
+        if not folded and dp % plan.ep:
+            raise field_error(
+                f"{where}.ep",
+                plan.ep,
+                f"must divide dp ({dp})",
+                f"choose ep among {divisors(dp)}, or fold it over tp x dp with {where}.etp = 1",
+            )
         if model.experts % plan.ep:
             raise field_error(
                 f"{where}.ep",

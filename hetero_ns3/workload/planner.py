@@ -91,6 +91,7 @@ class CompiledIteration:
                 "pp": p.pp,
                 "dp": self.placement.dp,
                 "ep": p.ep,
+                "etp": p.expert_tp,
                 "cp": p.cp,
                 "cp_comm_type": p.cp_comm_type,
                 "vpp": p.chunks,
@@ -249,7 +250,7 @@ def resolve(
     dp = resolve_dp(plan, len(gpus))
     check_plan(plan, model, dp)
     plan = replace(plan, dp=dp)
-    placement = place(gpus, plan.tp, plan.pp, dp, plan.ep, plan.order, plan.cp)
+    placement = place(gpus, plan.tp, plan.pp, dp, plan.ep, plan.order, plan.cp, plan.etp)
     if plan.cp > 1 and not compute.flash_attention:
         raise field_error(
             "parallelism.cp",

@@ -84,6 +84,8 @@ class LayerContext:
     """Whether the linear layers' GEMMs run in FP8 / FP4 (``[compute] precision``): read by the per-operator
     recomputation (``recompute = "op"``), whose save list holds BF16 matmuls only."""
     moe_dispatcher: Literal["alltoall", "flex"] = "alltoall"
+    etp: int | None = None
+    """Expert tensor-parallel size (``ParallelismSpec.etp``; None: ``tp``)."""
     """Megatron-Core's token dispatcher (``parallelism.moe_dispatcher``): the all-to-all one sorts the received
     tokens by local expert (:func:`sort_by_expert_bytes`); flex (DeepEP / HybridEP) carries FP32 routing
     probabilities (:func:`expert_bias_bytes`)."""
@@ -92,6 +94,11 @@ class LayerContext:
     def frozen(self) -> bool:
         """Whether the base weights are frozen (LoRA): no weight gradients but the adapters'."""
         return self.lora_rank > 0
+
+    @property
+    def expert_tp(self) -> int:
+        """Ranks splitting each routed expert's matrices (and gathering the tokens for them): ``etp`` or ``tp``."""
+        return self.tp if self.etp is None else self.etp
 
     def recomputes(self, module: str) -> bool:
         """Whether the backward re-runs ``module`` (``core_attn``, ``layernorm``, ``mlp``, ``moe_act``, ``moe``)."""

@@ -56,9 +56,14 @@ def format_summary(s: dict) -> str:
     par = s["parallelism"]
     lines = [
         f"model      {s['model']}  on {s['gpus']} GPUs {s['gpu_types']}",
-        "plan       tp={tp} pp={pp} dp={dp} ep={ep} cp={cp} vpp={vpp} schedule={schedule} sp={sequence_parallel} "
+        "plan       tp={tp} pp={pp} dp={dp} ep={ep}{etp} cp={cp} vpp={vpp} schedule={schedule} sp={sequence_parallel} "
         "recompute={recompute}{modules} zero={zero_stage} micro_batch={micro_batch} global_batch={global_batch}".format(
-            **{"cp": 1, **par, "modules": f"({','.join(par['recomputed'])})" if par.get("recomputed") else ""}
+            **{
+                "cp": 1,
+                **par,
+                "modules": f"({','.join(par['recomputed'])})" if par.get("recomputed") else "",
+                "etp": f" etp={par['etp']}" if par.get("etp", par["tp"]) != par["tp"] else "",
+            }
         ),
         *(
             [

@@ -1,0 +1,85 @@
+"""``extrapolate_batches``: a validation case too large for this host simulated at two smaller global batches, its
+step read off the line through them. The line is checked against the whole run of a small pipeline, where both can
+run."""
+
+from __future__ import annotations
+
+import pytest
+
+from hetero_ns3.errors import ScenarioError
+from hetero_ns3.validation import extrapolated, load_suite, run_case
+
+SCENARIO = """
+[model]
+name = "gpt3-125m"
+seq_len = 512
+[parallelism]
+tp = 4
+pp = 2
+global_batch = 64
+micro_batch = 1
+zero_stage = 1
+[cluster]
+topology = "{topology}"
+[run]
+backend = "analytic"
+"""
+
+CASE = """[[case]]
+name = "small"
+kind = "scenario"
+scenario = "small.toml"
+metric = "{metric}"
+published = {published}
+tolerance = 0.1
+source = "the same scenario run whole"
+{extra}
+"""
+
+
+def _suite(tmp_path, metric="step_time_s", published=1.0, extra=""):
+    from tests.e2e.test_run_cli import DATA
+
+    (tmp_path / "small.toml").write_text(SCENARIO.format(topology=DATA / "two-node-h100.toml"))
+    p = tmp_path / "suite.toml"
+    p.write_text(CASE.format(metric=metric, published=published, extra=extra))
+    return load_suite(p)
+
+
+def test_the_line_through_two_points() -> None:
+    assert extrapolated((8, 16), (1.0, 1.5), 64) == pytest.approx(4.5)
+    assert extrapolated((8, 16), (1.0, 1.5), 16) == pytest.approx(1.5)
+
+
+def test_extrapolated_step_matches_the_whole_run_of_a_pipeline(tmp_path) -> None:
+    """1F1B over 2 stages and 2 replicas: 32 micro-batches per replica run whole against the line through 8 and 16.
+    A steady pipeline adds one micro-batch's cost per micro-batch and the fixed part (warm-up, cool-down, the last
+    gradient reduction) is the same at every batch, so on this deterministic plan the two agree to rounding (1e-11
+    measured; 1e-6 allowed)."""
+    base, (case,) = _suite(tmp_path)
+    whole = run_case(case, base)
+    base, (ext,) = _suite(tmp_path, extra="extrapolate_batches = [16, 32]")
+    line = run_case(ext, base)
+    assert line.detail["step_time_s@16"] < line.detail["step_time_s@32"] < line.simulated
+    assert line.simulated == pytest.approx(whole.simulated, rel=1e-6)
+    assert line.detail["compute_only_s"] == pytest.approx(whole.detail["compute_only_s"], rel=1e-6)
+    assert line.detail["mfu_pct"] == pytest.approx(whole.detail["mfu_pct"], rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        ("extrapolate_batches = [32]", "two increasing global batches"),
+        ("extrapolate_batches = [32, 16]", "two increasing global batches"),
+        ('extrapolate_batches = ["16", 32]', "two increasing global batches"),
+    ],
+)
+def test_bad_batches_are_refused_naming_the_field(tmp_path, extra, words) -> None:
+    with pytest.raises(ScenarioError, match=r"case\[0\]\.extrapolate_batches .*" + words):
+        _suite(tmp_path, extra=extra)
+
+
+def test_batches_at_or_above_the_scenarios_are_refused(tmp_path) -> None:
+    base, (case,) = _suite(tmp_path, extra="extrapolate_batches = [32, 64]")
+    with pytest.raises(ScenarioError, match=r"extrapolate_batches \(\[32, 64\]\) must lie below the scenario's global"):
+        run_case(case, base)
