@@ -358,6 +358,7 @@ class Outcome:
             "wall_s": self.wall_s,
             "failure": self.failure or None,
             "set": "; ".join(self.applied),
+            "extrapolated_from": ", ".join(map(str, c.extrapolate_batches)),
         }
 
 

@@ -151,6 +151,8 @@ def _case_row(r: Mapping[str, Any]) -> dict[str, Any]:
         fmt(r.get("published"), ".5g", ""), fmt(r.get("simulated"), ".5g", ""), fmt(r.get("error_pct"), "+.2f", ""),
         fmt(r.get("tolerance_pct"), ".0f", ""), within if not r.get("failure") else f"FAILED: {r['failure']}",
     ]  # fmt: skip
+    if r.get("extrapolated_from") and not r.get("failure"):
+        cells[-1] += f" (extrapolated from global_batch {r['extrapolated_from']})"
     text = source if len(source) <= 90 else source[:87] + "..."
     return {"status": status, "cells": cells, "source": text, "source_url": url.group(0) if url else None}
 

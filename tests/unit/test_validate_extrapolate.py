@@ -83,3 +83,19 @@ def test_batches_at_or_above_the_scenarios_are_refused(tmp_path) -> None:
     base, (case,) = _suite(tmp_path, extra="extrapolate_batches = [32, 64]")
     with pytest.raises(ScenarioError, match=r"extrapolate_batches \(\[32, 64\]\) must lie below the scenario's global"):
         run_case(case, base)
+
+
+def test_an_extrapolated_case_says_so_in_the_table_the_records_and_the_page(tmp_path, capsys) -> None:
+    import json
+
+    from hetero_ns3.cli.main import main
+
+    _suite(tmp_path, published=0.0511, extra="extrapolate_batches = [16, 32]")
+    out = tmp_path / "out"
+    assert main(["validate", "--suite", str(tmp_path / "suite.toml"), "--out", str(out)]) == 0
+    assert "yes (extrapolated from global_batch 16 and 32)" in capsys.readouterr().out
+    (rec,) = json.loads((out / "validation.json").read_text())
+    assert rec["extrapolated_from"] == "16, 32" and rec["within_tolerance"]
+    assert "extrapolated from global_batch 16, 32" in (out / "validation.html").read_text()
+    assert main(["validate", "--suite", str(tmp_path / "suite.toml"), "--list"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].endswith("extrapolated")

@@ -85,7 +85,16 @@ def _listing(cases: tuple[Case, ...]) -> str:
     """What ``--list`` prints: one line per case, then the count."""
     lines = [f"{'case':<52} {'kind':<10} {'metric':<12} {'published':>11} {'tol%':>5}  flags"]
     for c in cases:
-        flags = ",".join(f for f, on in (("quick", c.quick), ("heldout", c.heldout), ("pending", c.pending)) if on)
+        flags = ",".join(
+            f
+            for f, on in (
+                ("quick", c.quick),
+                ("heldout", c.heldout),
+                ("pending", c.pending),
+                ("extrapolated", c.extrapolate_batches),
+            )
+            if on
+        )
         lines.append(
             f"{c.name:<52} {c.kind:<10} {c.metric:<12} {c.published:>11.4g} {100 * c.tolerance:>5.0f}  {flags}"
         )
@@ -98,6 +107,8 @@ def _row(o) -> str:
     if o.failure:
         return f"{c.name:<38} {c.metric:<12} {c.published:>11.4g} {'-':>11} {'-':>8} {100 * c.tolerance:>5.0f}  FAILED: {o.failure}"
     flag = "yes" if o.within else ("pending" if c.pending else "NO")
+    if c.extrapolate_batches:
+        flag += f" (extrapolated from global_batch {c.extrapolate_batches[0]} and {c.extrapolate_batches[1]})"
     return f"{c.name:<38} {c.metric:<12} {c.published:>11.4g} {o.simulated:>11.4g} {o.error_pct:>+8.2f} {100 * c.tolerance:>5.0f}  {flag}"
 
 
