@@ -117,6 +117,13 @@ SCENARIOS = {
         model=MOE_MODEL,
         compute={"host_op": "20us", "host_launch": "5us", "host_sync_gap": "300us"},
     ),
+    # MoE parallel folding: EP 8 over the TP 2 x DP 8 ranks (expert tensor parallelism 1), with EP overlap.
+    "moe_ep_folded": lambda: _toy(
+        "mixed-2node",
+        {**MOE_EP, "ep": 8, "etp": 1, "overlap_moe_expert_parallel_comm": True},
+        model=MOE_MODEL,
+        compute={"host_op": "20us", "host_launch": "5us", "host_sync_gap": "300us"},
+    ),
     # Expert-parallel overlap (forward and backward of two micro-batches layer by layer, the exchanges and their
     # kernels on the EP stream, the synchronisation inside the dispatch), with the host model as above.
     "moe_ep_overlap": lambda: _toy(
