@@ -162,7 +162,8 @@ def check_plan(
                 f"{where}.ep",
                 plan.ep,
                 f"must divide dp ({dp})",
-                f"choose ep among {divisors(dp)}, or fold it over tp x dp with {where}.etp = 1",
+                f"choose ep among {divisors(dp)}"
+                + (f", or fold it over tp x dp with {where}.etp = 1" if tp > 1 else ""),
             )
         if model.experts % plan.ep:
             raise field_error(
