@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +20,7 @@ from hetero_ns3.workload.planner import plan_scenario
 from hetero_ns3.workload.steps import Comm, Compute, LayerContext
 from tests.unit.test_workload_placement import _gpus
 
-TOPOLOGY = "tests/data/two-node-h100.toml"
+TOPOLOGY = str(Path(__file__).resolve().parent.parent / "data" / "two-node-h100.toml")
 
 
 def _scenario(**par):
@@ -166,3 +167,17 @@ def test_etp_equal_to_tp_is_the_unfolded_plan() -> None:
     a = plan_scenario(_scenario(ep=8, etp=None)).workload
     b = plan_scenario(_scenario(ep=8, etp=2)).workload
     assert [p.ops for p in a.programs] == [p.ops for p in b.programs]
+
+
+def test_plan_prints_etp_only_where_it_folds(tmp_path, capsys) -> None:
+    from hetero_ns3.cli.main import main
+
+    path = tmp_path / "fold.toml"
+    path.write_text(
+        '[model]\nname = "qwen3-30b-a3b"\nseq_len = 1024\n[parallelism]\ntp = 2\nep = 16\netp = 1\n'
+        f'sequence_parallel = true\nglobal_batch = 16\n[cluster]\ntopology = "{TOPOLOGY}"\n'
+    )
+    assert main(["plan", str(path)]) == 0
+    assert "tp=2 pp=1 dp=8 ep=16 etp=1 cp=1" in capsys.readouterr().out
+    assert main(["plan", str(path), "--set", "parallelism.ep=8", "--set", "parallelism.etp=2"]) == 0
+    assert "ep=8 cp=1" in capsys.readouterr().out
