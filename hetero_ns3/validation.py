@@ -68,12 +68,10 @@ class Case:
         measured, layer, gpu_type: layer: the folder under ``hetero_ns3/data/measured`` (``h200``), the
             layer's name in its ``layers.csv`` (its shape) and the catalog GPU type to time it on.
         note: free text.
-        extrapolate_batches: a scenario case too large to simulate at its global batch on this host: two smaller
-            global batches ``(g1, g2)`` to simulate instead; the step time (and the compute-only time) is read off
-            the line through the two at the scenario's own global batch (:func:`extrapolated`). A pipeline's step
-            is a fixed part (warm-up, cool-down, optimizer, the last gradient reduction) plus one steady cost per
-            micro-batch, so the line is exact once both runs are in the steady state; its error on cases that
-            can also run whole is in docs/validation.md ("Extrapolated global batch").
+        extrapolate_batches: two smaller global batches ``(g1, g2)`` to simulate instead of the scenario's own, too
+            large for this host; the step (and compute-only) time is read off their line (:func:`extrapolated`):
+            a pipeline's step is a fixed part plus one steady cost per micro-batch (docs/validation.md,
+            "Extrapolated global batch").
     """
 
     name: str

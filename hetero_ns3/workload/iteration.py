@@ -93,16 +93,13 @@ class IterationCompiler:
         return name
 
     def member_groups(self, kind: str, stage: int, rep: int) -> Groups:
-        """Per tp index, the GPU names of the ``dp``, ``edp``, ``ep`` or ``cp`` group of (stage, replica) (memoized)."""
+        """Per tp index, the GPU names of the ``dp``, ``edp``, ``ep`` or ``cp`` group of (stage, replica) (memoized);
+        folded EP: the one group that holds the worker's whole TP group (one instance for its members)."""
         key = (kind, stage, rep)
         groups = self._group_memo.get(key)
         if groups is None:
-            of = self._group_of[kind]
-            if kind == "ep" and self.placement.folded:  # one group holds the worker's whole TP group: one instance
-                groups = ((*(s.gpu for s in of(0, stage, rep)),),)
-            else:
-                groups = tuple(tuple(s.gpu for s in of(t, stage, rep)) for t in range(self.tp))
-            self._group_memo[key] = groups
+            of, tps = self._group_of[kind], range(1 if kind == "ep" and self.placement.folded else self.tp)
+            groups = self._group_memo[key] = tuple(tuple(s.gpu for s in of(t, stage, rep)) for t in tps)
         return groups
 
     # -- building blocks -----------------------------------------------------------------------
@@ -131,8 +128,8 @@ class IterationCompiler:
     def comm_target(
         self, w: _ProgramBuilder, st: L.Comm, tag: str, phase: str, mb: int, chunk: int
     ) -> tuple[Groups, int]:
-        """Groups and instance of a layer collective: the worker's ranks (TP, one instance), or per tp index the
-        same tp index in the replicas of this EP block / CP group (an instance keyed by the step)."""
+        """Groups and instance of a layer collective: the worker's ranks (TP, one instance), or the EP / CP groups of
+        :meth:`member_groups` in the replicas of this EP block / CP group (an instance keyed by the step)."""
         if st.dim == "tp":
             return (w.gpus,), self.ids.instance()
         size = self.placement.ep_replicas if st.dim == "ep" else self.plan.cp
