@@ -24,11 +24,12 @@ from hetero_ns3.pipeline import (
     collective_env,
     gpu_slowdowns,
     load_run_cluster,
+    recording_scenario_run,
     simulate,
 )
 from hetero_ns3.plan.dag import COMPUTE, ExecutionPlan
 from hetero_ns3.plan.iterations import repeat_plan
-from hetero_ns3.results import GpuMeta, recording_run, summarize, versions_info
+from hetero_ns3.results import GpuMeta, summarize
 from hetero_ns3.scenario.loader import Scenario
 from hetero_ns3.topology import ClusterSpec, build_graph
 from hetero_ns3.topology.graph import NetGraph
@@ -163,13 +164,7 @@ def run_chakra(scenario: Scenario, out_dir: str | Path, engine: Backend, progres
     check_chakra(scenario, cluster)
     check_link_faults(scenario.faults, graph, engine.name)
     loaded = read_chakra(scenario)  # a file that does not decode is refused before out_dir is cleared too
-    with recording_run(
-        out_dir,
-        scenario_resolved=scenario.resolved(),
-        versions=versions_info(run.seed),
-        tables=run.tables,
-        trace=run.trace,
-    ) as rec:
+    with recording_scenario_run(out_dir, scenario) as rec:
         imp = lower_chakra(scenario, graph, cluster, loaded)
         repeated = repeat_plan(imp.plan, run.iterations)
         plan = repeated.plan

@@ -30,12 +30,13 @@ from hetero_ns3.pipeline import (
     load_run_cluster,
     lower_plan,
     mfu_of,
+    recording_scenario_run,
     simulate,
 )
 from hetero_ns3.plan.dag import ExecutionPlan, TaskTimes
 from hetero_ns3.plan.iterations import RepeatedPlan, repeat_plan
 from hetero_ns3.plan.merge import delay_start, merge_plans, prefix_labels
-from hetero_ns3.results import GpuMeta, recording_run, summarize, versions_info
+from hetero_ns3.results import GpuMeta, summarize
 from hetero_ns3.results.link_table import job_link_figures, link_table
 from hetero_ns3.results.meta import GpuMetaLike
 from hetero_ns3.results.summary import Summary
@@ -142,13 +143,7 @@ def run_jobs(scenario: Scenario, out_dir: str | Path, engine: Backend, progress:
     gpu_slowdowns(scenario.faults, cluster)
     check_link_faults(scenario.faults, graph, engine.name)
     check_jobs(scenario, cluster)
-    with recording_run(
-        out_dir,
-        scenario_resolved=scenario.resolved(),
-        versions=versions_info(run.seed),
-        tables=run.tables,
-        trace=run.trace,
-    ) as rec:
+    with recording_scenario_run(out_dir, scenario) as rec:
         jobs = lower_jobs(scenario, graph, cluster)
         plan, own = merged_plan(jobs)
         rec.plan = plan

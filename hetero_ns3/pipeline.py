@@ -10,6 +10,7 @@ or Ctrl-C still leaves a partial run directory (``summary.json`` with the status
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -206,6 +207,18 @@ def collective_env(scenario: Scenario, graph: NetGraph) -> CollectiveEnv:
     return CollectiveEnv.from_graph(graph, tuning)
 
 
+def recording_scenario_run(
+    out_dir: str | Path, scenario: Scenario, resolved: Mapping[str, Any] | None = None
+) -> contextlib.AbstractContextManager[RunRecorder]:
+    """:func:`~hetero_ns3.results.recording_run` for ``scenario``: its resolved form (``resolved``, or computed), the
+    versions with its seed, and the files its ``[run]`` section asks for (``tables``, ``trace``)."""
+    run = scenario.run
+    doc = scenario.resolved() if resolved is None else resolved
+    return recording_run(
+        out_dir, scenario_resolved=doc, versions=versions_info(run.seed), tables=run.tables, trace=run.trace
+    )
+
+
 def reuse_active(scenario: Scenario, backend: str) -> bool:
     """Whether isolated collectives are fused for ``scenario`` on ``backend`` (``[run]
     reuse_isolated_collectives``): ``on`` and ``shared`` always (combinations they cannot serve are refused
@@ -353,9 +366,7 @@ def run_scenario(
     gpu_slowdowns(scenario.faults, cluster)
     check_link_faults(scenario.faults, graph, backend)
     check_scenario_plan(scenario)
-    with recording_run(
-        out_dir, scenario_resolved=resolved, versions=versions_info(run.seed), tables=run.tables, trace=run.trace
-    ) as rec:
+    with recording_scenario_run(out_dir, scenario, resolved) as rec:
         log.info("planning the workload ...")
         wplan = plan_scenario(scenario)
         env = collective_env(scenario, graph)

@@ -9,26 +9,11 @@ import pytest
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.validation import extrapolated, load_suite, run_case
 
-SCENARIO = """
-[model]
-name = "gpt3-125m"
-seq_len = 512
-[parallelism]
-tp = 4
-pp = 2
-global_batch = 64
-micro_batch = 1
-zero_stage = 1
-[cluster]
-topology = "{topology}"
-[run]
-backend = "analytic"
-"""
-
 CASE = """[[case]]
 name = "small"
 kind = "scenario"
 scenario = "small.toml"
+overrides = ["parallelism.global_batch=64", "parallelism.zero_stage=1"]
 metric = "{metric}"
 published = {published}
 tolerance = 0.1
@@ -38,9 +23,9 @@ source = "the same scenario run whole"
 
 
 def _suite(tmp_path, metric="step_time_s", published=1.0, extra=""):
-    from tests.e2e.test_run_cli import DATA
+    from tests.e2e.test_run_cli import _scenario  # GPT-3 125M, TP 4 / PP 2 on two H100 nodes, analytic
 
-    (tmp_path / "small.toml").write_text(SCENARIO.format(topology=DATA / "two-node-h100.toml"))
+    _scenario(tmp_path)
     p = tmp_path / "suite.toml"
     p.write_text(CASE.format(metric=metric, published=published, extra=extra))
     return load_suite(p)
