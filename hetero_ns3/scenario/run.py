@@ -47,15 +47,17 @@ class RunSection:
 
         check_reuse_mode(self.reuse_isolated_collectives, f"{where}.reuse_isolated_collectives")
 
-        from hetero_ns3.results.rundir import TABLE_FORMATS
+        from hetero_ns3.results.rundir import TABLE_FORMATS, check_table_formats
 
-        if not self.tables or len(set(self.tables)) != len(self.tables) or set(self.tables) - set(TABLE_FORMATS):
+        try:
+            check_table_formats(self.tables)
+        except ValueError:
             raise field_error(
                 f"{where}.tables",
                 list(self.tables),
                 f"must name one or more of {list(TABLE_FORMATS)}, each once",
                 'e.g. run.tables = ["parquet"]',
-            )
+            ) from None
         if self.backend not in backend_names():
             raise field_error(
                 f"{where}.backend", self.backend, "is not a backend", f"use one of {list(backend_names())}"

@@ -99,15 +99,15 @@ def head_params_per_rank(model: ModelSpec, tp: int, pp: int) -> float:
 
 
 def state_bytes(
-    params: RankParams, zero_stage: int, dp: int, ep: int, grad_bytes: float = 4.0, edp: int | None = None
+    params: RankParams, zero_stage: int, dp: int, edp: int, grad_bytes: float = 4.0
 ) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes of ``params`` under ZeRO stage ``zero_stage``: the dense part sharded
-    over ``dp`` ranks, the experts' over the expert-data-parallel ``edp`` (None: ``dp / ep``).
+    over ``dp`` ranks, the experts' over the ``edp`` ranks holding the same experts (``Placement.edp``).
 
     ``grad_bytes``: bytes per gradient element in the reduce buffer (4 for fp32 reduction, 2 for bf16 / fp16;
     below 4 the optimizer also keeps an fp32 copy of its gradient shard).
     """
-    d_dense, d_exp = dp, max(1, dp // ep) if edp is None else edp
+    d_dense, d_exp = dp, edp
 
     def shard(x_dense: float, x_exp: float, on: bool) -> float:
         return (params.dense * x_dense / d_dense + params.expert * x_exp / d_exp) if on else params.total * x_dense

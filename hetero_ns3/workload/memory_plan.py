@@ -105,9 +105,10 @@ def estimate_memory(
             # under LoRA: adapters trained, base frozen
             cache[key] = (RankParams(dense, expert), act, frozen, RankParams(held_dense, held_expert))
         params, act, frozen_params, held = cache[key]
-        edp = placement.edp
-        _, g, o = state_bytes(params, plan.zero_stage, dp, plan.ep, GRAD_BYTES[plan.grad_reduce_dtype], edp)
-        w = state_bytes(held, plan.zero_stage, dp, plan.ep, edp=edp)[0] + 2.0 * frozen_params  # BF16 equivalents
+        _, g, o = state_bytes(params, plan.zero_stage, dp, placement.edp, GRAD_BYTES[plan.grad_reduce_dtype])
+        w = (
+            state_bytes(held, plan.zero_stage, dp, placement.edp)[0] + 2.0 * frozen_params
+        )  # 2 bytes per BF16 equivalent
         if plan.zero_stage >= 3:  # the gathered weights of the units in flight (the current and the prefetched)
             w += FSDP_GATHERED_UNITS * gathered[s]
         cap = spec.gpu_of(slot.gpu_type).hbm_bytes
