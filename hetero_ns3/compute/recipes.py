@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from hetero_ns3.compute.roofline import Kernel
 
-FP8_LINEAR_GEMMS = frozenset({"qkv", "proj", "fc1", "fc2"})
+FP8_LINEAR_GEMMS = frozenset({"qkv", "proj", "fc1", "fc2", "q_down", "kv_down", "q_up", "kv_up", "mtp_proj"})
 """Kernel-name stems of the GEMMs Transformer Engine runs in FP8 / FP4 (its Linear / LayerNormLinear / LayerNormMLP /
 GroupedLinear modules); names follow ``workload/layers.py`` (``qkv``, ``qkv.dgrad``, ``qkv.wgrad``, ...). The logits
 GEMM (Megatron's own output layer), the MoE router and attention's batched products are not TE linear layers and stay

@@ -18,7 +18,16 @@ FLASH_BWD_DQ_BYTES = 4 + 4 + 2
 
 
 def flash_attention_kernels(
-    b: int, s: int, hl: int, kl: int, hd: int, causal: bool, backward: bool, kv: int = 0, window: int = 0
+    b: int,
+    s: int,
+    hl: int,
+    kl: int,
+    hd: int,
+    causal: bool,
+    backward: bool,
+    kv: int = 0,
+    window: int = 0,
+    hd_v: int = 0,
 ) -> tuple[Kernel, ...]:
     """Fused (flash) attention of ``b`` sequences of ``s`` query tokens against ``kv`` key / value tokens
     (``kv`` 0: ``s``, self-attention), ``hl`` query and ``kl`` key/value heads of size ``hd`` on one rank.
@@ -35,13 +44,17 @@ def flash_attention_kernels(
     (FlashAttention's ``window_size``, cuDNN's sliding-window mask): the FLOPs count the ``s x window`` band
     (``4 b s window hl hd``) and ``work`` is the part of it inside the mask (:func:`window_fraction`); traffic
     is unchanged (Q, K, V and O are still read or written once).
+
+    ``hd_v`` > 0: value and output heads of that size, query and key heads of ``hd`` (multi-latent attention:
+    192 and 128); FLOPs ``2 b s kv hl (hd + hd_v)``, traffic Q, K of ``hd`` and V, O of ``hd_v``.
     """
     kv = kv or s
     if window >= kv or not causal or kv != s:
         window = 0
-    flops = 4.0 * b * s * (window or kv) * hl * hd
-    q = float(b * s * hl * hd)
-    kvb = float(b * kv * kl * hd)
+    hv = hd_v or hd
+    flops = 2.0 * b * s * (window or kv) * hl * (hd + hv)
+    qo = float(b * s * hl * (hd + hv))  # elements of Q and O
+    kvb = float(b * kv * kl * (hd + hv))  # of K and V
 
     def core(name: str, op: OpClass, f: float, nbytes: float) -> Kernel:
         """The main kernel, with the grid the roofline's sequence, head-dimension and occupancy laws read."""
@@ -51,11 +64,11 @@ def flash_attention_kernels(
         return Kernel(name, op, f, nbytes, m=s, k=hd, batch=b * hl, work=0.5 if causal else 1.0, causal=causal)
 
     if not backward:
-        return (core("attn.core", "attention_fwd", flops, ACT_BYTES * (2 * q + 2 * kvb)),)
+        return (core("attn.core", "attention_fwd", flops, ACT_BYTES * (qo + kvb)),)
     return (
-        mem("attn.core.bwd.pre", FLASH_BWD_PRE_BYTES * q + 4.0 * b * hl * s),
-        core("attn.core.bwd", "attention_bwd", 2 * flops, ACT_BYTES * (4 * q + 4 * kvb)),
-        mem("attn.core.bwd.dq", FLASH_BWD_DQ_BYTES * q),
+        mem("attn.core.bwd.pre", FLASH_BWD_PRE_BYTES * float(b * s * hl * hv) + 4.0 * b * hl * s),
+        core("attn.core.bwd", "attention_bwd", 2 * flops, ACT_BYTES * (2 * qo + 2 * kvb)),
+        mem("attn.core.bwd.dq", FLASH_BWD_DQ_BYTES * float(b * s * hl * hd)),
     )
 
 
@@ -176,6 +189,11 @@ def attention_core(c: LayerContext, backward: bool) -> tuple[Kernel, ...]:
     b, s = c.micro_batch, c.seq_local
     if md.document_len:  # packed documents (THD): each attends within itself, as that many sequences of its length
         b, s = b * (s // md.document_len), md.document_len
+    if md.mla:  # multi-latent attention: query / key heads of qk_head_dim, value heads of v_dim
+        hl = md.heads // t
+        return flash_attention_kernels(
+            b, s, hl, hl, md.qk_head_dim, md.causal, backward, window=c.window, hd_v=md.v_dim
+        )
     return flash_attention_kernels(
         b, s, md.heads // t, md.n_kv_heads // t, md.head_dim, md.causal, backward, window=c.window
     )

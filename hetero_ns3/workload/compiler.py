@@ -24,6 +24,7 @@ from hetero_ns3.workload.memory import (
     head_params_per_rank,
     layer_params_per_rank,
     linear_weights_per_rank,
+    mtp_params_per_rank,
 )
 from hetero_ns3.workload.models import ModelSpec
 from hetero_ns3.workload.offload import OffloadSpec
@@ -366,8 +367,10 @@ def params_in_grad_order(
     first, n_layers = sum(spec.stage_layers[:v]), spec.stage_layers[v]
     lora = trainable and plan.peft == "lora"
     out: list[tuple[str, float, float]] = []
-    if v == len(spec.stage_layers) - 1:
-        out.append(("head", 0.0 if lora else head_params_per_rank(model, tp, pp), 0.0))
+    if v == len(spec.stage_layers) - 1:  # the head with the multi-token prediction modules it runs
+        mtp = mtp_params_per_rank(model, tp, pp, plan.ep, plan.expert_tp)
+        dense = head_params_per_rank(model, tp, pp) + mtp.dense
+        out.append(("head", 0.0 if lora else dense, 0.0 if lora else mtp.expert))
     for layer in reversed(range(first, first + n_layers)):
         if lora:
             out.append((f"L{layer}", adapter_params(model, layer, tp, plan.lora_rank, plan.lora), 0.0))

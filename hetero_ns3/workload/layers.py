@@ -22,6 +22,7 @@ from hetero_ns3.workload.attention import (
     cp_ring_steps,
     flash_attention_kernels,
 )
+from hetero_ns3.workload.mla import mla_backward, mla_forward
 from hetero_ns3.workload.moe import moe_backward, moe_dispatch_bytes, moe_forward
 from hetero_ns3.workload.peft import lora_steps
 from hetero_ns3.workload.steps import (
@@ -149,6 +150,8 @@ def _core_steps(c: LayerContext, name: str) -> list[Step]:
 
 
 def attention_forward(c: LayerContext) -> list[Step]:
+    if c.model.mla:
+        return mla_forward(c)
     T, h, qkv_n, _ = _dims(c)
     if c.tp_comm_overlap and c.tp > 1:
         return [
@@ -181,6 +184,8 @@ def attention_forward(c: LayerContext) -> list[Step]:
 
 
 def attention_backward(c: LayerContext) -> list[Step]:
+    if c.model.mla:
+        return mla_backward(c)
     T, h, qkv_n, _ = _dims(c)
     steps: list[Step] = [Compute("attn.bda.bwd", (mem("bda1.bwd", bda_bytes(c)),))]
     if sp_on(c):
@@ -374,10 +379,62 @@ tensor passes over the ``T x V/tp`` logits (BF16 out of the logits GEMM):
 
 
 def head_forward(c: LayerContext) -> list[Step]:
-    """Final norm, vocab-parallel logits and cross-entropy (3 scalar all-reduces per token when tp > 1).
+    """Final norm, vocab-parallel logits and cross-entropy (3 scalar all-reduces per token when tp > 1), after the
+    multi-token prediction modules where the model has them (:func:`mtp_forward`).
 
     The loss kernels' traffic is :data:`CE_BYTES` per local logit (the ``cross_entropy`` of the context).
     """
+    mtp = [st for _ in range(c.model.mtp_layers) for st in mtp_forward(c)]
+    return mtp + _head_forward(c)
+
+
+def mtp_forward(c: LayerContext) -> list[Step]:
+    """One multi-token prediction module (``model.mtp_layers``; DeepSeek-V3, arXiv 2412.19437, Sec. 2.2;
+    Megatron-Core's ``MultiTokenPredictionLayer``): the embedding of the tokens shifted by one (the model's
+    vocab-parallel table), an RMS norm of it and of the hidden state, their concatenation projected 2h -> h
+    (``eh_proj``, column-parallel, its output gathered), one transformer layer of the last layer's kind (its steps
+    named as a layer's: its routing synchronises the host like any MoE layer's), and its own final norm, logits and
+    loss through the shared output layer."""
+    T, h, Te = c.tokens, c.model.hidden, c.tokens_elementwise
+    steps = _prefixed(embedding_forward(c), "mtp")
+    norms = mem("mtp.norms", 2 * 2.0 * ACT_BYTES * Te * h)
+    cat = mem("mtp.cat", 2 * 2.0 * ACT_BYTES * Te * h)
+    steps.append(Compute("mtp.in", (norms, cat)))
+    if sp_on(c):  # the column-parallel projection gathers its 2h-wide input
+        steps.append(Comm("mtp.in.ag", "all_gather", 2 * c.act_bytes, "tp"))
+    steps.append(Compute("mtp.proj", (gemm("mtp_proj", T, h // c.tp, 2 * h),)))
+    if c.tp > 1:
+        steps.append(Comm("mtp.proj.ag", "all_gather", c.act_bytes, "tp"))
+    steps += layer_forward(c, c.model.layers - 1)
+    return steps + _prefixed(_head_forward(c), "mtp")
+
+
+def mtp_backward(c: LayerContext) -> list[Step]:
+    """Backward of one multi-token prediction module (:func:`mtp_forward` reversed; its layer's as
+    :func:`layer_backward`)."""
+    T, h, Te = c.tokens, c.model.hidden, c.tokens_elementwise
+    steps = _prefixed(_head_backward(c), "mtp") + layer_backward(c, c.model.layers - 1)
+    if sp_on(c):  # the gradient of the projection's output, back from sequence shards to every token
+        steps.append(Comm("mtp.proj.ag_grad", "all_gather", c.act_bytes, "tp"))
+    steps += _prefixed(col_parallel_bwd(c, "proj", *gemm_bwd("mtp_proj", T, h // c.tp, 2 * h)), "mtp")
+    steps.append(Compute("mtp.in.bwd", (mem("mtp.norms.bwd", 1.5 * 2 * 2.0 * ACT_BYTES * Te * h),)))
+    return steps + _prefixed(embedding_backward(c), "mtp")
+
+
+def _prefixed(steps: list[Step] | list[Comm], prefix: str) -> list[Step]:
+    """``steps`` with ``prefix.`` before each name (a join stays as it is)."""
+    out: list[Step] = []
+    for s in steps:
+        if isinstance(s, Compute):
+            out.append(Compute(f"{prefix}.{s.name}", s.kernels))
+        elif isinstance(s, Comm):
+            out.append(Comm(f"{prefix}.{s.name}", s.collective, s.bytes, s.dim, s.mode))
+        else:
+            out.append(s)
+    return out
+
+
+def _head_forward(c: LayerContext) -> list[Step]:
     T, h = c.tokens, c.model.hidden
     v = c.model.padded_vocab(c.tp) // c.tp
     n = float(T * v)  # local logits
@@ -399,9 +456,17 @@ def head_forward(c: LayerContext) -> list[Step]:
 
 
 def head_backward(c: LayerContext) -> list[Step]:
+    """Backward of :func:`head_forward`: the loss and logits, then the multi-token prediction modules'."""
+    steps = _head_backward(c)
+    for _ in range(c.model.mtp_layers):
+        steps += mtp_backward(c)
+    return lora_steps(steps, c)
+
+
+def _head_backward(c: LayerContext) -> list[Step]:
     T, h = c.tokens, c.model.hidden
     v = c.model.padded_vocab(c.tp) // c.tp
     steps: list[Step] = [Compute("ce.bwd", (mem("ce.grad", CE_BYTES[c.cross_entropy][3] * T * v),))]
     steps += col_parallel_bwd(c, "logits", *gemm_bwd("logits", T, v, h))
     steps.append(Compute("head.ln.bwd", (mem("ln_f.bwd", 1.5 * norm_bytes(c)),)))
-    return lora_steps(steps, c)
+    return steps

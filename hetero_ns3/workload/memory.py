@@ -56,16 +56,29 @@ def _mlp_sharded(model: ModelSpec, ffn: int) -> int:
     return model.mlp_params(ffn) - (model.hidden if model.bias else 0)
 
 
+def _attention_split(model: ModelSpec) -> tuple[int, int]:
+    """(TP-sharded, replicated) parameters of one attention block: QKV and output projection sharded, the head
+    norms replicated; under multi-latent attention the up- and output projections sharded, the down-projections
+    and latent norms duplicated on every TP rank (Megatron-Core's ``parallel_mode = "duplicated"``)."""
+    h = model.hidden
+    if model.mla:
+        qd, kvd, qu, kvu = model.mla_widths()
+        sharded = (qd * qu if qd else h * qu) + model.kv_lora_rank * kvu + model.out_dim * h
+        return sharded, model.attention_params() - sharded
+    kvd, q, bias = model.kv_dim, model.q_dim, model.bias
+    return h * (q + 2 * kvd) + (q + 2 * kvd if bias else 0) + q * h, model.qk_norm_params()
+
+
 def layer_params_per_rank(model: ModelSpec, layer: int, tp: int, ep: int, etp: int | None = None) -> RankParams:
     """Parameters of layer ``layer`` on one rank: TP-sharded matrices / tp, replicated norms and row biases; the
     routed experts' matrices / ``etp`` (the expert tensor-parallel size; None: tp)."""
-    h, kvd, q = model.hidden, model.kv_dim, model.q_dim
-    bias = model.bias
-    attn_sharded = h * (q + 2 * kvd) + (q + 2 * kvd if bias else 0) + q * h
-    repl = 2 * model.norm_params() + (h if bias else 0) + model.qk_norm_params()
+    h, bias = model.hidden, model.bias
+    attn_sharded, attn_repl = _attention_split(model)
+    repl = 2 * model.norm_params() + (h if bias else 0) + attn_repl
     mlp_sharded = _mlp_sharded(model, model.ffn_hidden)
     if model.is_moe_layer(layer):
-        expert = (model.experts // ep) * (mlp_sharded / (tp if etp is None else etp) + (h if bias else 0))
+        expert_sharded = _mlp_sharded(model, model.expert_ffn)
+        expert = (model.experts // ep) * (expert_sharded / (tp if etp is None else etp) + (h if bias else 0))
         sf = model.shared_ffn
         shared = _mlp_sharded(model, sf) / tp + (h if bias else 0) if sf else 0
         return RankParams(attn_sharded / tp + repl + h * model.experts + shared, expert)
@@ -78,11 +91,14 @@ def linear_weights_per_rank(model: ModelSpec, layer: int, tp: int, ep: int, etp:
     norms and the router; what FP8 weight storage (``[compute] fp8_param_gather``) quantizes."""
     h, kvd, q = model.hidden, model.kv_dim, model.q_dim
     attn = (h * (q + 2 * kvd) + q * h) / tp
+    if model.mla:  # the sharded projections per rank, the duplicated down-projections whole
+        qd, kvw, _, _ = model.mla_widths()
+        attn = _attention_split(model)[0] / tp + h * (qd + kvw)
     mats = 3 if model.gated_mlp else 2
     if model.is_moe_layer(layer):
         shared = mats * h * model.shared_ffn / tp if model.shared_ffn else 0.0
         return RankParams(
-            attn + shared, (model.experts // ep) * mats * h * model.ffn_hidden / (tp if etp is None else etp)
+            attn + shared, (model.experts // ep) * mats * h * model.expert_ffn / (tp if etp is None else etp)
         )
     return RankParams(attn + mats * h * model.ffn_hidden / tp, 0.0)
 
@@ -96,6 +112,18 @@ def head_params_per_rank(model: ModelSpec, tp: int, pp: int) -> float:
     """Final norm plus the output layer shard (a tied output layer is a copy on the last stage when pp > 1)."""
     out = model.padded_vocab(tp) * model.hidden / tp if (not model.tie_embeddings or pp > 1) else 0.0
     return model.norm_params() + out
+
+
+def mtp_params_per_rank(model: ModelSpec, tp: int, pp: int, ep: int, etp: int | None = None) -> RankParams:
+    """The multi-token prediction modules on the last stage (``model.mtp_layers``): per module its norms, the 2h -> h
+    projection's shard and its layer (the last layer's kind); and, with pp > 1, the copy of the embedding table they
+    look the shifted tokens up in (Megatron-Core builds one on the stage that runs them)."""
+    if not model.mtp_layers:
+        return RankParams(0.0, 0.0)
+    layer = layer_params_per_rank(model, model.layers - 1, tp, ep, etp)
+    own = 3 * model.norm_params() + 2 * model.hidden * model.hidden / tp + layer.dense
+    table = embedding_params_per_rank(model, tp) if pp > 1 else 0.0
+    return RankParams(model.mtp_layers * own + table, model.mtp_layers * layer.expert)
 
 
 def state_bytes(
@@ -170,9 +198,12 @@ def layer_activation_bytes(
     attn = (4.0 * q + 4.0 * kv + (lin_bytes * q if quantized else 0.0)) * sbh  # Q, K, V, O (+ O's quantized copy)
     if model.qk_norm:
         attn += 2.0 * (q + kv) * sbh  # the query and key head norms' inputs
+    if model.mla:
+        attn, latent = _mla_saved(model, lin_bytes, "mla_up_proj" in modules)
+        attn, non_par = attn * sbh, non_par + latent * sbh
     k = model.top_k if moe else 1
     fc2_in = 0.0 if moe and "moe_act" in modules else lin_bytes
-    f = model.ffn_hidden
+    f = model.expert_ffn if moe else model.ffn_hidden
     mlp = 0.0 if whole else (2.0 * f * (2 if model.gated_mlp else 1) + fc2_in * f) * sbh * k
     if moe and model.glu_clamp and not whole and "moe_act" not in modules:
         # the clamped halves' concatenation, the fused activation's saved input, beside the FC1 output the clamps keep
@@ -188,6 +219,18 @@ def layer_activation_bytes(
     if "core_attn" not in modules and not flash:
         scores = (2.0 + 3.0 * drop) * model.heads * s * s * b
     return non_par / sp_div + (attn + mlp + scores) / tp + dispatched
+
+
+def _mla_saved(model: ModelSpec, lin_bytes: float, up_recomputed: bool) -> tuple[float, float]:
+    """Bytes per token a multi-latent attention block keeps for backward: (over the rank's heads, before dividing
+    by tp) the attention kernel's query, key and value heads (dropped under ``mla_up_proj``, which re-runs what made
+    them) and its output (with its quantized copy under FP8), and (over the sequence-parallel tokens) the two latents'
+    norm inputs and the up-projections' inputs."""
+    n, qk, v = model.heads, model.qk_head_dim, model.v_dim
+    heads = 0.0 if up_recomputed else 2.0 * n * (2 * qk + v)
+    heads += 2.0 * n * v + (lin_bytes * n * v if lin_bytes < 2.0 else 0.0)
+    latent = (2.0 + lin_bytes) * (model.q_lora_rank + model.kv_lora_rank)
+    return heads, latent
 
 
 def _op_saved_bytes(model: ModelSpec, sbh: float, quantized: bool) -> float:

@@ -78,6 +78,8 @@ def estimate_memory(
                     frozen += sum(dn + ex for _u, dn, ex in params_in_grad_order(spec, v, tp, pp, trainable=False))
                 # CPU offloading: the first cpu_offload_layers layers' activations are held in host memory
                 weights[c] = sum(per_layer[max(firsts[v], plan.cpu_offload_layers) : firsts[v] + spec.stage_layers[v]])
+                if v == n_v - 1:  # the multi-token prediction modules' layers, run with the head
+                    weights[c] += model.mtp_layers * per_layer[-1]
             if plan.overlap_moe_expert_parallel_comm:
                 # the extra warm-up forward counts; inside a pair the backward frees a layer as the forward fills one,
                 # so the pair is counted backward first (about one layer low at its peak)
@@ -101,7 +103,8 @@ def estimate_memory(
                 )
             if s == pp - 1:  # the loss's logits of the microbatch in flight at the last stage
                 per_logit = LOSS_LOGIT_BYTES[compute.cross_entropy]
-                act += per_logit * plan.micro_batch * (model.seq_len // plan.cp) * model.padded_vocab(tp) / tp
+                logits = plan.micro_batch * (model.seq_len // plan.cp) * model.padded_vocab(tp) / tp
+                act += per_logit * logits * (1 + model.mtp_layers)  # and each prediction module's
             # under LoRA: adapters trained, base frozen
             cache[key] = (RankParams(dense, expert), act, frozen, RankParams(held_dense, held_expert))
         params, act, frozen_params, held = cache[key]

@@ -43,9 +43,26 @@ class ModelSpec:
         ffn_hidden: MLP inner size (each of gate/up for gated MLPs).
         vocab: vocabulary size before padding.
         seq_len: training sequence length s, tokens.
+        q_lora_rank: multi-latent attention (MLA, DeepSeek-V2 / V3): the width the query is compressed to before its
+            up-projection (Megatron's ``q_lora_rank``; DeepSeek-V3 1536); 0 = the query is projected from the hidden
+            state directly. Only with ``kv_lora_rank``.
+        kv_lora_rank: MLA's compressed key / value width (Megatron's ``kv_lora_rank``; DeepSeek-V3 512); > 0 turns
+            MLA on: ``kv_channels`` is then the non-rotary part of a query / key head (``qk_head_dim``, 128).
+        qk_rope_dim: MLA's rotary part of each query / key head, its key part shared by all heads (Megatron's
+            ``qk_pos_emb_head_dim``; DeepSeek-V3 64).
+        v_head_dim: MLA's value (and attention output) head size (DeepSeek-V3 128); 0 = ``kv_channels``.
         experts: MoE experts per MoE layer (1 = dense model).
         top_k: experts each token is routed to.
         moe_every: every ``moe_every``-th layer is MoE (1 = all layers).
+        moe_ffn: inner size of each routed expert (Megatron's ``moe_ffn_hidden_size``); 0 = ``ffn_hidden``. Set
+            where the dense layers' MLP is wider than an expert (DeepSeek-V3: dense 18432, experts 2048).
+        dense_layers: the first ``dense_layers`` layers keep a dense MLP (Hugging Face's ``first_k_dense_replace``,
+            Megatron's ``moe_layer_freq`` list starting with that many zeros; DeepSeek-V3 3); 0 = none.
+        mtp_layers: multi-token prediction modules after the last layer (DeepSeek-V3 1; Megatron's
+            ``mtp_num_layers``): each embeds the next tokens again, normalizes and concatenates them with the hidden
+            state, projects 2h -> h, runs one more transformer layer of the last layer's kind, and computes logits and
+            a loss of its own with the shared output layer. Run on the last virtual pipeline stage, as Megatron's
+            layouts place them ("...tmL"). 0 = none.
         shared_ffn: inner size of the shared expert every MoE layer runs on every token beside the routed ones
             (Megatron's ``--moe-shared-expert-intermediate-size``, Hugging Face's ``shared_expert_intermediate_size``;
             several shared experts count as one of their summed size: DeepSeek-V3 2048, Qwen1.5-MoE-A2.7B 5632);
@@ -89,9 +106,16 @@ class ModelSpec:
     kv_heads: int = 0
     kv_channels: int = 0
     qk_norm: bool = False
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_dim: int = 0
+    v_head_dim: int = 0
     experts: int = 1
     top_k: int = 1
     moe_every: int = 1
+    moe_ffn: int = 0
+    dense_layers: int = 0
+    mtp_layers: int = 0
     shared_ffn: int = 0
     gated_mlp: bool = False
     glu_clamp: float = 0.0
@@ -125,6 +149,35 @@ class ModelSpec:
             )
         if self.heads % self.n_kv_heads:
             raise field_error(f"{where}.kv_heads", self.kv_heads, f"must divide {where}.heads ({self.heads})")
+        for key in (
+            "q_lora_rank",
+            "kv_lora_rank",
+            "qk_rope_dim",
+            "v_head_dim",
+            "moe_ffn",
+            "dense_layers",
+            "mtp_layers",
+        ):
+            if getattr(self, key) < 0:
+                raise field_error(f"{where}.{key}", getattr(self, key), "must be >= 0 (0 = off)")
+        if (self.q_lora_rank or self.qk_rope_dim or self.v_head_dim) and not self.kv_lora_rank:
+            raise field_error(
+                f"{where}.kv_lora_rank",
+                self.kv_lora_rank,
+                "must be > 0 where q_lora_rank, qk_rope_dim or v_head_dim is set (multi-latent attention)",
+                f"set {where}.kv_lora_rank (DeepSeek-V3: 512) or leave the other three at 0",
+            )
+        if self.mla and self.n_kv_heads != self.heads:
+            raise field_error(
+                f"{where}.kv_heads", self.kv_heads, "must equal heads (or be 0) under multi-latent attention"
+            )
+        if self.dense_layers >= self.layers or (self.dense_layers and not self.experts > 1):
+            raise field_error(
+                f"{where}.dense_layers",
+                self.dense_layers,
+                f"must be below {where}.layers ({self.layers}) and needs MoE layers ({where}.experts > 1)",
+                "or set it to 0",
+            )
         if self.top_k > self.experts:
             raise field_error(f"{where}.top_k", self.top_k, f"exceeds {where}.experts ({self.experts})")
         if self.shared_ffn < 0:
@@ -185,8 +238,34 @@ class ModelSpec:
 
     @property
     def q_dim(self) -> int:
-        """Width of Q (and of the attention output): heads x head_dim (= hidden unless ``kv_channels`` is set)."""
+        """Width of Q (and of the attention output): heads x head_dim (= hidden unless ``kv_channels`` is set).
+        Under MLA the non-rotary part of Q (:attr:`qk_head_dim` and :attr:`v_dim` give the kernel's sizes)."""
         return self.heads * self.head_dim
+
+    @property
+    def mla(self) -> bool:
+        """Multi-latent attention (``kv_lora_rank`` > 0)."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Size of one query / key head in the attention kernel: ``head_dim`` plus MLA's rotary part."""
+        return self.head_dim + self.qk_rope_dim
+
+    @property
+    def v_dim(self) -> int:
+        """Size of one value (and output) head: MLA's ``v_head_dim``, else ``head_dim``."""
+        return self.v_head_dim or self.head_dim
+
+    @property
+    def out_dim(self) -> int:
+        """Width of the attention output, the projection's input: heads x :attr:`v_dim`."""
+        return self.heads * self.v_dim
+
+    @property
+    def expert_ffn(self) -> int:
+        """Inner size of one routed expert: ``moe_ffn``, else ``ffn_hidden``."""
+        return self.moe_ffn or self.ffn_hidden
 
     @property
     def kv_dim(self) -> int:
@@ -199,7 +278,7 @@ class ModelSpec:
 
     def is_moe_layer(self, layer: int) -> bool:
         """Whether layer ``layer`` (0-based) has an MoE MLP."""
-        return self.is_moe and (layer + 1) % self.moe_every == 0
+        return self.is_moe and layer >= self.dense_layers and (layer + 1) % self.moe_every == 0
 
     def layer_kind(self, layer: int) -> tuple[bool, int]:
         """What makes layer ``layer``'s programs differ from another's: (MoE MLP, attention window)."""
@@ -236,11 +315,37 @@ class ModelSpec:
 
     # -- parameters -------------------------------------------------------------------------------
     def attention_params(self) -> int:
-        """Parameters of one attention block (QKV, output projection, biases)."""
+        """Parameters of one attention block (QKV, output projection, biases; under MLA :meth:`mla_params`)."""
+        if self.mla:
+            return self.mla_params()
         h, q = self.hidden, self.q_dim
         qkv = h * (q + 2 * self.kv_dim) + (q + 2 * self.kv_dim if self.bias else 0)
         out = q * h + (h if self.bias else 0)
         return qkv + out + self.qk_norm_params()
+
+    def mla_params(self) -> int:
+        """Parameters of one multi-latent attention block (DeepSeek-V2, arXiv 2405.04434, Sec. 2.1; Megatron-Core's
+        ``MLASelfAttention``): the query's down-projection h x q_lora, its norm and up-projection q_lora x heads x
+        (head_dim + rope) (or h x heads x (head_dim + rope) directly without ``q_lora_rank``), the key / value
+        down-projection h x (kv_lora + rope), its norm and up-projection kv_lora x heads x (head_dim + v_dim), the
+        output projection heads x v_dim x h. DeepSeek-V3: 187.1 M."""
+        h, n, ql, kl = self.hidden, self.heads, self.q_lora_rank, self.kv_lora_rank
+        qn = n * self.qk_head_dim
+        q = h * ql + ql + ql * qn if ql else h * qn
+        kv = h * (kl + self.qk_rope_dim) + kl + kl * n * (self.head_dim + self.v_dim)
+        return q + kv + self.out_dim * h
+
+    def mla_widths(self) -> tuple[int, int, int, int]:
+        """MLA's projection widths: (query down q_lora, key / value down kv_lora + rope, query up heads x
+        qk_head_dim, key / value up heads x (head_dim + v_dim)); the query down-projection is 0 without
+        ``q_lora_rank`` (the query is then projected from h)."""
+        n = self.heads
+        return (
+            self.q_lora_rank,
+            self.kv_lora_rank + self.qk_rope_dim,
+            n * self.qk_head_dim,
+            n * (self.head_dim + self.v_dim),
+        )
 
     def qk_norm_params(self) -> int:
         """Parameters of the query and key head norms (one weight of head_dim each; 0 without ``qk_norm``)."""
@@ -263,7 +368,7 @@ class ModelSpec:
     def layer_params(self, layer: int = 0) -> int:
         """Parameters of transformer layer ``layer`` (all experts included)."""
         if self.is_moe_layer(layer):
-            mlp = self.experts * self.mlp_params() + self.hidden * self.experts + self.shared_params()
+            mlp = self.experts * self.mlp_params(self.expert_ffn) + self.hidden * self.experts + self.shared_params()
         else:
             mlp = self.mlp_params()
         return self.attention_params() + mlp + 2 * self.norm_params()
@@ -277,24 +382,47 @@ class ModelSpec:
         n = sum(self.layer_params(i) for i in range(self.layers)) + self.embedding_params(tp) + self.norm_params()
         if not self.tie_embeddings:
             n += self.padded_vocab(tp) * self.hidden
-        return n
+        return n + self.mtp_layers * self.mtp_params()
+
+    def mtp_params(self) -> int:
+        """Parameters of one multi-token prediction module (its embedding and output layer are the model's): the
+        two input norms, the 2h -> h projection, its transformer layer (the last layer's kind) and its final
+        norm."""
+        if not self.mtp_layers:
+            return 0
+        return 3 * self.norm_params() + 2 * self.hidden * self.hidden + self.layer_params(self.layers - 1)
 
     # -- FLOPs (Narayanan et al. conventions) ---------------------------------------------------------
     def layer_forward_flops(self, batch: int, layer: int = 0) -> float:
         """Forward FLOPs of one layer for ``batch`` sequences: GEMMs + attention scores."""
         b, s, h, q = batch, self.seq_len, self.hidden, self.q_dim
         qkv = 2 * b * s * h * (q + 2 * self.kv_dim)
-        scores = 4 * b * s * self.attention_keys(layer) * q
-        out = 2 * b * s * q * h
+        if self.mla:
+            qd, kvd, qu, kvu = self.mla_widths()
+            qkv = 2 * b * s * ((h * qd + qd * qu) if qd else h * qu) + 2 * b * s * (h * kvd + self.kv_lora_rank * kvu)
+        scores = self.attention_score_flops(batch, layer)
+        out = 2 * b * s * self.out_dim * h
         mlp = 2 * b * s * h * self.ffn_hidden * (3 if self.gated_mlp else 2)
         if self.is_moe_layer(layer):
+            mlp = 2 * b * s * h * self.expert_ffn * (3 if self.gated_mlp else 2)
             shared = 2 * b * s * h * self.shared_ffn * (3 if self.gated_mlp else 2)
             mlp = mlp * self.top_k + 2 * b * s * h * self.experts + shared
         return float(qkv + scores + out + mlp)
 
+    def mtp_forward_flops(self, batch: int) -> float:
+        """Forward FLOPs of one multi-token prediction module without its logits: the 2h -> h projection and its
+        layer (the last layer's kind)."""
+        return float(2 * batch * self.seq_len * 2 * self.hidden * self.hidden) + self.layer_forward_flops(
+            batch, self.layers - 1
+        )
+
     def attention_score_flops(self, batch: int, layer: int = 0) -> float:
         """Forward FLOPs of QK^T and scores x V of layer ``layer`` for ``batch`` sequences (recomputed by
         selective)."""
+        if self.mla:  # QK^T over heads x qk_head_dim, scores x V over heads x v_dim
+            return float(
+                2 * batch * self.seq_len * self.attention_keys(layer) * self.heads * (self.qk_head_dim + self.v_dim)
+            )
         return float(4 * batch * self.seq_len * self.attention_keys(layer) * self.q_dim)
 
     def logit_forward_flops(self, batch: int, tp: int = 1) -> float:
@@ -312,10 +440,11 @@ class ModelSpec:
         if recompute not in ("none", "selective", "full"):
             raise ScenarioError(f"recompute ({recompute!r}) must be none, selective or full")
         fwd = sum(self.layer_forward_flops(global_batch, i) for i in range(self.layers))
-        total = 3 * fwd + 3 * self.logit_forward_flops(global_batch, tp)
+        fwd += self.mtp_layers * self.mtp_forward_flops(global_batch)
+        total = 3 * fwd + 3 * (1 + self.mtp_layers) * self.logit_forward_flops(global_batch, tp)
         if frozen:  # no weight gradients: one GEMM pass less (the attention scores have no weights)
             scores = sum(self.attention_score_flops(global_batch, i) for i in range(self.layers))
-            total -= fwd - scores + self.logit_forward_flops(global_batch, tp)
+            total -= fwd - scores + (1 + self.mtp_layers) * self.logit_forward_flops(global_batch, tp)
         if recompute == "full":
             total += fwd
         elif recompute == "selective":

@@ -82,7 +82,7 @@ class _Shapes(NamedTuple):
     """Tokens per local expert (after dispatch and the expert-TP gather)."""
     h: int
     f: int
-    """FFN width per expert-TP rank (``ffn_hidden / etp``)."""
+    """FFN width per expert-TP rank (``ModelSpec.expert_ffn / etp``)."""
     up: int
     """fc1's output width (``2 f`` with a gated MLP)."""
     tokens: int
@@ -95,7 +95,7 @@ def _shapes(c: LayerContext) -> _Shapes:
     md = c.model
     local = md.experts // c.ep
     tokens_local = c.tokens_elementwise * md.top_k * c.expert_tp  # after dispatch and the expert-TP gather
-    f = md.ffn_hidden // c.expert_tp
+    f = md.expert_ffn // c.expert_tp
     Te = c.tokens_elementwise
     return _Shapes(
         local,

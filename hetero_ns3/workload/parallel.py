@@ -14,7 +14,7 @@ from hetero_ns3.errors import ScenarioError, field_error
 
 Schedule = Literal["1f1b", "gpipe", "interleaved"]
 Recompute = Literal["none", "selective", "full", "op"]
-RecomputeModule = Literal["core_attn", "layernorm", "mlp", "moe_act", "moe"]
+RecomputeModule = Literal["core_attn", "layernorm", "mlp", "moe_act", "moe", "mla_up_proj"]
 LoraModule = Literal["qkv", "proj", "fc1", "fc2"]
 DIMS = ("tp", "pp", "dp")
 
@@ -59,8 +59,10 @@ class ParallelismSpec:
         recompute_modules: with ``recompute = "selective"``, what the backward recomputes (Megatron-Core's
             ``--recompute-modules``): ``core_attn`` (the attention core), ``layernorm`` (the two norms' outputs,
             the QKV and MLP inputs), ``mlp`` (dense MLP layers: FC1, activation, FC2 and their tensor-parallel
-            communication), ``moe_act`` (MoE layers: the experts' activation, the FC2 input) and ``moe`` (MoE
-            layers: router, permutation, all-to-alls, experts); empty = ``core_attn``.
+            communication), ``moe_act`` (MoE layers: the experts' activation, the FC2 input), ``moe`` (MoE
+            layers: router, permutation, all-to-alls, experts) and ``mla_up_proj`` (multi-latent attention: the
+            query / key-value up-projections and the rotary kernels, whose outputs are dropped once the attention
+            core has read them); empty = ``core_attn``.
         zero_stage: 0 plain DP all-reduce; 1 distributed optimizer (gradient reduce-scatter,
             parameter all-gather, optimizer states sharded); 2 also shards gradients; 3 fully sharded data
             parallelism (ZeRO-3 / FSDP, Megatron-FSDP's ``optim_grads_params``): weights sharded too, each

@@ -60,6 +60,33 @@ def resolve_dp(plan: ParallelismSpec, n_gpus: int, where: str = "parallelism") -
     return plan.dp
 
 
+def _check_mla(plan: ParallelismSpec, model: ModelSpec, where: str, mwhere: str) -> None:
+    """What multi-latent attention is not modelled with (context parallelism, TP communication overlap, the
+    per-operator checkpoint, LoRA), and ``mla_up_proj`` without it."""
+    if not model.mla:
+        if "mla_up_proj" in plan.recompute_modules:
+            raise field_error(
+                f"{where}.recompute_modules",
+                list(plan.recompute_modules),
+                f"holds 'mla_up_proj', which needs multi-latent attention ({mwhere}.kv_lora_rank > 0)",
+                "remove 'mla_up_proj'",
+            )
+        return
+    for key, on, fix in (
+        ("cp", plan.cp > 1, "cp = 1"),
+        ("tp_comm_overlap", plan.tp_comm_overlap and plan.tp > 1, "tp_comm_overlap = false"),
+        ("recompute", plan.recompute == "op", "recompute = 'selective' or 'full'"),
+        ("peft", plan.peft != "none", "peft = 'none'"),
+    ):
+        if on:
+            raise field_error(
+                f"{where}.{key}",
+                getattr(plan, key),
+                f"is not modelled with multi-latent attention ({mwhere}.kv_lora_rank = {model.kv_lora_rank})",
+                f"set {where}.{fix}",
+            )
+
+
 def check_plan(
     plan: ParallelismSpec, model: ModelSpec, dp: int, where: str = "parallelism", mwhere: str = "model"
 ) -> None:
@@ -81,6 +108,7 @@ def check_plan(
         )
     if model.ffn_hidden % tp:
         raise field_error(f"{where}.tp", tp, f"must divide {mwhere}.ffn_hidden ({model.ffn_hidden})")
+    _check_mla(plan, model, where, mwhere)
     if plan.cpu_offload_layers >= model.layers:
         raise field_error(
             f"{where}.cpu_offload_layers", plan.cpu_offload_layers,
