@@ -141,6 +141,7 @@ def _roundtrip(name: str, tmp_path: Path):
         "moe_ep_host",
         "moe_ep_overlap",
         "moe_ep_folded",
+        "mla_mtp",
         "cp_ring",
         "cp_a2a",
     ],

@@ -54,6 +54,9 @@ def _toy(topology: str, parallelism: dict, model: dict | None = None, **sections
 
 MOE_EP = {"tp": 2, "pp": 1, "ep": 4, "global_batch": 8, "micro_batch": 1, "sequence_parallel": True}
 MOE_MODEL = {"name": "mixtral-8x7b", "layers": 2, "seq_len": 256}
+MLA_MODEL = {"name": "deepseek-v3", "layers": 4, "dense_layers": 1, "seq_len": 256, "hidden": 1024, "heads": 8,
+             "q_lora_rank": 256, "kv_lora_rank": 128, "ffn_hidden": 2048, "moe_ffn": 256, "shared_ffn": 256,
+             "experts": 16, "top_k": 4, "vocab": 32000}  # fmt: skip
 
 SCENARIOS = {
     # Mixed H100 + A100 nodes, TP 4 x PP 2 x DP 2, ZeRO-1 (the README demo).
@@ -124,6 +127,15 @@ SCENARIOS = {
         model=MOE_MODEL,
         compute={"host_op": "20us", "host_launch": "5us", "host_sync_gap": "300us"},
     ),
+    # DeepSeek-V3's features, shrunk: multi-latent attention under TP 2 with SP and its up-projections recomputed, a
+    # dense first layer, the multi-token prediction module on the last of two stages, the flex dispatcher.
+    "mla_mtp": lambda: _toy(
+        "mixed-2node",
+        {"tp": 2, "pp": 2, "ep": 2, "global_batch": 8, "micro_batch": 1, "sequence_parallel": True,
+         "recompute": "selective", "recompute_modules": ["mla_up_proj"], "moe_dispatcher": "flex"},
+        model=MLA_MODEL,
+        compute={"host_sync_gap": "300us"},
+    ),  # fmt: skip
     # Expert-parallel overlap (forward and backward of two micro-batches layer by layer, the exchanges and their
     # kernels on the EP stream, the synchronisation inside the dispatch), with the host model as above.
     "moe_ep_overlap": lambda: _toy(
