@@ -48,7 +48,7 @@ def test_only_te_linear_gemms_are_fp8() -> None:
     ks = _layer_kernels()
     fp8 = {k.name for k in ks if is_fp8_linear(k)}
     assert fp8 == {f"{g}{sfx}" for g in ("qkv", "proj", "fc1", "fc2") for sfx in ("", ".dgrad", ".wgrad")}
-    assert FP8_LINEAR_GEMMS == {"qkv", "proj", "fc1", "fc2", "q_down", "kv_down", "q_up", "kv_up", "mtp_proj"}
+    assert {"qkv", "proj", "fc1", "fc2", "q_down", "kv_down", "q_up", "kv_up", "mtp_proj"} == FP8_LINEAR_GEMMS
     assert all(FP8.kernel_precision(k) == "bf16" for k in ks if k.name not in fp8)
     assert not is_fp8_linear(gemm("logits", 4096, 32000, 4096))  # Megatron's output layer, not TE
     assert not is_fp8_linear(gemm("attn.qk", 4096, 4096, 128, 32))  # unfused attention BMM
