@@ -131,8 +131,17 @@ SCENARIOS = {
     # dense first layer, the multi-token prediction module on the last of two stages, the flex dispatcher.
     "mla_mtp": lambda: _toy(
         "mixed-2node",
-        {"tp": 2, "pp": 2, "ep": 2, "global_batch": 8, "micro_batch": 1, "sequence_parallel": True,
-         "recompute": "selective", "recompute_modules": ["mla_up_proj"], "moe_dispatcher": "flex"},
+        {
+            "tp": 2,
+            "pp": 2,
+            "ep": 2,
+            "global_batch": 8,
+            "micro_batch": 1,
+            "sequence_parallel": True,
+            "recompute": "selective",
+            "recompute_modules": ["mla_up_proj"],
+            "moe_dispatcher": "flex",
+        },
         model=MLA_MODEL,
         compute={"host_sync_gap": "300us"},
     ),  # fmt: skip
