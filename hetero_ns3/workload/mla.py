@@ -53,7 +53,7 @@ def _latent_bytes(c: LayerContext) -> float:
 
 def _down(c: LayerContext) -> tuple[Kernel, ...]:
     md, T, h = c.model, _latent_tokens(c), c.model.hidden
-    qd, kvd, qu, _ = md.mla_widths()
+    qd, kvd, _, _ = md.mla_widths()
     if qd:
         return gemm("q_down", T, qd, h), gemm("kv_down", T, kvd, h)
     return (gemm("kv_down", T, kvd, h),)
