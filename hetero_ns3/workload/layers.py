@@ -42,6 +42,7 @@ from hetero_ns3.workload.steps import (
     recomputed,
     sp_on,
     tag_recompute,
+    tagged,
     tp_enter,
     tp_exit,
 )
@@ -422,16 +423,8 @@ def mtp_backward(c: LayerContext) -> list[Step]:
 
 
 def _prefixed(steps: list[Step] | list[Comm], prefix: str) -> list[Step]:
-    """``steps`` with ``prefix.`` before each name (a join stays as it is)."""
-    out: list[Step] = []
-    for s in steps:
-        if isinstance(s, Compute):
-            out.append(Compute(f"{prefix}.{s.name}", s.kernels))
-        elif isinstance(s, Comm):
-            out.append(Comm(f"{prefix}.{s.name}", s.collective, s.bytes, s.dim, s.mode))
-        else:
-            out.append(s)
-    return out
+    """``steps`` with ``prefix.`` before each name (:func:`~hetero_ns3.workload.steps.tagged`)."""
+    return [tagged(s, prefix) for s in steps]
 
 
 def _head_forward(c: LayerContext) -> list[Step]:

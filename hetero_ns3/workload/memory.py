@@ -62,8 +62,7 @@ def _attention_split(model: ModelSpec) -> tuple[int, int]:
     and latent norms duplicated on every TP rank (Megatron-Core's ``parallel_mode = "duplicated"``)."""
     h = model.hidden
     if model.mla:
-        qd, kvd, qu, kvu = model.mla_widths()
-        sharded = (qd * qu if qd else h * qu) + model.kv_lora_rank * kvu + model.out_dim * h
+        sharded = model.mla_matrices()[0]
         return sharded, model.attention_params() - sharded
     kvd, q, bias = model.kv_dim, model.q_dim, model.bias
     return h * (q + 2 * kvd) + (q + 2 * kvd if bias else 0) + q * h, model.qk_norm_params()
@@ -90,10 +89,11 @@ def linear_weights_per_rank(model: ModelSpec, layer: int, tp: int, ep: int, etp:
     QKV, the output projection, the MLP's (or the local experts' and the shared expert's) matrices, without biases,
     norms and the router; what FP8 weight storage (``[compute] fp8_param_gather``) quantizes."""
     h, kvd, q = model.hidden, model.kv_dim, model.q_dim
-    attn = (h * (q + 2 * kvd) + q * h) / tp
     if model.mla:  # the sharded projections per rank, the duplicated down-projections whole
-        qd, kvw, _, _ = model.mla_widths()
-        attn = _attention_split(model)[0] / tp + h * (qd + kvw)
+        sharded, duplicated = model.mla_matrices()
+        attn = sharded / tp + duplicated
+    else:
+        attn = (h * (q + 2 * kvd) + q * h) / tp
     mats = 3 if model.gated_mlp else 2
     if model.is_moe_layer(layer):
         shared = mats * h * model.shared_ffn / tp if model.shared_ffn else 0.0

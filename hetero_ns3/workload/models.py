@@ -325,15 +325,20 @@ class ModelSpec:
 
     def mla_params(self) -> int:
         """Parameters of one multi-latent attention block (DeepSeek-V2, arXiv 2405.04434, Sec. 2.1; Megatron-Core's
-        ``MLASelfAttention``): the query's down-projection h x q_lora, its norm and up-projection q_lora x heads x
-        (head_dim + rope) (or h x heads x (head_dim + rope) directly without ``q_lora_rank``), the key / value
-        down-projection h x (kv_lora + rope), its norm and up-projection kv_lora x heads x (head_dim + v_dim), the
-        output projection heads x v_dim x h. DeepSeek-V3: 187.1 M."""
-        h, n, ql, kl = self.hidden, self.heads, self.q_lora_rank, self.kv_lora_rank
-        qn = n * self.qk_head_dim
-        q = h * ql + ql + ql * qn if ql else h * qn
-        kv = h * (kl + self.qk_rope_dim) + kl + kl * n * (self.head_dim + self.v_dim)
-        return q + kv + self.out_dim * h
+        ``MLASelfAttention``): its projection matrices (:meth:`mla_matrices`) and the two latent norms.
+        DeepSeek-V3: 187.1 M."""
+        sharded, duplicated = self.mla_matrices()
+        return sharded + duplicated + self.q_lora_rank + self.kv_lora_rank
+
+    def mla_matrices(self) -> tuple[int, int]:
+        """Weight elements of an MLA block's projections: (split over TP: the query's up-projection q_lora x heads x
+        (head_dim + rope), or h x heads x (head_dim + rope) without ``q_lora_rank``, the key / value up-projection
+        kv_lora x heads x (head_dim + v_dim) and the output projection heads x v_dim x h; on every TP rank
+        (Megatron-Core's ``parallel_mode = "duplicated"``): the down-projections h x q_lora and h x (kv_lora +
+        rope))."""
+        h = self.hidden
+        qd, kvd, qu, kvu = self.mla_widths()
+        return (qd or h) * qu + self.kv_lora_rank * kvu + self.out_dim * h, h * (qd + kvd)
 
     def mla_widths(self) -> tuple[int, int, int, int]:
         """MLA's projection widths: (query down q_lora, key / value down kv_lora + rope, query up heads x
@@ -398,8 +403,8 @@ class ModelSpec:
         b, s, h, q = batch, self.seq_len, self.hidden, self.q_dim
         qkv = 2 * b * s * h * (q + 2 * self.kv_dim)
         if self.mla:
-            qd, kvd, qu, kvu = self.mla_widths()
-            qkv = 2 * b * s * ((h * qd + qd * qu) if qd else h * qu) + 2 * b * s * (h * kvd + self.kv_lora_rank * kvu)
+            sharded, duplicated = self.mla_matrices()  # every projection but the output one (``out`` below)
+            qkv = 2 * b * s * (sharded + duplicated - self.out_dim * h)
         scores = self.attention_score_flops(batch, layer)
         out = 2 * b * s * self.out_dim * h
         mlp = 2 * b * s * h * self.ffn_hidden * (3 if self.gated_mlp else 2)

@@ -264,8 +264,13 @@ def recomputed(steps: list[Step], outside: tuple[str, ...]) -> list[Step]:
 
 def tag_recompute(s: Step) -> Step:
     """``s`` renamed ``recompute.*`` (a join stays as it is)."""
+    return tagged(s, "recompute")
+
+
+def tagged(s: Step, prefix: str) -> Step:
+    """``s`` renamed ``prefix.*`` (a join stays as it is)."""
     if isinstance(s, Compute):
-        return Compute(f"recompute.{s.name}", s.kernels)
+        return Compute(f"{prefix}.{s.name}", s.kernels)
     if isinstance(s, Comm):
-        return Comm(f"recompute.{s.name}", s.collective, s.bytes, s.dim, s.mode)
+        return Comm(f"{prefix}.{s.name}", s.collective, s.bytes, s.dim, s.mode)
     return s
