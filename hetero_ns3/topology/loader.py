@@ -48,9 +48,19 @@ MAX_CLUSTER_GPUS = 65_536
 """Largest cluster a file may describe, GPUs over all groups (as many as the inline ``star:N`` hosts)."""
 
 
+PCIE_FLIT_TLP_FRACTION = 236.0 / 256.0
+"""Gen6 (FLIT mode): of each 256-byte flit, 236 bytes carry TLPs; the rest are link-layer payload (6), CRC (8) and
+FEC (6) bytes (PCI-SIG base specification 6.0; 118 GB/s per direction on x16)."""
+
+
 def pcie_rate_bps(gen: int, lanes: int) -> float:
-    """Usable PCIe bit rate per direction: GT/s x lanes x 128/130 (Gen3-5 line code; TLP overhead ignored)."""
-    return PCIE_GT_PER_S[gen] * 1e9 * lanes * 128.0 / 130.0
+    """Usable PCIe bit rate per direction: GT/s x lanes x the line code's payload fraction.
+
+    Gen3-5: 128/130 (TLP headers and DLLPs not subtracted: the collective planner's ``[links.pcie] wire_overhead``
+    adds them). Gen6: the TLP bytes of a flit, :data:`PCIE_FLIT_TLP_FRACTION`.
+    """
+    fraction = PCIE_FLIT_TLP_FRACTION if gen >= 6 else 128.0 / 130.0
+    return PCIE_GT_PER_S[gen] * 1e9 * lanes * fraction
 
 
 def _keys(table: dict[str, Any], path: str, allowed: set[str]) -> None:

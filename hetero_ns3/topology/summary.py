@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from hetero_ns3.topology.analysis import bisection_bandwidth, ecmp_path_count
 from hetero_ns3.topology.fabric import PCIE_ROOT_NOTE, gpus_across_pcie_switches, private_pcie_switches
 from hetero_ns3.topology.graph import HOST, NVLS_ROLE, NetGraph
+from hetero_ns3.topology.loader import PCIE_GT_PER_S
 from hetero_ns3.topology.routing import routing_tables
 from hetero_ns3.topology.spec import MESH, ClusterSpec, NodeGroup
 from hetero_ns3.units import format_rate
@@ -98,6 +99,7 @@ def summarize(
             + _scale_up_note(g)
             + _root_note(g)
             + f", PCIe Gen{g.fabric.pcie_gen} x{g.fabric.pcie_lanes}, {g.nics.count} x {format_rate(g.nics.rate_bps)} NICs"
+            + _nic_cap_note(g)
             + _attach_note(g)
             for g in cluster.groups
         )
@@ -157,6 +159,14 @@ def _root_note(g: NodeGroup) -> str:
     if not gpus_across_pcie_switches(g):
         return ""
     return f" ({PCIE_ROOT_NOTE})"
+
+
+def _nic_cap_note(g: NodeGroup) -> str:
+    """A note for NICs faster than their PCIe link, which then limits them (every GPU-to-NIC path crosses it)."""
+    if g.nics.count == 0 or g.nics.rate_bps <= g.fabric.pcie_rate_bps:
+        return ""
+    fix = "raise pcie_gen or pcie_lanes" if g.fabric.pcie_gen < max(PCIE_GT_PER_S) else "raise pcie_lanes"
+    return f" (each NIC limited to {format_rate(g.fabric.pcie_rate_bps)} by its PCIe link: {fix})"
 
 
 def _attach_note(g: NodeGroup) -> str:

@@ -247,3 +247,48 @@ def _parse(module, argv):
     p = argparse.ArgumentParser()
     module.add_arguments(p)
     return p.parse_args(argv)
+
+
+def test_pcie_rates_per_generation():
+    """Per direction, x16: Gen4 / Gen5 at 128b/130b (252 / 504 Gb/s), Gen6 the 236 TLP bytes of each 256-byte flit
+    (944 Gb/s, 118 GB/s: PCI-SIG base specification 6.0)."""
+    assert pcie_rate_bps(4, 16) == pytest.approx(16e9 * 16 * 128 / 130)
+    assert pcie_rate_bps(5, 16) == pytest.approx(504.12e9, rel=1e-4)
+    assert pcie_rate_bps(6, 16) == pytest.approx(944e9)
+    assert pcie_rate_bps(6, 16) / 8e9 == pytest.approx(118.0)
+
+
+def test_an_800g_nic_is_held_to_its_pcie_link_and_the_summary_says_so():
+    from hetero_ns3.topology.summary import summarize
+
+    for gen, rate, capped in ((5, pcie_rate_bps(5, 16), True), (6, 800e9, False)):
+        c = parse_cluster(_cluster("800Gbps", pcie_gen=gen))
+        g = build_graph(c)
+        (acc,) = [lk for lk in g.links if lk.a == "n0.g0" and lk.kind == "network"]
+        assert acc.rate_bps == pytest.approx(rate)
+        (line,) = summarize(g, c).groups
+        assert ("each NIC limited to" in line) is capped
+        if capped:
+            assert "504" in line and "raise pcie_gen or pcie_lanes" in line
+
+
+def test_no_shipped_cluster_holds_its_nics_below_their_rate():
+    """Every cluster file shipped (presets, held-out validation clusters, studies) gives each NIC a PCIe link at
+    least as fast as the NIC: an 800G ConnectX-8 sits on PCIe Gen6, not Gen5 (session 40)."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    files = [
+        *root.glob("topologies/*.toml"),
+        *root.glob("hetero_ns3/data/validation/heldout/*.toml"),
+        *root.glob("scenarios/**/*.toml"),
+    ]
+    checked = 0
+    for f in files:
+        if "groups" not in tomllib.loads(f.read_text()):
+            continue
+        for grp in load_cluster(f).groups:
+            assert grp.nics.rate_bps <= grp.fabric.pcie_rate_bps, f"{f.name}: {grp.name}"
+        checked += 1
+    assert checked >= 50
