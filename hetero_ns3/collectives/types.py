@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from hetero_ns3.collectives.moe_routing import routing_problem
 from hetero_ns3.errors import field_error
 
 ALL_REDUCE = "all_reduce"
@@ -102,9 +103,10 @@ class CollectiveCall:
     """``all_to_all_v``: ``pair_bytes[i][j]`` bytes from rank i to rank j (diagonal ignored)."""
     name: str = ""
     """Label prefix of the call's tasks (e.g. ``dp.all_reduce[3]``); default: the op."""
-    routing: tuple[int, int] | None = None
-    """``all_to_all`` of an MoE layer: (experts, top_k) of its router, for the ``expert_dispatch`` algorithm,
-    which sends each token once per destination rank and node (``size_bytes`` counts one copy per expert)."""
+    routing: tuple[int, ...] | None = None
+    """``all_to_all`` of an MoE layer: (experts, top_k) of its router, or (experts, top_k, groups, group_topk) of a
+    group-limited one (:mod:`hetero_ns3.collectives.moe_routing`), for the ``expert_dispatch`` algorithm, which
+    sends each token once per destination rank and node (``size_bytes`` counts one copy per expert)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "op", normalize_op(self.op, "call.op"))
@@ -136,10 +138,11 @@ class CollectiveCall:
         rt = self.routing
         if self.op != ALL_TO_ALL:
             raise field_error("call.routing", rt, f"applies to all_to_all only (op is {self.op})", "leave it unset")
-        if not (isinstance(rt, tuple) and len(rt) == 2 and all(isinstance(v, int) for v in rt) and 1 <= rt[1] <= rt[0]):
-            raise field_error(
-                "call.routing", rt, "must be (experts, top_k) with 1 <= top_k <= experts", "e.g. (128, 8)"
-            )
+        problem = routing_problem(rt)
+        if problem or rt is None:
+            raise field_error("call.routing", rt, problem or "is missing", "e.g. (128, 8) or (256, 8, 8, 4)")
+        if len(rt) == 4 and rt[2] == 1:
+            object.__setattr__(self, "routing", rt[:2])  # one group: plain top-k
 
     def _check_pairs(self, n: int) -> None:
         pb = self.pair_bytes

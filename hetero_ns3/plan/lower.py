@@ -107,7 +107,7 @@ def _group(p: ProgramOp, t: int) -> tuple[str, ...]:
 class _Lowering:
     """State of one :func:`lower_workload` call: the op table as typed arrays, every op's exit tasks, the calls."""
 
-    def __init__(self, table: OpTable, gpu_of: list[str], routing: tuple[int, int] | None = None) -> None:
+    def __init__(self, table: OpTable, gpu_of: list[str], routing: tuple[int, ...] | None = None) -> None:
         self.routing = routing
         """(experts, top_k) when the MoE token exchanges use the ``flex`` dispatcher (``Workload.meta``)."""
         self.prog_op = table.prog_op  # the table itself is not kept: its int64 columns are copied below
@@ -254,7 +254,7 @@ def _emit(
 
     builder = PlanBuilder(list(dict.fromkeys(gpu_of)))  # rank order, each GPU once
     routing = workload.meta.get("moe_routing")
-    low = _Lowering(table, gpu_of, (int(routing[0]), int(routing[1])) if routing else None)
+    low = _Lowering(table, gpu_of, tuple(int(v) for v in routing) if routing else None)
     gidx_of = [builder.gpu_index(g) for g in gpu_of]
     slow_of = [float(slowdown.get(g, 1.0)) for g in gpu_of]
     choices: dict[str, int] = {}

@@ -19,7 +19,8 @@ comm op of no call     ``METADATA_NODE`` (a zero-time join)
 Every node also carries our extension attributes (ignored by other readers): ``hns3_duration_s`` (the
 exact duration), ``hns3_stream`` (0 compute, 1 comm stream), ``hns3_dim`` (tp / pp / dp / ep) and, on the
 expert-parallel ALL_TO_ALL nodes of a ``moe_dispatcher = "flex"`` workload, ``hns3_moe_experts`` /
-``hns3_moe_top_k`` (the router's shape, for the deduplicating token exchange), and where the host issue model
+``hns3_moe_top_k`` (the router's shape, for the deduplicating token exchange; a group-limited router adds
+``hns3_moe_groups`` / ``hns3_moe_group_topk``), and where the host issue model
 is on (:mod:`hetero_ns3.workload.host`) ``hns3_host_s`` (the op's issue cost), ``hns3_host_sync`` (the host waits
 for this op), ``hns3_host_wait`` (the host waits for the op's dependencies before issuing it: the dispatch under
 expert-parallel overlap) and, on those two, ``hns3_host_sync_gap_s`` (the mean gap after the wait) and
@@ -37,7 +38,7 @@ from hetero_ns3.errors import PlanningError
 from hetero_ns3.workload.artefact import Op, Workload
 from hetero_ns3.workload.chakra_format import COMM_GROUP_FILE, chakra_modules, write_comm_groups, write_trace
 from hetero_ns3.workload.chakra_host import ATTR_HOST, ATTR_HOST_GAP, ATTR_HOST_JITTER, ATTR_HOST_SYNC, ATTR_HOST_WAIT
-from hetero_ns3.workload.chakra_import import ATTR_DIM, ATTR_DURATION, ATTR_MOE_EXPERTS, ATTR_MOE_TOP_K, ATTR_STREAM
+from hetero_ns3.workload.chakra_import import ATTR_DIM, ATTR_DURATION, ATTR_MOE, ATTR_STREAM
 
 #: Our collective -> Chakra ``CollectiveCommType`` name.
 COMM_TYPE_OF = {
@@ -56,7 +57,7 @@ class _Exporter:
         self.rank_of = {slot.gpu: r for r, slot in enumerate(workload.ranks)}
         self.groups: dict[tuple[int, ...], str] = {}
         routing = workload.meta.get("moe_routing")
-        self.routing = (int(routing[0]), int(routing[1])) if routing else None
+        self.routing = tuple(int(v) for v in routing) if routing else None
         self.gap_s = float(workload.meta.get("host_sync_gap_s", 0.0))
         self.jitter = float(workload.meta.get("host_sync_jitter", 1.0))
         # (rank, op id) -> (issue seconds, host sync, host wait) of the ops the host model touches (none when off)
@@ -124,9 +125,7 @@ class _Exporter:
             a("pg_name", string_val=self.pg_name(op.group)),
         ])  # fmt: skip
         if self.routing is not None and op.collective == "all_to_all" and op.dim == "ep":
-            n.attr.extend(
-                [a(ATTR_MOE_EXPERTS, int64_val=self.routing[0]), a(ATTR_MOE_TOP_K, int64_val=self.routing[1])]
-            )
+            n.attr.extend(a(name, int64_val=v) for name, v in zip(ATTR_MOE, self.routing, strict=False))
         return n
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
 from hetero_ns3.collectives.emit import comm_stream
+from hetero_ns3.collectives.moe_routing import routing_problem
 from hetero_ns3.collectives.templates import CallTemplates
 from hetero_ns3.collectives.types import CollectiveOverride
 from hetero_ns3.compute.gpus import GpuSpec
@@ -59,6 +60,10 @@ ATTR_DIM = "hns3_dim"
 #: count and top-k, so that the import plans it with ``expert_dispatch`` as :mod:`hetero_ns3.plan.lower` does.
 ATTR_MOE_EXPERTS = "hns3_moe_experts"
 ATTR_MOE_TOP_K = "hns3_moe_top_k"
+#: With a group-limited router (:mod:`hetero_ns3.collectives.moe_routing`): its groups and the groups a token picks.
+ATTR_MOE_GROUPS = "hns3_moe_groups"
+ATTR_MOE_GROUP_TOPK = "hns3_moe_group_topk"
+ATTR_MOE = (ATTR_MOE_EXPERTS, ATTR_MOE_TOP_K, ATTR_MOE_GROUPS, ATTR_MOE_GROUP_TOPK)
 
 
 @dataclass(frozen=True)
@@ -124,8 +129,8 @@ class _Call:
     """Ranks in group order (send_recv: (src, dst))."""
     name: str
     dim: str
-    routing: tuple[int, int] | None = None
-    """(experts, top_k) of a deduplicating MoE token exchange (``hns3_moe_*``), else None."""
+    routing: tuple[int, ...] | None = None
+    """(experts, top_k[, groups, group_topk]) of a deduplicating MoE token exchange (``hns3_moe_*``), else None."""
 
 
 def _int_attr(node: Any, *names: str) -> int | None:
@@ -194,10 +199,11 @@ class _Importer:
             )
         return self.groups[pg]
 
-    def routing_of(self, n: _Node, op: str | None) -> tuple[int, int] | None:
-        """(experts, top_k) from ``hns3_moe_experts`` / ``hns3_moe_top_k`` on an ALL_TO_ALL node, else None."""
-        experts, top_k = _int_attr(n.node, ATTR_MOE_EXPERTS), _int_attr(n.node, ATTR_MOE_TOP_K)
-        if experts is None and top_k is None:
+    def routing_of(self, n: _Node, op: str | None) -> tuple[int, ...] | None:
+        """(experts, top_k[, groups, group_topk]) from the ``hns3_moe_*`` attributes of an ALL_TO_ALL node, else
+        None."""
+        experts, top_k, groups, gk = (_int_attr(n.node, name) for name in ATTR_MOE)
+        if experts is None and top_k is None and groups is None and gk is None:
             return None
         if op != "all_to_all" or experts is None or top_k is None or not 1 <= top_k <= experts:
             raise ScenarioError(
@@ -205,7 +211,16 @@ class _Importer:
                 f"{op or 'barrier'} node; they go together on an ALL_TO_ALL node, with 1 <= top_k <= experts (or "
                 "leave both out)"
             )
-        return experts, top_k
+        if groups is None and gk is None:
+            return experts, top_k
+        problem = routing_problem((experts, top_k, groups, gk)) if groups is not None and gk is not None else ""
+        if problem or groups is None or gk is None:
+            raise ScenarioError(
+                f"{self.where(n)}: {ATTR_MOE_GROUPS} = {groups}, {ATTR_MOE_GROUP_TOPK} = {gk} with "
+                f"{ATTR_MOE_EXPERTS} = {experts}, {ATTR_MOE_TOP_K} = {top_k}: {problem or 'they go together'} (or leave both "
+                "out)"
+            )
+        return experts, top_k, groups, gk
 
     def match(self) -> None:
         """Group the comm nodes of all ranks into calls (see the module docstring)."""
@@ -423,8 +438,11 @@ class _Importer:
             exit_of[m] = tuple(res.exits[g])
 
 
-def _routing_text(routing: tuple[int, int] | None) -> str:
-    return "" if routing is None else f" (MoE routing {routing[0]} experts, top {routing[1]})"
+def _routing_text(routing: tuple[int, ...] | None) -> str:
+    if routing is None:
+        return ""
+    groups = f", {routing[3]} of {routing[2]} groups" if len(routing) == 4 else ""
+    return f" (MoE routing {routing[0]} experts, top {routing[1]}{groups})"
 
 
 def import_chakra(

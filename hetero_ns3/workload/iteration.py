@@ -497,7 +497,7 @@ class IterationCompiler:
             "buckets_per_virtual_stage": {str(v): len(self.buckets[v]) for v in range(self.n_v)},
         }
         if plan.moe_dispatcher == "flex" and plan.ep > 1:
-            meta["moe_routing"] = [self.model.experts, self.model.top_k]
+            meta["moe_routing"] = list(self.model.routing)
         if self.spec.host.sync_gap_s > 0:
             meta.update(host_sync_gap_s=self.spec.host.sync_gap_s, host_sync_jitter=self.spec.host.sync_jitter)
         return Workload(self.placement.slots, tuple(programs), self.tp, meta)

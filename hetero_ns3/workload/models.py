@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from hetero_ns3.collectives.moe_routing import routing_of, routing_problem
 from hetero_ns3.errors import ScenarioError, divisors, field_error
 from hetero_ns3.paths import PACKAGE_DATA
 from hetero_ns3.scenario.fields import load_dataclass
@@ -53,6 +54,12 @@ class ModelSpec:
         v_head_dim: MLA's value (and attention output) head size (DeepSeek-V3 128); 0 = ``kv_channels``.
         experts: MoE experts per MoE layer (1 = dense model).
         top_k: experts each token is routed to.
+        router_groups: group-limited routing (DeepSeek's node-limited routing; Megatron's ``moe_router_num_groups``,
+            Hugging Face's ``n_group``; DeepSeek-V3 8): the experts form this many contiguous groups and a token picks
+            ``router_group_topk`` of them before its ``top_k`` experts inside them. Changes which ranks and nodes a
+            token reaches, so the bytes of the deduplicating exchange (:mod:`hetero_ns3.collectives.moe_routing`);
+            1 = plain top-k.
+        router_group_topk: groups each token picks (``moe_router_group_topk``, ``topk_group``; DeepSeek-V3 4).
         moe_every: every ``moe_every``-th layer is MoE (1 = all layers).
         moe_ffn: inner size of each routed expert (Megatron's ``moe_ffn_hidden_size``); 0 = ``ffn_hidden``. Set
             where the dense layers' MLP is wider than an expert (DeepSeek-V3: dense 18432, experts 2048).
@@ -112,6 +119,8 @@ class ModelSpec:
     v_head_dim: int = 0
     experts: int = 1
     top_k: int = 1
+    router_groups: int = 1
+    router_group_topk: int = 1
     moe_every: int = 1
     moe_ffn: int = 0
     dense_layers: int = 0
@@ -180,6 +189,15 @@ class ModelSpec:
             )
         if self.top_k > self.experts:
             raise field_error(f"{where}.top_k", self.top_k, f"exceeds {where}.experts ({self.experts})")
+        groups = (self.router_groups, self.router_group_topk)
+        problem = routing_problem((self.experts, self.top_k, *groups)) if min(groups) >= 1 else "must be >= 1"
+        if groups != (1, 1) and problem:
+            raise field_error(
+                f"{where}.router_groups",
+                groups,
+                f"(with router_group_topk) {problem}",
+                "as Hugging Face's n_group / topk_group (DeepSeek-V3: 8 and 4), or 1 and 1 for plain top-k",
+            )
         if self.shared_ffn < 0:
             raise field_error(f"{where}.shared_ffn", self.shared_ffn, "must be >= 0 (0 = no shared expert)")
         if self.shared_ffn and not self.is_moe:
@@ -271,6 +289,11 @@ class ModelSpec:
     def kv_dim(self) -> int:
         """Width of K (and of V): kv_heads x head_dim."""
         return self.n_kv_heads * self.head_dim
+
+    @property
+    def routing(self) -> tuple[int, ...]:
+        """The router's shape for the token exchange: ``(experts, top_k)``, with the groups when group-limited."""
+        return routing_of(self.experts, self.top_k, self.router_groups, self.router_group_topk)
 
     @property
     def is_moe(self) -> bool:

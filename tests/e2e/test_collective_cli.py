@@ -65,6 +65,11 @@ def test_expert_dispatch_from_the_command_line(capsys):
     dedup = json.loads(capsys.readouterr().out)[0]
     assert dedup["algo"] == "expert_dispatch"
     assert dedup["time_s"] / flat["time_s"] == pytest.approx((13 / 28) / (2 / 4), rel=0.05)
+    # Group-limited: 2 groups of 4 experts, one picked, both experts in it: a rank (half a group) is needed with
+    # p = 1/2 x (1 - C(2,2)/C(4,2)) = 5/12.
+    assert main([*argv, "--algo", "expert_dispatch", "--experts", "8,2,2,1"]) == 0
+    grouped = json.loads(capsys.readouterr().out)[0]
+    assert grouped["time_s"] / flat["time_s"] == pytest.approx((5 / 12) / (2 / 4), rel=0.05)
 
 
 @pytest.mark.parametrize(
@@ -76,6 +81,7 @@ def test_expert_dispatch_from_the_command_line(capsys):
         (["collective", "all_gather", "-t", "star:4", "--algo", "tree"], "does not implement"),
         (["collective", "all_reduce", "-t", "star:4", "--cc", "hpcc"], "--cc ('hpcc')"),
         (["collective", "all_to_all", "-t", "star:4", "--experts", "128"], "--experts ('128')"),
+        (["collective", "all_to_all", "-t", "star:4", "--experts", "8,2,3,1"], "must divide the 8 experts"),
         (["collective", "all_reduce", "-t", "star:4", "--experts", "8,2"], "applies to all_to_all only"),
         (["collective", "all_to_all", "-t", "star:4", "--algo", "expert_dispatch"], "needs the call's routing"),
     ],

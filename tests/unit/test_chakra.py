@@ -211,6 +211,8 @@ def test_moe_routing_attributes_plan_expert_dispatch_and_errors(tmp_path):
     for bad, msg in (
         ({"hns3_moe_experts": 16}, r"hns3_moe_experts = 16, hns3_moe_top_k = None"),
         ({"hns3_moe_experts": 4, "hns3_moe_top_k": 8}, r"1 <= top_k <= experts"),
+        ({**good, "hns3_moe_groups": 3, "hns3_moe_group_topk": 1}, r"hns3_moe_groups = 3.*divide the 16 experts"),
+        ({**good, "hns3_moe_groups": 4}, r"hns3_moe_group_topk = None.*they go together"),
     ):
         for r in range(4):
             _write(tmp_path / f"t.{r}.et", [_a2a(bad)])

@@ -56,7 +56,7 @@ MOE_EP = {"tp": 2, "pp": 1, "ep": 4, "global_batch": 8, "micro_batch": 1, "seque
 MOE_MODEL = {"name": "mixtral-8x7b", "layers": 2, "seq_len": 256}
 MLA_MODEL = {"name": "deepseek-v3", "layers": 4, "dense_layers": 1, "seq_len": 256, "hidden": 1024, "heads": 8,
              "q_lora_rank": 256, "kv_lora_rank": 128, "ffn_hidden": 2048, "moe_ffn": 256, "shared_ffn": 256,
-             "experts": 16, "top_k": 4, "vocab": 32000}  # fmt: skip
+             "experts": 16, "top_k": 4, "router_groups": 4, "router_group_topk": 2, "vocab": 32000}  # fmt: skip
 
 SCENARIOS = {
     # Mixed H100 + A100 nodes, TP 4 x PP 2 x DP 2, ZeRO-1 (the README demo).

@@ -25,6 +25,7 @@ from hetero_ns3.collectives import (
     normalize_op,
     plan_collective,
 )
+from hetero_ns3.collectives.moe_routing import routing_problem
 from hetero_ns3.errors import ScenarioError, SimulationError, field_error
 from hetero_ns3.network.backend import backend_names
 from hetero_ns3.plan.builder import PlanBuilder
@@ -58,7 +59,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--peer", help="receiving GPU of send_recv (default: rank 1)")
     p.add_argument(
         "--experts",
-        help="E,K: an MoE router's experts and top_k for all_to_all with --algo expert_dispatch (e.g. 128,8); the size "
+        help="E,K[,G,GK]: an MoE router's experts and top_k, and for group-limited routing its groups and the groups "
+        "a token picks, for all_to_all with --algo expert_dispatch (e.g. 128,8 or DeepSeek-V3's 256,8,8,4); the size "
         "counts one copy per routed expert",
     )
     p.add_argument("--backend", "-b", choices=BACKENDS, default="analytic", help="network backend (default analytic)")
@@ -77,13 +79,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON list instead of the table")
 
 
-def parse_experts(text: str) -> tuple[int, int]:
-    """``"128,8"`` -> (128, 8): an MoE router's experts and top_k."""
+def parse_experts(text: str) -> tuple[int, ...]:
+    """``"128,8"`` -> (128, 8): an MoE router's experts and top_k; ``"256,8,8,4"`` adds its groups and the groups a
+    token picks."""
     parts = text.split(",")
-    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-        raise field_error("--experts", text, "is not E,K (experts, top_k)", "e.g. --experts 128,8")
-    e, k = (int(p) for p in parts)
-    return e, k
+    if len(parts) not in (2, 4) or not all(p.strip().isdigit() for p in parts):
+        raise field_error(
+            "--experts", text, "is not E,K (experts, top_k) or E,K,G,GK (with groups)", "e.g. --experts 128,8"
+        )
+    routing = tuple(int(p) for p in parts)
+    problem = routing_problem(routing)
+    if problem:
+        raise field_error("--experts", text, problem, "e.g. --experts 128,8 or 256,8,8,4")
+    return routing
 
 
 def parse_sizes(text: str) -> list[int]:

@@ -16,21 +16,21 @@ over the network and once per destination rank inside a node. This algorithm mov
   delay of one forwarded chunk is neglected);
 
 where ``u = size / top_k`` is the sender's token bytes (``size``, the NCCL-style size of the call, counts one
-copy per routed expert), and, for routing that picks ``top_k`` of ``experts`` uniformly (Megatron-Core's
-forced load balancing; the expectation of any balanced router), ``p_rank = 1 - C(E - e, k) / C(E, k)`` is the
-probability that a token needs a given rank holding ``e = E / n`` experts and ``p_node`` the same for the
-``g e`` experts of the ``g`` group ranks on a node. The combine moves the same bytes the other way (partial
-sums reduced at the relay before the network, as DeepEP's combine does); the workload issues it as another
-call of the same shape, planned as this one.
+copy per routed expert), ``p_rank`` the probability that a token needs a given rank (holding ``e = E / n``
+contiguous experts) and ``p_node`` the same for the experts of the group ranks on a node
+(:func:`hetero_ns3.collectives.moe_routing.held_hit_probability`: ``1 - C(E - h, k) / C(E, k)`` for ``top_k`` of
+``experts`` picked uniformly, Megatron-Core's forced load balancing and the expectation of any balanced router;
+smaller under DeepSeek's group-limited routing, whose groups a node's experts fill). The combine moves the same
+bytes the other way (partial sums reduced at the relay before the network, as DeepEP's combine does); the
+workload issues it as another call of the same shape, planned as this one.
 """
 
 from __future__ import annotations
 
-from math import comb
-
 from hetero_ns3.collectives.algorithms.alltoall import exchange_cost, exchange_entries
 from hetero_ns3.collectives.emit import Emitter, split
 from hetero_ns3.collectives.env import CollectiveEnv
+from hetero_ns3.collectives.moe_routing import held_hit_probability, rank_experts
 from hetero_ns3.collectives.registry import register
 from hetero_ns3.collectives.types import ALL_TO_ALL, CollectiveCall
 
@@ -41,7 +41,7 @@ Leg = tuple[int, int, int, int]
 def hit_probability(experts: int, top_k: int, held: int) -> float:
     """Probability that ``top_k`` distinct experts drawn uniformly from ``experts`` include one of ``held``
     (``0 <= held <= experts``; ``comb`` is 0 when fewer than ``top_k`` experts are left outside)."""
-    return 1.0 - comb(experts - held, top_k) / comb(experts, top_k)
+    return held_hit_probability((experts, top_k), range(held))
 
 
 def relay_rank(ranks: list[int], local: list[int], sender: int, position: int) -> int:
@@ -59,27 +59,28 @@ def dispatch_legs(call: CollectiveCall, env: CollectiveEnv) -> list[tuple[Leg, l
     hit = env.cache.get(key)
     if hit is not None:
         return hit  # type: ignore[return-value]
-    experts, top_k = call.routing
+    routing = call.routing
     group = call.group
     n = len(group)
-    per_rank = experts // n
-    token_bytes = call.size_bytes / top_k
-    rank_bytes = round(token_bytes * hit_probability(experts, top_k, per_rank))
+    token_bytes = call.size_bytes / routing[1]
+    held = [rank_experts(routing, n, r) for r in range(n)]
+    rank_bytes = [round(token_bytes * held_hit_probability(routing, h)) for h in held]
     nodes = [env.node_of(g) for g in group]
     local = [env.local_of(g) for g in group]
     members: dict[str, list[int]] = {}
     for r, nd in enumerate(nodes):
         members.setdefault(nd, []).append(r)
     position = {r: p for ranks in members.values() for p, r in enumerate(ranks)}
+    node_hit = {nd: held_hit_probability(routing, (x for r in ranks for x in held[r])) for nd, ranks in members.items()}
     out: list[tuple[Leg, list[Leg]]] = []
     for i in range(n):
         for nd, ranks in members.items():
             if nd == nodes[i]:
-                out.extend(((i, i, j, rank_bytes), []) for j in ranks if j != i)
+                out.extend(((i, i, j, rank_bytes[j]), []) for j in ranks if j != i)
                 continue
             relay = relay_rank(ranks, local, i, position[i])
-            node_bytes = round(token_bytes * hit_probability(experts, top_k, per_rank * len(ranks)))
-            out.append(((i, i, relay, node_bytes), [(i, relay, j, rank_bytes) for j in ranks if j != relay]))
+            node_bytes = round(token_bytes * node_hit[nd])
+            out.append(((i, i, relay, node_bytes), [(i, relay, j, rank_bytes[j]) for j in ranks if j != relay]))
     env.cache[key] = out
     return out
 
@@ -96,7 +97,7 @@ class ExpertDispatch:
         if call.op not in self.ops:
             return "expert_dispatch implements all_to_all"
         if call.routing is None:
-            return "expert_dispatch needs the call's routing (experts, top_k)"
+            return "expert_dispatch needs the call's routing (experts, top_k[, groups, group_topk])"
         if call.routing[0] % len(call.group):
             return f"expert_dispatch needs the {call.routing[0]} experts split evenly over the {len(call.group)} ranks"
         return None
