@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from hetero_ns3.collectives.moe_routing import routing_of, routing_problem
-from hetero_ns3.errors import ScenarioError, divisors, field_error
+from hetero_ns3.collectives.moe_routing import routing_of
+from hetero_ns3.errors import ScenarioError, field_error
 from hetero_ns3.paths import PACKAGE_DATA
 from hetero_ns3.scenario.fields import load_dataclass
+from hetero_ns3.workload.model_checks import check_model
 
 CATALOG_PATH = PACKAGE_DATA / "models.toml"
 VOCAB_DIVISOR = 128  # Megatron's make_vocab_size_divisible_by default
@@ -141,107 +142,9 @@ class ModelSpec:
     source: str = ""
 
     def validate(self, where: str) -> None:
-        """Check positivity and the shape rules; errors name ``where.field``."""
-        for key in ("layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len", "experts", "top_k", "moe_every"):
-            if getattr(self, key) < 1:
-                raise field_error(f"{where}.{key}", getattr(self, key), "must be >= 1")
-        if self.kv_heads < 0:
-            raise field_error(f"{where}.kv_heads", self.kv_heads, "must be >= 0 (0 = same as heads)")
-        if self.kv_channels < 0:
-            raise field_error(f"{where}.kv_channels", self.kv_channels, "must be >= 0 (0 = hidden / heads)")
-        if not self.kv_channels and self.hidden % self.heads:
-            raise field_error(
-                f"{where}.heads",
-                self.heads,
-                f"must divide {where}.hidden ({self.hidden})",
-                f"or give {where}.kv_channels, the size of one head",
-            )
-        if self.heads % self.n_kv_heads:
-            raise field_error(f"{where}.kv_heads", self.kv_heads, f"must divide {where}.heads ({self.heads})")
-        for key in (
-            "q_lora_rank",
-            "kv_lora_rank",
-            "qk_rope_dim",
-            "v_head_dim",
-            "moe_ffn",
-            "dense_layers",
-            "mtp_layers",
-        ):
-            if getattr(self, key) < 0:
-                raise field_error(f"{where}.{key}", getattr(self, key), "must be >= 0 (0 = off)")
-        if (self.q_lora_rank or self.qk_rope_dim or self.v_head_dim) and not self.kv_lora_rank:
-            raise field_error(
-                f"{where}.kv_lora_rank",
-                self.kv_lora_rank,
-                "must be > 0 where q_lora_rank, qk_rope_dim or v_head_dim is set (multi-latent attention)",
-                f"set {where}.kv_lora_rank (DeepSeek-V3: 512) or leave the other three at 0",
-            )
-        if self.mla and self.n_kv_heads != self.heads:
-            raise field_error(
-                f"{where}.kv_heads", self.kv_heads, "must equal heads (or be 0) under multi-latent attention"
-            )
-        if self.dense_layers >= self.layers or (self.dense_layers and not self.experts > 1):
-            raise field_error(
-                f"{where}.dense_layers",
-                self.dense_layers,
-                f"must be below {where}.layers ({self.layers}) and needs MoE layers ({where}.experts > 1)",
-                "or set it to 0",
-            )
-        if self.top_k > self.experts:
-            raise field_error(f"{where}.top_k", self.top_k, f"exceeds {where}.experts ({self.experts})")
-        groups = (self.router_groups, self.router_group_topk)
-        problem = routing_problem((self.experts, self.top_k, *groups)) if min(groups) >= 1 else "must be >= 1"
-        if groups != (1, 1) and problem:
-            raise field_error(
-                f"{where}.router_groups",
-                groups,
-                f"(with router_group_topk) {problem}",
-                "as Hugging Face's n_group / topk_group (DeepSeek-V3: 8 and 4), or 1 and 1 for plain top-k",
-            )
-        if self.shared_ffn < 0:
-            raise field_error(f"{where}.shared_ffn", self.shared_ffn, "must be >= 0 (0 = no shared expert)")
-        if self.shared_ffn and not self.is_moe:
-            raise field_error(
-                f"{where}.shared_ffn", self.shared_ffn, f"needs MoE layers ({where}.experts > 1)", "or set it to 0"
-            )
-        if self.rope_attention_factor <= 0:
-            raise field_error(
-                f"{where}.rope_attention_factor", self.rope_attention_factor, "must be > 0 (1 = plain RoPE)"
-            )
-        if self.glu_clamp < 0:
-            raise field_error(f"{where}.glu_clamp", self.glu_clamp, "must be >= 0 (0 = no clamp)")
-        if self.glu_clamp and not (self.gated_mlp and self.is_moe):
-            raise field_error(
-                f"{where}.glu_clamp",
-                self.glu_clamp,
-                f"is modelled on the routed experts of a gated MLP ({where}.gated_mlp = {self.gated_mlp}, "
-                f"{where}.experts = {self.experts})",
-                f"set {where}.gated_mlp = true and experts > 1, or glu_clamp = 0",
-            )
-        if self.window < 0:
-            raise field_error(f"{where}.window", self.window, "must be >= 0 (0 = full attention)")
-        if self.full_attention_every < 0:
-            raise field_error(
-                f"{where}.full_attention_every", self.full_attention_every, "must be >= 0 (0 = every layer windowed)"
-            )
-        if self.window and not self.causal:
-            raise field_error(
-                f"{where}.window", self.window, "needs a causal mask", f"set {where}.causal = true or window = 0"
-            )
-        if self.document_len < 0 or (self.document_len and self.seq_len % self.document_len):
-            raise field_error(
-                f"{where}.document_len",
-                self.document_len,
-                f"must divide {where}.seq_len ({self.seq_len}) (0 = one document per sequence)",
-                f"choose among {divisors(self.seq_len)[-6:]} or a smaller divisor",
-            )
-        if self.document_len and self.window:
-            raise field_error(
-                f"{where}.document_len",
-                self.document_len,
-                f"is not modelled with a sliding window ({where}.window = {self.window})",
-                "set one of the two to 0",
-            )
+        """Check positivity and the shape rules (:func:`hetero_ns3.workload.model_checks.check_model`); errors name
+        ``where.field``."""
+        check_model(self, where)
 
     # -- derived shapes ---------------------------------------------------------------------------
     @property
