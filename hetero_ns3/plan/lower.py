@@ -109,7 +109,8 @@ class _Lowering:
 
     def __init__(self, table: OpTable, gpu_of: list[str], routing: tuple[int, ...] | None = None) -> None:
         self.routing = routing
-        """(experts, top_k) when the MoE token exchanges use the ``flex`` dispatcher (``Workload.meta``)."""
+        """(experts, top_k[, groups, group_topk]) when the MoE token exchanges use the ``flex`` dispatcher
+        (``Workload.meta``; :mod:`hetero_ns3.collectives.moe_routing`)."""
         self.prog_op = table.prog_op  # the table itself is not kept: its int64 columns are copied below
         self.gpu_of = gpu_of
         # Typed arrays, not lists: 4-8 bytes per op instead of ~40 (see :func:`compact`).
