@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from hetero_ns3.collectives.moe_routing import routing_problem
+from hetero_ns3.collectives.moe_routing import routing_of, routing_problem
 from hetero_ns3.errors import field_error
 
 ALL_REDUCE = "all_reduce"
@@ -141,8 +141,7 @@ class CollectiveCall:
         problem = routing_problem(rt)
         if problem or rt is None:
             raise field_error("call.routing", rt, problem or "is missing", "e.g. (128, 8) or (256, 8, 8, 4)")
-        if len(rt) == 4 and rt[2] == 1:
-            object.__setattr__(self, "routing", rt[:2])  # one group: plain top-k
+        object.__setattr__(self, "routing", routing_of(*rt))  # one group: plain top-k, (experts, top_k)
 
     def _check_pairs(self, n: int) -> None:
         pb = self.pair_bytes

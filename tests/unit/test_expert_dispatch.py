@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from hetero_ns3.collectives import CollectiveCall, CollectiveEnv, plan_collective
-from hetero_ns3.collectives.algorithms.expert_dispatch import dispatch_legs, hit_probability
+from hetero_ns3.collectives.algorithms.expert_dispatch import dispatch_legs
+from hetero_ns3.collectives.moe_routing import held_hit_probability
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.network.analytic import simulate_plan
 from hetero_ns3.plan.builder import PlanBuilder
@@ -61,6 +62,11 @@ def _run(env: CollectiveEnv, ranks: tuple[str, ...], **kw) -> tuple[float, int, 
     cross = node[plan.gpu[flows]] != node[plan.dst[flows]]
     sizes = plan.size_bytes[flows]
     return t, int(sizes[cross].sum()), int(sizes[~cross].sum())
+
+
+def hit_probability(experts: int, k: int, held: int) -> float:
+    """Plain top-k: the probability that a token needs a rank holding ``held`` of the experts."""
+    return held_hit_probability((experts, k), range(held))
 
 
 def test_hit_probability_matches_enumeration() -> None:

@@ -38,12 +38,6 @@ Leg = tuple[int, int, int, int]
 """(sender rank, from rank, to rank, bytes): one hop of the bytes ``sender`` sends (``from == sender`` first)."""
 
 
-def hit_probability(experts: int, top_k: int, held: int) -> float:
-    """Probability that ``top_k`` distinct experts drawn uniformly from ``experts`` include one of ``held``
-    (``0 <= held <= experts``; ``comb`` is 0 when fewer than ``top_k`` experts are left outside)."""
-    return held_hit_probability((experts, top_k), range(held))
-
-
 def relay_rank(ranks: list[int], local: list[int], sender: int, position: int) -> int:
     """The rank of another node's ``ranks`` that receives ``sender``'s tokens for that node: the GPU with the
     sender's in-node index (DeepSeek-V3's rule; on a rail-optimized fabric the sender's rail), else the rank at
