@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from hetero_ns3.compute.roofline import Kernel
 
-FP8_LINEAR_GEMMS = frozenset({"qkv", "proj", "fc1", "fc2", "q_down", "kv_down", "q_up", "kv_up", "mtp_proj"})
+FP8_LINEAR_GEMMS = frozenset(
+    {"qkv", "proj", "fc1", "fc2", "q_down", "kv_down", "q_up", "kv_up", "mtp_proj", "in_proj", "out_proj"}
+)
 """Kernel-name stems of the GEMMs Transformer Engine runs in FP8 / FP4 (its Linear / LayerNormLinear / LayerNormMLP /
-GroupedLinear modules); names follow ``workload/layers.py`` (``qkv``, ``qkv.dgrad``, ``qkv.wgrad``, ...). The logits
+GroupedLinear modules; the Mamba-2 mixer's input and output projections); names follow ``workload/layers.py`` (``qkv``, ``qkv.dgrad``, ``qkv.wgrad``, ...). The logits
 GEMM (Megatron's own output layer), the MoE router and attention's batched products are not TE linear layers and stay
 BF16."""
 FP8_CAST_BYTES_PER_ELEMENT = 4.0

@@ -57,7 +57,7 @@ from hetero_ns3.compute.recipes import (
 )
 from hetero_ns3.errors import PlanningError, ScenarioError
 
-OpClass = Literal["gemm", "attention_fwd", "attention_bwd", "memory"]
+OpClass = Literal["gemm", "attention_fwd", "attention_bwd", "memory", "ssd"]
 OP_CLASSES: tuple[str, ...] = ("gemm", "attention_fwd", "attention_bwd", "memory")
 _TILE_PENALTY = 0.95
 
@@ -68,7 +68,7 @@ class Kernel:
 
     Attributes:
         name: label (e.g. ``"qkv.dgrad"``).
-        op: op class selecting the efficiency: gemm, attention_fwd, attention_bwd or memory.
+        op: op class selecting the efficiency: gemm, attention_fwd, attention_bwd, memory or ssd (Mamba-2's scan).
         flops: model FLOPs (Narayanan et al. convention).
         bytes: HBM bytes read + written.
         m, n, k: GEMM shape of one matrix product (gemm); for attention kernels ``m`` is the sequence
@@ -139,6 +139,9 @@ class Efficiency:
     """``(padded head dimension, forward factor, backward factor)`` rows, ascending, multiplying
     ``attention_fwd`` / ``attention_bwd`` (which hold at head dimension 128, factor 1); linear between rows,
     the end rows beyond them; empty = no head-dimension dependence."""
+    ssd: float = 0.0
+    """Rate of Mamba-2's SSD scan kernels (op ``ssd``) as a fraction of the dense BF16 tensor peak, with their FLOPs
+    counted over the intra-chunk product's causal half (:mod:`hetero_ns3.workload.mamba`); no shape law."""
 
     def head_factor(self, op: str, head_dim: int) -> float:
         """Factor on the efficiency of attention kernel ``op`` (``attention_fwd`` or ``attention_bwd``) at
@@ -203,6 +206,7 @@ def default_efficiency(gpu: GpuSpec) -> Efficiency:
         tile_n=int(merged["tile_n"]),
         launch_overhead_s=float(merged["launch_overhead_us"]) * 1e-6,
         sustained=float(merged.get("sustained", 1.0)),
+        ssd=float(merged.get("ssd", 0.0)),
         gemm_fp8=gemm_fp8,
         mxfp8_gemm=float(merged.get("mxfp8_gemm", 0.0)),
         nvfp4_gemm=float(merged.get("nvfp4_gemm", 0.0)),

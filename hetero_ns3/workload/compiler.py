@@ -323,13 +323,13 @@ class StepPrograms:
         self.spec = spec
         quantized = spec.roofline.recipe is not None
         self.ctx = layer_context(spec.model, spec.plan, spec.flash_attention, spec.cross_entropy, quantized)
-        self._prog: dict[tuple[str, tuple[bool, int]], list[L.Step]] = {}
+        self._prog: dict[tuple[str, tuple[str, int]], list[L.Step]] = {}
         self._cost: dict[tuple[str, tuple[Kernel, ...]], tuple[float, float, float]] = {}
         self._cost_by_id: dict[tuple[str, int], tuple[tuple[Kernel, ...], tuple[float, float, float]]] = {}
 
     def program(self, what: str, layer: int = 0) -> list[L.Step]:
         model = self.spec.model
-        key = (what, model.layer_kind(layer) if what.startswith("layer") else (False, 0))
+        key = (what, model.layer_kind(layer) if what.startswith("layer") else ("", 0))
         if key not in self._prog:
             fn = {
                 "layer_f": lambda: L.layer_forward(self.ctx, layer),

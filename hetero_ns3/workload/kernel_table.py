@@ -39,7 +39,8 @@ class KernelRow:
         gpu_type: the GPU type the kernel is timed on.
         program: ``layer_f``, ``layer_b``, ``emb_f``, ``emb_b``, ``head_f`` or ``head_b`` (:data:`PROGRAMS`).
         layer: the first layer of its kind (0-based; -1 for the embedding and output-layer programs).
-        layer_kind: ``dense`` or ``moe``, with ``window N`` for a sliding-window layer; ``-`` otherwise.
+        layer_kind: ``dense`` or ``moe`` (a hybrid model's ``mamba``, ``attention``, ``mlp`` or ``moe mlp``), with
+            ``window N`` for a sliding-window layer; ``-`` otherwise.
         step: the program step the kernel belongs to (``attn``, ``moe.experts``, ...).
         kernel: the kernel's name (``qkv``, ``fc1.wgrad``, ``act.clamp``, ...) or the collective's step name.
         op: ``gemm``, ``memory``, ``attention_fwd`` / ``attention_bwd``, or for a collective its kind
@@ -85,8 +86,8 @@ COLUMNS = (*(f.name for f in fields(KernelRow)), "tflops_per_s", "gbytes_per_s")
 """Columns of ``kernels.csv``, in order."""
 
 
-def _kind_label(moe: bool, window: int) -> str:
-    return ("moe" if moe else "dense") + (f" window {window}" if window else "")
+def _kind_label(block: str, window: int) -> str:
+    return block + (f" window {window}" if window else "")
 
 
 def _layer_kinds(progs: StepPrograms) -> list[tuple[int, str]]:

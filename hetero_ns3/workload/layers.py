@@ -22,6 +22,7 @@ from hetero_ns3.workload.attention import (
     cp_ring_steps,
     flash_attention_kernels,
 )
+from hetero_ns3.workload.mamba import mamba_backward, mamba_forward
 from hetero_ns3.workload.mla import mla_backward, mla_forward
 from hetero_ns3.workload.moe import moe_backward, moe_dispatch_bytes, moe_forward
 from hetero_ns3.workload.peft import lora_steps
@@ -105,7 +106,7 @@ the two gradients of ``t`` (3): 10. BF16, 2 bytes each."""
 def _rope(c: LayerContext, name: str, backward: bool = False) -> tuple[Kernel, ...]:
     """The rotary embedding of this rank's queries and keys (none for learned absolute positions)."""
     md = c.model
-    if md.learned_pos_emb:
+    if md.learned_pos_emb or not md.rope:
         return ()
     per = UNFUSED_ROPE_BYTES[backward] if md.rope_attention_factor != 1.0 else ROPE_BYTES
     return (mem(name, per * c.tokens * (md.q_dim + md.kv_dim) // c.tp),)
@@ -258,8 +259,17 @@ def _at_layer(c: LayerContext, layer: int) -> LayerContext:
     return c if w == c.window else replace(c, window=w)
 
 
+_HYBRID_FORWARD = {"mamba": mamba_forward, "attention": attention_forward, "mlp": mlp_forward, "moe": moe_forward}
+_HYBRID_BACKWARD = {"mamba": mamba_backward, "attention": attention_backward, "mlp": mlp_backward, "moe": moe_backward}
+"""A hybrid layer's one block (``ModelSpec.layer_block``): its forward and backward programs, each with its own
+pre-norm and residual add."""
+
+
 def _layer_forward(c: LayerContext, layer: int) -> list[Step]:
     c = _at_layer(c, layer)
+    block = c.model.layer_block(layer)
+    if block != "transformer":
+        return _HYBRID_FORWARD[block](c)
     mlp = moe_forward(c) if c.model.is_moe_layer(layer) else mlp_forward(c)
     return attention_forward(c) + mlp
 
@@ -310,13 +320,18 @@ def layer_backward(c: LayerContext, layer: int) -> list[Step]:
     per-operator policy did not save, :func:`op_recomputed`; under PEFT without the base weight gradients, with the
     adapters')."""
     c = _at_layer(c, layer)
-    mlp = moe_backward(c) if c.model.is_moe_layer(layer) else mlp_backward(c)
+    block = c.model.layer_block(layer)
+    if block != "transformer":
+        body = _HYBRID_BACKWARD[block](c)
+    else:
+        mlp = moe_backward(c) if c.model.is_moe_layer(layer) else mlp_backward(c)
+        body = mlp + attention_backward(c)
     pre: list[Step] = []
     if c.recompute == "full":
         pre = [tag_recompute(s) for s in _layer_forward(c, layer)]
     elif c.recompute == "op":
         pre = op_recomputed(c, layer)
-    return lora_steps(pre + mlp + attention_backward(c), c)
+    return lora_steps(pre + body, c)
 
 
 def embedding_forward(c: LayerContext) -> list[Step]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hetero_ns3.workload.mamba import mamba_saved_bytes
 from hetero_ns3.workload.models import ModelSpec
 
 GIB = float(2**30)
@@ -72,6 +73,8 @@ def layer_params_per_rank(model: ModelSpec, layer: int, tp: int, ep: int, etp: i
     """Parameters of layer ``layer`` on one rank: TP-sharded matrices / tp, replicated norms and row biases; the
     routed experts' matrices / ``etp`` (the expert tensor-parallel size; None: tp)."""
     h, bias = model.hidden, model.bias
+    if model.hybrid:
+        return _hybrid_params_per_rank(model, layer, tp, ep, etp)
     attn_sharded, attn_repl = _attention_split(model)
     repl = 2 * model.norm_params() + (h if bias else 0) + attn_repl
     mlp_sharded = _mlp_sharded(model, model.ffn_hidden)
@@ -84,17 +87,44 @@ def layer_params_per_rank(model: ModelSpec, layer: int, tp: int, ep: int, etp: i
     return RankParams(attn_sharded / tp + mlp_sharded / tp + repl + (h if bias else 0), 0.0)
 
 
+def _hybrid_params_per_rank(model: ModelSpec, layer: int, tp: int, ep: int, etp: int | None) -> RankParams:
+    """:func:`layer_params_per_rank` of a hybrid layer: its block's share and its (replicated) norm. A Mamba-2 mixer
+    is split over tp whole (projections, convolution, per-head and norm parameters: Megatron-Core shards each on its
+    heads or groups)."""
+    h, bias, block = model.hidden, model.bias, model.layer_block(layer)
+    norm = model.norm_params()
+    if block == "mamba":
+        return RankParams(model.mamba_params() / tp + norm, 0.0)
+    if block == "attention":
+        sharded, repl = _attention_split(model)
+        return RankParams(sharded / tp + repl + norm + (h if bias else 0), 0.0)
+    if block == "mlp":
+        return RankParams(_mlp_sharded(model, model.ffn_hidden) / tp + norm + (h if bias else 0), 0.0)
+    expert_sharded = _mlp_sharded(model, model.expert_ffn)
+    expert = (model.experts // ep) * (expert_sharded / (tp if etp is None else etp) + (h if bias else 0))
+    sf = model.shared_ffn
+    shared = _mlp_sharded(model, sf) / tp + (h if bias else 0) if sf else 0
+    return RankParams(norm + h * model.experts + shared, expert)
+
+
 def linear_weights_per_rank(model: ModelSpec, layer: int, tp: int, ep: int, etp: int | None = None) -> RankParams:
     """The part of :func:`layer_params_per_rank` that Transformer Engine's linear modules hold as weight matrices:
     QKV, the output projection, the MLP's (or the local experts' and the shared expert's) matrices, without biases,
     norms and the router; what FP8 weight storage (``[compute] fp8_param_gather``) quantizes."""
     h, kvd, q = model.hidden, model.kv_dim, model.q_dim
+    block = model.layer_block(layer)
+    if block == "mamba":
+        return RankParams(h * (model.mamba_in_dim + model.mamba_inner) / tp, 0.0)
     if model.mla:  # the sharded projections per rank, the duplicated down-projections whole
         sharded, duplicated = model.mla_matrices()
         attn = sharded / tp + duplicated
     else:
         attn = (h * (q + 2 * kvd) + q * h) / tp
     mats = 3 if model.gated_mlp else 2
+    if block in ("mlp", "moe"):
+        attn = 0.0
+    elif block == "attention":
+        return RankParams(attn, 0.0)
     if model.is_moe_layer(layer):
         shared = mats * h * model.shared_ffn / tp if model.shared_ffn else 0.0
         return RankParams(
@@ -218,6 +248,14 @@ def layer_activation_bytes(
     scores = 0.0
     if "core_attn" not in modules and not flash:
         scores = (2.0 + 3.0 * drop) * model.heads * s * s * b
+    if model.hybrid:  # one block per layer: its norm's input, what its block keeps
+        block = model.layer_block(layer)
+        if block == "mamba":
+            np_m, per_tp = mamba_saved_bytes(model, lin_bytes)
+            return np_m * sbh / sp_div + per_tp * sbh / tp
+        if block == "attention":
+            return (non_par - (2.0 + mlp_in + drop) * sbh * h) / sp_div + (attn + scores) / tp
+        return (2.0 + mlp_in + drop) * sbh * h / sp_div + mlp / tp + dispatched
     return non_par / sp_div + (attn + mlp + scores) / tp + dispatched
 
 

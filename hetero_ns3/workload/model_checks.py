@@ -13,6 +13,10 @@ from hetero_ns3.errors import divisors, field_error
 if TYPE_CHECKING:
     from hetero_ns3.workload.models import ModelSpec
 
+HYBRID_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+"""The layer symbols of a hybrid pattern (Megatron-Core's ``hybrid_layer_allocation.Symbols``) and the block each
+stands for."""
+
 
 def check_model(m: ModelSpec, where: str) -> None:
     """Check positivity and the shape rules of ``m``; errors name ``where.field``."""
@@ -112,3 +116,62 @@ def check_model(m: ModelSpec, where: str) -> None:
             f"is not modelled with a sliding window ({where}.window = {m.window})",
             "set one of the two to 0",
         )
+    _check_hybrid(m, where)
+
+
+def _check_hybrid(m: ModelSpec, where: str) -> None:
+    """The rules of a hybrid layer pattern and of its Mamba-2 mixers."""
+    for key in ("mamba_heads", "mamba_head_dim", "mamba_state", "mamba_groups", "mamba_conv", "mamba_chunk"):
+        if getattr(m, key) < (0 if key == "mamba_heads" else 1):
+            raise field_error(
+                f"{where}.{key}", getattr(m, key), "must be >= 1" if key != "mamba_heads" else "must be >= 0"
+            )
+    pattern = m.hybrid_pattern
+    if not pattern:
+        if m.mamba_heads:
+            raise field_error(
+                f"{where}.mamba_heads",
+                m.mamba_heads,
+                "needs Mamba layers, which only a hybrid pattern places",
+                f'give {where}.hybrid_pattern (Nemotron 3 Nano: "MEMEM*EMEMEM*...") or set mamba_heads = 0',
+            )
+        return
+    bad = sorted(set(pattern) - set(HYBRID_BLOCKS))
+    if bad:
+        raise field_error(
+            f"{where}.hybrid_pattern",
+            pattern,
+            f"holds {bad[0]!r}, which is not a layer symbol",
+            "use M (Mamba-2), * (attention), - (MLP) and E (MoE), one per layer, as Megatron-Core's hybrid_layer_pattern",
+        )
+    if len(pattern) != m.layers:
+        raise field_error(
+            f"{where}.hybrid_pattern",
+            pattern,
+            f"has {len(pattern)} layers where {where}.layers is {m.layers}",
+            f"set {where}.layers = {len(pattern)} (one symbol per layer)",
+        )
+    if ("E" in pattern) != m.is_moe:
+        raise field_error(
+            f"{where}.hybrid_pattern",
+            pattern,
+            f"{'has' if 'E' in pattern else 'has no'} MoE layers (E) where {where}.experts is {m.experts}",
+            "place E layers and set experts > 1, or neither",
+        )
+    if "M" in pattern and not m.mamba_heads:
+        raise field_error(
+            f"{where}.mamba_heads",
+            m.mamba_heads,
+            "must be >= 1 where the pattern has Mamba layers (M)",
+            "Nemotron 3 Nano: 64",
+        )
+    if m.mamba_heads % m.mamba_groups:
+        raise field_error(f"{where}.mamba_groups", m.mamba_groups, f"must divide {where}.mamba_heads ({m.mamba_heads})")
+    for key, off in (("dense_layers", 0), ("moe_every", 1), ("mtp_layers", 0), ("document_len", 0)):
+        if getattr(m, key) != off:
+            raise field_error(
+                f"{where}.{key}",
+                getattr(m, key),
+                "is not modelled with a hybrid pattern (the pattern places every layer)",
+                f"set it to {off}",
+            )

@@ -20,6 +20,7 @@ from hetero_ns3.collectives.moe_routing import routing_of
 from hetero_ns3.errors import ScenarioError, field_error
 from hetero_ns3.paths import PACKAGE_DATA
 from hetero_ns3.scenario.fields import load_dataclass
+from hetero_ns3.workload.hybrid import HybridLayers
 from hetero_ns3.workload.model_checks import check_model
 
 CATALOG_PATH = PACKAGE_DATA / "models.toml"
@@ -27,7 +28,7 @@ VOCAB_DIVISOR = 128  # Megatron's make_vocab_size_divisible_by default
 
 
 @dataclass(frozen=True)
-class ModelSpec:
+class ModelSpec(HybridLayers):
     """Shape of a decoder-only transformer (the ``[model]`` scenario section).
 
     Attributes:
@@ -98,6 +99,19 @@ class ModelSpec:
         full_attention_every: with a ``window``, every ``full_attention_every``-th layer (1-based: layers N, 2N,
             ...) keeps full causal attention, the others are windowed (Megatron's ``window_attn_skip_freq``;
             GPT-OSS 2: alternating, Gemma 3 6: five local, one global); 0 = every layer windowed.
+        hybrid_pattern: a hybrid model's layer sequence, one character per layer (Megatron-Core's
+            ``hybrid_layer_pattern``, Hugging Face's ``hybrid_override_pattern``): ``M`` a Mamba-2 mixer, ``*`` self-attention,
+            ``-`` a dense MLP, ``E`` an MoE MLP, each with its own pre-norm and residual add; its length is ``layers``.
+            Nemotron-H and Nemotron 3. Empty = every layer is attention plus an MLP (or MoE) block.
+        mamba_heads: Mamba-2 heads of a ``M`` layer (Megatron's ``mamba_num_heads``; Nemotron 3 Nano 64); the mixer's inner
+            width is ``mamba_heads x mamba_head_dim``.
+        mamba_head_dim: size of one Mamba-2 head (``mamba_head_dim``, Hugging Face's ``mamba_head_dim``; 64).
+        mamba_state: the SSM state size per head and group (``mamba_state_dim``, ``ssm_state_size``; 128).
+        mamba_groups: groups sharing one B and one C projection (``mamba_num_groups``, ``n_groups``; Nemotron 3 Nano 8).
+        mamba_conv: width of the causal depthwise convolution (``d_conv``, ``conv_kernel``; 4).
+        mamba_chunk: chunk length of the SSD scan (``mamba_chunk_size``, ``chunk_size``; 128).
+        rope: rotary position embedding in the attention layers; false = no position embedding at all (Nemotron-H and
+            Nemotron 3, Megatron's ``position_embedding_type = "none"``). Ignored with ``learned_pos_emb``.
         document_len: packed sequences (fine-tuning data packed to ``seq_len``, Transformer Engine's THD layout with
             ``cu_seqlens``): every sequence holds ``seq_len / document_len`` documents of this many tokens, each
             attending within itself; must divide ``seq_len``. 0 = one document per sequence (pre-training).
@@ -139,6 +153,14 @@ class ModelSpec:
     window: int = 0
     full_attention_every: int = 0
     document_len: int = 0
+    hybrid_pattern: str = ""
+    mamba_heads: int = 0
+    mamba_head_dim: int = 64
+    mamba_state: int = 128
+    mamba_groups: int = 1
+    mamba_conv: int = 4
+    mamba_chunk: int = 128
+    rope: bool = True
     source: str = ""
 
     def validate(self, where: str) -> None:
@@ -203,17 +225,25 @@ class ModelSpec:
         return self.experts > 1
 
     def is_moe_layer(self, layer: int) -> bool:
-        """Whether layer ``layer`` (0-based) has an MoE MLP."""
+        """Whether layer ``layer`` (0-based) has an MoE MLP (in a hybrid model: is an ``E`` layer)."""
+        if self.hybrid_pattern:
+            return self.hybrid_pattern[layer] == "E"
         return self.is_moe and layer >= self.dense_layers and (layer + 1) % self.moe_every == 0
 
-    def layer_kind(self, layer: int) -> tuple[bool, int]:
-        """What makes layer ``layer``'s programs differ from another's: (MoE MLP, attention window)."""
-        return self.is_moe_layer(layer), self.layer_window(layer)
+    def layer_kind(self, layer: int) -> tuple[str, int]:
+        """What makes layer ``layer``'s programs differ from another's: (its block: ``dense`` or ``moe`` for a
+        transformer layer, the hybrid block otherwise, :meth:`layer_block`; its attention window)."""
+        block = self.layer_block(layer)
+        if block == "transformer":
+            block = "moe" if self.is_moe_layer(layer) else "dense"
+        elif block == "moe":
+            block = "moe mlp"
+        return block, self.layer_window(layer)
 
-    def layer_kinds(self) -> dict[tuple[bool, int], tuple[int, int]]:
+    def layer_kinds(self) -> dict[tuple[str, int], tuple[int, int]]:
         """Each distinct :meth:`layer_kind` -> (its first layer, how many layers have it), in order of first
         appearance: one program per kind serves every layer of that kind."""
-        out: dict[tuple[bool, int], tuple[int, int]] = {}
+        out: dict[tuple[str, int], tuple[int, int]] = {}
         for i in range(self.layers):
             kind = self.layer_kind(i)
             first, n = out.get(kind, (i, 0))
@@ -223,7 +253,7 @@ class ModelSpec:
     def layer_window(self, layer: int) -> int:
         """Keys each query of layer ``layer`` (0-based) attends to under its sliding window; 0 for full attention
         (no window, a window of at least ``seq_len``, or a layer ``full_attention_every`` keeps full)."""
-        if not self.window or self.window >= self.seq_len:
+        if not self.window or self.window >= self.seq_len or not self.has_attention(layer):
             return 0
         if self.full_attention_every and (layer + 1) % self.full_attention_every == 0:
             return 0
@@ -296,12 +326,22 @@ class ModelSpec:
         """Parameters of one normalization layer."""
         return 2 * self.hidden if self.norm == "layernorm" else self.hidden
 
+    def moe_mlp_params(self) -> int:
+        """Parameters of one MoE block: every routed expert, the router and the shared expert."""
+        return self.experts * self.mlp_params(self.expert_ffn) + self.hidden * self.experts + self.shared_params()
+
     def layer_params(self, layer: int = 0) -> int:
-        """Parameters of transformer layer ``layer`` (all experts included)."""
-        if self.is_moe_layer(layer):
-            mlp = self.experts * self.mlp_params(self.expert_ffn) + self.hidden * self.experts + self.shared_params()
-        else:
-            mlp = self.mlp_params()
+        """Parameters of layer ``layer`` (all experts included; a hybrid layer's one block and its norm)."""
+        block = self.layer_block(layer)
+        if block != "transformer":
+            inner = {
+                "mamba": self.mamba_params,
+                "attention": self.attention_params,
+                "mlp": self.mlp_params,
+                "moe": self.moe_mlp_params,
+            }[block]()
+            return inner + self.norm_params()
+        mlp = self.moe_mlp_params() if self.is_moe_layer(layer) else self.mlp_params()
         return self.attention_params() + mlp + 2 * self.norm_params()
 
     def embedding_params(self, tp: int = 1) -> int:
@@ -325,7 +365,11 @@ class ModelSpec:
 
     # -- FLOPs (Narayanan et al. conventions) ---------------------------------------------------------
     def layer_forward_flops(self, batch: int, layer: int = 0) -> float:
-        """Forward FLOPs of one layer for ``batch`` sequences: GEMMs + attention scores."""
+        """Forward FLOPs of one layer for ``batch`` sequences: GEMMs + attention scores (a hybrid layer: its block's;
+        a Mamba-2 mixer: its projections and the SSD scan's products, :meth:`mamba_forward_flops`)."""
+        block = self.layer_block(layer)
+        if block != "transformer":
+            return self._block_forward_flops(batch, layer, block)
         b, s, h, q = batch, self.seq_len, self.hidden, self.q_dim
         qkv = 2 * b * s * h * (q + 2 * self.kv_dim)
         if self.mla:
@@ -340,6 +384,20 @@ class ModelSpec:
             mlp = mlp * self.top_k + 2 * b * s * h * self.experts + shared
         return float(qkv + scores + out + mlp)
 
+    def _block_forward_flops(self, batch: int, layer: int, block: str) -> float:
+        """Forward FLOPs of a hybrid layer's one block."""
+        b, s, h = batch, self.seq_len, self.hidden
+        if block == "mamba":
+            return self.mamba_forward_flops(batch)
+        if block == "attention":
+            qkv = 2 * b * s * h * (self.q_dim + 2 * self.kv_dim)
+            return float(qkv + self.attention_score_flops(batch, layer) + 2 * b * s * self.out_dim * h)
+        up = 3 if self.gated_mlp else 2
+        if block == "mlp":
+            return float(2 * b * s * h * self.ffn_hidden * up)
+        routed = 2 * b * s * h * self.expert_ffn * up * self.top_k
+        return float(routed + 2 * b * s * h * self.experts + 2 * b * s * h * self.shared_ffn * up)
+
     def mtp_forward_flops(self, batch: int) -> float:
         """Forward FLOPs of one multi-token prediction module without its logits: the 2h -> h projection and its
         layer (the last layer's kind)."""
@@ -349,7 +407,9 @@ class ModelSpec:
 
     def attention_score_flops(self, batch: int, layer: int = 0) -> float:
         """Forward FLOPs of QK^T and scores x V of layer ``layer`` for ``batch`` sequences (recomputed by
-        selective)."""
+        selective; 0 for a hybrid layer without attention)."""
+        if not self.has_attention(layer):
+            return 0.0
         if self.mla:  # QK^T over heads x qk_head_dim, scores x V over heads x v_dim
             return float(
                 2 * batch * self.seq_len * self.attention_keys(layer) * self.heads * (self.qk_head_dim + self.v_dim)

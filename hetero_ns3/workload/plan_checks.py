@@ -87,6 +87,34 @@ def _check_mla(plan: ParallelismSpec, model: ModelSpec, where: str, mwhere: str)
             )
 
 
+def _check_hybrid(plan: ParallelismSpec, model: ModelSpec, where: str, mwhere: str) -> None:
+    """What a hybrid model's Mamba-2 layers need of tp (Megatron-Core's ``MambaMixer`` asserts: tp divides the heads
+    and the groups), and what hybrid models are not modelled with."""
+    if not model.hybrid:
+        return
+    for key in ("mamba_heads", "mamba_groups"):
+        n = getattr(model, key)
+        if n and n % plan.tp:
+            raise field_error(
+                f"{where}.tp", plan.tp, f"must divide {mwhere}.{key} ({n}) (the Mamba-2 mixer splits them)",
+                f"choose tp among {divisors(n)}",
+            )  # fmt: skip
+    for key, on, fix in (
+        ("cp", plan.cp > 1, "cp = 1"),
+        ("tp_comm_overlap", plan.tp_comm_overlap and plan.tp > 1, "tp_comm_overlap = false"),
+        ("recompute", plan.recompute == "op", "recompute = 'selective' or 'full'"),
+        ("peft", plan.peft != "none", "peft = 'none'"),
+        ("overlap_moe_expert_parallel_comm", plan.overlap_moe_expert_parallel_comm, "it false"),
+    ):
+        if on:
+            raise field_error(
+                f"{where}.{key}",
+                getattr(plan, key),
+                f"is not modelled with a hybrid model ({mwhere}.hybrid_pattern is set)",
+                f"set {where}.{fix}",
+            )
+
+
 def check_plan(
     plan: ParallelismSpec, model: ModelSpec, dp: int, where: str = "parallelism", mwhere: str = "model"
 ) -> None:
@@ -109,6 +137,7 @@ def check_plan(
     if model.ffn_hidden % tp:
         raise field_error(f"{where}.tp", tp, f"must divide {mwhere}.ffn_hidden ({model.ffn_hidden})")
     _check_mla(plan, model, where, mwhere)
+    _check_hybrid(plan, model, where, mwhere)
     if plan.cpu_offload_layers >= model.layers:
         raise field_error(
             f"{where}.cpu_offload_layers", plan.cpu_offload_layers,

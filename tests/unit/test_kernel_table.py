@@ -112,5 +112,5 @@ def test_layer_kinds_first_layer_and_count() -> None:
     """GPT-OSS's 36 layers alternate windowed and full attention from the first: two kinds, first layers 0 and 1,
     18 layers each; a dense model without a window has one kind."""
     kinds = get_model("gpt-oss-120b").layer_kinds()
-    assert kinds == {(True, 128): (0, 18), (True, 0): (1, 18)}
-    assert get_model("llama3-8b").layer_kinds() == {(False, 0): (0, 32)}
+    assert kinds == {("moe", 128): (0, 18), ("moe", 0): (1, 18)}
+    assert get_model("llama3-8b").layer_kinds() == {("dense", 0): (0, 32)}
