@@ -3,8 +3,8 @@ embedding and output-layer programs, per GPU type.
 
 The compiled workload merges consecutive kernels into one compute op (:mod:`hetero_ns3.workload.compiler`), so its
 ops say how long a stretch of compute takes but not what it is made of. This table is the view a profiler's kernel
-summary gives: for one micro-batch of each distinct layer kind (dense or MoE, and its attention window), the
-forward and backward programs' kernels with their FLOPs, HBM bytes, modelled seconds and the rates those imply;
+summary gives: for one micro-batch of each distinct layer kind (dense or MoE, a hybrid model's blocks, and its
+attention window), the forward and backward programs' kernels with their FLOPs, HBM bytes, modelled seconds and the rates those imply;
 collectives are listed with their NCCL size and group, their time being the network's (``seconds`` is NaN).
 ``hetero-ns3 plan --kernels`` prints it and writes ``kernels.csv`` (docs/workload.md "Kernel table").
 
@@ -43,7 +43,8 @@ class KernelRow:
             ``window N`` for a sliding-window layer; ``-`` otherwise.
         step: the program step the kernel belongs to (``attn``, ``moe.experts``, ...).
         kernel: the kernel's name (``qkv``, ``fc1.wgrad``, ``act.clamp``, ...) or the collective's step name.
-        op: ``gemm``, ``memory``, ``attention_fwd`` / ``attention_bwd``, or for a collective its kind
+        op: ``gemm``, ``memory``, ``attention_fwd`` / ``attention_bwd``, ``ssd`` (Mamba-2's scan), or for a collective its
+            kind
             (``all_to_all``, ...).
         group: the collective's group (``tp``, ``ep``, ``cp``); empty for kernels.
         flops: floating-point operations as model FLOPs count them (a causal or windowed attention kernel its whole
@@ -131,7 +132,7 @@ def kernel_rows(
 
 def format_rows(rows: Sequence[KernelRow]) -> str:
     """A text table of ``rows``: one block per GPU type and program, with each program's compute total and the
-    shares of it in GEMMs, attention kernels and memory-bound kernels."""
+    shares of it in GEMMs, attention kernels, memory-bound kernels and (hybrid models) the SSD scan's kernels."""
     lines: list[str] = []
     key: tuple[str, str, int] | None = None
     total = 0.0
