@@ -44,11 +44,14 @@ def _layer_kernels(model: str = "llama2-7b", tp: int = 1) -> list[Kernel]:
 
 def test_only_te_linear_gemms_are_fp8() -> None:
     """A Llama layer's forward and backward: exactly QKV, proj, FC1, FC2 (fwd, dgrad, wgrad) are FP8 GEMMs (the other
-    stems of ``FP8_LINEAR_GEMMS`` are multi-latent attention's and the prediction module's projections)."""
+    stems of ``FP8_LINEAR_GEMMS`` are multi-latent attention's, the prediction module's and the Mamba-2 mixer's
+    projections)."""
     ks = _layer_kernels()
     fp8 = {k.name for k in ks if is_fp8_linear(k)}
     assert fp8 == {f"{g}{sfx}" for g in ("qkv", "proj", "fc1", "fc2") for sfx in ("", ".dgrad", ".wgrad")}
-    assert {"qkv", "proj", "fc1", "fc2", "q_down", "kv_down", "q_up", "kv_up", "mtp_proj"} == FP8_LINEAR_GEMMS
+    assert {
+        "qkv", "proj", "fc1", "fc2", "q_down", "kv_down", "q_up", "kv_up", "mtp_proj", "in_proj", "out_proj"
+    } == FP8_LINEAR_GEMMS  # fmt: skip
     assert all(FP8.kernel_precision(k) == "bf16" for k in ks if k.name not in fp8)
     assert not is_fp8_linear(gemm("logits", 4096, 32000, 4096))  # Megatron's output layer, not TE
     assert not is_fp8_linear(gemm("attn.qk", 4096, 4096, 128, 32))  # unfused attention BMM

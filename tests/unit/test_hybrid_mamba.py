@@ -174,6 +174,17 @@ def test_each_hybrid_layer_runs_only_its_block() -> None:
     assert isinstance(steps[0], Compute) and steps[0].name.startswith("recompute.")
 
 
+def test_only_the_mixers_projections_run_in_fp8() -> None:
+    """Under Transformer Engine's FP8 the Mamba layer's in_proj and out_proj (TE linear modules) are FP8 GEMMs, forward
+    and both gradients; the convolution, the scan and the norm stay BF16 (mamba_ssm's kernels)."""
+    progs = _programs(SMALL, ParallelismSpec(tp=1, pp=1, dp=8, ep=8, global_batch=8, micro_batch=1))
+    fp8 = Roofline("fp8", fp8_recipe="current")
+    ks = _kernels(progs, "layer_f", 0) + _kernels(progs, "layer_b", 0)
+    quantized = {k.name for k in ks if fp8.kernel_precision(k) == "fp8"}
+    assert quantized == {f"{g}{sfx}" for g in ("in_proj", "out_proj") for sfx in ("", ".dgrad", ".wgrad")}
+    assert {k.op for k in ks if k.name.startswith("ssd.")} == {"ssd", "memory"}
+
+
 def test_tensor_parallel_mamba_splits_heads_and_gathers_like_attention() -> None:
     """tp = 2 with sequence parallelism: the in_proj's output width and every scan kernel halve, the layer gathers its
     input and reduce-scatters its output; its parameters and linear weights halve but the norm."""
