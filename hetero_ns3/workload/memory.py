@@ -79,12 +79,19 @@ def layer_params_per_rank(model: ModelSpec, layer: int, tp: int, ep: int, etp: i
     repl = 2 * model.norm_params() + (h if bias else 0) + attn_repl
     mlp_sharded = _mlp_sharded(model, model.ffn_hidden)
     if model.is_moe_layer(layer):
-        expert_sharded = _mlp_sharded(model, model.expert_ffn)
-        expert = (model.experts // ep) * (expert_sharded / (tp if etp is None else etp) + (h if bias else 0))
-        sf = model.shared_ffn
-        shared = _mlp_sharded(model, sf) / tp + (h if bias else 0) if sf else 0
-        return RankParams(attn_sharded / tp + repl + h * model.experts + shared, expert)
+        router, shared, expert = _moe_params_per_rank(model, tp, ep, etp)
+        return RankParams(attn_sharded / tp + repl + router + shared, expert)
     return RankParams(attn_sharded / tp + mlp_sharded / tp + repl + (h if bias else 0), 0.0)
+
+
+def _moe_params_per_rank(model: ModelSpec, tp: int, ep: int, etp: int | None) -> tuple[float, float, float]:
+    """An MoE block on one rank: (the router, the shared expert's shard, the local experts' matrices / ``etp``)."""
+    h, bias = model.hidden, model.bias
+    expert_sharded = _mlp_sharded(model, model.expert_ffn)
+    expert = (model.experts // ep) * (expert_sharded / (tp if etp is None else etp) + (h if bias else 0))
+    sf = model.shared_ffn
+    shared = _mlp_sharded(model, sf) / tp + (h if bias else 0) if sf else 0
+    return float(h * model.experts), float(shared), expert
 
 
 def _hybrid_params_per_rank(model: ModelSpec, layer: int, tp: int, ep: int, etp: int | None) -> RankParams:
@@ -100,11 +107,8 @@ def _hybrid_params_per_rank(model: ModelSpec, layer: int, tp: int, ep: int, etp:
         return RankParams(sharded / tp + repl + norm + (h if bias else 0), 0.0)
     if block == "mlp":
         return RankParams(_mlp_sharded(model, model.ffn_hidden) / tp + norm + (h if bias else 0), 0.0)
-    expert_sharded = _mlp_sharded(model, model.expert_ffn)
-    expert = (model.experts // ep) * (expert_sharded / (tp if etp is None else etp) + (h if bias else 0))
-    sf = model.shared_ffn
-    shared = _mlp_sharded(model, sf) / tp + (h if bias else 0) if sf else 0
-    return RankParams(norm + h * model.experts + shared, expert)
+    router, shared, expert = _moe_params_per_rank(model, tp, ep, etp)
+    return RankParams(norm + router + shared, expert)
 
 
 def linear_weights_per_rank(model: ModelSpec, layer: int, tp: int, ep: int, etp: int | None = None) -> RankParams:

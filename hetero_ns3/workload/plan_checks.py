@@ -104,7 +104,11 @@ def _check_hybrid(plan: ParallelismSpec, model: ModelSpec, where: str, mwhere: s
         ("tp_comm_overlap", plan.tp_comm_overlap and plan.tp > 1, "tp_comm_overlap = false"),
         ("recompute", plan.recompute == "op", "recompute = 'selective' or 'full'"),
         ("peft", plan.peft != "none", "peft = 'none'"),
-        ("overlap_moe_expert_parallel_comm", plan.overlap_moe_expert_parallel_comm, "it false"),
+        (
+            "overlap_moe_expert_parallel_comm",
+            plan.overlap_moe_expert_parallel_comm,
+            "overlap_moe_expert_parallel_comm = false",
+        ),
     ):
         if on:
             raise field_error(
