@@ -167,7 +167,13 @@ def _check_hybrid(m: ModelSpec, where: str) -> None:
         )
     if m.mamba_heads % m.mamba_groups:
         raise field_error(f"{where}.mamba_groups", m.mamba_groups, f"must divide {where}.mamba_heads ({m.mamba_heads})")
-    for key, off in (("dense_layers", 0), ("moe_every", 1), ("mtp_layers", 0), ("document_len", 0)):
+    for key, off in (
+        ("dense_layers", 0),
+        ("moe_every", 1),
+        ("mtp_layers", 0),
+        ("document_len", 0),
+        ("kv_lora_rank", 0),
+    ):
         if getattr(m, key) != off:
             raise field_error(
                 f"{where}.{key}",

@@ -236,6 +236,8 @@ def test_hybrid_inputs_are_checked_with_the_field_named() -> None:
         load_model_section({"name": "llama3-8b", "mamba_heads": 64})
     with pytest.raises(ScenarioError, match=r"model\.dense_layers.*hybrid pattern"):
         load_model_section({**base, "dense_layers": 1})
+    with pytest.raises(ScenarioError, match=r"model\.kv_lora_rank.*hybrid pattern.*set it to 0"):
+        load_model_section({**base, "kv_lora_rank": 512, "kv_heads": 0})
     gpus = inline_gpus(ClusterSection(groups=(NodeGroupSpec("H100-SXM", 1, 8),)))
     with pytest.raises((ScenarioError, PlanningError), match=r"parallelism\.tp.*mamba_groups \(1\).*among \[1\]"):
         build_plan(replace(SMALL, mamba_groups=1), ParallelismSpec(tp=2, pp=1, dp=4, global_batch=4, micro_batch=1,
