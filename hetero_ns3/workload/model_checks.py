@@ -121,11 +121,10 @@ def check_model(m: ModelSpec, where: str) -> None:
 
 def _check_hybrid(m: ModelSpec, where: str) -> None:
     """The rules of a hybrid layer pattern and of its Mamba-2 mixers."""
-    for key in ("mamba_heads", "mamba_head_dim", "mamba_state", "mamba_groups", "mamba_conv", "mamba_chunk"):
-        if getattr(m, key) < (0 if key == "mamba_heads" else 1):
-            raise field_error(
-                f"{where}.{key}", getattr(m, key), "must be >= 1" if key != "mamba_heads" else "must be >= 0"
-            )
+    for key, least in (("mamba_heads", 0), ("mamba_head_dim", 1), ("mamba_state", 1), ("mamba_groups", 1),
+                       ("mamba_conv", 1), ("mamba_chunk", 1)):  # fmt: skip
+        if getattr(m, key) < least:
+            raise field_error(f"{where}.{key}", getattr(m, key), f"must be >= {least}")
     pattern = m.hybrid_pattern
     if not pattern:
         if m.mamba_heads:

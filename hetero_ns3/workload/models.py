@@ -365,38 +365,33 @@ class ModelSpec(HybridLayers):
 
     # -- FLOPs (Narayanan et al. conventions) ---------------------------------------------------------
     def layer_forward_flops(self, batch: int, layer: int = 0) -> float:
-        """Forward FLOPs of one layer for ``batch`` sequences: GEMMs + attention scores (a hybrid layer: its block's;
-        a Mamba-2 mixer: its projections and the SSD scan's products, :meth:`mamba_forward_flops`)."""
+        """Forward FLOPs of one layer for ``batch`` sequences: GEMMs + attention scores (a hybrid layer: its one
+        block's; a Mamba-2 mixer: its projections and the SSD scan's products, :meth:`mamba_forward_flops`)."""
         block = self.layer_block(layer)
-        if block != "transformer":
-            return self._block_forward_flops(batch, layer, block)
+        if block == "mamba":
+            return self.mamba_forward_flops(batch)
+        if block == "attention":
+            return float(self._attention_block_flops(batch, layer))
+        if block in ("mlp", "moe"):
+            return float(self._mlp_block_flops(batch, block == "moe"))
+        return float(self._attention_block_flops(batch, layer) + self._mlp_block_flops(batch, self.is_moe_layer(layer)))
+
+    def _attention_block_flops(self, batch: int, layer: int) -> float:
+        """Forward FLOPs of layer ``layer``'s attention block: its projections and scores."""
         b, s, h, q = batch, self.seq_len, self.hidden, self.q_dim
         qkv = 2 * b * s * h * (q + 2 * self.kv_dim)
         if self.mla:
             sharded, duplicated = self.mla_matrices()  # every projection but the output one (``out`` below)
             qkv = 2 * b * s * (sharded + duplicated - self.out_dim * h)
-        scores = self.attention_score_flops(batch, layer)
-        out = 2 * b * s * self.out_dim * h
-        mlp = 2 * b * s * h * self.ffn_hidden * (3 if self.gated_mlp else 2)
-        if self.is_moe_layer(layer):
-            mlp = 2 * b * s * h * self.expert_ffn * (3 if self.gated_mlp else 2)
-            shared = 2 * b * s * h * self.shared_ffn * (3 if self.gated_mlp else 2)
-            mlp = mlp * self.top_k + 2 * b * s * h * self.experts + shared
-        return float(qkv + scores + out + mlp)
+        return qkv + self.attention_score_flops(batch, layer) + 2 * b * s * self.out_dim * h
 
-    def _block_forward_flops(self, batch: int, layer: int, block: str) -> float:
-        """Forward FLOPs of a hybrid layer's one block."""
-        b, s, h = batch, self.seq_len, self.hidden
-        if block == "mamba":
-            return self.mamba_forward_flops(batch)
-        if block == "attention":
-            qkv = 2 * b * s * h * (self.q_dim + 2 * self.kv_dim)
-            return float(qkv + self.attention_score_flops(batch, layer) + 2 * b * s * self.out_dim * h)
-        up = 3 if self.gated_mlp else 2
-        if block == "mlp":
-            return float(2 * b * s * h * self.ffn_hidden * up)
-        routed = 2 * b * s * h * self.expert_ffn * up * self.top_k
-        return float(routed + 2 * b * s * h * self.experts + 2 * b * s * h * self.shared_ffn * up)
+    def _mlp_block_flops(self, batch: int, moe: bool) -> int:
+        """Forward FLOPs of a dense MLP, or of an MoE block (routed experts, router, shared expert)."""
+        b, s, h, up = batch, self.seq_len, self.hidden, 3 if self.gated_mlp else 2
+        if not moe:
+            return 2 * b * s * h * self.ffn_hidden * up
+        shared = 2 * b * s * h * self.shared_ffn * up
+        return 2 * b * s * h * self.expert_ffn * up * self.top_k + 2 * b * s * h * self.experts + shared
 
     def mtp_forward_flops(self, batch: int) -> float:
         """Forward FLOPs of one multi-token prediction module without its logits: the 2h -> h projection and its

@@ -5,6 +5,8 @@ The checks the plan needs alone are :meth:`hetero_ns3.workload.parallel.Parallel
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from hetero_ns3.errors import divisors, field_error
 from hetero_ns3.workload.models import ModelSpec
 from hetero_ns3.workload.parallel import ParallelismSpec
@@ -72,18 +74,25 @@ def _check_mla(plan: ParallelismSpec, model: ModelSpec, where: str, mwhere: str)
                 "remove 'mla_up_proj'",
             )
         return
-    for key, on, fix in (
-        ("cp", plan.cp > 1, "cp = 1"),
-        ("tp_comm_overlap", plan.tp_comm_overlap and plan.tp > 1, "tp_comm_overlap = false"),
-        ("recompute", plan.recompute == "op", "recompute = 'selective' or 'full'"),
-        ("peft", plan.peft != "none", "peft = 'none'"),
-    ):
-        if on:
+    _refuse(plan, where, _UNMODELLED_WITH, f"multi-latent attention ({mwhere}.kv_lora_rank = {model.kv_lora_rank})")
+
+
+_UNMODELLED_WITH = (
+    ("cp", lambda p: p.cp > 1, "cp = 1"),
+    ("tp_comm_overlap", lambda p: p.tp_comm_overlap and p.tp > 1, "tp_comm_overlap = false"),
+    ("recompute", lambda p: p.recompute == "op", "recompute = 'selective' or 'full'"),
+    ("peft", lambda p: p.peft != "none", "peft = 'none'"),
+)
+"""(key, whether the plan uses it, the fix) of what multi-latent attention and hybrid models are not modelled with."""
+
+
+def _refuse(plan: ParallelismSpec, where: str, checks: Iterable[tuple[str, Callable[[ParallelismSpec], bool], str]],
+            what: str) -> None:  # fmt: skip
+    """Refuse the first of ``checks`` the plan uses, as not modelled with ``what``, naming the key and the fix."""
+    for key, on, fix in checks:
+        if on(plan):
             raise field_error(
-                f"{where}.{key}",
-                getattr(plan, key),
-                f"is not modelled with multi-latent attention ({mwhere}.kv_lora_rank = {model.kv_lora_rank})",
-                f"set {where}.{fix}",
+                f"{where}.{key}", getattr(plan, key), f"is not modelled with {what}", f"set {where}.{fix}"
             )
 
 
@@ -99,24 +108,12 @@ def _check_hybrid(plan: ParallelismSpec, model: ModelSpec, where: str, mwhere: s
                 f"{where}.tp", plan.tp, f"must divide {mwhere}.{key} ({n}) (the Mamba-2 mixer splits them)",
                 f"choose tp among {divisors(n)}",
             )  # fmt: skip
-    for key, on, fix in (
-        ("cp", plan.cp > 1, "cp = 1"),
-        ("tp_comm_overlap", plan.tp_comm_overlap and plan.tp > 1, "tp_comm_overlap = false"),
-        ("recompute", plan.recompute == "op", "recompute = 'selective' or 'full'"),
-        ("peft", plan.peft != "none", "peft = 'none'"),
-        (
-            "overlap_moe_expert_parallel_comm",
-            plan.overlap_moe_expert_parallel_comm,
-            "overlap_moe_expert_parallel_comm = false",
-        ),
-    ):
-        if on:
-            raise field_error(
-                f"{where}.{key}",
-                getattr(plan, key),
-                f"is not modelled with a hybrid model ({mwhere}.hybrid_pattern is set)",
-                f"set {where}.{fix}",
-            )
+    ep_overlap = (
+        "overlap_moe_expert_parallel_comm",
+        lambda p: p.overlap_moe_expert_parallel_comm,
+        "overlap_moe_expert_parallel_comm = false",
+    )
+    _refuse(plan, where, (*_UNMODELLED_WITH, ep_overlap), f"a hybrid model ({mwhere}.hybrid_pattern is set)")
 
 
 def check_plan(

@@ -23,12 +23,12 @@ from hetero_ns3.scenario.cluster import ClusterSection, NodeGroupSpec, inline_gp
 from hetero_ns3.scenario.loader import scenario_from_dict
 from hetero_ns3.topology import build_graph
 from hetero_ns3.workload.compiler import StepPrograms
-from hetero_ns3.workload.mamba import SSD_BACKWARD, SSD_FORWARD, MambaShapes, mamba_saved_bytes
+from hetero_ns3.workload.mamba import SSD_BACKWARD, SSD_FORWARD, MambaShapes, mamba_saved_bytes, mamba_shapes
 from hetero_ns3.workload.memory import layer_activation_bytes, layer_params_per_rank, linear_weights_per_rank
 from hetero_ns3.workload.models import load_model_section, model_catalog
 from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.planner import build_plan, resolve
-from hetero_ns3.workload.steps import Comm, Compute
+from hetero_ns3.workload.steps import Comm, Compute, LayerContext
 
 NANO = model_catalog()["nemotron-3-nano"]
 FOUR_GPU = Path(__file__).resolve().parent.parent / "data" / "one-node-4gpu.toml"
@@ -78,16 +78,8 @@ def test_model_flops_match_megatron_bridges_counter_but_for_its_mamba_term() -> 
 
 
 def _shapes(tp: int = 1) -> MambaShapes:
-    m = NANO
-    return MambaShapes(
-        m.mamba_inner // tp,
-        m.mamba_groups * m.mamba_state // tp,
-        m.mamba_heads // tp,
-        m.mamba_state,
-        m.mamba_chunk,
-        m.mamba_conv_dim // tp,
-        m.mamba_in_dim // tp,
-    )
+    """Nano's mixer on one rank of ``tp`` (what the layer programs use)."""
+    return mamba_shapes(LayerContext(NANO, 1, tp, tp > 1, 1, "none"))
 
 
 def test_ssd_kernel_counts_by_hand() -> None:
@@ -98,6 +90,7 @@ def test_ssd_kernel_counts_by_hand() -> None:
     tensor read or written once, FP32 where the source allocates it."""
     s = _shapes()
     di, gn, h, n, q, S = 4096, 1024, 64, 128, 128, 4096.0
+    assert (s.di, s.gn, s.heads, s.state, s.chunk, s.states, s.conv, s.proj) == (di, gn, h, n, q, S, 6144, 10304)
     fwd = sum(k.flops(s) for k in SSD_FORWARD)
     assert fwd == 2 * q * gn + q * di + 2 * 2 * di * n
     bwd = sum(k.flops(s) for k in SSD_BACKWARD)
