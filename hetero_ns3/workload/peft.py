@@ -45,9 +45,12 @@ def _adapter_backward(base: str, dgrad: Kernel, r: int) -> tuple[Kernel, ...]:
     )
 
 
-WEIGHT_GEMMS = frozenset({"qkv", "proj", "fc1", "fc2", "logits", "router"})
+WEIGHT_GEMMS = frozenset({"qkv", "proj", "fc1", "fc2", "logits", "router", "in_proj", "out_proj"})
 """GEMMs with a weight operand (their ``.wgrad`` is a weight gradient; the unfused attention's ``attn.qk.wgrad`` /
-``attn.pv.wgrad`` are gradients of keys and values, and stay)."""
+``attn.pv.wgrad`` are gradients of keys and values, and stay). A Mamba-2 mixer's ``in_proj`` / ``out_proj`` are
+frozen and carry no adapter (``lora_modules`` offers none for them); the gradients of its convolution, ``dt`` bias,
+``A``, ``D`` and norm weights come out of the scan's and the convolution's fused backward kernels, which compute them
+whatever is frozen (mamba_ssm's ``MambaSplitConv1dScanCombinedFn.backward``), so those kernels stay."""
 
 
 def _kernels(kernels: tuple[Kernel, ...], c: LayerContext) -> tuple[Kernel, ...]:
@@ -92,9 +95,13 @@ def adapter_params(model: ModelSpec, layer: int, tp: int, rank: int, modules: fr
     """Adapter parameters of layer ``layer`` on one rank: r x (inputs + outputs) of each targeted linear layer's shard
     (both matrices at the shard's sizes: an upper bound under TP, see the module's docstring). In an MoE layer the
     MLP adapters sit on the shared expert alone (``model.shared_ffn``; none without one), as :func:`lora_steps` places
-    them: the routed experts get none."""
+    them: the routed experts get none. A hybrid layer has only its block's: ``qkv`` / ``proj`` on an attention block,
+    ``fc1`` / ``fc2`` on an MLP or MoE block, none on a Mamba-2 block."""
     h, q, kv = model.hidden, model.q_dim, model.kv_dim
     f = model.shared_ffn if model.is_moe_layer(layer) else model.ffn_hidden
     up = f * (2 if model.gated_mlp else 1)
     dims = {"qkv": (h, (q + 2 * kv) // tp), "proj": (q // tp, h), "fc1": (h, up // tp), "fc2": (f // tp, h)}
-    return float(sum(rank * (dims[m][0] + dims[m][1]) for m in modules if f or m in ("qkv", "proj")))
+    block = model.layer_block(layer)
+    has = {"transformer": ("qkv", "proj", "fc1", "fc2"), "attention": ("qkv", "proj"), "mlp": ("fc1", "fc2"),
+           "moe": ("fc1", "fc2"), "mamba": ()}[block]  # fmt: skip
+    return float(sum(rank * (dims[m][0] + dims[m][1]) for m in modules if m in has and (f or m in ("qkv", "proj"))))

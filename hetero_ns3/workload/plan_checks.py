@@ -98,7 +98,7 @@ def _refuse(plan: ParallelismSpec, where: str, checks: Iterable[tuple[str, Calla
 
 def _check_hybrid(plan: ParallelismSpec, model: ModelSpec, where: str, mwhere: str) -> None:
     """What a hybrid model's Mamba-2 layers need of tp (Megatron-Core's ``MambaMixer`` asserts: tp divides the heads
-    and the groups), and what hybrid models are not modelled with."""
+    and the groups), and what hybrid models are not modelled with (as multi-latent attention, but for LoRA)."""
     if not model.hybrid:
         return
     for key in ("mamba_heads", "mamba_groups"):
@@ -113,7 +113,8 @@ def _check_hybrid(plan: ParallelismSpec, model: ModelSpec, where: str, mwhere: s
         lambda p: p.overlap_moe_expert_parallel_comm,
         "overlap_moe_expert_parallel_comm = false",
     )
-    _refuse(plan, where, (*_UNMODELLED_WITH, ep_overlap), f"a hybrid model ({mwhere}.hybrid_pattern is set)")
+    unmodelled = tuple(u for u in _UNMODELLED_WITH if u[0] != "peft")  # LoRA: adapters on attention and MLP blocks
+    _refuse(plan, where, (*unmodelled, ep_overlap), f"a hybrid model ({mwhere}.hybrid_pattern is set)")
 
 
 def check_plan(
