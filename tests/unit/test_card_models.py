@@ -1,6 +1,6 @@
 """The catalog models added for Megatron-Bridge's model verification cards (session 42): each against its published
-size, and Nemotron 3 Nano 4B against the card's own FLOP counter (the published TFLOP/s column), which fixes its
-architecture (layers by kind, widths, vocabulary) to five digits."""
+size, and Nemotron 3 Nano 4B against the card's own FLOP counter (the published TFLOP/s column), which pins its
+architecture (layers by kind, widths, vocabulary) to 3e-5; and LoRA on its hybrid layers, by hand."""
 
 from __future__ import annotations
 
