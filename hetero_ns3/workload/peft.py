@@ -53,6 +53,16 @@ frozen and carry no adapter (``lora_modules`` offers none for them); the gradien
 whatever is frozen (mamba_ssm's ``MambaSplitConv1dScanCombinedFn.backward``), so those kernels stay."""
 
 
+BLOCK_LINEARS: dict[str, frozenset[str]] = {
+    "transformer": frozenset({"qkv", "proj", "fc1", "fc2"}),
+    "attention": frozenset({"qkv", "proj"}),
+    "mlp": frozenset({"fc1", "fc2"}),
+    "moe": frozenset({"fc1", "fc2"}),  # the shared expert's (routed experts get no adapter)
+    "mamba": frozenset(),
+}
+"""The adaptable linear layers (``lora_modules``) each layer block holds (``ModelSpec.layer_block``)."""
+
+
 def _kernels(kernels: tuple[Kernel, ...], c: LayerContext) -> tuple[Kernel, ...]:
     out: list[Kernel] = []
     r, mods = c.lora_rank, c.lora_modules
@@ -101,7 +111,5 @@ def adapter_params(model: ModelSpec, layer: int, tp: int, rank: int, modules: fr
     f = model.shared_ffn if model.is_moe_layer(layer) else model.ffn_hidden
     up = f * (2 if model.gated_mlp else 1)
     dims = {"qkv": (h, (q + 2 * kv) // tp), "proj": (q // tp, h), "fc1": (h, up // tp), "fc2": (f // tp, h)}
-    block = model.layer_block(layer)
-    has = {"transformer": ("qkv", "proj", "fc1", "fc2"), "attention": ("qkv", "proj"), "mlp": ("fc1", "fc2"),
-           "moe": ("fc1", "fc2"), "mamba": ()}[block]  # fmt: skip
+    has = BLOCK_LINEARS[model.layer_block(layer)]
     return float(sum(rank * (dims[m][0] + dims[m][1]) for m in modules if m in has and (f or m in ("qkv", "proj"))))

@@ -74,16 +74,23 @@ def _check_mla(plan: ParallelismSpec, model: ModelSpec, where: str, mwhere: str)
                 "remove 'mla_up_proj'",
             )
         return
-    _refuse(plan, where, _UNMODELLED_WITH, f"multi-latent attention ({mwhere}.kv_lora_rank = {model.kv_lora_rank})")
+    _refuse(
+        plan,
+        where,
+        (*_UNMODELLED_WITH, _PEFT),
+        f"multi-latent attention ({mwhere}.kv_lora_rank = {model.kv_lora_rank})",
+    )
 
 
 _UNMODELLED_WITH = (
     ("cp", lambda p: p.cp > 1, "cp = 1"),
     ("tp_comm_overlap", lambda p: p.tp_comm_overlap and p.tp > 1, "tp_comm_overlap = false"),
     ("recompute", lambda p: p.recompute == "op", "recompute = 'selective' or 'full'"),
-    ("peft", lambda p: p.peft != "none", "peft = 'none'"),
 )
 """(key, whether the plan uses it, the fix) of what multi-latent attention and hybrid models are not modelled with."""
+
+_PEFT = ("peft", lambda p: p.peft != "none", "peft = 'none'")
+"""LoRA, not modelled with multi-latent attention (hybrid models take it: adapters on attention and MLP blocks)."""
 
 
 def _refuse(plan: ParallelismSpec, where: str, checks: Iterable[tuple[str, Callable[[ParallelismSpec], bool], str]],
@@ -98,7 +105,7 @@ def _refuse(plan: ParallelismSpec, where: str, checks: Iterable[tuple[str, Calla
 
 def _check_hybrid(plan: ParallelismSpec, model: ModelSpec, where: str, mwhere: str) -> None:
     """What a hybrid model's Mamba-2 layers need of tp (Megatron-Core's ``MambaMixer`` asserts: tp divides the heads
-    and the groups), and what hybrid models are not modelled with (as multi-latent attention, but for LoRA)."""
+    and the groups), and what hybrid models are not modelled with."""
     if not model.hybrid:
         return
     for key in ("mamba_heads", "mamba_groups"):
@@ -113,8 +120,7 @@ def _check_hybrid(plan: ParallelismSpec, model: ModelSpec, where: str, mwhere: s
         lambda p: p.overlap_moe_expert_parallel_comm,
         "overlap_moe_expert_parallel_comm = false",
     )
-    unmodelled = tuple(u for u in _UNMODELLED_WITH if u[0] != "peft")  # LoRA: adapters on attention and MLP blocks
-    _refuse(plan, where, (*unmodelled, ep_overlap), f"a hybrid model ({mwhere}.hybrid_pattern is set)")
+    _refuse(plan, where, (*_UNMODELLED_WITH, ep_overlap), f"a hybrid model ({mwhere}.hybrid_pattern is set)")
 
 
 def check_plan(

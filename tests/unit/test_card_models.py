@@ -15,24 +15,24 @@ from hetero_ns3.workload.models import model_catalog
 from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.peft import WEIGHT_GEMMS, adapter_params
 from hetero_ns3.workload.planner import plan_scenario
+from tests.bridge_flops import hybrid_flops_per_token
 
 CATALOG = model_catalog()
 NANO4B = CATALOG["nemotron-3-nano-4b"]
 
 
-def _mamba_counts(name: str) -> tuple[int, int, int]:
-    m = CATALOG[name]
-    blocks = [m.layer_block(i) for i in range(m.layers)]
+def _block_counts() -> tuple[int, int, int]:
+    """Nano 4B's Mamba-2, MLP and attention layers."""
+    blocks = [NANO4B.layer_block(i) for i in range(NANO4B.layers)]
     return blocks.count("mamba"), blocks.count("mlp"), blocks.count("attention")
 
 
 def test_nemotron_3_nano_4b_has_its_size_and_layer_kinds() -> None:
     """The model's name says 4 B (3.97 B counted); the recipe's pattern holds 21 Mamba-2, 17 MLP and 4 attention
     layers; the Mamba-2 mixer: in_proj 3136 x (2 x 7680 + 2 x 8 x 128 + 96), out_proj 7680 x 3136."""
-    m = CATALOG["nemotron-3-nano-4b"]
-    assert _mamba_counts("nemotron-3-nano-4b") == (21, 17, 4)
-    assert m.mamba_in_dim == 2 * 96 * 80 + 2 * 8 * 128 + 96
-    assert m.total_params() == pytest.approx(4.0e9, rel=0.01)
+    assert _block_counts() == (21, 17, 4)
+    assert NANO4B.mamba_in_dim == 2 * 96 * 80 + 2 * 8 * 128 + 96
+    assert NANO4B.total_params() == pytest.approx(4.0e9, rel=0.01)
 
 
 @pytest.mark.parametrize(
@@ -42,25 +42,11 @@ def test_nemotron_3_nano_4b_has_its_size_and_layer_kinds() -> None:
 def test_nemotron_3_nano_4b_reproduces_the_cards_flop_counter(
     seq: int, tflops_per_gpu: float, tokens_per_gpu: float
 ) -> None:
-    """Megatron-Bridge's ``hybrid_flops`` (as written out in test_hybrid_mamba.py: attention with the causal half of
-    the square, the non-gated MLP, its Mamba term with d_inner = 2 h and 7 d_in N for the scan, the logits; three
-    times the forward) with this catalog entry's shapes gives the card's TFLOP/s over tokens/s to within 0.05%: the
-    layer kinds, widths and the vocabulary of 131072 are the ones the run used."""
-    m = CATALOG["nemotron-3-nano-4b"]
-    b, s, h, v = 1, seq, m.hidden, m.padded_vocab(1)
-    p, g, n = m.q_dim / h, m.n_kv_heads, m.heads
-    attn = 4 * b * s * h * p * (h + h * g / n) + 2 * b * s * h * p * s
-    mlp = 4 * b * s * h * m.ffn_hidden
-    d_in = 2 * h
-    mamba = (
-        2 * b * s * h * (2 * d_in + 2 * m.mamba_groups * m.mamba_state + m.mamba_heads)
-        + 7 * b * s * d_in * m.mamba_state
-        + 2 * b * s * d_in * h
-    )
-    logits = 2 * b * s * h * v
-    n_mamba, n_mlp, n_attn = _mamba_counts("nemotron-3-nano-4b")
-    per_token = 3 * (n_attn * attn + n_mamba * mamba + n_mlp * mlp + logits) / s
-    assert per_token == pytest.approx(tflops_per_gpu * 1e12 / tokens_per_gpu, rel=5e-4)
+    """Megatron-Bridge's ``hybrid_flops`` (written out in ``tests/bridge_flops.py``) with this catalog entry's shapes
+    gives the card's TFLOP/s over tokens/s to within 0.05%: the layer kinds, widths and the vocabulary of 131072 are
+    the ones the run used."""
+    assert _block_counts() == (21, 17, 4)
+    assert hybrid_flops_per_token(NANO4B, seq) == pytest.approx(tflops_per_gpu * 1e12 / tokens_per_gpu, rel=5e-4)
 
 
 def test_moonlight_has_its_published_total_and_activated_parameters() -> None:

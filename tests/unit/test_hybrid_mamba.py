@@ -29,6 +29,7 @@ from hetero_ns3.workload.models import load_model_section, model_catalog
 from hetero_ns3.workload.parallel import ParallelismSpec
 from hetero_ns3.workload.planner import build_plan, resolve
 from hetero_ns3.workload.steps import Comm, Compute, LayerContext
+from tests.bridge_flops import hybrid_flops_per_token, hybrid_flops_terms
 
 NANO = model_catalog()["nemotron-3-nano"]
 FOUR_GPU = Path(__file__).resolve().parent.parent / "data" / "one-node-4gpu.toml"
@@ -56,16 +57,11 @@ def test_model_flops_match_megatron_bridges_counter_but_for_its_mamba_term() -> 
     """Megatron-Bridge's ``flop_utils.hybrid_flops`` (the published TFLOP/s column: 22.278 GFLOP per token for Nano)
     counts attention, MoE and logits as we do but for the router's GEMM (2 h E per token, which it leaves out) and the
     causal half of the attention square (we count it whole, as Narayanan et al.); its Mamba term takes d_inner = 2 h
-    (5376, where the model has 4096) and 7 d_in N for the scan. Written out here, the counts differ by exactly those
-    three terms."""
-    b, s, h, v = 1, NANO.seq_len, NANO.hidden, NANO.padded_vocab(1)
-    p, g, n = NANO.q_dim / h, NANO.n_kv_heads, NANO.heads
-    attn = 4 * b * s * h * p * (h + h * g / n) + 2 * b * s * h * p * s
-    moe = 4 * b * s * h * NANO.expert_ffn * NANO.top_k + 4 * b * s * h * NANO.shared_ffn
-    d_in = 2 * h
-    mamba_mb = 2 * b * s * h * (2 * d_in + 2 * 8 * 128 + 64) + 7 * b * s * d_in * 128 + 2 * b * s * d_in * h
-    logits = 2 * b * s * h * v
-    mb_total = 3 * (6 * attn + 23 * mamba_mb + 23 * moe + logits)
+    (5376, where the model has 4096) and 7 d_in N for the scan. Written out in ``tests/bridge_flops.py``, the counts
+    differ by exactly those three terms."""
+    b, s, h = 1, NANO.seq_len, NANO.hidden
+    mamba_mb = hybrid_flops_terms(NANO, s)["mamba"]
+    mb_total = hybrid_flops_per_token(NANO, s) * s
     assert mb_total / s == pytest.approx(22.278e9, rel=1e-4)
     ours = NANO.iteration_flops(1)
     # our attention counts the full square (Narayanan), Megatron-Bridge the causal half: remove that difference too
