@@ -255,8 +255,16 @@ def check_plan(
                 list(plan.stage_layers),
                 f"needs {vstages} entries (pp x vpp), has {len(plan.stage_layers)}",
             )
-        if any(n < 1 for n in plan.stage_layers):
-            raise field_error(f"{where}.stage_layers", list(plan.stage_layers), "entries must be >= 1")
+        ends = (0, vstages - 1) if vstages > 1 else ()
+        for v, n in enumerate(plan.stage_layers):
+            if n < (0 if v in ends else 1):
+                raise field_error(
+                    f"{where}.stage_layers",
+                    list(plan.stage_layers),
+                    f"puts {n} layers on (virtual) stage {v}: every stage needs at least 1, except the first and the "
+                    "last, which may hold the embedding or the head (with any multi-token prediction modules) alone",
+                    "move layers there from a neighbouring stage",
+                )
         if sum(plan.stage_layers) != model.layers:
             raise field_error(
                 f"{where}.stage_layers",

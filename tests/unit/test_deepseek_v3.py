@@ -7,12 +7,16 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hetero_ns3.compute.recipes import is_fp8_linear
 from hetero_ns3.compute.roofline import Kernel
 from hetero_ns3.errors import ScenarioError
+from hetero_ns3.network.analytic.times_only import replay_times
+from hetero_ns3.pipeline import load_run_cluster, lower_scenario
 from hetero_ns3.scenario import scenario_from_dict
+from hetero_ns3.topology import build_graph
 from hetero_ns3.workload import layers as L
 from hetero_ns3.workload.attention import flash_attention_kernels
 from hetero_ns3.workload.memory import layer_activation_bytes, layer_params_per_rank, mtp_params_per_rank
@@ -170,6 +174,34 @@ def test_a_small_deepseek_plan_compiles_and_counts_mtp_on_the_last_stage() -> No
     assert last and first and wp.workload.meta["stage_layers"] == [4, 1]
     # stage 1 holds one layer, the MTP module (a layer's worth) and the embedding copy besides the head
     assert last[0].params > layer_params_per_rank(_scenario().model, 4, 1, 8).total
+
+
+def _step_s(sc) -> float:
+    """The simulated step (s) of ``sc`` on the analytic backend."""
+    cluster = load_run_cluster(sc, "analytic")
+    graph = build_graph(cluster)
+    _, low = lower_scenario(sc, graph, cluster)
+    return float(np.max(replay_times(graph, low.plan).times.finish_s))
+
+
+def test_a_last_virtual_stage_with_the_mtp_module_and_the_loss_alone() -> None:
+    """Megatron-Bridge's DeepSeek-V3 layouts end on a virtual stage holding the MTP module and the loss alone
+    ("Et|(tt|)*30mL" on 1024 H100): a 0 there (and only at the ends) plans and simulates. Against the same five layers
+    as [1, 2, 1, 1]: the same model FLOPs; the last layer's parameters move from pipeline stage 1 to stage 0 (v2), so
+    stage 0 holds exactly one layer-4 share more and stage 1 one less; the step differs (the work moved)."""
+    inter = {"pp": 2, "vpp": 2, "schedule": "interleaved"}
+    ends, even = _scenario(stage_layers=[1, 2, 2, 0], **inter), _scenario(stage_layers=[1, 2, 1, 1], **inter)
+    wp_ends, wp_even = plan_scenario(ends), plan_scenario(even)
+    assert wp_ends.workload.meta["stage_layers"] == [1, 2, 2, 0]
+    assert wp_ends.model_flops == pytest.approx(wp_even.model_flops, rel=1e-12)
+    l4 = layer_params_per_rank(ends.model, 4, 1, 8).total
+    params = {(wp.workload.meta["stage_layers"][3], m.stage): m.params for wp in (wp_ends, wp_even) for m in wp.memory}
+    assert params[(0, 0)] - params[(1, 0)] == pytest.approx(l4)
+    assert params[(1, 1)] - params[(0, 1)] == pytest.approx(l4)
+    t_ends, t_even = _step_s(ends), _step_s(even)
+    assert t_ends > 0 and t_even > 0 and t_ends != t_even
+    with pytest.raises(ScenarioError, match=r"stage_layers \(\[1, 0, 3, 1\]\) puts 0 layers on \(virtual\) stage 1"):
+        plan_scenario(_scenario(stage_layers=[1, 0, 3, 1], **inter))
 
 
 @pytest.mark.parametrize(

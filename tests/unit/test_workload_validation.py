@@ -48,6 +48,18 @@ def _gpus(nodes: int = 2, gpu: str = "H100-SXM", per_node: int = 8):
         ),
         (
             "gpt3-1.3b",
+            {"tp": 2, "pp": 4, "stage_layers": [12, 0, 6, 6]},
+            2,
+            r"stage_layers \(\[12, 0, 6, 6\]\) puts 0 layers on \(virtual\) stage 1: every stage needs at least 1, except",
+        ),
+        (
+            "gpt3-1.3b",
+            {"tp": 2, "pp": 2, "stage_layers": [25, -1]},
+            2,
+            r"stage_layers \(\[25, -1\]\) puts -1 layers on \(virtual\) stage 1.*move layers there",
+        ),
+        (
+            "gpt3-1.3b",
             {"tp": 2, "pp": 2, "replica_microbatches": [8, 8, 8]},
             2,
             r"replica_microbatches \(\[8, 8, 8\]\) needs dp \(4\) entries",
