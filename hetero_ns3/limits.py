@@ -25,7 +25,11 @@ Calibration (measured on this project's runs, see docs/errors.md "Resource limit
   Megatron 7.5B at ``global_batch = 64`` 10.21 M vs 10.26 M (-0.6%), the full 7.5B row 48.75 M vs
   49.2 M (-0.9%), gpt-1.7b at ``global_batch = 32`` 793 696 vs 795 296 (the flat rate said 34 048);
   plus ``DELAYS_PER_MIXED_RING_REDUCE_STEP`` per member and reduce step of a ring over several nodes
-  with several ranks per node (gpt-1.7b at ``global_batch = 32``: 993 696 predicted and lowered);
+  with several ranks per node (gpt-1.7b at ``global_batch = 32``: 993 696 predicted and lowered); on the run path
+  (``call_tasks``: :class:`hetero_ns3.plan.lower.CallTasks`) each call shape is emitted once and counted instead,
+  which follows every algorithm the selector may pick: demo and gpt-1.7b exact, Qwen3-30B-A3B on 16 H100 at
+  ``global_batch = 64`` 1.648 M for 1.655 M lowered where the ring rule said 4.18 M (its HybridEP exchanges), the
+  1024-GPU DeepSeek-V3 row at ``global_batch = 512`` 115 M where the ring rule said 329 M;
 * bytes per task at peak, plan plus backend: analytic 150 B (docs/benchmarks.md: 32.6 M tasks in
   4 624 MiB at 1 024 GPUs, 149.7 M in 20.8 GB at 4 096), packet level 660 B above the 681 MB of the ns-3
   import (3.9 M tasks in 3 133 MiB at 128 GPUs); the workload compile itself ~2 kB per op;
@@ -128,12 +132,23 @@ def ring_steps(collective: str, n: int) -> int:
     return n - 1
 
 
-def workload_tasks(workload: object, fused: Callable[[tuple[str, ...]], bool] | None = None) -> float:
+CallTaskCount = Callable[[str, tuple[str, ...], float, str], int]
+"""(collective, group, bytes, dimension) -> tasks one instance of that call lowers into
+(:class:`hetero_ns3.plan.lower.CallTasks`)."""
+
+
+def workload_tasks(
+    workload: object,
+    fused: Callable[[tuple[str, ...]], bool] | None = None,
+    call_tasks: CallTaskCount | None = None,
+) -> float:
     """Tasks the lowering of one iteration of ``workload`` (a compiled ``Workload``) emits, estimated
     from its op mix without lowering it (see the module docstring for the rule and its residuals).
 
     ``fused(group)``: whether calls over that group (GPU names) will be fused (``[run]
-    reuse_isolated_collectives``): then a call costs one task per member and one start barrier."""
+    reuse_isolated_collectives``): then a call costs one task per member and one start barrier.
+    ``call_tasks``: the tasks of one call of each shape, counted by emitting it; each member op then counts its
+    share (the ring rule without it)."""
     tasks = 0.0
     for prog in getattr(workload, "programs", ()):
         members = len(prog.ranks)
@@ -142,6 +157,9 @@ def workload_tasks(workload: object, fused: Callable[[tuple[str, ...]], bool] | 
                 tasks += members
             elif fused is not None and fused(op.groups[0]):
                 tasks += members * (1.0 + 1.0 / max(1, len(op.groups[0])))
+            elif call_tasks is not None:
+                group = tuple(op.groups[0])
+                tasks += members * call_tasks(op.collective, group, op.bytes, op.dim) / len(group)
             else:
                 group = op.groups[0]
                 tasks += members * TASKS_PER_RING_STEP * ring_steps(op.collective, len(group))
@@ -197,11 +215,16 @@ def _mixed(group: tuple[str, ...]) -> bool:
 
 
 def estimate_from_workload(
-    workload: object, iterations: int, backend: str, fused: Callable[[tuple[str, ...]], bool] | None = None
+    workload: object,
+    iterations: int,
+    backend: str,
+    fused: Callable[[tuple[str, ...]], bool] | None = None,
+    call_tasks: CallTaskCount | None = None,
 ) -> Estimate:
     """:func:`estimate_from_ops` with the task count of the workload's op mix (:func:`workload_tasks`)."""
     ops = float(getattr(workload, "n_ops", 0))
-    return estimate_from_ops(ops, iterations, backend, tasks_per_iteration=workload_tasks(workload, fused))
+    tasks = workload_tasks(workload, fused, call_tasks)
+    return estimate_from_ops(ops, iterations, backend, tasks_per_iteration=tasks)
 
 
 def estimate_from_ops(ops: float, iterations: int, backend: str, tasks_per_iteration: float | None = None) -> Estimate:

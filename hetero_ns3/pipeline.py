@@ -28,7 +28,7 @@ from hetero_ns3.network.backend import Backend, BackendRun, ProgressFn, get_back
 from hetero_ns3.plan.dag import ExecutionPlan
 from hetero_ns3.plan.fuse import AUTO_BACKENDS, FORCED_REUSE_MODES, Fuser
 from hetero_ns3.plan.iterations import repeat_plan
-from hetero_ns3.plan.lower import Lowered, lower_workload
+from hetero_ns3.plan.lower import CallTasks, Lowered, lower_workload
 from hetero_ns3.results import GpuMeta, RunPaths, recording_run, summarize, versions_info
 from hetero_ns3.results.recorder import RunRecorder
 from hetero_ns3.scenario.cluster import topology_path
@@ -375,7 +375,9 @@ def run_scenario(
             if reuse
             else None
         )
-        est = estimate_from_workload(wplan.workload, run.iterations, backend, fused)
+        routing = wplan.workload.meta.get("moe_routing")
+        call_tasks = CallTasks(env, scenario.collectives.overrides(), routing)
+        est = estimate_from_workload(wplan.workload, run.iterations, backend, fused, call_tasks)
         log.info("estimate: %s", est.describe())
         check_estimate(est, "this run", force=force)
         log.info("lowering %d ops into tasks and flows ...", wplan.workload.n_ops)
