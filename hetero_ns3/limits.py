@@ -26,7 +26,7 @@ Calibration (measured on this project's runs, see docs/errors.md "Resource limit
   49.2 M (-0.9%), gpt-1.7b at ``global_batch = 32`` 793 696 vs 795 296 (the flat rate said 34 048);
   plus ``DELAYS_PER_MIXED_RING_REDUCE_STEP`` per member and reduce step of a ring over several nodes
   with several ranks per node (gpt-1.7b at ``global_batch = 32``: 993 696 predicted and lowered); on the run path
-  (``call_tasks``: :class:`hetero_ns3.plan.lower.CallTasks`) each call shape is emitted once and counted instead,
+  (``call_tasks``: :class:`hetero_ns3.plan.calls.CallTasks`) each call shape is emitted once and counted instead,
   which follows every algorithm the selector may pick: demo and gpt-1.7b exact, Qwen3-30B-A3B on 16 H100 at
   ``global_batch = 64`` 1.648 M for 1.655 M lowered where the ring rule said 4.18 M (its HybridEP exchanges), the
   1024-GPU DeepSeek-V3 row at ``global_batch = 512`` 115 M where the ring rule said 329 M;
@@ -134,7 +134,7 @@ def ring_steps(collective: str, n: int) -> int:
 
 CallTaskCount = Callable[[str, tuple[str, ...], float, str], int]
 """(collective, group, bytes, dimension) -> tasks one instance of that call lowers into
-(:class:`hetero_ns3.plan.lower.CallTasks`)."""
+(:class:`hetero_ns3.plan.calls.CallTasks`)."""
 
 
 def workload_tasks(

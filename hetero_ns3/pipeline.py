@@ -25,10 +25,11 @@ from hetero_ns3.collectives import CollectiveEnv, load_tuning
 from hetero_ns3.errors import ScenarioError, SimulationError, field_error
 from hetero_ns3.limits import check_estimate, check_shape, estimate_from_workload, fusable_groups
 from hetero_ns3.network.backend import Backend, BackendRun, ProgressFn, get_backend
+from hetero_ns3.plan.calls import CallTasks
 from hetero_ns3.plan.dag import ExecutionPlan
 from hetero_ns3.plan.fuse import AUTO_BACKENDS, FORCED_REUSE_MODES, Fuser
 from hetero_ns3.plan.iterations import repeat_plan
-from hetero_ns3.plan.lower import CallTasks, Lowered, lower_workload
+from hetero_ns3.plan.lower import Lowered, lower_workload
 from hetero_ns3.results import GpuMeta, RunPaths, recording_run, summarize, versions_info
 from hetero_ns3.results.recorder import RunRecorder
 from hetero_ns3.scenario.cluster import topology_path

@@ -4,6 +4,8 @@ lowering of a compiled workload into it, and the repeat over training iterations
 * :mod:`.dag`: :class:`ExecutionPlan` (struct of arrays, CSR dependencies), critical path.
 * :mod:`.builder`: :class:`PlanBuilder` (task by task, per-stream order, block capture/replay).
 * :mod:`.lower`: :func:`lower_workload` (workload + collective planner -> ExecutionPlan).
+* :mod:`.calls`: the call of one collective instance (:func:`make_call`, shared by the lowering) and the tasks a call
+  of each shape emits (:class:`CallTasks`, for the up-front estimate).
 * :mod:`.iterations`: :func:`repeat_plan` (one iteration's plan -> N iterations chained per GPU).
 """
 

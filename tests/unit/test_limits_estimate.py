@@ -6,7 +6,7 @@ import pytest
 
 from hetero_ns3 import pipeline
 from hetero_ns3.limits import TASKS_PER_OP, estimate_from_workload, ring_steps, workload_tasks
-from hetero_ns3.plan.lower import CallTasks
+from hetero_ns3.plan.calls import CallTasks
 from hetero_ns3.scenario.loader import load_scenario
 from hetero_ns3.topology import build_graph
 from hetero_ns3.workload.planner import plan_scenario
