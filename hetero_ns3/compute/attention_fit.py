@@ -38,12 +38,20 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from hetero_ns3.compute.gpus import GpuSpec, get_gpu
-from hetero_ns3.compute.roofline import Efficiency, Kernel, Roofline, default_efficiency
+from hetero_ns3.compute.roofline import (
+    Efficiency,
+    Kernel,
+    Roofline,
+    cudnn_era_table,
+    default_efficiency,
+    efficiency_table,
+)
 from hetero_ns3.errors import ScenarioError
 from hetero_ns3.inputs import read_csv_rows
 from hetero_ns3.paths import PACKAGE_DATA
@@ -78,20 +86,40 @@ class FitSpec:
     prefix: str = ""
     laws: bool = True
     software: tuple[str, ...] = ()
+    cudnn: str | None = None
+    """The cuDNN release whose constants the fit gives (``[compute] cudnn``; None: the newest)."""
 
 
 FITS = (
-    FitSpec("B200", "cudnn", "Blackwell"),
-    FitSpec("GB200", "cudnn", "GB200", software=("cuDNN 9.18.1", "cuDNN 9.19.1")),
+    # B200's tables (cuDNN 9.10 / 9.13): Blackwell's constants before cuDNN 9.18.1; GB200's (9.18.1 / 9.19.1) since
+    FitSpec("B200", "cudnn", "cudnn_era.Blackwell", cudnn="9.13.0"),
+    FitSpec("GB200", "cudnn", "Blackwell", software=("cuDNN 9.18.1", "cuDNN 9.19.1")),
     FitSpec("GB300", "cudnn", "GB300"),
     FitSpec("H200-SXM", "flash2", "Hopper", prefix="flash2_", laws=False),
 )
 """The published fits (:func:`fit_published`)."""
 CHECK_ONLY = (("H200-SXM", "cudnn"),)
 """(GPU type, back end) whose published rows only check constants fitted elsewhere."""
-_ROOFLINES = {"cudnn": Roofline("bf16"), "flash2": Roofline("bf16", attention_kernel="flash2")}
-"""The roofline each published back end is timed with (its catalog constants: cuDNN's, or ``flash2``'s)."""
-BACKENDS = tuple(_ROOFLINES)
+BACKENDS = ("cudnn", "flash2")
+
+
+def roofline_for(backend: str, software: str = "") -> Roofline:
+    """The roofline a published row of ``backend`` is timed with: the catalog's constants for that back end (cuDNN's
+    at the row's own release, ``software`` as ``"cuDNN 9.13.0"``, or ``flash2``'s)."""
+    if backend == "flash2":
+        return Roofline("bf16", attention_kernel="flash2")
+    release = software.removeprefix("cuDNN ").strip()
+    return Roofline("bf16", cudnn=release if release[:1].isdigit() else None)
+
+
+def shipped_constants(spec: FitSpec) -> Mapping[str, Any]:
+    """The catalog table ``spec`` fits, as written (``[efficiency.<table>]``, or ``[cudnn_era.<architecture>]`` for a
+    table named ``cudnn_era.<architecture>``)."""
+    if spec.table.startswith("cudnn_era."):
+        return cudnn_era_table(spec.table.removeprefix("cudnn_era."))
+    return efficiency_table(spec.table)
+
+
 COLUMNS = (
     "gpu_type",
     "backend",
@@ -293,7 +321,7 @@ def fit_published(spec: FitSpec, rows: Sequence[PublishedRow] | None = None) -> 
     if spec.laws:
         return fit_attention_cases(spec.gpu_type, cases, halves=PUBLISHED_HALVES)
     gpu = get_gpu(spec.gpu_type)
-    e = _ROOFLINES[spec.backend].efficiency(gpu)
+    e = roofline_for(spec.backend).efficiency(gpu)
     halves, tiles = (e.attention_seq_half,), (e.attention_causal_tile,)
     return fit_attention_cases(spec.gpu_type, cases, halves=halves, tiles=tiles, base=e)
 
@@ -313,7 +341,7 @@ def published_residuals(rows: Sequence[PublishedRow] | None = None) -> list[Publ
     rows = load_published() if rows is None else rows
     out = []
     for r in rows:
-        gpu, t, rf = get_gpu(r.gpu_type), r.timed(), _ROOFLINES[r.backend]
+        gpu, t, rf = get_gpu(r.gpu_type), r.timed(), roofline_for(r.backend, r.software)
         fwd, bwd = rf.time(t.fwd, gpu)[2], rf.time(t.bwd, gpu)[2]
         out.append(PublishedResidual(r, 100 * (fwd / t.fwd_s - 1), 100 * (bwd / t.bwd_s - 1)))
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,11 @@ class ComputeConfig:
             ``flash2`` (FlashAttention-2 without Hopper-specific paths: Transformer Engine's choice on Hopper
             before that, and any stack running the ``flash-attn`` 2 package); only Hopper has separate
             ``flash2`` constants (gpus.toml), elsewhere both are the architecture's.
+        cudnn: the cuDNN release the fused attention kernels come from, e.g. ``"9.13.1"`` (the training container's;
+            Megatron-Bridge lists them in ``docs/releases/software-versions.md``); unset: the newest the catalog
+            describes. Where an architecture's attention constants changed with a release (Blackwell: cuDNN 9.18.1's
+            SDPA improvements, ``[cudnn_era.Blackwell]`` in gpus.toml) an older release takes the older constants;
+            docs/compute.md "Blackwell attention".
         cross_entropy: the loss kernels over the vocabulary-parallel logits: ``unfused`` (Megatron-LM's
             default: PyTorch ops on an FP32 copy, 52 bytes of HBM traffic per local logit, forward and
             backward), ``fused`` (Megatron-Core's ``cross_entropy_loss_fusion`` with its native fused
@@ -85,6 +91,7 @@ class ComputeConfig:
     host_overhead: float = field(default=0.0, metadata={"unit": "time"})
     flash_attention: bool = True
     attention_kernel: Literal["auto", "flash2"] = "auto"
+    cudnn: str | None = None
     cross_entropy: Literal["unfused", "fused", "te"] = "unfused"
     fp8_recipe: Literal["delayed", "current", "mxfp8"] = "delayed"
     fp8_param_gather: bool = False
@@ -110,6 +117,15 @@ class ComputeConfig:
         if self.sustained is not None and not 0 < self.sustained <= 1.5:
             raise field_error(
                 f"{where}.sustained", self.sustained, "must be in (0, 1.5]", "e.g. 0.849 (the fitted value) or 0.8"
+            )
+        if self.cudnn is not None and (
+            not isinstance(self.cudnn, str) or not re.fullmatch(r"\d+(\.\d+){0,3}", self.cudnn)
+        ):
+            raise field_error(
+                f"{where}.cudnn",
+                self.cudnn,
+                "must be a cuDNN release as dotted numbers",
+                'e.g. "9.13.1" (quoted), or leave it unset for the newest',
             )
         if self.host_overhead < 0:
             raise field_error(f"{where}.host_overhead", self.host_overhead, "must be >= 0", "e.g. '5ms'")
@@ -183,4 +199,5 @@ class ComputeConfig:
             attention_kernel=self.attention_kernel,
             fp8_recipe=self.fp8_recipe,
             sustained=None if self.sustained is None else float(self.sustained),
+            cudnn=self.cudnn,
         )

@@ -42,7 +42,7 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 from hetero_ns3.compute.attention_grid import attention_occupancy, window_tiles
 from hetero_ns3.compute.gpus import CATALOG_PATH, GpuSpec
@@ -175,6 +175,41 @@ class Efficiency:
 def _eff_tables() -> Mapping[str, Mapping[str, float]]:
     with open(CATALOG_PATH, "rb") as fh:
         return tomllib.load(fh).get("efficiency", {})
+
+
+@functools.cache
+def _era_tables() -> Mapping[str, Mapping[str, Any]]:
+    with open(CATALOG_PATH, "rb") as fh:
+        return tomllib.load(fh).get("cudnn_era", {})
+
+
+def cudnn_era_table(architecture: str) -> Mapping[str, Any]:
+    """The catalog's ``[cudnn_era.<architecture>]`` table (the attention constants of cuDNN releases before its
+    ``before``; empty when the architecture has none)."""
+    return _era_tables().get(architecture, {})
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """``"9.13.1"`` -> ``(9, 13, 1)`` (a cuDNN release as written in ``[compute] cudnn``)."""
+    return tuple(int(p) for p in version.split("."))
+
+
+def cudnn_era_efficiency(gpu: GpuSpec, e: Efficiency, cudnn: str | None) -> Efficiency:
+    """``e`` with the attention constants of cuDNN release ``cudnn`` (:func:`cudnn_era_table`): those of the older
+    era when the release lies before the era's ``before`` and ``gpu`` takes its attention from its architecture's
+    table (no attention constants of its own), else ``e``. None: the newest release the catalog describes."""
+    era = cudnn_era_table(gpu.architecture)
+    if cudnn is None or not era or "attention_fwd" in efficiency_table(gpu.name):
+        return e
+    if version_tuple(cudnn) >= version_tuple(str(era["before"])):
+        return e
+    return replace(
+        e,
+        attention_fwd=float(era["attention_fwd"]),
+        attention_bwd=float(era["attention_bwd"]),
+        attention_seq_half=float(era["attention_seq_half"]),
+        attention_causal_tile=float(era["attention_causal_tile"]),
+    )
 
 
 def efficiency_table(name: str) -> Mapping[str, float]:
@@ -342,6 +377,9 @@ class Roofline:
             :data:`hetero_ns3.compute.recipes.RECIPES`.
         sustained: replaces every GPU's ``sustained`` factor when given (``[compute] sustained``), like
             ``launch_overhead_s`` also for constant sets given in ``efficiency``.
+        cudnn: the cuDNN release the fused attention comes from (``[compute] cudnn``, e.g. ``"9.13.1"``): an
+            architecture's older attention constants apply below its era boundary (:func:`cudnn_era_efficiency`);
+            None: the newest.
     """
 
     def __init__(
@@ -353,6 +391,7 @@ class Roofline:
         attention_kernel: str = "auto",
         fp8_recipe: str = "delayed",
         sustained: float | None = None,
+        cudnn: str | None = None,
     ) -> None:
         if fp8_recipe not in FP8_RECIPES:
             raise ValueError(f"fp8_recipe {fp8_recipe!r}: use one of {FP8_RECIPES}")
@@ -362,6 +401,7 @@ class Roofline:
         self.launch_overhead_s = launch_overhead_s
         self.sustained = sustained
         self.attention_kernel = attention_kernel
+        self.cudnn = cudnn
         self._given = dict(efficiency or {})
         self._eff: dict[str, Efficiency] = {}
 
@@ -371,6 +411,8 @@ class Roofline:
             e = self._given.get(gpu.name) or default_efficiency(gpu)
             if self.attention_kernel == "flash2" and gpu.name not in self._given:
                 e = flash2_efficiency(gpu, e)
+            elif gpu.name not in self._given:
+                e = cudnn_era_efficiency(gpu, e, self.cudnn)
             if self.launch_overhead_s is not None:
                 e = replace(e, launch_overhead_s=self.launch_overhead_s)
             if self.sustained is not None:

@@ -1,7 +1,8 @@
 """Fused-attention constants against NVIDIA's published cuDNN SDPA benchmarks (hetero_ns3.compute.attention_fit).
 
-Blackwell's constants are fitted to B200's published kernel times, GB200's to its own, and H200's published times
-check the Hopper constants fitted to our own H200 measurements (docs/compute.md, "Blackwell attention")."""
+Blackwell's constants are fitted to GB200's published kernel times (cuDNN 9.18 / 9.19), those of releases before
+cuDNN 9.18.1 to B200's (9.10 / 9.13), GB300's to its own, and H200's published times check the Hopper constants
+fitted to our own H200 measurements (docs/compute.md, "Blackwell attention")."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from hetero_ns3.compute.attention_fit import (
     published_residuals,
 )
 from hetero_ns3.compute.gpus import get_gpu
-from hetero_ns3.compute.roofline import Roofline, default_efficiency
+from hetero_ns3.compute.roofline import Kernel, Roofline, default_efficiency
 from hetero_ns3.errors import ScenarioError
 from tests.table_helpers import edited_table
 
@@ -34,7 +35,7 @@ def rows():
 @pytest.mark.parametrize("spec", FITS, ids=lambda f: f"{f.gpu_type}-{f.backend}")
 def test_fit_is_the_catalog_constants(rows, spec):
     fit = fit_published(spec, rows)
-    e = default_efficiency(get_gpu(spec.gpu_type))
+    e = Roofline("bf16", cudnn=spec.cudnn).efficiency(get_gpu(spec.gpu_type))
     if spec.backend == "flash2":
         e = Roofline("bf16", attention_kernel="flash2").efficiency(get_gpu(spec.gpu_type))
     got = (fit.attention_fwd, fit.attention_bwd, fit.attention_seq_half, fit.attention_causal_tile)
@@ -46,13 +47,54 @@ def test_fit_is_the_catalog_constants(rows, spec):
     assert fit.cases == {"B200": 10, "GB200": 20, "GB300": 10, "H200-SXM": 10}[spec.gpu_type]
 
 
-def test_gpu_table_overrides_its_architecture():
-    b200, gb200 = default_efficiency(get_gpu("B200")), default_efficiency(get_gpu("GB200"))
-    assert (b200.attention_fwd, b200.attention_bwd) == (0.73, 0.47)
-    assert (gb200.attention_fwd, gb200.attention_bwd) == (0.84, 0.60)
+def test_attention_constants_follow_the_cudnn_release():
+    """B200 and GB200 (one die) share Blackwell's constants: GB200's cuDNN 9.18 / 9.19 fit by default and from 9.18.1
+    on, B200's 9.10 / 9.13 fit before that release, each as a fraction of the GPU's own peak; GB300 / B300 keep their
+    own (cuDNN 9.22) whatever the release, and Hopper has no eras."""
+    b200, gb200, gb300 = get_gpu("B200"), get_gpu("GB200"), get_gpu("GB300")
+    new, old = (0.84, 0.60, 575, 128), (0.73, 0.47, 525, 256)
+
+    def consts(gpu, cudnn):
+        e = Roofline("bf16", cudnn=cudnn).efficiency(gpu)
+        return (e.attention_fwd, e.attention_bwd, e.attention_seq_half, e.attention_causal_tile)
+
+    for gpu in (b200, gb200):
+        assert consts(gpu, None) == consts(gpu, "9.18.1") == consts(gpu, "9.21.1.3") == new
+        assert consts(gpu, "9.18.0") == consts(gpu, "9.13.1") == consts(gpu, "9.7") == old
+    assert consts(gb300, "9.13.1") == consts(gb300, None) == (0.93, 0.60, 100, 256)
+    h100 = get_gpu("H100-SXM")
+    assert consts(h100, "9.1") == consts(h100, None) and default_efficiency(h100).attention_fwd == 0.83
     # the rest is Blackwell's (GEMMs from each GPU's own measured ceilings)
-    assert (gb200.memory, gb200.tile_n) == (b200.memory, b200.tile_n)
-    assert default_efficiency(get_gpu("H100-SXM")).attention_fwd == 0.83  # no table of its own: Hopper's
+    e_b, e_gb = default_efficiency(b200), default_efficiency(gb200)
+    assert (e_gb.memory, e_gb.tile_n) == (e_b.memory, e_b.tile_n)
+
+
+def test_the_scenario_field_reaches_the_roofline():
+    """``[compute] cudnn`` of a scenario: a B200 layer's attention kernels take longer under a 25.11 container's
+    cuDNN 9.13.1 than under 26.04's 9.20.0 (the default), by the two fits' rate ratios at the layer's shape; GEMMs
+    and memory-bound kernels are the same."""
+    from hetero_ns3.compute.config import ComputeConfig
+    from hetero_ns3.workload.layers import flash_attention_kernels
+
+    gpu = get_gpu("B200")
+    fwd = flash_attention_kernels(2, 8192, 32, 8, 128, True, backward=False)
+    bwd = flash_attention_kernels(2, 8192, 32, 8, 128, True, backward=True)
+    old, new, default = (ComputeConfig(cudnn=v).roofline() for v in ("9.13.1", "9.20.0", None))
+    for ks in (fwd, bwd):
+        assert old.time(ks, gpu)[2] > 1.1 * new.time(ks, gpu)[2]
+        assert new.time(ks, gpu)[2] == default.time(ks, gpu)[2]
+    gemm = Kernel("fc1", "gemm", 2.0 * 8192 * 4096 * 14336, 0.0, 8192, 14336, 4096)
+    assert old.time([gemm], gpu) == new.time([gemm], gpu)
+
+
+@pytest.mark.parametrize("bad", ["9.x", "nine", "9..1", "9.13.1.2.5"])
+def test_a_malformed_cudnn_release_is_refused_naming_the_field(bad):
+    from hetero_ns3.compute.config import ComputeConfig
+
+    with pytest.raises(
+        ScenarioError, match=r"compute\.cudnn \('.*'\) must be a cuDNN release as dotted numbers; e\.g\."
+    ):
+        ComputeConfig(cudnn=bad).validate()
 
 
 def test_h200_published_times_check_the_measured_hopper_fit(rows):
