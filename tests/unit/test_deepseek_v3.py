@@ -204,6 +204,21 @@ def test_a_last_virtual_stage_with_the_mtp_module_and_the_loss_alone() -> None:
         plan_scenario(_scenario(stage_layers=[1, 0, 3, 1], **inter))
 
 
+def test_a_first_virtual_stage_with_the_embedding_alone() -> None:
+    """The other end: ``[0, 3, 1, 1]`` (the embedding alone on the first virtual stage, as an ``E|...`` layout) plans
+    with the same model FLOPs as ``[1, 2, 1, 1]``, layer 0's parameters on pipeline stage 1 instead of 0, and
+    simulates."""
+    inter = {"pp": 2, "vpp": 2, "schedule": "interleaved"}
+    emb, even = _scenario(stage_layers=[0, 3, 1, 1], **inter), _scenario(stage_layers=[1, 2, 1, 1], **inter)
+    wp_emb, wp_even = plan_scenario(emb), plan_scenario(even)
+    assert wp_emb.model_flops == pytest.approx(wp_even.model_flops, rel=1e-12)
+    l0 = layer_params_per_rank(emb.model, 0, 1, 8).total
+    params = {(wp.workload.meta["stage_layers"][0], m.stage): m.params for wp in (wp_emb, wp_even) for m in wp.memory}
+    assert params[(1, 0)] - params[(0, 0)] == pytest.approx(l0)
+    assert params[(0, 1)] - params[(1, 1)] == pytest.approx(l0)
+    assert _step_s(emb) > 0
+
+
 @pytest.mark.parametrize(
     ("model", "par", "field"),
     [
