@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from hetero_ns3.compute.cudnn_era import is_release
 from hetero_ns3.compute.gpus import GpuSpec, gpu_spec_from_table
 from hetero_ns3.compute.recipes import Recipe, recipe_for
 from hetero_ns3.compute.roofline import Roofline, load_efficiency_csv
@@ -118,9 +118,7 @@ class ComputeConfig:
             raise field_error(
                 f"{where}.sustained", self.sustained, "must be in (0, 1.5]", "e.g. 0.849 (the fitted value) or 0.8"
             )
-        if self.cudnn is not None and (
-            not isinstance(self.cudnn, str) or not re.fullmatch(r"\d+(\.\d+){0,3}", self.cudnn)
-        ):
+        if self.cudnn is not None and not is_release(self.cudnn):
             raise field_error(
                 f"{where}.cudnn",
                 self.cudnn,

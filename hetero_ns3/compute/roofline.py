@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from hetero_ns3.compute.attention_grid import attention_occupancy, window_tiles
+from hetero_ns3.compute.cudnn_era import before
 from hetero_ns3.compute.gpus import CATALOG_PATH, GpuSpec
 from hetero_ns3.compute.recipes import (
     FP8_RECIPES,
@@ -172,26 +173,19 @@ class Efficiency:
 
 
 @functools.cache
+def _catalog_tables() -> Mapping[str, Any]:
+    with open(CATALOG_PATH, "rb") as fh:
+        return tomllib.load(fh)
+
+
 def _eff_tables() -> Mapping[str, Mapping[str, float]]:
-    with open(CATALOG_PATH, "rb") as fh:
-        return tomllib.load(fh).get("efficiency", {})
-
-
-@functools.cache
-def _era_tables() -> Mapping[str, Mapping[str, Any]]:
-    with open(CATALOG_PATH, "rb") as fh:
-        return tomllib.load(fh).get("cudnn_era", {})
+    return _catalog_tables().get("efficiency", {})
 
 
 def cudnn_era_table(architecture: str) -> Mapping[str, Any]:
     """The catalog's ``[cudnn_era.<architecture>]`` table (the attention constants of cuDNN releases before its
     ``before``; empty when the architecture has none)."""
-    return _era_tables().get(architecture, {})
-
-
-def version_tuple(version: str) -> tuple[int, ...]:
-    """``"9.13.1"`` -> ``(9, 13, 1)`` (a cuDNN release as written in ``[compute] cudnn``)."""
-    return tuple(int(p) for p in version.split("."))
+    return _catalog_tables().get("cudnn_era", {}).get(architecture, {})
 
 
 def cudnn_era_efficiency(gpu: GpuSpec, e: Efficiency, cudnn: str | None) -> Efficiency:
@@ -201,7 +195,7 @@ def cudnn_era_efficiency(gpu: GpuSpec, e: Efficiency, cudnn: str | None) -> Effi
     era = cudnn_era_table(gpu.architecture)
     if cudnn is None or not era or "attention_fwd" in efficiency_table(gpu.name):
         return e
-    if version_tuple(cudnn) >= version_tuple(str(era["before"])):
+    if not before(cudnn, str(era["before"])):
         return e
     return replace(
         e,
